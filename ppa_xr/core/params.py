@@ -1,0 +1,65 @@
+"""The fitted state of PPA as plain arrays: what the kernels need, and what is saved.
+
+Notation (0-based steps ``p = 0..d-2``): the output of the forward map is
+``r = [alpha_0, ..., alpha_{d-2}, x_{d-2}]``. ``rotation`` is the orthogonal
+``d x d`` matrix ``A`` whose rows are the leading vectors expressed in input
+space (DESIGN.md). The polynomial part of step ``p`` (basis ``P_1..P_g``, the
+constant being folded into the biases) enters
+
+* the forward map as ``r[p+1:] -= P(alpha_p) @ forward[p, :g, p+1:]``,
+* the inverse map as ``x += P(alpha_p) @ inverse[p, :g, :]``,
+
+with ``forward[p] = W_p O_p^T`` (``O_p`` the composed later rotations) and
+``inverse[p] = W_p (E_0 ... E_p)^T``. Coefficient rows beyond a step's degree
+are zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .basis import TAILS
+
+
+@dataclass(frozen=True, eq=False)
+class PPAParams:
+    """Fitted parameters of a PPA map on ``d`` features."""
+
+    mean: np.ndarray  # (d,)
+    rotation: np.ndarray  # (d, d), rows are the leading vectors A
+    degrees: np.ndarray  # (d-1,) int
+    center: np.ndarray  # (d-1,)
+    scale: np.ndarray  # (d-1,)
+    forward_bias: np.ndarray  # (d,)  r = A (x - mean) - forward_bias - corrections
+    forward: np.ndarray  # (d-1, gmax, d)
+    inverse_bias: np.ndarray  # (d,)  x = mean + A^T r + inverse_bias + corrections
+    inverse: np.ndarray  # (d-1, gmax, d)
+    explained_variance: np.ndarray  # (d,) variance of each output on the fitting sample
+    tails: str = "clamp"
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.tails not in TAILS:
+            raise ValueError(f"tails must be one of {TAILS}, got {self.tails!r}")
+
+    @property
+    def n_features(self) -> int:
+        return self.mean.shape[0]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The parameters as a name -> array mapping (for saving)."""
+        names = ("mean", "rotation", "degrees", "center", "scale", "forward_bias", "forward", "inverse_bias", "inverse",
+                 "explained_variance")
+        return {name: getattr(self, name) for name in names}
+
+    def cast(self, dtype: np.dtype) -> PPAParams:
+        """The same parameters in ``dtype`` (cached), so float32 chunks stay float32."""
+        dtype = np.dtype(dtype)
+        if dtype == self.mean.dtype:
+            return self
+        if dtype not in self._cache:
+            arrays = {k: (v if k == "degrees" else v.astype(dtype)) for k, v in self.arrays().items()}
+            self._cache[dtype] = PPAParams(**arrays, tails=self.tails)
+        return self._cache[dtype]

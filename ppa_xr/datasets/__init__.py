@@ -1,0 +1,106 @@
+"""Small real datasets shipped with ppa_xr (see ``data/PROVENANCE.md``).
+
+The UCI tables are the ones of the paper's experiments (Laparra et al. 2014,
+Table I), gzip-compressed byte for byte copies of the original files. They are
+under CC BY 4.0: credit the UCI Machine Learning Repository and each dataset's
+creators when you redistribute them.
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from importlib.resources import files
+
+import numpy as np
+
+__all__ = ["Table", "UCI_TABLES", "load_table"]
+
+_DATA = files(__name__) / "data"
+UCI_TABLES = ("MagicGamma", "JapaneseVowels", "Pageblocks", "Sat", "Segmentation")
+# Speaker (1..9) of the consecutive utterances in ae.train / ae.test (UCI description).
+_VOWEL_SPEAKERS = {"ae.train": [30] * 9, "ae.test": [31, 35, 88, 44, 29, 24, 40, 50, 29]}
+
+
+@dataclass(frozen=True)
+class Table:
+    """A feature table: ``data`` (n x d float64), class ``target`` (n,), and where it came from."""
+
+    name: str
+    data: np.ndarray
+    target: np.ndarray
+    feature_names: tuple[str, ...]
+    provenance: str
+
+
+def _lines(filename: str) -> list[str]:
+    with gzip.open(_DATA / f"{filename}.gz", "rt") as fh:
+        return [line for line in fh.read().splitlines() if line.strip()]
+
+
+def _split_rows(lines: list[str], sep: str | None = None) -> list[list[str]]:
+    return [line.split(sep) for line in lines]
+
+
+def _numeric(rows: list[list[str]]) -> np.ndarray:
+    return np.array(rows, dtype=np.float64)
+
+
+def _sat() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    values = _numeric(_split_rows(_lines("sat.trn") + _lines("sat.tst")))
+    names = tuple(f"pixel{p}_band{b}" for p in range(1, 10) for b in range(1, 5))
+    return values[:, :-1], values[:, -1].astype(int), names
+
+
+def _magic() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    rows = _split_rows(_lines("magic04.data"), ",")
+    names = ("fLength", "fWidth", "fSize", "fConc", "fConc1", "fAsym", "fM3Long", "fM3Trans", "fAlpha", "fDist")
+    return _numeric([r[:-1] for r in rows]), np.array([r[-1] == "h" for r in rows], dtype=int), names
+
+
+def _pageblocks() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    values = _numeric(_split_rows(_lines("page-blocks.data")))
+    names = ("height", "length", "area", "eccen", "p_black", "p_and", "mean_tr", "blackpix", "blackand", "wb_trans")
+    return values[:, :-1], values[:, -1].astype(int), names
+
+
+def _segmentation() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    lines = _lines("segmentation.data")[3:] + _lines("segmentation.test")[3:]  # skip comments and header
+    header = _lines("segmentation.data")[2].split(",")
+    rows = _split_rows(lines, ",")
+    classes = sorted({r[0] for r in rows})
+    keep = [i for i, n in enumerate(header) if n not in ("REGION-PIXEL-COUNT", "SHORT-LINE-DENSITY-5", "SHORT-LINE-DENSITY-2")]
+    values = _numeric([r[1:] for r in rows])[:, keep]
+    return values, np.array([classes.index(r[0]) for r in rows]), tuple(header[i] for i in keep)
+
+
+def _vowels() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    frames, speakers = [], []
+    for filename, counts in _VOWEL_SPEAKERS.items():
+        values = _numeric(_split_rows(_lines(filename)))
+        separator = (values == 1.0).all(axis=1)  # each utterance ends with a row of ones
+        block = np.concatenate([[0], np.cumsum(separator)[:-1]])
+        if separator.sum() != sum(counts):
+            raise ValueError(f"{filename}: expected {sum(counts)} utterances, found {separator.sum()}")
+        speaker_of_block = np.repeat(np.arange(1, 10), counts)
+        frames.append(values[~separator])
+        speakers.append(speaker_of_block[block[~separator]])
+    return np.vstack(frames), np.concatenate(speakers), tuple(f"lpc_cepstrum{i}" for i in range(1, 13))
+
+
+_LOADERS = {"MagicGamma": _magic, "JapaneseVowels": _vowels, "Pageblocks": _pageblocks, "Sat": _sat, "Segmentation": _segmentation}
+_SOURCES = {
+    "MagicGamma": "UCI MAGIC Gamma Telescope (Bock et al.), magic04.data",
+    "JapaneseVowels": "UCI Japanese Vowels (Kudo, Toyama, Shimbo 1999), ae.train + ae.test frames",
+    "Pageblocks": "UCI Page Blocks Classification (Malerba), page-blocks.data",
+    "Sat": "UCI Statlog (Landsat Satellite), sat.trn + sat.tst",
+    "Segmentation": "UCI Image Segmentation (Brodley 1990), 16 features as in the paper",
+}
+
+
+def load_table(name: str) -> Table:
+    """Load one of the paper's UCI tables by name (one of :data:`UCI_TABLES`)."""
+    if name not in _LOADERS:
+        raise ValueError(f"unknown table {name!r}; choose one of {UCI_TABLES}")
+    data, target, names = _LOADERS[name]()
+    return Table(name, data, target, names, f"{_SOURCES[name]}. UCI Machine Learning Repository, CC BY 4.0.")

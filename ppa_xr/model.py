@@ -1,0 +1,173 @@
+"""The PPA estimator: scikit-learn's contract around the numpy core."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .core import fitting, kernels
+from .core.basis import TAILS
+from .core.params import PPAParams
+
+
+class PPA(TransformerMixin, BaseEstimator):
+    """Principal Polynomial Analysis (Laparra et al., 2014).
+
+    ``d-1`` sequential shears: at step ``p`` the residual is projected on a
+    leading vector, ``alpha_p = e_p^T x_{p-1}``, and a polynomial prediction of
+    the orthogonal part is removed, ``x_p = E_p^T x_{p-1} - W_p v(alpha_p)``.
+    The output is ``r = [alpha_1, ..., alpha_{d-1}, x_{d-1}]``. The map is
+    invertible in closed form and volume preserving (``|det J| = 1``);
+    ``degree=1`` is PCA.
+
+    Parameters
+    ----------
+    n_components : int, optional
+        Components returned by :meth:`transform` (default: all ``d``).
+    degree : int or sequence of int
+        A fixed polynomial degree for every step, or candidates from which
+        each step picks the one with the smallest hold-out squared error
+        (fit on part of the sample, score on the rest, refit the winner on
+        all of it), as in the paper.
+    tails : {"clamp", "linear", "polynomial"}
+        The conditional mean beyond the projections seen in fit: held at its
+        boundary value, continued along its tangent, or the raw polynomial
+        (the paper; explodes far from the data).
+    leading : {"pca"} or callable
+        How each step's leading vector is found from the residual covariance.
+    holdout_fraction : float
+        Share of the sample held out to select degrees (paper: 0.5).
+    random_state : int, Generator or None
+        Seeds the hold-out split.
+
+    Attributes
+    ----------
+    mean_, degrees_ (d-1 ints), components_ (the ``d x d`` rotation ``A``,
+    rows = leading vectors in input space), explained_variance_,
+    explained_variance_ratio_, n_features_in_, params_ (the kernels' arrays).
+    """
+
+    def __init__(
+        self,
+        n_components: int | None = None,
+        degree: int | Sequence[int] = (1, 2, 3, 4, 5),
+        tails: str = "clamp",
+        leading: str = "pca",
+        holdout_fraction: float = 0.5,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
+        self.n_components = n_components
+        self.degree = degree
+        self.tails = tails
+        self.leading = leading
+        self.holdout_fraction = holdout_fraction
+        self.random_state = random_state
+
+    def _candidate_degrees(self) -> list[int]:
+        degrees = [self.degree] if isinstance(self.degree, numbers.Integral) else list(self.degree)
+        if not degrees or any(not isinstance(g, numbers.Integral) or g < 1 for g in degrees):
+            raise ValueError(f"degree must be a positive int or a non-empty sequence of them, got {self.degree!r}")
+        return sorted(set(int(g) for g in degrees))
+
+    def _validate_params(self, n_features: int) -> None:
+        if self.tails not in TAILS:
+            raise ValueError(f"tails must be one of {TAILS}, got {self.tails!r}")
+        if not (isinstance(self.leading, str) and self.leading in fitting.LEADING_VECTORS or callable(self.leading)):
+            raise ValueError(f"leading must be one of {sorted(fitting.LEADING_VECTORS)} or a callable, got {self.leading!r}")
+        if not 0 < self.holdout_fraction < 1:
+            raise ValueError(f"holdout_fraction must be in (0, 1), got {self.holdout_fraction!r}")
+        k = self.n_components
+        if k is not None and not (isinstance(k, numbers.Integral) and 1 <= k <= n_features):
+            raise ValueError(f"n_components must be None or an int in [1, {n_features}], got {k!r}")
+
+    def fit(self, X, y=None) -> PPA:
+        """Fit the PPA map on ``X`` (n_samples x n_features); rows with NaN/inf are refused."""
+        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
+        bad = ~np.isfinite(X).all(axis=1)
+        if bad.any():
+            raise ValueError(
+                f"X has {int(bad.sum())} of {len(X)} rows with NaN or inf; PPA needs complete rows. "
+                "Drop them first, e.g. X = X[np.isfinite(X).all(axis=1)]."
+            )
+        n, d = X.shape
+        if d < 2:
+            raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
+        self._validate_params(d)
+        degrees = self._candidate_degrees()
+        if n < fitting.min_samples(degrees):
+            raise ValueError(
+                f"degree up to {max(degrees)} needs at least {fitting.min_samples(degrees)} samples "
+                f"({'both halves of the hold-out split determine' if len(degrees) > 1 else 'to determine'} "
+                f"each polynomial), got {n}; pass more samples or a lower degree."
+            )
+        rng = np.random.default_rng(check_random_state(self.random_state).randint(2**32))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # a numerical problem must not pass silently
+            self.params_ = fitting.fit_params(
+                X.astype(np.float64), degrees, self.tails, self.leading, self.holdout_fraction, rng
+            )
+        self._set_fitted(self.params_)
+        return self
+
+    def _set_fitted(self, params: PPAParams) -> None:
+        self.mean_ = params.mean
+        self.components_ = params.rotation
+        self.degrees_ = params.degrees
+        self.explained_variance_ = params.explained_variance
+        total = params.explained_variance.sum()
+        self.explained_variance_ratio_ = params.explained_variance / total if total > 0 else np.zeros_like(params.explained_variance)
+        self.n_features_in_ = params.n_features
+        self.n_components_ = self.n_components or params.n_features
+
+    @classmethod
+    def from_params(cls, params: PPAParams, **init_params) -> PPA:
+        """A fitted estimator around existing parameters (e.g. loaded from disk)."""
+        model = cls(**init_params)
+        model.params_ = params
+        model._set_fitted(params)
+        return model
+
+    def _check_input(self, X, what: str = "X") -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], ensure_all_finite="allow-nan")
+        return X
+
+    def transform(self, X) -> np.ndarray:
+        """PPA coordinates (n_samples x n_components); rows with NaN give NaN."""
+        X = self._check_input(X)
+        return kernels.forward(X, self.params_, self.n_components_)
+
+    def inverse_transform(self, X) -> np.ndarray:
+        """Back to input space from ``k <= d`` leading components (missing ones set to their mean, 0).
+
+        ``inverse_transform(transform(X)[:, :k])`` is the k-component reconstruction.
+        """
+        check_is_fitted(self)
+        R = np.asarray(X)
+        if R.ndim != 2:
+            raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
+        if not 1 <= R.shape[1] <= self.n_features_in_:
+            raise ValueError(f"expected 1 to {self.n_features_in_} components per row, got {R.shape[1]}.")
+        if not np.issubdtype(R.dtype, np.floating):
+            R = R.astype(np.float64)
+        return kernels.inverse(R, self.params_)
+
+    def jacobian(self, X) -> np.ndarray:
+        """Analytic Jacobian ``dr/dx`` (n_samples x d x d); ``|det| = 1``."""
+        return kernels.jacobian(self._check_input(X), self.params_)
+
+    def reconstruct(self, X, n_components: int) -> np.ndarray:
+        """Reconstruction of ``X`` from its first ``n_components`` PPA components."""
+        X = self._check_input(X)
+        return kernels.inverse(kernels.forward(X, self.params_, n_components), self.params_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags

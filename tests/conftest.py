@@ -1,0 +1,16 @@
+import numpy as np
+import pytest
+
+
+def curved_sample(n: int, d: int = 4, noise: float = 0.05, seed: int = 0) -> np.ndarray:
+    """Points around a curve (parabola, sine, cubic ...) in d dimensions: what PPA is for."""
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(-2, 2, n)
+    cols = [t, t**2, np.sin(2 * t), 0.3 * t**3, np.cos(t)]
+    cols = [cols[i % len(cols)] * (1 + i // len(cols)) for i in range(d)]
+    return np.column_stack(cols) + noise * rng.normal(size=(n, d))
+
+
+@pytest.fixture
+def curved():
+    return curved_sample(3000)

@@ -1,0 +1,163 @@
+"""The numpy core: exact inverse, unit Jacobian, tails, PCA limit, subset invariance."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from ppa_xr import PPA
+from ppa_xr.core import basis, forward, inverse, jacobian
+
+from .conftest import curved_sample
+
+
+def pca_reconstruction(X, k):
+    Xc = X - X.mean(0)
+    vt = np.linalg.svd(Xc, full_matrices=False)[2]
+    return X.mean(0) + Xc @ vt[:k].T @ vt[:k]
+
+
+def mse(a, b):
+    return float(np.mean(np.sum((a - b) ** 2, axis=1)))
+
+
+@pytest.mark.parametrize("tails", basis.TAILS)
+def test_round_trip_and_unit_determinant(curved, tails):
+    model = PPA(tails=tails, random_state=0).fit(curved)
+    far = curved * 3 + 5  # far outside the fitted range: exercises the tails
+    # raw polynomials compose to astronomically large values far away (exactly
+    # invertible, but float64 cannot hold the round trip): only the safe tails go there
+    for X in (curved, far) if tails != "polynomial" else (curved,):
+        R = model.transform(X)
+        back = model.inverse_transform(R)
+        assert np.max(np.abs(back - X)) <= 1e-10 * np.max(np.abs(X))
+        det = np.linalg.det(model.jacobian(X[:200]))
+        np.testing.assert_allclose(np.abs(det), 1.0, atol=1e-10)
+
+
+def test_jacobian_matches_finite_differences(curved):
+    model = PPA(degree=4, tails="linear", random_state=0).fit(curved)
+    x = curved[:5]
+    J = model.jacobian(x)
+    h = 1e-6
+    for j in range(x.shape[1]):
+        step = np.zeros(x.shape[1])
+        step[j] = h
+        numeric = (model.transform(x + step) - model.transform(x - step)) / (2 * h)
+        np.testing.assert_allclose(J[:, :, j], numeric, atol=1e-6)
+
+
+def test_float32_stays_float32(curved):
+    model = PPA(random_state=0).fit(curved)
+    X32 = curved.astype(np.float32)
+    R = model.transform(X32)
+    assert R.dtype == np.float32
+    assert model.inverse_transform(R).dtype == np.float32
+    np.testing.assert_allclose(R, model.transform(curved), rtol=0, atol=1e-3 * np.abs(R).max())
+
+
+@pytest.mark.parametrize("name", ["Segmentation", "Pageblocks"])
+def test_degree_one_is_pca(name):
+    from ppa_xr.datasets import load_table
+
+    X = load_table(name).data
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    model = PPA(degree=1).fit(X)
+    R = model.transform(X)
+    for k in range(1, X.shape[1] + 1):
+        ours = model.inverse_transform(R[:, :k])
+        np.testing.assert_allclose(ours, pca_reconstruction(X, k), atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["Segmentation", "Sat"])
+def test_training_error_never_above_pca(name):
+    """Paper's Property 2 on real data, at every number of retained components."""
+    from ppa_xr.datasets import load_table
+
+    X = load_table(name).data
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    model = PPA(random_state=0).fit(X)
+    R = model.transform(X)
+    gains = []
+    for k in range(1, X.shape[1]):
+        ppa, pca = mse(model.inverse_transform(R[:, :k]), X), mse(pca_reconstruction(X, k), X)
+        assert ppa <= pca * (1 + 1e-9) + 1e-14
+        gains.append(pca - ppa)
+    assert max(gains) > 0  # the curvature of real data is actually used
+
+
+def test_curved_data_beats_pca_strongly(curved):
+    model = PPA(random_state=0).fit(curved)
+    R = model.transform(curved)
+    assert mse(model.inverse_transform(R[:, :1]), curved) < 0.2 * mse(pca_reconstruction(curved, 1), curved)
+
+
+def test_subset_invariance(curved):
+    """Transform of a subset is the subset of the transform: chunk-wise application is exact."""
+    model = PPA(random_state=0).fit(curved)
+    full = model.transform(curved)
+    idx = np.random.default_rng(1).choice(len(curved), 257, replace=False)
+    np.testing.assert_array_equal(model.transform(curved[idx]), full[idx])
+    np.testing.assert_allclose(forward(curved[idx].reshape(257, 1, -1), model.params_)[:, 0], full[idx], rtol=0, atol=1e-13)
+
+
+def test_kernels_accept_any_leading_shape(curved):
+    model = PPA(random_state=0).fit(curved)
+    cube = curved[:600].reshape(20, 30, -1)
+    R = forward(cube, model.params_)
+    assert R.shape == (20, 30, 4)
+    np.testing.assert_allclose(inverse(R, model.params_), cube, atol=1e-10)
+    assert jacobian(cube[:2], model.params_).shape == (2, 30, 4, 4)
+
+
+def test_truncated_forward_equals_leading_columns(curved):
+    model = PPA(random_state=0).fit(curved)
+    np.testing.assert_allclose(forward(curved, model.params_, 2), model.transform(curved)[:, :2], atol=1e-13)
+
+
+def test_tails_agree_inside_and_differ_outside():
+    X = curved_sample(2000, d=3, noise=0.02)
+    models = {t: PPA(degree=5, tails=t, random_state=0).fit(X) for t in basis.TAILS}
+    inside = X[:100]
+    ref = models["clamp"].transform(inside)
+    for m in models.values():
+        np.testing.assert_allclose(m.transform(inside), ref, atol=1e-12)
+    lead = models["clamp"].components_[0]
+    far = X.mean(0) + np.outer([30.0, 60.0, 90.0], lead)  # far along the first curve
+    clamp = models["clamp"].transform(far)
+    np.testing.assert_allclose(clamp[0, 1:], clamp[1, 1:], atol=1e-9)  # conditional mean held constant
+    linear = models["linear"].transform(far)
+    np.testing.assert_allclose(linear[2] - linear[1], linear[1] - linear[0], atol=1e-9)  # straight tangent
+    assert not np.allclose(linear[1, 1:], clamp[1, 1:])
+    poly = models["polynomial"].transform(far)
+    assert np.abs(poly[1, 1:]).max() > 100 * np.abs(clamp[1, 1:]).max()
+
+
+def test_degree_15_large_sample_is_accurate():
+    X = curved_sample(100_000, d=3, noise=0.01, seed=3)
+    errors = {}
+    for degree in (10, 15):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model = PPA(degree=degree).fit(X)
+        R = model.transform(X)
+        assert np.max(np.abs(model.inverse_transform(R) - X)) <= 1e-10 * np.abs(X).max()
+        errors[degree] = mse(model.inverse_transform(R[:, :1]), X)
+    assert errors[15] <= errors[10] * (1 + 1e-9)  # nested bases: a higher degree never fits worse
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    X=arrays(np.float64, st.tuples(st.integers(20, 60), st.integers(2, 6)), elements=st.floats(-1e3, 1e3)),
+    degree=st.integers(1, 4),
+    tails=st.sampled_from(basis.TAILS),
+)
+def test_hypothesis_round_trip_and_volume(X, degree, tails):
+    model = PPA(degree=degree, tails=tails).fit(X)
+    R = model.transform(X)
+    scale = max(np.abs(X).max(), 1.0)
+    assert np.max(np.abs(model.inverse_transform(R) - X)) <= 1e-8 * scale
+    np.testing.assert_allclose(np.abs(np.linalg.det(model.jacobian(X[:5]))), 1.0, atol=1e-8)

@@ -1,0 +1,119 @@
+"""PPA follows scikit-learn's estimator contract and refuses bad input clearly."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from ppa_xr import PPA
+
+# Checks that cannot pass, with the reason.
+EXPECTED_FAILED = {
+    # Raster pixels flagged NaN must come out NaN in every component (the xarray
+    # layer relies on it), so transform passes NaN through instead of raising.
+    "check_estimators_nan_inf": "transform maps NaN rows to NaN by design",
+}
+
+
+@parametrize_with_checks([PPA(degree=(1, 2, 3), random_state=0)], expected_failed_checks=lambda est: EXPECTED_FAILED)
+def test_sklearn_contract(estimator, check):
+    check(estimator)
+
+
+def test_params_clone_and_pipeline(curved):
+    model = PPA(n_components=2, degree=3, tails="linear")
+    assert model.get_params()["tails"] == "linear"
+    assert clone(model).set_params(degree=2).degree == 2
+    pipe = make_pipeline(StandardScaler(), PPA(n_components=2, random_state=0)).fit(curved)
+    out = pipe.transform(curved)
+    assert out.shape == (len(curved), 2)
+    back = pipe.inverse_transform(out)
+    assert back.shape == curved.shape and np.isfinite(back).all()
+
+
+def test_fitted_attributes(curved):
+    model = PPA(random_state=0).fit(curved)
+    d = curved.shape[1]
+    assert model.degrees_.shape == (d - 1,) and set(model.degrees_) <= {1, 2, 3, 4, 5}
+    np.testing.assert_allclose(model.mean_, curved.mean(0))
+    np.testing.assert_allclose(model.explained_variance_, model.transform(curved).var(0), rtol=1e-9)
+    np.testing.assert_allclose(model.components_ @ model.components_.T, np.eye(d), atol=1e-12)
+    assert model.explained_variance_ratio_.sum() == pytest.approx(1.0)
+
+
+def test_degree_selection_is_reproducible_and_follows_curvature(curved):
+    a = PPA(random_state=1).fit(curved).degrees_
+    np.testing.assert_array_equal(a, PPA(random_state=1).fit(curved).degrees_)
+    assert a[0] > 1  # the first curve is clearly not a line
+
+
+def test_inverse_pads_missing_components(curved):
+    model = PPA(random_state=0).fit(curved)
+    R = model.transform(curved)
+    padded = np.hstack([R[:, :2], np.zeros((len(R), 2))])
+    np.testing.assert_allclose(model.inverse_transform(R[:, :2]), model.inverse_transform(padded), atol=1e-12)
+    np.testing.assert_allclose(model.reconstruct(curved, 2), model.inverse_transform(R[:, :2]), atol=1e-12)
+
+
+def test_nan_rows_in_fit_are_refused_with_count(curved):
+    X = curved.copy()
+    X[[3, 10, 11], 1] = np.nan
+    X[20, 0] = np.inf
+    with pytest.raises(ValueError, match=r"4 of 3000 rows with NaN or inf.*isfinite"):
+        PPA().fit(X)
+
+
+def test_nan_rows_in_transform_give_nan(curved):
+    model = PPA(random_state=0).fit(curved)
+    X = curved[:10].copy()
+    X[4, 2] = np.nan
+    R = model.transform(X)
+    assert np.isnan(R[4]).all() and np.isfinite(np.delete(R, 4, axis=0)).all()
+
+
+def test_too_few_samples():
+    X = np.random.default_rng(0).normal(size=(9, 3))
+    with pytest.raises(ValueError, match="needs at least 12 samples.*got 9.*lower degree"):
+        PPA().fit(X)
+    with pytest.raises(ValueError, match="needs at least 7 samples"):
+        PPA(degree=5).fit(X[:6])
+    PPA(degree=2).fit(X)  # enough for a lower degree
+
+
+def test_constant_and_duplicated_features(curved):
+    X = np.column_stack([curved, np.full(len(curved), 7.0), curved[:, 0]])
+    model = PPA(random_state=0).fit(X)
+    R = model.transform(X)
+    np.testing.assert_allclose(model.inverse_transform(R), X, atol=1e-10)
+    assert np.all(np.isfinite(R))
+    np.testing.assert_allclose(model.explained_variance_[-2:], 0, atol=1e-12)
+
+
+def test_wrong_shapes_are_refused(curved):
+    model = PPA(random_state=0).fit(curved)
+    with pytest.raises(ValueError, match="2D array|Reshape"):
+        model.transform(curved[:, 0])
+    with pytest.raises(ValueError, match="4 features"):
+        model.transform(curved[:, :3])
+    with pytest.raises(ValueError, match="1 to 4 components"):
+        model.inverse_transform(np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="n_features = 1"):
+        PPA().fit(curved[:, :1])
+    with pytest.raises(ValueError, match="tails must be one of"):
+        PPA(tails="wild").fit(curved)
+    with pytest.raises(ValueError, match="degree must be"):
+        PPA(degree=0).fit(curved)
+    with pytest.raises(ValueError, match="n_components"):
+        PPA(n_components=9).fit(curved)
+
+
+def test_integer_input_is_computed_in_float():
+    from ppa_xr.datasets import load_table
+
+    X = load_table("Sat").data.astype(np.uint8)[:2000]
+    model = PPA(random_state=0).fit(X)
+    R = model.transform(X)
+    assert R.dtype == np.float64
+    np.testing.assert_allclose(model.inverse_transform(R), X, atol=1e-9)
