@@ -1,20 +1,20 @@
-"""Polynomial basis of one PPA step: Legendre polynomials of a scaled projection.
+"""Polynomial basis of one PPA step, on the scaled projection ``t = (alpha - c) / s``.
 
-Each step regresses the orthogonal residual on ``v(alpha)``. Instead of the
-paper's Vandermonde row ``[1, alpha, ..., alpha^g]`` we use Legendre
-polynomials ``P_k(t)`` of the scaled variable
+``c`` and ``s`` map the projections of the fitting sample onto ``[-1, 1]``.
 
-    t = (alpha - center) / scale,   t in [-1, 1] on the fitting sample,
+* Fitting uses Legendre polynomials ``P_k(t)``: the same span as the paper's
+  Vandermonde row ``[1, alpha, ..., alpha^g]``, but a well-conditioned least
+  squares problem for degrees of 15 and more.
+* Kernels use monomials ``t^j`` (coefficients converted once with
+  :func:`legendre_to_power`): ``g - 1`` multiplications per pixel instead of the
+  three-term recurrence. On ``[-1, 1]`` every ``|t^j| <= 1``.
 
-which span the same functions but keep the least-squares problem well
-conditioned for degrees of 15 and more. The constant ``P_0 = 1`` is left out
-here: kernels fold it into a bias, so ``features`` returns ``P_1..P_g``.
+Tails, for ``|t| > 1`` (projections beyond the range seen in fit), applied to
+every basis function (so to any combination of them):
 
-Tails (``|t| > 1``, projections beyond the range seen in fit):
-
-* ``"clamp"``:      ``P_k(clip(t))``, the conditional mean stays at its edge value;
-* ``"linear"``:     ``P_k(t_b) + P_k'(t_b) (t - t_b)``, continues along the tangent;
-* ``"polynomial"``: ``P_k(t)``, the raw polynomial as in the paper.
+* ``"clamp"``:      ``f(clip(t))``, the conditional mean stays at its edge value;
+* ``"linear"``:     ``f(t_b) + f'(t_b) (t - t_b)``, ``t_b = clip(t)``: the tangent;
+* ``"polynomial"``: ``f(t)``, the raw polynomial as in the paper.
 
 Any function of alpha keeps each PPA step a shear, so every choice keeps the
 map exactly invertible with unit Jacobian determinant.
@@ -22,52 +22,58 @@ map exactly invertible with unit Jacobian determinant.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
+from numpy.polynomial import legendre as npleg
 
 TAILS = ("clamp", "linear", "polynomial")
 
 
-def _legendre(t: np.ndarray, degree: int, derivative: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """``P_1..P_g`` (and ``dP_k/dt``) at ``t`` by the three-term recurrences
-
-    ``(k+1) P_{k+1} = (2k+1) t P_k - k P_{k-1}`` and ``P'_{k+1} = P'_{k-1} + (2k+1) P_k``.
-    """
-    values = np.empty(t.shape + (degree,), dtype=t.dtype)
-    slopes = np.empty_like(values) if derivative else None
+def legendre(t: np.ndarray, degree: int) -> np.ndarray:
+    """``P_1..P_g`` at ``t`` (n,) -> (n, g), by ``(k+1) P_{k+1} = (2k+1) t P_k - k P_{k-1}``."""
+    values = np.empty((t.shape[0], degree))
     prev, cur = np.ones_like(t), t
-    dprev, dcur = np.zeros_like(t), np.ones_like(t)
     for k in range(1, degree + 1):
-        values[..., k - 1] = cur
-        if derivative:
-            slopes[..., k - 1] = dcur
-        if k < degree:
-            nxt = ((2 * k + 1) * t * cur - k * prev) / (k + 1)
-            if derivative:
-                dprev, dcur = dcur, dprev + (2 * k + 1) * cur
-            prev, cur = cur, nxt
-    return values, slopes
-
-
-def features(alpha: np.ndarray, degree: int, center: float, scale: float, tails: str) -> np.ndarray:
-    """Basis functions ``P_1..P_g`` of the scaled ``alpha``; shape ``alpha.shape + (g,)``."""
-    t = (alpha - alpha.dtype.type(center)) / alpha.dtype.type(scale)
-    if tails == "polynomial":
-        return _legendre(t, degree, False)[0]
-    edge = np.clip(t, -1, 1)
-    if tails == "clamp":
-        return _legendre(edge, degree, False)[0]
-    values, slopes = _legendre(edge, degree, True)
-    values += slopes * (t - edge)[..., None]
+        values[:, k - 1] = cur
+        prev, cur = cur, ((2 * k + 1) * t * cur - k * prev) / (k + 1)
     return values
 
 
-def derivatives(alpha: np.ndarray, degree: int, center: float, scale: float, tails: str) -> np.ndarray:
-    """``d/dalpha`` of :func:`features` (chain rule gives the factor ``1 / scale``)."""
-    t = (alpha - alpha.dtype.type(center)) / alpha.dtype.type(scale)
+@lru_cache(maxsize=None)
+def legendre_to_power(degree: int) -> np.ndarray:
+    """``M`` with ``P_k(t) = sum_j M[k, j] t^j`` for ``k, j = 0..g``."""
+    M = np.zeros((degree + 1, degree + 1))
+    for k in range(degree + 1):
+        M[k, : k + 1] = npleg.leg2poly(np.eye(degree + 1)[k])[: k + 1]
+    M.setflags(write=False)
+    return M
+
+
+def powers(t: np.ndarray, degree: int, tails: str, out: np.ndarray) -> np.ndarray:
+    """Write ``t^1..t^g`` with the given tails into ``out`` (g, n); ``t`` (n,) may be clipped in place."""
     if tails == "polynomial":
-        slopes = _legendre(t, degree, True)[1]
+        base = t
     else:
-        slopes = _legendre(np.clip(t, -1, 1), degree, True)[1]
-        if tails == "clamp":
-            slopes *= (np.abs(t) <= 1)[..., None]
-    return slopes / alpha.dtype.type(scale)
+        base = np.clip(t, -1, 1, out=np.empty_like(t) if tails == "linear" else t)
+    out[0] = base
+    for j in range(1, degree):
+        np.multiply(out[j - 1], base, out=out[j])
+    if tails == "linear":  # t_b^j + j t_b^(j-1) (t - t_b), highest power first
+        beyond = t - base
+        for j in range(degree - 1, 0, -1):
+            out[j] += (j + 1) * out[j - 1] * beyond
+        out[0] += beyond
+    return out
+
+
+def power_slopes(t: np.ndarray, degree: int, tails: str) -> np.ndarray:
+    """``d/dt`` of :func:`powers` -> (g, n)."""
+    base = t if tails == "polynomial" else np.clip(t, -1, 1)
+    slopes = np.empty((degree,) + t.shape, dtype=t.dtype)
+    slopes[0] = 1
+    for j in range(1, degree):
+        slopes[j] = (j + 1) * base**j
+    if tails == "clamp":
+        slopes *= np.abs(t) <= 1
+    return slopes

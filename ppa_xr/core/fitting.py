@@ -138,7 +138,7 @@ def fit_params(
             centers[p], scales[p] = (hi + lo) / 2, (hi - lo) / 2
             design = np.empty((n, max(degrees) + 1))
             design[:, 0] = 1
-            design[:, 1:] = basis.features(alpha, max(degrees), centers[p], scales[p], tails)
+            design[:, 1:] = basis.legendre((alpha - centers[p]) / scales[p], max(degrees))
             if len(degrees) > 1:
                 chosen[p], gram, cross = _select_degree(design, y, n_valid, degrees)
             else:
@@ -177,6 +177,7 @@ def _compose(mean, steps, degrees, centers, scales, variance, tails) -> PPAParam
     outputs = np.ones((1, 1))  # O_{d-2}
     for p in range(d - 2, -1, -1):
         e, u, w, frame = steps[p]
+        w = basis.legendre_to_power(len(w) - 1).T @ w  # Legendre -> monomial coefficients
         fw = w @ outputs.T  # W_p O_p^T: (g+1, d-p-1)
         forward_bias[p + 1:] += fw[0]
         forward[p, : len(w) - 1, p + 1:] = fw[1:]

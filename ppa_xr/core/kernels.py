@@ -1,31 +1,39 @@
 """Chunk kernels: forward map, inverse map and Jacobian on any ``(..., d)`` block.
 
-With ``A`` the composed rotation and ``P_p`` the basis of step ``p``
-(see :mod:`ppa_xr.core.params` for the coefficient matrices):
+With ``A`` the composed rotation and ``T_p`` the monomial features of step
+``p`` (see :mod:`ppa_xr.core.params` for the coefficient matrices):
 
 * forward: ``r = A (x - mean) - b_f``, then for ``p = 0..k-2``
-  ``r[p+1:k] -= P_p(r_p) F_p`` (``r_p`` is final once the corrections of the
-  earlier steps are in): one GEMM plus ``k-1`` small ones;
+  ``r[p+1:k] -= F_p^T T_p(r_p)`` (``r_p`` is final once the corrections of the
+  earlier steps are in): one GEMM plus ``k-1`` small in-place GEMMs;
 * inverse: every ``alpha_p = r_p`` is given, so
-  ``x = mean + b_i + [r, P_0(r_0), ..., P_{k-1}(r_{k-1})] [A_k; H_0; ...; H_{k-1}]``
-  is one GEMM; missing trailing components are taken as 0 (their mean), and
+  ``x = mean + b_i + [r, T_0(r_0), ..., T_{k-1}(r_{k-1})] [A_k; H_0; ...; H_{k-1}]``
+  is one GEMM; missing trailing components are taken as 0 (their mean) and
   their polynomial terms become part of the bias;
 * Jacobian: ``dr/dx = L A`` with ``L`` unit lower-triangular (a product of
-  shears), built row block by row block, so ``det = 1``.
+  shears), so ``|det| = 1``.
 
-Pixels are processed in row blocks so that the working set stays in cache;
-rows are independent, so a kernel applied to any subset of pixels gives the
-same subset of the result.
+Pixels are processed in blocks of :data:`BLOCK` held transposed (components x
+pixels), so each step reads and writes contiguous rows that stay in cache.
+Rows are independent: a kernel applied to any subset of pixels gives the same
+subset of the result.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+
 import numpy as np
+from scipy.linalg import blas
+from threadpoolctl import ThreadpoolController
 
 from . import basis
 from .params import PPAParams
 
-BLOCK_ROWS = 16384
+BLOCK = 16384
 
 
 def _as_rows(x: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.dtype]:
@@ -36,43 +44,109 @@ def _as_rows(x: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.dtype
     return x.reshape(-1, width).astype(dtype, copy=False), dtype
 
 
-def _step_features(params: PPAParams, p: int, alpha: np.ndarray) -> np.ndarray:
-    return basis.features(alpha, int(params.degrees[p]), params.center[p], params.scale[p], params.tails)
+def _scaled(params: PPAParams, p: int, alpha: np.ndarray) -> np.ndarray:
+    """``t = (alpha - c_p) / s_p`` as a new array."""
+    return (alpha - params.center[p]) * (1 / params.scale[p])
 
 
-def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None) -> np.ndarray:
-    """PPA coordinates ``r[..., :n_components]`` of ``x`` (``...`` x d); float32 stays float32."""
-    d = params.n_features
-    k = d if n_components is None else int(n_components)
-    rows, dtype = _as_rows(x, d, "x")
-    prm = params.cast(dtype)
-    lin = np.ascontiguousarray(prm.rotation[:k].T)
-    bias = prm.rotation[:k] @ prm.mean + prm.forward_bias[:k]
-    coefs = [prm.forward[p, : prm.degrees[p], p + 1 : k] for p in range(min(k, d) - 1)]
-    out = np.empty((rows.shape[0], k), dtype)
-    for start in range(0, rows.shape[0], BLOCK_ROWS):
-        r = out[start : start + BLOCK_ROWS]
-        np.matmul(rows[start : start + BLOCK_ROWS], lin, out=r)
-        r -= bias
-        for p, coef in enumerate(coefs):
-            r[:, p + 1 :] -= _step_features(prm, p, r[:, p]) @ coef
-    return out.reshape(np.shape(x)[:-1] + (k,))
+def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | None) -> None:
+    """Run ``span(lo, hi)`` over contiguous row ranges on ``threads`` threads (default: all
+    cores), with single-threaded BLAS: the GEMMs here are too small to share, so
+    BLAS threads would only add wake-up latency. Pass ``threads=1`` when an outer
+    scheduler (dask) already runs one kernel per core."""
+    threads = max(1, min(threads or os.cpu_count() or 1, -(-n_rows // BLOCK)))
+    bounds = np.linspace(0, n_rows, threads + 1).astype(int)
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        if threads == 1:
+            span(0, n_rows)
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(span, bounds[:-1], bounds[1:]))
 
 
-def _inverse_operator(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stacked ``[A_k; H_0; ...; H_{k-1}]`` and bias for ``k`` given components (cached)."""
-    key = ("inverse", k)
+@lru_cache(maxsize=1)
+def _blas_controller() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def _cached(params: PPAParams, key: tuple, build):
     if key not in params._cache:
-        d = params.n_features
-        stacked = [params.rotation[:k]] + [params.inverse[p, : params.degrees[p]] for p in range(min(k, d - 1))]
-        bias = params.mean + params.inverse_bias
-        for p in range(k, d - 1):  # alpha_p = 0 for the components left out
-            bias = bias + _step_features(params, p, np.zeros(1, params.mean.dtype))[0] @ params.inverse[p, : params.degrees[p]]
-        params._cache[key] = (np.ascontiguousarray(np.vstack(stacked)), bias)
+        params._cache[key] = build()
     return params._cache[key]
 
 
-def inverse(r: np.ndarray, params: PPAParams) -> np.ndarray:
+PANEL = 8  # steps whose corrections to the later components are applied in one GEMM
+
+
+def _forward_plan(params: PPAParams, k: int):
+    """Rotation, bias and, per panel of steps, the coefficient matrices of the forward map.
+
+    Inside a panel ``[q0, q1)`` each step corrects the panel's later components
+    at once (``r_p`` must be final before ``T_p(r_p)`` is formed); the
+    corrections of the whole panel to ``r[q1:]`` are one GEMM with the stacked
+    features ``[T_q0; ...; T_{q1-1}]``.
+    """
+    d = params.n_features
+    n_steps = min(k, d - 1) if k < d else d - 1
+    panels = []
+    for q0 in range(0, n_steps, PANEL):
+        q1 = min(q0 + PANEL, n_steps, k)
+        steps = [(p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 : q1])) for p in range(q0, q1)]
+        rest = np.asfortranarray(np.vstack([params.forward[p, : params.degrees[p], q1:k] for p in range(q0, q1)]))
+        panels.append((q1, steps, rest))
+    lin = np.ascontiguousarray(params.rotation[:k])
+    return lin, (lin @ params.mean + params.forward_bias[:k])[:, None], panels
+
+
+def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
+    """PPA coordinates ``r[..., :n_components]`` of ``x`` (``...`` x d); float32 stays float32."""
+    d = params.n_features
+    k = d if n_components is None else int(n_components)
+    if not 1 <= k <= d:
+        raise ValueError(f"n_components must be in [1, {d}], got {k}")
+    rows, dtype = _as_rows(x, d, "x")
+    prm = params.cast(dtype)
+    lin, bias, panels = _cached(prm, ("forward", k), lambda: _forward_plan(prm, k))
+    gemm = blas.get_blas_funcs("gemm", dtype=dtype)
+    out = np.empty((rows.shape[0], k), dtype)
+    n_feats = PANEL * max(int(prm.degrees.max(initial=1)), 1)
+
+    def span(lo: int, hi: int) -> None:
+        feats = np.empty((n_feats, min(BLOCK, hi - lo)), dtype)
+        buffer = np.empty((k, feats.shape[1]), dtype)  # reused: fresh large temporaries cost page faults
+        for start in range(lo, hi, BLOCK):
+            block = rows[start : min(start + BLOCK, hi)]
+            r = np.matmul(lin, block.T, out=buffer[:, : len(block)])  # (k, pixels), C-contiguous
+            r -= bias
+            for q1, steps, rest in panels:
+                offset = 0
+                for p, g, inside in steps:
+                    t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[offset : offset + g, : len(block)])
+                    if p + 1 < q1:  # r[p+1:q1] -= inside^T t
+                        gemm(-1.0, t.T, inside, beta=1.0, c=r[p + 1 : q1].T, overwrite_c=1)
+                    offset += g
+                if q1 < k:
+                    gemm(-1.0, feats[:offset, : len(block)].T, rest, beta=1.0, c=r[q1:].T, overwrite_c=1)
+            out[start : start + len(block)] = r.T
+
+    _run_spans(rows.shape[0], span, threads)
+    return out.reshape(np.shape(x)[:-1] + (k,))
+
+
+def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Stacked ``[A_k; H_0; ...]``, the bias for ``k`` given components, and the degrees used."""
+    d = params.n_features
+    used = [int(params.degrees[p]) for p in range(min(k, d - 1))]
+    stacked = np.vstack([params.rotation[:k]] + [params.inverse[p, :g] for p, g in enumerate(used)])
+    bias = params.mean + params.inverse_bias
+    for p in range(len(used), d - 1):  # alpha_p = 0 for the components left out
+        g = int(params.degrees[p])
+        t = basis.powers(_scaled(params, p, np.zeros(1, params.mean.dtype)), g, params.tails, np.empty((g, 1), params.mean.dtype))
+        bias = bias + t[:, 0] @ params.inverse[p, :g]
+    return np.ascontiguousarray(stacked), bias, used
+
+
+def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.ndarray:
     """Input-space point of PPA coordinates ``r`` (``...`` x k, ``k <= d``)."""
     d = params.n_features
     r = np.asarray(r)
@@ -81,13 +155,24 @@ def inverse(r: np.ndarray, params: PPAParams) -> np.ndarray:
         raise ValueError(f"components must have between 1 and {d} values along the last axis, got shape {r.shape}")
     rows, dtype = _as_rows(r, k, "components")
     prm = params.cast(dtype)
-    operator, bias = _inverse_operator(prm, k)
+    operator, bias, used = _cached(prm, ("inverse", k), lambda: _inverse_plan(prm, k))
     out = np.empty((rows.shape[0], d), dtype)
-    for start in range(0, rows.shape[0], BLOCK_ROWS):
-        block = rows[start : start + BLOCK_ROWS]
-        feats = [block] + [_step_features(prm, p, block[:, p]) for p in range(min(k, d - 1))]
-        np.matmul(np.hstack(feats), operator, out=out[start : start + BLOCK_ROWS])
-        out[start : start + BLOCK_ROWS] += bias
+
+    def span(lo: int, hi: int) -> None:
+        stack = np.empty((operator.shape[0], min(BLOCK, hi - lo)), dtype)
+        for start in range(lo, hi, BLOCK):
+            block = rows[start : min(start + BLOCK, hi)]
+            s = stack[:, : len(block)]
+            s[:k] = block.T
+            offset = k
+            for p, g in enumerate(used):
+                basis.powers(_scaled(prm, p, s[p]), g, prm.tails, s[offset : offset + g])
+                offset += g
+            target = out[start : start + len(block)]
+            np.matmul(s.T, operator, out=target)
+            target += bias
+
+    _run_spans(rows.shape[0], span, threads)
     return out.reshape(r.shape[:-1] + (d,))
 
 
@@ -100,6 +185,7 @@ def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
     jac = np.broadcast_to(prm.rotation, (rows.shape[0], d, d)).copy()
     for p in range(d - 1):
         g = int(prm.degrees[p])
-        slope = basis.derivatives(r[:, p], g, prm.center[p], prm.scale[p], prm.tails) @ prm.forward[p, :g, p + 1 :]
-        jac[:, p + 1 :, :] -= slope[:, :, None] * jac[:, p, None, :]
+        slopes = basis.power_slopes(_scaled(prm, p, r[:, p]), g, prm.tails) / prm.scale[p]
+        shear = slopes.T @ prm.forward[p, :g, p + 1 :]  # d r[p+1:] / d r_p
+        jac[:, p + 1 :, :] -= shear[:, :, None] * jac[:, p, None, :]
     return jac.reshape(np.shape(x)[:-1] + (d, d))

@@ -3,11 +3,12 @@
 Notation (0-based steps ``p = 0..d-2``): the output of the forward map is
 ``r = [alpha_0, ..., alpha_{d-2}, x_{d-2}]``. ``rotation`` is the orthogonal
 ``d x d`` matrix ``A`` whose rows are the leading vectors expressed in input
-space (DESIGN.md). The polynomial part of step ``p`` (basis ``P_1..P_g``, the
-constant being folded into the biases) enters
+space (DESIGN.md). The polynomial part of step ``p`` (monomials ``t^1..t^g`` of the
+scaled projection ``t = (alpha_p - center_p) / scale_p`` with the chosen tails,
+the constant being folded into the biases) enters
 
-* the forward map as ``r[p+1:] -= P(alpha_p) @ forward[p, :g, p+1:]``,
-* the inverse map as ``x += P(alpha_p) @ inverse[p, :g, :]``,
+* the forward map as ``r[p+1:] -= T(alpha_p) @ forward[p, :g, p+1:]``,
+* the inverse map as ``x += T(alpha_p) @ inverse[p, :g, :]``,
 
 with ``forward[p] = W_p O_p^T`` (``O_p`` the composed later rotations) and
 ``inverse[p] = W_p (E_0 ... E_p)^T``. Coefficient rows beyond a step's degree
