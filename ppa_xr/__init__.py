@@ -2,6 +2,8 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from . import accessor  # noqa: F401  (registers the .ppa accessor)
+from .io import load_model
 from .model import PPA
 
 try:
@@ -9,4 +11,4 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0"
 
-__all__ = ["PPA", "__version__"]
+__all__ = ["PPA", "__version__", "load_model"]

@@ -167,6 +167,13 @@ class PPA(TransformerMixin, BaseEstimator):
         X = self._check_input(X)
         return kernels.inverse(kernels.forward(X, self.params_, n_components), self.params_)
 
+    def save(self, path, format: str | None = None):
+        """Save the fitted model as data (netCDF ``.nc`` or zarr ``.zarr``); see :func:`ppa_xr.io.save_model`."""
+        from .io import save_model
+
+        check_is_fitted(self)
+        return save_model(self, path, format)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False

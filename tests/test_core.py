@@ -161,3 +161,19 @@ def test_hypothesis_round_trip_and_volume(X, degree, tails):
     scale = max(np.abs(X).max(), 1.0)
     assert np.max(np.abs(model.inverse_transform(R) - X)) <= 1e-8 * scale
     np.testing.assert_allclose(np.abs(np.linalg.det(model.jacobian(X[:5]))), 1.0, atol=1e-8)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("n", [1, 16383, 16385, 50_001])
+def test_blocking_and_threads_do_not_change_results(threads, n):
+    """Rows spanning several blocks, partial last blocks and any thread count give the same map."""
+    from ppa_xr.core import kernels
+
+    X = curved_sample(n, d=6, seed=5)
+    model = PPA(random_state=0).fit(X[:4000] if n > 4000 else curved_sample(4000, d=6, seed=5))
+    ref = np.vstack([kernels.forward(X[i : i + 1000], model.params_, threads=1) for i in range(0, n, 1000)])
+    R = kernels.forward(X, model.params_, threads=threads)
+    np.testing.assert_allclose(R, ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(kernels.inverse(R, model.params_, threads=threads), X, atol=1e-9)
+    R32 = kernels.forward(X.astype(np.float32), model.params_, threads=threads)
+    np.testing.assert_allclose(R32, ref, atol=2e-4 * np.abs(ref).max())

@@ -112,21 +112,24 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
     n_feats = PANEL * max(int(prm.degrees.max(initial=1)), 1)
 
     def span(lo: int, hi: int) -> None:
-        feats = np.empty((n_feats, min(BLOCK, hi - lo)), dtype)
-        buffer = np.empty((k, feats.shape[1]), dtype)  # reused: fresh large temporaries cost page faults
+        width = min(BLOCK, hi - lo)
+        feats_buffer, r_buffer = np.empty(n_feats * width, dtype), np.empty(k * width, dtype)
         for start in range(lo, hi, BLOCK):
             block = rows[start : min(start + BLOCK, hi)]
-            r = np.matmul(lin, block.T, out=buffer[:, : len(block)])  # (k, pixels), C-contiguous
+            # C-contiguous (rows, pixels) views of reused buffers: in-place GEMMs need
+            # contiguous operands, and fresh large temporaries would cost page faults
+            feats = feats_buffer[: n_feats * len(block)].reshape(n_feats, len(block))
+            r = np.matmul(lin, block.T, out=r_buffer[: k * len(block)].reshape(k, len(block)))
             r -= bias
             for q1, steps, rest in panels:
                 offset = 0
                 for p, g, inside in steps:
-                    t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[offset : offset + g, : len(block)])
+                    t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[offset : offset + g])
                     if p + 1 < q1:  # r[p+1:q1] -= inside^T t
                         gemm(-1.0, t.T, inside, beta=1.0, c=r[p + 1 : q1].T, overwrite_c=1)
                     offset += g
                 if q1 < k:
-                    gemm(-1.0, feats[:offset, : len(block)].T, rest, beta=1.0, c=r[q1:].T, overwrite_c=1)
+                    gemm(-1.0, feats[:offset].T, rest, beta=1.0, c=r[q1:].T, overwrite_c=1)
             out[start : start + len(block)] = r.T
 
     _run_spans(rows.shape[0], span, threads)
@@ -159,10 +162,10 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
     out = np.empty((rows.shape[0], d), dtype)
 
     def span(lo: int, hi: int) -> None:
-        stack = np.empty((operator.shape[0], min(BLOCK, hi - lo)), dtype)
+        stack = np.empty(operator.shape[0] * min(BLOCK, hi - lo), dtype)
         for start in range(lo, hi, BLOCK):
             block = rows[start : min(start + BLOCK, hi)]
-            s = stack[:, : len(block)]
+            s = stack[: operator.shape[0] * len(block)].reshape(operator.shape[0], len(block))
             s[:k] = block.T
             offset = k
             for p, g in enumerate(used):

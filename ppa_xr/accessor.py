@@ -1,0 +1,56 @@
+"""The ``.ppa`` accessor on DataArray and Dataset: stateless, every method one delegation."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import xarray as xr
+
+from . import xarray_ops
+from .model import PPA
+
+
+class _PPAAccessor:
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj: xr.DataArray | xr.Dataset) -> None:
+        self._obj = obj
+
+    def fit(self, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None, **ppa_params: Any) -> PPA:
+        """Fit PPA on a random sample of valid pixels; see :func:`ppa_xr.xarray_ops.fit`."""
+        return xarray_ops.fit(self._obj, dim, n_samples, random_state, **ppa_params)
+
+    def sample(self, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None):
+        """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.xarray_ops.sample_valid_pixels`."""
+        return xarray_ops.sample_valid_pixels(self._obj, dim, n_samples, random_state)
+
+    def transform(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:
+        """Lazy PPA components; see :func:`ppa_xr.xarray_ops.transform`."""
+        return xarray_ops.transform(self._obj, model, n_components, dim)
+
+    def inverse_transform(self, model: PPA, dim: Hashable = xarray_ops.COMPONENT) -> xr.DataArray:
+        """Lazy inverse of components; see :func:`ppa_xr.xarray_ops.inverse_transform`."""
+        return xarray_ops.inverse_transform(self._obj, model, dim)
+
+    def reconstruct(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
+        """Lazy ``n_components`` reconstruction; see :func:`ppa_xr.xarray_ops.reconstruct`."""
+        return xarray_ops.reconstruct(self._obj, model, n_components, dim)
+
+    def reconstruction_error(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
+        """Lazy per-pixel squared error map; see :func:`ppa_xr.xarray_ops.reconstruction_error`."""
+        return xarray_ops.reconstruction_error(self._obj, model, n_components, dim)
+
+
+@xr.register_dataarray_accessor("ppa")
+class PPADataArrayAccessor(_PPAAccessor):
+    """``da.ppa``: PPA on a DataArray whose features lie along one dimension (default ``band``)."""
+
+    __slots__ = ()
+
+
+@xr.register_dataset_accessor("ppa")
+class PPADatasetAccessor(_PPAAccessor):
+    """``ds.ppa``: PPA on a Dataset whose data variables are the features."""
+
+    __slots__ = ()

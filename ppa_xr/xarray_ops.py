@@ -1,0 +1,255 @@
+"""PPA on labelled (dask) cubes: sampling valid pixels, lazy chunk-wise maps, geo bookkeeping.
+
+Every map here is ``xr.apply_ufunc(kernel, cube, input_core_dims=[[band]],
+dask="parallelized")`` over a core kernel, with the band (feature) dimension as
+the single core dimension: every other dimension (y, x, time, ...) and its
+chunks are left as they are, and nothing is computed until asked for.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Hashable
+from typing import Any
+
+import dask
+import numpy as np
+import xarray as xr
+
+from .core import kernels
+from .model import PPA
+
+COMPONENT = "component"
+
+
+# --------------------------------------------------------------------------- inputs
+def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray:
+    """The cube as a floating DataArray with features along ``dim``; nodata -> NaN.
+
+    A Dataset's data variables become the features, in ``obj.data_vars`` order,
+    with their names as the labels of ``dim``. Values equal to a declared
+    nodata (rioxarray's ``nodata`` / ``_FillValue`` of a file opened unmasked)
+    become NaN. Floats stay as they are; 8/16-bit integers become float32 and
+    wider integers float64, so no value is rounded.
+    """
+    if isinstance(obj, xr.Dataset):
+        if not obj.data_vars:
+            raise ValueError("the Dataset has no data variables to use as features")
+        shapes = {name: obj[name].dims for name in obj.data_vars}
+        if len(set(shapes.values())) > 1:
+            raise ValueError(f"all data variables must share their dimensions to be stacked as features, got {shapes}")
+        if dim in obj.dims:
+            raise ValueError(f"the Dataset already has a dimension {dim!r}; pass another dim for its variables")
+        masked = obj.map(_masked_float, keep_attrs=True)
+        stacked = masked.to_dataarray(dim=dim)
+        stacked.attrs = dict(obj.attrs)
+        return stacked
+    if not isinstance(obj, xr.DataArray):
+        raise TypeError(f"expected an xarray DataArray or Dataset, got {type(obj).__name__}")
+    if dim not in obj.dims:
+        raise ValueError(
+            f"the cube has no dimension {dim!r} (its dims are {tuple(obj.dims)}); pass dim= naming the band/feature "
+            f"dimension, or rename yours, e.g. cube.rename({{'bands': {dim!r}}})"
+        )
+    return _masked_float(obj)
+
+
+def _masked_float(da: xr.DataArray) -> xr.DataArray:
+    import rioxarray  # noqa: F401  (registers .rio)
+
+    if da.dtype.kind not in "iufb":
+        raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
+    dtype = np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32
+    nodata = da.rio.nodata
+    out = da.astype(dtype)
+    if nodata is not None and not np.isnan(nodata):
+        out = out.where(da != nodata)
+    out.attrs = {k: v for k, v in da.attrs.items() if k not in ("_FillValue", "missing_value")}
+    return out
+
+
+def _copy_geo(src: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
+    """Carry rioxarray's CRS and transform explicitly; NaN marks invalid pixels of ``out``."""
+    from rioxarray.exceptions import RioXarrayError
+
+    try:
+        crs, transform, spatial = src.rio.crs, src.rio.transform(recalc=False), {src.rio.x_dim, src.rio.y_dim}
+    except RioXarrayError:  # no x/y dimensions: not a raster
+        return out
+    if crs is None or not spatial <= set(out.dims):
+        return out
+    return out.rio.write_crs(crs).rio.write_transform(transform).rio.write_nodata(np.nan, encoded=False)
+
+
+def _aligned(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None) -> tuple[xr.DataArray, Hashable]:
+    """Features of ``obj`` in the order the model was fitted on, band dim as one chunk."""
+    fitted_dim = getattr(model, "feature_dim_", None)
+    dim = dim or fitted_dim or "band"
+    da = feature_array(obj, dim)
+    labels = getattr(model, "feature_labels_", None)
+    d = model.n_features_in_
+    if labels is not None and dim in da.coords:
+        have, want = list(da[dim].values), list(labels)
+        if have != want:
+            missing = [label for label in want if label not in have]
+            if missing:
+                raise ValueError(f"features {missing} used in fit are missing along {dim!r} (the cube has {have})")
+            da = da.sel({dim: want})  # reorder by label
+    if da.sizes[dim] != d:
+        raise ValueError(f"the model was fitted on {d} features, the cube has {da.sizes[dim]} along {dim!r}")
+    if da.chunks is not None:
+        da = da.chunk({dim: -1})
+    return da, dim
+
+
+def _threads(da: xr.DataArray) -> int | None:
+    """Kernel threads: one per task under dask (the scheduler is parallel), all cores otherwise."""
+    return 1 if da.chunks is not None else None
+
+
+def _map(func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, **kwargs: Any) -> xr.DataArray:
+    """``apply_ufunc`` of a kernel replacing ``in_dim`` by ``out_dim`` (or dropping it), dims kept in place."""
+    out = xr.apply_ufunc(
+        func, da,
+        input_core_dims=[[in_dim]],
+        output_core_dims=[[out_dim]] if out_dim is not None else [[]],
+        dask="parallelized",
+        output_dtypes=[da.dtype],
+        dask_gufunc_kwargs={"output_sizes": {out_dim: size}} if out_dim is not None else {},
+        kwargs={"threads": _threads(da), **kwargs},
+        keep_attrs=True,
+    )
+    order = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or out_dim is not None]
+    return _copy_geo(da, out.transpose(*order))
+
+
+# --------------------------------------------------------------------------- sampling
+def _block_sample(block: np.ndarray, seed: int, index: int, n: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bottom-``n`` random keys among the valid pixels of one block (a uniform sample)."""
+    values = block.reshape(-1, block.shape[-1])
+    keys = np.random.default_rng([seed, index]).random(values.shape[0])
+    valid = np.isfinite(values).all(axis=1)
+    keys, values = keys[valid], values[valid]
+    if len(keys) > n:
+        keep = np.argpartition(keys, n)[:n]
+        keys, values = keys[keep], values[keep]
+    return keys, values, int(valid.sum())
+
+
+def _merge_samples(a: tuple, b: tuple, n: int) -> tuple[np.ndarray, np.ndarray, int]:
+    keys, values = np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
+    if len(keys) > n:
+        keep = np.argpartition(keys, n)[:n]
+        keys, values = keys[keep], values[keep]
+    return keys, values, a[2] + b[2]
+
+
+def sample_valid_pixels(
+    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None
+) -> np.ndarray:
+    """A uniform random sample (without replacement) of valid pixels, as ``(n, d)``.
+
+    A pixel is valid when every feature is finite and not nodata. Every pixel
+    gets an independent uniform key (from ``random_state`` and its chunk's
+    position, so the sample is reproducible for a given chunking) and the
+    ``n_samples`` smallest keys are kept: one pass over the chunks, memory about
+    ``n_samples x d`` per chunk in flight, the cube itself is never loaded.
+    """
+    if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    da = feature_array(obj, dim)
+    da = da.transpose(..., dim)
+    seed = int(np.random.default_rng(random_state).integers(2**63))
+    if da.chunks is None:
+        keys, values, count = _block_sample(np.asarray(da.values), seed, 0, n_samples)
+    else:
+        data = da.data.rechunk({da.ndim - 1: -1})
+        parts = [dask.delayed(_block_sample)(b, seed, i, n_samples) for i, b in enumerate(data.to_delayed().ravel())]
+        while len(parts) > 1:  # tree reduction: at most n_samples x d per merge
+            parts = [dask.delayed(_merge_samples)(*parts[i : i + 2], n_samples) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+        keys, values, count = dask.compute(parts[0])[0]
+    if count == 0:
+        raise ValueError("the cube has no valid pixel (every pixel has a NaN or nodata feature)")
+    if count < n_samples:
+        warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=3)
+    return values[np.argsort(keys, kind="stable")]
+
+
+# --------------------------------------------------------------------------- maps
+def fit(
+    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None, **ppa_params: Any
+) -> PPA:
+    """Fit :class:`~ppa_xr.PPA` on a random sample of the valid pixels of a cube.
+
+    The model remembers ``feature_dim_``, ``feature_labels_`` (the labels along
+    ``dim``) and ``feature_coords_`` (other coordinates along ``dim``, e.g.
+    wavelengths), so transforms can check and reorder bands by label.
+    """
+    sample = sample_valid_pixels(obj, dim, n_samples, random_state)
+    model = PPA(random_state=random_state, **ppa_params).fit(sample)
+    da = feature_array(obj, dim)
+    model.feature_dim_ = dim
+    model.feature_labels_ = da[dim].values if dim in da.coords else None
+    model.feature_coords_ = {
+        str(name): coord.values for name, coord in da.coords.items() if coord.dims == (dim,) and name != dim
+    }
+    return model
+
+
+def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:
+    """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid."""
+    da, dim = _aligned(obj, model, dim)
+    k = int(n_components or model.n_components_)
+    if not 1 <= k <= model.n_features_in_:
+        raise ValueError(f"n_components must be in [1, {model.n_features_in_}], got {k}")
+    out = _map(kernels.forward, da, dim, COMPONENT, k, params=model.params_, n_components=k)
+    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa"))
+
+
+def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray:
+    """Lazy map of ``k <= d`` components back to the fitted band dimension and labels."""
+    if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
+        raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
+    k, d = scores.sizes[dim], model.n_features_in_
+    if k > d:
+        raise ValueError(f"{k} components given, the model has {d}")
+    if scores.chunks is not None:
+        scores = scores.chunk({dim: -1})
+    band = getattr(model, "feature_dim_", None) or "band"
+    out = _map(kernels.inverse, scores, dim, band, d, params=model.params_)
+    return _label_features(out.drop_vars(dim, errors="ignore"), model, band)
+
+
+def _label_features(out: xr.DataArray, model: PPA, band: Hashable) -> xr.DataArray:
+    labels = getattr(model, "feature_labels_", None)
+    if labels is not None:
+        out = out.assign_coords({band: labels})
+    coords = getattr(model, "feature_coords_", {}) or {}
+    return out.assign_coords({name: (band, values) for name, values in coords.items()})
+
+
+def _reconstruct_block(x: np.ndarray, params, n_components: int, threads: int | None) -> np.ndarray:
+    return kernels.inverse(kernels.forward(x, params, n_components, threads), params, threads)
+
+
+def _error_block(x: np.ndarray, params, n_components: int, threads: int | None) -> np.ndarray:
+    return np.sum((_reconstruct_block(x, params, n_components, threads) - x) ** 2, axis=-1)
+
+
+def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
+    """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk)."""
+    da, dim = _aligned(obj, model, dim)
+    out = _map(_reconstruct_block, da, dim, dim, model.n_features_in_, params=model.params_, n_components=int(n_components))
+    return _label_features(out, model, dim).rename(_name(obj, "reconstruction"))
+
+
+def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
+    """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept."""
+    da, dim = _aligned(obj, model, dim)
+    out = _map(_error_block, da, dim, None, 0, params=model.params_, n_components=int(n_components))
+    return out.rename(_name(obj, "reconstruction_error"))
+
+
+def _name(obj: xr.DataArray | xr.Dataset, what: str) -> str:
+    name = getattr(obj, "name", None)
+    return f"{name}_{what}" if isinstance(name, str) else what
