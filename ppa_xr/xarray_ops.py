@@ -89,11 +89,11 @@ def _aligned(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None) -
     labels = getattr(model, "feature_labels_", None)
     d = model.n_features_in_
     if labels is not None and dim in da.coords:
-        have, want = list(da[dim].values), list(labels)
+        have, want = da[dim].values.tolist(), np.asarray(labels).tolist()
         if have != want:
             missing = [label for label in want if label not in have]
             if missing:
-                raise ValueError(f"features {missing} used in fit are missing along {dim!r} (the cube has {have})")
+                raise ValueError(f"the model was fitted on {d} features {want}; {missing} are missing along {dim!r}, which has {have}")
             da = da.sel({dim: want})  # reorder by label
     if da.sizes[dim] != d:
         raise ValueError(f"the model was fitted on {d} features, the cube has {da.sizes[dim]} along {dim!r}")

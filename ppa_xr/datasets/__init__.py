@@ -14,7 +14,7 @@ from importlib.resources import files
 
 import numpy as np
 
-__all__ = ["Table", "UCI_TABLES", "load_table"]
+__all__ = ["Table", "UCI_TABLES", "load_table", "landsat8_sample_path", "open_landsat8_sample", "rgb_byte_path", "open_rgb_byte"]
 
 _DATA = files(__name__) / "data"
 UCI_TABLES = ("MagicGamma", "JapaneseVowels", "Pageblocks", "Sat", "Segmentation")
@@ -104,3 +104,38 @@ def load_table(name: str) -> Table:
         raise ValueError(f"unknown table {name!r}; choose one of {UCI_TABLES}")
     data, target, names = _LOADERS[name]()
     return Table(name, data, target, names, f"{_SOURCES[name]}. UCI Machine Learning Repository, CC BY 4.0.")
+
+
+# Central wavelengths (micrometres) of the Landsat 8 OLI/TIRS bands in the sample.
+LANDSAT8_BANDS = ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11")
+LANDSAT8_WAVELENGTH_UM = (0.443, 0.482, 0.562, 0.655, 0.865, 1.609, 2.201, 1.373, 10.895, 12.005)
+
+
+def landsat8_sample_path() -> str:
+    """Path of the bundled Landsat 8 sample: 10 bands (B1-B7, B9-B11), 320 x 320 px at 30 m,
+    uint16, EPSG:32616, nodata 0, DEFLATE GeoTIFF (scene LC80200392015216LGN00, US public domain)."""
+    return str(_DATA / "landsat8_sample.tif")
+
+
+def rgb_byte_path() -> str:
+    """Path of rasterio's RGB.byte.tif test scene (Landsat 7 ETM+ subset, 3 bands uint8, 718 x 791 px
+    at 300 m, EPSG:32618, nodata 0; BSD-3-Clause rasterio, Landsat US public domain), DEFLATE re-encoded."""
+    return str(_DATA / "rgb_byte.tif")
+
+
+def open_landsat8_sample(chunks=None, masked: bool = False):
+    """The Landsat 8 sample as a (band, y, x) DataArray labelled by band name, with wavelengths.
+
+    ``chunks`` and ``masked`` are passed to :func:`rioxarray.open_rasterio`.
+    """
+    import rioxarray
+
+    cube = rioxarray.open_rasterio(landsat8_sample_path(), chunks=chunks, masked=masked)
+    return cube.assign_coords(band=list(LANDSAT8_BANDS), wavelength=("band", list(LANDSAT8_WAVELENGTH_UM))).rename("landsat8")
+
+
+def open_rgb_byte(chunks=None, masked: bool = False):
+    """RGB.byte.tif as a (band, y, x) DataArray (bands 1, 2, 3), nodata 0 (NaN when ``masked``)."""
+    import rioxarray
+
+    return rioxarray.open_rasterio(rgb_byte_path(), chunks=chunks, masked=masked).rename("rgb")

@@ -1,0 +1,178 @@
+"""The .ppa accessor on real rasters: laziness, exactness against the numpy core, metadata, bad input."""
+
+import pickle
+
+import dask
+import dask.array as dsa
+import numpy as np
+import pytest
+import xarray as xr
+
+import ppa_xr
+from ppa_xr.datasets import open_landsat8_sample, open_rgb_byte
+
+
+def _no_compute(*args, **kwargs):
+    raise AssertionError("something was computed")
+
+
+def pixels(cube: xr.DataArray, dim: str = "band") -> np.ndarray:
+    """(n, d) float pixels of a cube, NaN where any band is nodata."""
+    values = cube.transpose(..., dim).values.astype(np.float64)
+    nodata = cube.rio.nodata
+    if nodata is not None and not np.isnan(nodata):
+        values[values == nodata] = np.nan
+    return values.reshape(-1, cube.sizes[dim])
+
+
+@pytest.fixture(scope="module")
+def landsat():
+    return open_landsat8_sample()
+
+
+@pytest.fixture(scope="module")
+def model(landsat):
+    return landsat.ppa.fit(n_samples=20_000, random_state=0)
+
+
+def test_fit_remembers_bands(model):
+    assert model.feature_dim_ == "band"
+    assert list(model.feature_labels_) == ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11"]
+    assert model.feature_coords_["wavelength"][0] == pytest.approx(0.443)
+    assert model.n_features_in_ == 10
+
+
+def test_transform_is_lazy_and_keeps_metadata(landsat, model):
+    cube = landsat.chunk({"x": 100, "y": 64})
+    with dask.config.set(scheduler=_no_compute):
+        scores = cube.ppa.transform(model, n_components=4)
+        back = scores.ppa.inverse_transform(model)
+        err = cube.ppa.reconstruction_error(model, 2)
+    assert isinstance(scores.data, dsa.Array)
+    assert scores.dims == ("component", "y", "x")
+    assert list(scores.component.values) == [1, 2, 3, 4]
+    assert scores.chunks[1:] == cube.chunks[1:]
+    assert scores.dtype == np.float32  # uint16 in -> float32 out
+    np.testing.assert_array_equal(scores.x, cube.x)
+    assert scores.rio.crs == cube.rio.crs
+    assert scores.rio.transform() == cube.rio.transform()
+    assert "spatial_ref" in scores.coords
+    assert scores.attrs["AREA_OR_POINT"] == "Area"
+    assert back.dims == cube.dims and list(back.band.values) == list(cube.band.values)
+    np.testing.assert_allclose(back.wavelength, cube.wavelength)
+    assert err.dims == ("y", "x")
+
+
+@pytest.mark.parametrize("chunks", [None, {"x": 100, "y": 64}, {"band": 3, "x": 160, "y": 320}])
+def test_values_match_numpy_core_for_any_chunking(landsat, model, chunks):
+    cube = landsat if chunks is None else landsat.chunk(chunks)
+    X = pixels(landsat)
+    scores = cube.ppa.transform(model).transpose(..., "component").values.reshape(-1, 10)
+    ref = model.transform(X.astype(np.float32))
+    np.testing.assert_allclose(scores, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+    rec = cube.ppa.reconstruct(model, 3).transpose(..., "band").values.reshape(-1, 10)
+    ref3 = model.inverse_transform(model.transform(X)[:, :3])
+    np.testing.assert_allclose(rec, ref3, rtol=0, atol=1e-5 * np.abs(X).max())
+    err = cube.ppa.reconstruction_error(model, 3).values.ravel()
+    np.testing.assert_allclose(err, ((ref3 - X) ** 2).sum(1), rtol=1e-3, atol=1e-3 * np.abs(X).max())
+
+
+def test_float64_in_float64_out(landsat, model):
+    scores = landsat.astype(np.float64).ppa.transform(model)
+    assert scores.dtype == np.float64
+    back = scores.ppa.inverse_transform(model)
+    np.testing.assert_allclose(back.values, landsat.values, atol=1e-8)
+
+
+def test_params_enter_the_graph_once(landsat, model):
+    one = landsat.chunk({"x": 320, "y": 320}).ppa.transform(model)
+    many = landsat.chunk({"x": 20, "y": 20}).ppa.transform(model)  # 256 chunks
+    params_size = len(pickle.dumps(model.params_))
+    size = lambda arr: len(pickle.dumps(dict(arr.data.__dask_graph__())))  # noqa: E731
+    assert size(many) - size(one) < 64 * params_size  # not 255 extra copies
+
+
+def test_invalid_pixels_give_nan_everywhere():
+    rgb = open_rgb_byte(chunks={"x": 256, "y": 256})
+    model = rgb.ppa.fit(n_samples=50_000, random_state=1)
+    scores = rgb.ppa.transform(model).compute()
+    invalid = (rgb == 0).any("band").values
+    assert invalid.any()
+    assert np.isnan(scores.values[:, invalid]).all()
+    assert np.isfinite(scores.values[:, ~invalid]).all()
+    masked = open_rgb_byte(chunks={"x": 256, "y": 256}, masked=True).ppa.transform(model).compute()
+    np.testing.assert_array_equal(masked.values, scores.values)
+
+
+def test_sample_is_uniform_reproducible_and_valid():
+    rgb = open_rgb_byte(chunks={"x": 200, "y": 200})
+    a = rgb.ppa.sample(n_samples=5000, random_state=3)
+    b = rgb.ppa.sample(n_samples=5000, random_state=3)
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == (5000, 3) and (a != 0).all(1).all()  # no nodata pixel
+    assert not np.array_equal(a, rgb.ppa.sample(n_samples=5000, random_state=4))
+    valid = pixels(rgb)
+    valid = valid[np.isfinite(valid).all(1)]
+    # a uniform sample: its band means match the valid pixels' within sampling error
+    se = valid.std(0) / np.sqrt(5000)
+    assert (np.abs(a.mean(0) - valid.mean(0)) < 5 * se).all()
+
+
+def test_too_few_valid_pixels_warns_and_uses_all():
+    rgb = open_rgb_byte().isel(x=slice(300, 340), y=slice(300, 340))
+    n_valid = int(np.isfinite(pixels(rgb)).all(1).sum())
+    with pytest.warns(UserWarning, match=f"only {n_valid} valid pixels"):
+        sample = rgb.ppa.sample(n_samples=10**6, random_state=0)
+    assert len(sample) == n_valid
+
+
+def test_all_invalid_cube_is_refused():
+    cube = xr.DataArray(np.full((3, 10, 10), np.nan), dims=("band", "y", "x"))
+    with pytest.raises(ValueError, match="no valid pixel"):
+        cube.ppa.fit(n_samples=50)
+
+
+def test_dataset_of_band_variables(landsat, model):
+    ds = landsat.drop_vars("wavelength").to_dataset(dim="band")
+    assert list(ds.data_vars) == list(landsat.band.values)
+    scores = ds.ppa.transform(model)
+    np.testing.assert_allclose(scores.values, landsat.ppa.transform(model).values, rtol=1e-6)
+    reordered = ds[list(ds.data_vars)[::-1]]  # the model reorders by name
+    np.testing.assert_allclose(reordered.ppa.transform(model).values, scores.values, rtol=1e-6)
+    ds_model = ds.ppa.fit(n_samples=5000, random_state=0)
+    assert list(ds_model.feature_labels_) == list(ds.data_vars)
+
+
+def test_bands_reordered_by_label_or_refused(landsat, model):
+    shuffled = landsat.isel(band=[3, 1, 0, 2, 4, 5, 6, 7, 9, 8])
+    np.testing.assert_array_equal(shuffled.ppa.transform(model).values, landsat.ppa.transform(model).values)
+    with pytest.raises(ValueError, match=r"fitted on 10 features .*; \['B11'\] are missing"):
+        landsat.isel(band=slice(0, 9)).ppa.transform(model)
+    renamed = landsat.assign_coords(band=[f"C{i}" for i in range(10)])
+    with pytest.raises(ValueError, match="missing along 'band'"):
+        renamed.ppa.transform(model)
+    with pytest.raises(ValueError, match=r"fitted on 10 features .* are missing along 'band', which has \[1, 2, 3\]"):
+        open_rgb_byte().ppa.transform(model)
+
+
+def test_wrong_dimension_name(landsat, model):
+    with pytest.raises(ValueError, match=r"no dimension 'band' \(its dims are \('bands', 'y', 'x'\)\).*rename"):
+        landsat.rename(band="bands").ppa.transform(model)
+    with pytest.raises(ValueError, match="no dimension 'wavelength_dim'"):
+        landsat.ppa.fit(dim="wavelength_dim")
+    with pytest.raises(ValueError, match="'component' dimension"):
+        landsat.ppa.inverse_transform(model)
+
+
+def test_time_cube_and_extra_dims(model, landsat):
+    cube = xr.concat([landsat, landsat + 10], dim="time").chunk({"time": 1, "x": 160})
+    scores = cube.ppa.transform(model)
+    assert scores.dims == ("time", "component", "y", "x")
+    ref = landsat.ppa.transform(model).values
+    np.testing.assert_allclose(scores.isel(time=0).values, ref, atol=1e-5 * np.abs(ref).max())
+
+
+def test_non_numeric_features_are_refused():
+    cube = xr.DataArray(np.array([["a", "b"], ["c", "d"]]), dims=("y", "band"))
+    with pytest.raises(TypeError, match="must be numeric"):
+        cube.ppa.fit()
