@@ -20,6 +20,8 @@ from .core import kernels
 from .model import PPA
 
 COMPONENT = "component"
+# attributes that describe the values of the input bands, wrong for components or errors
+_VALUE_ATTRS = ("long_name", "units", "scale_factor", "add_offset", "valid_range", "valid_min", "valid_max", "description", "standard_name")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -91,10 +93,14 @@ def _aligned(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None) -
     if labels is not None and dim in da.coords:
         have, want = da[dim].values.tolist(), np.asarray(labels).tolist()
         if have != want:
-            missing = [label for label in want if label not in have]
-            if missing:
-                raise ValueError(f"the model was fitted on {d} features {want}; {missing} are missing along {dim!r}, which has {have}")
-            da = da.sel({dim: want})  # reorder by label
+            missing, extra = [x for x in want if x not in have], [x for x in have if x not in want]
+            if missing or extra or len(have) != len(want):
+                raise ValueError(
+                    f"the model was fitted on the {d} features {want} along {dim!r}, the cube has {have} "
+                    f"({missing} missing, {extra} not in the model); select the model's features, "
+                    f"e.g. cube.sel({dim}={want})"
+                )
+            da = da.sel({dim: want})  # same features in another order: reorder by label
     if da.sizes[dim] != d:
         raise ValueError(f"the model was fitted on {d} features, the cube has {da.sizes[dim]} along {dim!r}")
     if da.chunks is not None:
@@ -107,8 +113,14 @@ def _threads(da: xr.DataArray) -> int | None:
     return 1 if da.chunks is not None else None
 
 
-def _map(func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, **kwargs: Any) -> xr.DataArray:
-    """``apply_ufunc`` of a kernel replacing ``in_dim`` by ``out_dim`` (or dropping it), dims kept in place."""
+def _map(
+    func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, long_name: str | None, **kwargs: Any
+) -> xr.DataArray:
+    """``apply_ufunc`` of a kernel replacing ``in_dim`` by ``out_dim`` (or dropping it), dims kept in place.
+
+    With a ``long_name`` the output holds other quantities than the input, so
+    the input's value attributes (units, scale, band names) are replaced by it.
+    """
     out = xr.apply_ufunc(
         func, da,
         input_core_dims=[[in_dim]],
@@ -120,6 +132,8 @@ def _map(func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, siz
         keep_attrs=True,
     )
     order = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or out_dim is not None]
+    if long_name is not None:
+        out.attrs = {k: v for k, v in out.attrs.items() if k not in _VALUE_ATTRS} | {"long_name": long_name}
     return _copy_geo(da, out.transpose(*order))
 
 
@@ -202,7 +216,7 @@ def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | No
     k = int(n_components or model.n_components_)
     if not 1 <= k <= model.n_features_in_:
         raise ValueError(f"n_components must be in [1, {model.n_features_in_}], got {k}")
-    out = _map(kernels.forward, da, dim, COMPONENT, k, params=model.params_, n_components=k)
+    out = _map(kernels.forward, da, dim, COMPONENT, k, "PPA component", params=model.params_, n_components=k)
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa"))
 
 
@@ -216,7 +230,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
     if scores.chunks is not None:
         scores = scores.chunk({dim: -1})
     band = getattr(model, "feature_dim_", None) or "band"
-    out = _map(kernels.inverse, scores, dim, band, d, params=model.params_)
+    out = _map(kernels.inverse, scores, dim, band, d, "PPA inverse transform", params=model.params_)
     return _label_features(out.drop_vars(dim, errors="ignore"), model, band)
 
 
@@ -239,14 +253,15 @@ def _error_block(x: np.ndarray, params, n_components: int, threads: int | None) 
 def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk)."""
     da, dim = _aligned(obj, model, dim)
-    out = _map(_reconstruct_block, da, dim, dim, model.n_features_in_, params=model.params_, n_components=int(n_components))
+    out = _map(_reconstruct_block, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=int(n_components))
     return _label_features(out, model, dim).rename(_name(obj, "reconstruction"))
 
 
 def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept."""
     da, dim = _aligned(obj, model, dim)
-    out = _map(_error_block, da, dim, None, 0, params=model.params_, n_components=int(n_components))
+    name = f"squared reconstruction error, {int(n_components)} PPA components"
+    out = _map(_error_block, da, dim, None, 0, name, params=model.params_, n_components=int(n_components))
     return out.rename(_name(obj, "reconstruction_error"))
 
 

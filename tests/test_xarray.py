@@ -146,13 +146,20 @@ def test_dataset_of_band_variables(landsat, model):
 def test_bands_reordered_by_label_or_refused(landsat, model):
     shuffled = landsat.isel(band=[3, 1, 0, 2, 4, 5, 6, 7, 9, 8])
     np.testing.assert_array_equal(shuffled.ppa.transform(model).values, landsat.ppa.transform(model).values)
-    with pytest.raises(ValueError, match=r"fitted on 10 features .*; \['B11'\] are missing"):
+    with pytest.raises(ValueError, match=r"fitted on the 10 features .*\(\['B11'\] missing, \[\] not in the model\)"):
         landsat.isel(band=slice(0, 9)).ppa.transform(model)
     renamed = landsat.assign_coords(band=[f"C{i}" for i in range(10)])
-    with pytest.raises(ValueError, match="missing along 'band'"):
+    with pytest.raises(ValueError, match=r"'C0'.* not in the model\); select the model's features"):
         renamed.ppa.transform(model)
-    with pytest.raises(ValueError, match=r"fitted on 10 features .* are missing along 'band', which has \[1, 2, 3\]"):
+    with pytest.raises(ValueError, match=r"fitted on the 10 features .* the cube has \[1, 2, 3\]"):
         open_rgb_byte().ppa.transform(model)
+    rgb_model = open_rgb_byte().ppa.fit(n_samples=2000, random_state=0)
+    with pytest.raises(ValueError, match=r"fitted on the 3 features \[1, 2, 3\]"):
+        landsat.assign_coords(band=list(range(1, 11))).ppa.transform(rgb_model)
+    unlabelled = landsat.drop_vars(["band", "wavelength"])  # no labels: checked by count
+    np.testing.assert_array_equal(unlabelled.ppa.transform(model).values, landsat.ppa.transform(model).values)
+    with pytest.raises(ValueError, match="fitted on 10 features, the cube has 9"):
+        unlabelled.isel(band=slice(0, 9)).ppa.transform(model)
 
 
 def test_wrong_dimension_name(landsat, model):

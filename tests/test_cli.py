@@ -1,0 +1,35 @@
+"""The ppa-xr command line on the bundled rasters."""
+
+import numpy as np
+import pytest
+
+from ppa_xr.cli import main
+from ppa_xr.datasets import rgb_byte_path
+
+
+def test_demo_prints_ppa_beating_pca(capsys, tmp_path):
+    assert main(["demo", "--n-samples", "20000", "--output-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit() and len(line.split()) == 4]
+    assert [int(r[0]) for r in rows] == list(range(1, 10))
+    assert all(float(r[1]) <= float(r[2]) for r in rows)  # PPA error below PCA's at every k
+    assert (tmp_path / "landsat8_ppa.nc").exists() and (tmp_path / "landsat8_ppa_components.tif").exists()
+
+
+def test_fit_transform_inverse_round_trip(tmp_path, capsys):
+    rioxarray = pytest.importorskip("rioxarray")
+    model, comps, back = tmp_path / "m.nc", tmp_path / "c.tif", tmp_path / "b.tif"
+    assert main(["fit", rgb_byte_path(), str(model), "--n-samples", "20000", "--chunks", "256", "--degree", "3"]) == 0
+    assert main(["transform", rgb_byte_path(), str(model), str(comps), "--chunks", "256"]) == 0
+    assert main(["inverse", str(comps), str(model), str(back), "--chunks", "256"]) == 0
+    assert main(["report", rgb_byte_path(), str(model), "--n-samples", "5000"]) == 0
+    original = rioxarray.open_rasterio(rgb_byte_path(), masked=True).values
+    restored = rioxarray.open_rasterio(back, masked=True).values
+    complete = np.isfinite(original).all(axis=0)
+    np.testing.assert_allclose(restored[:, complete], original[:, complete], atol=1e-3)
+    assert np.isnan(restored[:, ~complete]).all()
+
+
+def test_errors_exit_2_with_a_message(tmp_path, capsys):
+    assert main(["transform", rgb_byte_path(), str(tmp_path / "absent.nc"), str(tmp_path / "o.tif")]) == 2
+    assert "no model at" in capsys.readouterr().err

@@ -1,0 +1,79 @@
+"""Models as data: netCDF and zarr round trips are bit-identical; damaged files fail clearly."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import ppa_xr
+from ppa_xr.datasets import open_landsat8_sample
+from ppa_xr.io import from_dataset, to_dataset
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    cube = open_landsat8_sample()
+    return cube, cube.ppa.fit(n_samples=10_000, random_state=0, degree=(1, 3, 5), tails="linear")
+
+
+@pytest.mark.parametrize("name", ["model.nc", "model.zarr"])
+def test_round_trip_is_bit_identical(tmp_path, fitted, name):
+    cube, model = fitted
+    path = model.save(tmp_path / name)
+    loaded = ppa_xr.load_model(path)
+    assert loaded.tails == "linear" and loaded.degree == (1, 3, 5)
+    np.testing.assert_array_equal(loaded.degrees_, model.degrees_)
+    assert list(loaded.feature_labels_) == list(model.feature_labels_)
+    np.testing.assert_array_equal(loaded.feature_coords_["wavelength"], model.feature_coords_["wavelength"])
+    assert loaded.feature_dim_ == "band"
+    for dtype in (np.float32, np.float64):
+        x = cube.astype(dtype)
+        np.testing.assert_array_equal(x.ppa.transform(loaded).values, x.ppa.transform(model).values)
+
+
+def test_saved_attributes_say_what_and_who(fitted):
+    ds = to_dataset(fitted[1])
+    assert ds.attrs["ppa_xr_format"] == "ppa_xr.model" and ds.attrs["ppa_xr_version"] == ppa_xr.__version__
+    assert "created" in ds.attrs
+
+
+def test_foreign_file(tmp_path):
+    path = tmp_path / "foreign.nc"
+    xr.Dataset({"a": ("x", np.arange(3.0))}).to_netcdf(path, engine="h5netcdf")
+    with pytest.raises(ValueError, match="not a ppa_xr model"):
+        ppa_xr.load_model(path)
+
+
+def test_corrupt_and_truncated_files(tmp_path, fitted):
+    good = fitted[1].save(tmp_path / "good.nc")
+    raw = good.read_bytes()
+    (tmp_path / "truncated.nc").write_bytes(raw[: len(raw) // 2])
+    (tmp_path / "garbage.nc").write_bytes(np.random.default_rng(0).bytes(4000))
+    for name in ("truncated.nc", "garbage.nc"):
+        with pytest.raises(ValueError, match="not a readable ppa_xr model|corrupt"):
+            ppa_xr.load_model(tmp_path / name)
+    with pytest.raises(FileNotFoundError):
+        ppa_xr.load_model(tmp_path / "absent.nc")
+
+
+def test_inconsistent_contents_are_refused(fitted):
+    ds = to_dataset(fitted[1])
+    with pytest.raises(ValueError, match=r"variables \['inverse'\] are missing"):
+        from_dataset(ds.drop_vars("inverse"))
+    broken = ds.copy(deep=True)
+    broken["rotation"][0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN or inf"):
+        from_dataset(broken)
+    broken = ds.copy(deep=True)
+    broken["rotation"][0] *= 2
+    with pytest.raises(ValueError, match="not orthogonal"):
+        from_dataset(broken)
+    newer = ds.assign_attrs(ppa_xr_format_version=99)
+    with pytest.raises(ValueError, match="version 99"):
+        from_dataset(newer)
+
+
+def test_unfitted_model_cannot_be_saved(tmp_path):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        ppa_xr.PPA().save(tmp_path / "m.nc")
