@@ -36,12 +36,29 @@ from .params import PPAParams
 BLOCK = 16384
 
 
-def _as_rows(x: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.dtype]:
+def _as_columns(x: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.dtype, bool]:
+    """``x`` (``...`` x width) as a (width, pixels) array, without copying when possible.
+
+    Returns the array, the float dtype of the computation, and whether ``x`` is
+    stored feature-major (bands first in memory, as a raster chunk of a
+    ``(band, y, x)`` cube is): then the output is laid out the same way.
+    """
     x = np.asarray(x)
     if x.ndim < 1 or x.shape[-1] != width:
         raise ValueError(f"{what} must have {width} values along its last axis, got shape {x.shape}")
     dtype = np.dtype(np.float32) if x.dtype == np.float32 else np.dtype(np.float64)
-    return x.reshape(-1, width).astype(dtype, copy=False), dtype
+    moved = np.moveaxis(x, -1, 0)
+    feature_major = x.ndim > 1 and moved.flags.c_contiguous and not x.flags.c_contiguous
+    return moved.reshape(width, -1).astype(dtype, copy=False), dtype, feature_major
+
+
+def _output(shape: tuple[int, ...], width: int, dtype: np.dtype, feature_major: bool) -> tuple[np.ndarray, np.ndarray]:
+    """An output of ``shape + (width,)`` in the input's layout, and its (width, pixels) view."""
+    if feature_major:
+        cols = np.empty((width, int(np.prod(shape))), dtype)
+        return np.moveaxis(cols.reshape((width,) + shape), 0, -1), cols
+    out = np.empty(shape + (width,), dtype)
+    return out, out.reshape(-1, width).T
 
 
 def _scaled(params: PPAParams, p: int, alpha: np.ndarray) -> np.ndarray:
@@ -104,22 +121,23 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
     k = d if n_components is None else int(n_components)
     if not 1 <= k <= d:
         raise ValueError(f"n_components must be in [1, {d}], got {k}")
-    rows, dtype = _as_rows(x, d, "x")
+    cols, dtype, feature_major = _as_columns(x, d, "x")
     prm = params.cast(dtype)
     lin, bias, panels = _cached(prm, ("forward", k), lambda: _forward_plan(prm, k))
     gemm = blas.get_blas_funcs("gemm", dtype=dtype)
-    out = np.empty((rows.shape[0], k), dtype)
+    out, out_cols = _output(np.shape(x)[:-1], k, dtype, feature_major)
     n_feats = PANEL * max(int(prm.degrees.max(initial=1)), 1)
 
     def span(lo: int, hi: int) -> None:
         width = min(BLOCK, hi - lo)
         feats_buffer, r_buffer = np.empty(n_feats * width, dtype), np.empty(k * width, dtype)
         for start in range(lo, hi, BLOCK):
-            block = rows[start : min(start + BLOCK, hi)]
+            block = cols[:, start : min(start + BLOCK, hi)]
             # C-contiguous (rows, pixels) views of reused buffers: in-place GEMMs need
             # contiguous operands, and fresh large temporaries would cost page faults
-            feats = feats_buffer[: n_feats * len(block)].reshape(n_feats, len(block))
-            r = np.matmul(lin, block.T, out=r_buffer[: k * len(block)].reshape(k, len(block)))
+            n = block.shape[1]
+            feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
+            r = np.matmul(lin, block, out=r_buffer[: k * n].reshape(k, n))
             r -= bias
             for q1, steps, rest in panels:
                 offset = 0
@@ -130,10 +148,10 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
                     offset += g
                 if q1 < k:
                     gemm(-1.0, feats[:offset].T, rest, beta=1.0, c=r[q1:].T, overwrite_c=1)
-            out[start : start + len(block)] = r.T
+            out_cols[:, start : start + n] = r
 
-    _run_spans(rows.shape[0], span, threads)
-    return out.reshape(np.shape(x)[:-1] + (k,))
+    _run_spans(cols.shape[1], span, threads)
+    return out
 
 
 def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -156,33 +174,36 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
     k = r.shape[-1] if r.ndim else 0
     if r.ndim < 1 or not 1 <= k <= d:
         raise ValueError(f"components must have between 1 and {d} values along the last axis, got shape {r.shape}")
-    rows, dtype = _as_rows(r, k, "components")
+    cols, dtype, feature_major = _as_columns(r, k, "components")
     prm = params.cast(dtype)
     operator, bias, used = _cached(prm, ("inverse", k), lambda: _inverse_plan(prm, k))
-    out = np.empty((rows.shape[0], d), dtype)
+    out, out_cols = _output(r.shape[:-1], d, dtype, feature_major)
 
     def span(lo: int, hi: int) -> None:
-        stack = np.empty(operator.shape[0] * min(BLOCK, hi - lo), dtype)
+        width = min(BLOCK, hi - lo)
+        stack, result = np.empty(operator.shape[0] * width, dtype), np.empty(d * width, dtype)
         for start in range(lo, hi, BLOCK):
-            block = rows[start : min(start + BLOCK, hi)]
-            s = stack[: operator.shape[0] * len(block)].reshape(operator.shape[0], len(block))
-            s[:k] = block.T
+            block = cols[:, start : min(start + BLOCK, hi)]
+            n = block.shape[1]
+            s = stack[: operator.shape[0] * n].reshape(operator.shape[0], n)
+            s[:k] = block
             offset = k
             for p, g in enumerate(used):
                 basis.powers(_scaled(prm, p, s[p]), g, prm.tails, s[offset : offset + g])
                 offset += g
-            target = out[start : start + len(block)]
-            np.matmul(s.T, operator, out=target)
-            target += bias
+            x = np.matmul(operator.T, s, out=result[: d * n].reshape(d, n))
+            x += bias[:, None]
+            out_cols[:, start : start + n] = x
 
-    _run_spans(rows.shape[0], span, threads)
-    return out.reshape(r.shape[:-1] + (d,))
+    _run_spans(cols.shape[1], span, threads)
+    return out
 
 
 def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
     """Analytic ``dr/dx`` at every point of ``x`` (``...`` x d) -> (``...`` x d x d)."""
     d = params.n_features
-    rows, dtype = _as_rows(x, d, "x")
+    cols, dtype, _ = _as_columns(x, d, "x")
+    rows = cols.T
     prm = params.cast(dtype)
     r = forward(rows, prm)
     jac = np.broadcast_to(prm.rotation, (rows.shape[0], d, d)).copy()

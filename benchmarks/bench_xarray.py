@@ -1,0 +1,159 @@
+"""The lazy xarray/dask path against a PCA projection through the same path, same cube, same chunks.
+
+    python benchmarks/bench_xarray.py lazy        # (a) 36-band float32 4096 x 4096, 1024 x 1024 chunks
+    python benchmarks/bench_xarray.py out-of-core # (b) > 8 GB zarr cube -> zarr, peak RSS watched
+
+Both print wall times and PPA / PCA ratios. PCA is ``PPA(degree=1)``'s
+rotation applied by a plain ``(x - mean) @ V^T`` kernel through the same
+``xr.apply_ufunc(..., dask="parallelized")`` call, so the only difference is
+the polynomial work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import dask
+import dask.array as dsa
+import numpy as np
+import xarray as xr
+
+import ppa_xr  # noqa: F401
+from ppa_xr import PPA
+
+
+def curved_block(block_info=None, bands: int = 36, seed: int = 0) -> np.ndarray:
+    """A chunk of a synthetic curved 36-band cube: bands are smooth nonlinear functions of two latents."""
+    loc = block_info[None]["array-location"]
+    shape = tuple(stop - start for start, stop in loc[1:])
+    rng = np.random.default_rng([seed, loc[1][0], loc[2][0]])
+    t, s = rng.uniform(-1, 1, (2,) + shape).astype(np.float32)
+    freq = np.linspace(0.5, 3, bands, dtype=np.float32)[:, None, None]
+    out = np.sin(freq * t) + 0.5 * (freq * s) ** 2 * t + 0.05 * rng.standard_normal((bands,) + shape, dtype=np.float32)
+    return (1000 + 500 * out).astype(np.float32)
+
+
+def synthetic_cube(size: int, chunk: int, bands: int = 36) -> xr.DataArray:
+    data = dsa.map_blocks(curved_block, chunks=((bands,), (chunk,) * (size // chunk), (chunk,) * (size // chunk)), dtype=np.float32, bands=bands)
+    return xr.DataArray(data, dims=("band", "y", "x"), coords={"band": [f"b{i}" for i in range(bands)]}, name="cube")
+
+
+def pca_projection(cube: xr.DataArray, pca: PPA) -> xr.DataArray:
+    rotation, mean = pca.components_.astype(np.float32), pca.mean_.astype(np.float32)
+    return xr.apply_ufunc(
+        lambda x: (x - mean) @ rotation.T, cube, input_core_dims=[["band"]], output_core_dims=[["component"]],
+        dask="parallelized", output_dtypes=[np.float32], dask_gufunc_kwargs={"output_sizes": {"component": cube.sizes["band"]}},
+    )
+
+
+def pca_inverse(scores: xr.DataArray, pca: PPA) -> xr.DataArray:
+    rotation, mean = pca.components_.astype(np.float32), pca.mean_.astype(np.float32)
+    return xr.apply_ufunc(
+        lambda r: r @ rotation + mean, scores, input_core_dims=[["component"]], output_core_dims=[["band"]],
+        dask="parallelized", output_dtypes=[np.float32], dask_gufunc_kwargs={"output_sizes": {"band": scores.sizes["component"]}},
+    )
+
+
+def timed(label: str, fn, repeat: int = 2) -> float:
+    best = min(_once(fn) for _ in range(repeat))
+    print(f"  {label:<44} {best:8.2f} s", flush=True)
+    return best
+
+
+def _once(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def lazy(args: argparse.Namespace) -> None:
+    cube = synthetic_cube(args.size, args.chunk).persist()  # in memory, so both read the same chunks
+    ppa = cube.ppa.fit(n_samples=200_000, random_state=0)
+    pca = cube.ppa.fit(n_samples=200_000, random_state=0, degree=1)
+    print(f"cube {dict(cube.sizes)} float32 ({cube.nbytes / 2**30:.1f} GiB), chunks {cube.data.chunksize}; PPA degrees {ppa.degrees_.tolist()}")
+    s_ppa, s_pca = cube.ppa.transform(ppa).persist(), pca_projection(cube, pca).persist()
+    store = lambda arr: arr.data.map_blocks(lambda b: np.zeros((1,) * b.ndim), chunks=(1,) * arr.ndim).sum().compute()  # noqa: E731
+    f_ppa = timed("PPA forward (transform, all 36 components)", lambda: store(cube.ppa.transform(ppa)))
+    f_pca = timed("PCA projection, same chunks", lambda: store(pca_projection(cube, pca)))
+    i_ppa = timed("PPA inverse", lambda: store(s_ppa.ppa.inverse_transform(ppa)))
+    i_pca = timed("PCA inverse, same chunks", lambda: store(pca_inverse(s_pca, pca)))
+    print(f"ratios PPA/PCA: forward {f_ppa / f_pca:.2f}, inverse {i_ppa / i_pca:.2f}")
+
+
+def _peak_rss_of(cmd: list[str]) -> tuple[int, float]:
+    """Run ``cmd`` and sample the resident memory of it and its children every 50 ms."""
+    import psutil
+
+    proc = subprocess.Popen(cmd)
+    ps, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        try:
+            rss = ps.memory_info().rss + sum(c.memory_info().rss for c in ps.children(recursive=True))
+            peak = max(peak, rss)
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    return proc.returncode, peak / 2**30
+
+
+def out_of_core(args: argparse.Namespace) -> None:
+    work = args.workdir or tempfile.mkdtemp(prefix="ppa_xr_bench_")
+    src, dst, model = os.path.join(work, "cube.zarr"), os.path.join(work, "out.zarr"), os.path.join(work, "model.nc")
+    try:
+        cube = synthetic_cube(args.size, args.chunk)
+        print(f"writing {cube.nbytes / 2**30:.2f} GiB input zarr ({dict(cube.sizes)}, chunks {cube.data.chunksize}) to {work}", flush=True)
+        start = time.perf_counter()
+        cube.to_dataset().to_zarr(src, mode="w", encoding={"cube": {"compressors": None}}, consolidated=False)
+        print(f"  written in {time.perf_counter() - start:.1f} s", flush=True)
+        results = {}
+        for kind in ("ppa", "pca"):
+            rc, peak = _peak_rss_of([sys.executable, __file__, "_apply", src, dst, model, kind])
+            assert rc == 0, f"{kind} run failed"
+            results[kind] = peak
+        print(f"peak RSS: PPA {results['ppa']:.2f} GiB, PCA {results['pca']:.2f} GiB (input {cube.nbytes / 2**30:.2f} GiB)")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _apply(src: str, dst: str, model_path: str, kind: str) -> None:
+    """Child process: fit on a sample of the zarr cube, transform it lazily to zarr."""
+    cube = xr.open_zarr(src, consolidated=False)["cube"]
+    start = time.perf_counter()
+    model = cube.ppa.fit(n_samples=200_000, random_state=0, degree=(1, 2, 3, 4, 5) if kind == "ppa" else 1)
+    fit_s = time.perf_counter() - start
+    scores = cube.ppa.transform(model) if kind == "ppa" else pca_projection(cube, model)
+    start = time.perf_counter()
+    scores.to_dataset(name="scores").to_zarr(dst, mode="w", encoding={"scores": {"compressors": None}}, consolidated=False)
+    print(f"  {kind.upper()}: fit on sample {fit_s:.1f} s, transform {cube.nbytes / 2**30:.2f} GiB zarr -> zarr {time.perf_counter() - start:.1f} s", flush=True)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_apply":
+        with dask.config.set(scheduler="threads"):
+            _apply(*sys.argv[2:6])
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="case", required=True)
+    a = sub.add_parser("lazy")
+    a.add_argument("--size", type=int, default=4096)
+    a.add_argument("--chunk", type=int, default=1024)
+    b = sub.add_parser("out-of-core")
+    b.add_argument("--size", type=int, default=7680)  # 36 x 7680^2 x 4 B = 7.9 GiB = 8.5 GB
+    b.add_argument("--chunk", type=int, default=512)
+    b.add_argument("--workdir")
+    b.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    with dask.config.set(scheduler="threads"):
+        (lazy if args.case == "lazy" else out_of_core)(args)
+
+
+if __name__ == "__main__":
+    main()
