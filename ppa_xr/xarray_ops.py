@@ -103,9 +103,14 @@ def _aligned(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None) -
             da = da.sel({dim: want})  # same features in another order: reorder by label
     if da.sizes[dim] != d:
         raise ValueError(f"the model was fitted on {d} features, the cube has {da.sizes[dim]} along {dim!r}")
-    if da.chunks is not None:
-        da = da.chunk({dim: -1})
-    return da, dim
+    return _one_chunk_along(da, dim), dim
+
+
+def _one_chunk_along(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
+    """The core dimension as one chunk (a no-op, not even a graph layer, when it already is)."""
+    if da.chunks is not None and len(da.chunksizes[dim]) > 1:
+        return da.chunk({dim: -1})
+    return da
 
 
 def _threads(da: xr.DataArray) -> int | None:
@@ -227,8 +232,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
     k, d = scores.sizes[dim], model.n_features_in_
     if k > d:
         raise ValueError(f"{k} components given, the model has {d}")
-    if scores.chunks is not None:
-        scores = scores.chunk({dim: -1})
+    scores = _one_chunk_along(scores, dim)
     band = getattr(model, "feature_dim_", None) or "band"
     out = _map(kernels.inverse, scores, dim, band, d, "PPA inverse transform", params=model.params_)
     return _label_features(out.drop_vars(dim, errors="ignore"), model, band)

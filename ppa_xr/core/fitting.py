@@ -146,8 +146,12 @@ def fit_params(
             k = chosen[p] + 1
             design, gram = design[:, :k], gram[:k, :k]
             w = _least_squares(design, y, gram, cross[:k])
-            y -= design @ w
-            cov = cov - w.T @ (gram / n) @ w
+            removed = np.sum(w * (gram @ w))  # ||B W||^2, the residual energy the polynomial explains
+            if removed > 1e-12 * np.trace(cov) * n:
+                y -= design @ w
+                cov = cov - w.T @ (gram / n) @ w
+            else:  # numerically no curve (e.g. degree 1 on a PCA direction): an exact rotation step
+                chosen[p], w = 1, np.zeros((1, d - p - 1))
         cov = (cov + cov.T) / 2
         if np.trace(cov) < 1e-6 * reference:  # updates lost relative precision: recompute
             cov = y.T @ y / n

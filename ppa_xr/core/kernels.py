@@ -25,8 +25,10 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
+import scipy
 from scipy.linalg import blas
 from threadpoolctl import ThreadpoolController
 
@@ -67,23 +69,35 @@ def _scaled(params: PPAParams, p: int, alpha: np.ndarray) -> np.ndarray:
 
 
 def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | None) -> None:
-    """Run ``span(lo, hi)`` over contiguous row ranges on ``threads`` threads (default: all
-    cores), with single-threaded BLAS: the GEMMs here are too small to share, so
-    BLAS threads would only add wake-up latency. Pass ``threads=1`` when an outer
-    scheduler (dask) already runs one kernel per core."""
+    """Run ``span(lo, hi)`` over contiguous row ranges on ``threads`` threads (default:
+    all cores). Pass ``threads=1`` when an outer scheduler (dask) already runs
+    one kernel per core."""
+    _single_threaded_gemm()
     threads = max(1, min(threads or os.cpu_count() or 1, -(-n_rows // BLOCK)))
     bounds = np.linspace(0, n_rows, threads + 1).astype(int)
-    with _blas_controller().limit(limits=1, user_api="blas"):
-        if threads == 1:
-            span(0, n_rows)
-        else:
-            with ThreadPoolExecutor(threads) as pool:
-                list(pool.map(span, bounds[:-1], bounds[1:]))
+    if threads == 1:
+        span(0, n_rows)
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(span, bounds[:-1], bounds[1:]))
 
 
 @lru_cache(maxsize=1)
-def _blas_controller() -> ThreadpoolController:
-    return ThreadpoolController()
+def _single_threaded_gemm() -> None:
+    """Run the BLAS behind ``scipy.linalg.blas`` (which every GEMM here uses) on one thread.
+
+    The kernels parallelise over pixels themselves; BLAS threads on their small
+    GEMMs only wait and spin (measured: 15x slower), and switching the limit on
+    and off per call leaves OpenBLAS threads spinning after each switch. So the
+    limit is set once, on first use, and only on scipy's bundled BLAS, leaving
+    numpy's BLAS (``@``, ``np.dot``) as it is when the two are separate
+    libraries, as in the PyPI wheels.
+    """
+    controller = ThreadpoolController()
+    scipy_dirs = (Path(scipy.__file__).parent, Path(scipy.__file__).parent.parent / "scipy.libs")
+    paths = [lib["filepath"] for lib in controller.info() if lib["user_api"] == "blas" and any(d in Path(lib["filepath"]).parents for d in scipy_dirs)]
+    if paths:
+        controller.select(filepath=paths).limit(limits=1)
 
 
 def _cached(params: PPAParams, key: tuple, build):
@@ -104,15 +118,17 @@ def _forward_plan(params: PPAParams, k: int):
     features ``[T_q0; ...; T_{q1-1}]``.
     """
     d = params.n_features
-    n_steps = min(k, d - 1) if k < d else d - 1
+    n_steps = min(k, d) - 1  # step p only changes components after p
     panels = []
-    for q0 in range(0, n_steps, PANEL):
-        q1 = min(q0 + PANEL, n_steps, k)
-        steps = [(p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 : q1])) for p in range(q0, q1)]
-        rest = np.asfortranarray(np.vstack([params.forward[p, : params.degrees[p], q1:k] for p in range(q0, q1)]))
+    curved = [p for p in range(n_steps) if params.forward[p].any()]  # plain rotation steps need nothing
+    for i in range(0, len(curved), PANEL):
+        group = curved[i : i + PANEL]
+        q1 = min(group[-1] + 1, k) if i + PANEL >= len(curved) else curved[i + PANEL]
+        steps = [(p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 : q1])) for p in group]
+        rest = np.asfortranarray(np.vstack([params.forward[p, : params.degrees[p], q1:k] for p in group]))
         panels.append((q1, steps, rest))
-    lin = np.ascontiguousarray(params.rotation[:k])
-    return lin, (lin @ params.mean + params.forward_bias[:k])[:, None], panels
+    lin = params.rotation[:k]
+    return np.asfortranarray(lin.T), (lin @ params.mean + params.forward_bias[:k])[:, None], panels
 
 
 def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
@@ -123,7 +139,7 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
         raise ValueError(f"n_components must be in [1, {d}], got {k}")
     cols, dtype, feature_major = _as_columns(x, d, "x")
     prm = params.cast(dtype)
-    lin, bias, panels = _cached(prm, ("forward", k), lambda: _forward_plan(prm, k))
+    lin_t, bias, panels = _cached(prm, ("forward", k), lambda: _forward_plan(prm, k))
     gemm = blas.get_blas_funcs("gemm", dtype=dtype)
     out, out_cols = _output(np.shape(x)[:-1], k, dtype, feature_major)
     n_feats = PANEL * max(int(prm.degrees.max(initial=1)), 1)
@@ -137,7 +153,8 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
             # contiguous operands, and fresh large temporaries would cost page faults
             n = block.shape[1]
             feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
-            r = np.matmul(lin, block, out=r_buffer[: k * n].reshape(k, n))
+            r = r_buffer[: k * n].reshape(k, n)
+            gemm(1.0, block.T, lin_t, beta=0.0, c=r.T, overwrite_c=1)  # r = lin @ block
             r -= bias
             for q1, steps, rest in panels:
                 offset = 0
@@ -154,17 +171,20 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
     return out
 
 
-def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """Stacked ``[A_k; H_0; ...]``, the bias for ``k`` given components, and the degrees used."""
+def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """Stacked ``[A_k; H_p ...]``, the bias for ``k`` given components, and the (step, degree) used.
+
+    Steps without a polynomial (exact rotations) contribute nothing and are left out.
+    """
     d = params.n_features
-    used = [int(params.degrees[p]) for p in range(min(k, d - 1))]
-    stacked = np.vstack([params.rotation[:k]] + [params.inverse[p, :g] for p, g in enumerate(used)])
+    used = [(p, int(params.degrees[p])) for p in range(min(k, d - 1)) if params.inverse[p].any()]
+    stacked = np.vstack([params.rotation[:k]] + [params.inverse[p, :g] for p, g in used])
     bias = params.mean + params.inverse_bias
-    for p in range(len(used), d - 1):  # alpha_p = 0 for the components left out
+    for p in range(min(k, d - 1), d - 1):  # alpha_p = 0 for the components left out
         g = int(params.degrees[p])
         t = basis.powers(_scaled(params, p, np.zeros(1, params.mean.dtype)), g, params.tails, np.empty((g, 1), params.mean.dtype))
         bias = bias + t[:, 0] @ params.inverse[p, :g]
-    return np.ascontiguousarray(stacked), bias, used
+    return np.asfortranarray(stacked), bias, used
 
 
 def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.ndarray:
@@ -177,6 +197,7 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
     cols, dtype, feature_major = _as_columns(r, k, "components")
     prm = params.cast(dtype)
     operator, bias, used = _cached(prm, ("inverse", k), lambda: _inverse_plan(prm, k))
+    gemm = blas.get_blas_funcs("gemm", dtype=dtype)
     out, out_cols = _output(r.shape[:-1], d, dtype, feature_major)
 
     def span(lo: int, hi: int) -> None:
@@ -188,10 +209,11 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
             s = stack[: operator.shape[0] * n].reshape(operator.shape[0], n)
             s[:k] = block
             offset = k
-            for p, g in enumerate(used):
+            for p, g in used:
                 basis.powers(_scaled(prm, p, s[p]), g, prm.tails, s[offset : offset + g])
                 offset += g
-            x = np.matmul(operator.T, s, out=result[: d * n].reshape(d, n))
+            x = result[: d * n].reshape(d, n)
+            gemm(1.0, s.T, operator, beta=0.0, c=x.T, overwrite_c=1)  # x = operator^T s
             x += bias[:, None]
             out_cols[:, start : start + n] = x
 
