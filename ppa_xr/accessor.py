@@ -7,7 +7,7 @@ from typing import Any
 
 import xarray as xr
 
-from . import xarray_ops
+from . import information, xarray_ops
 from .model import PPA
 
 
@@ -40,6 +40,12 @@ class _PPAAccessor:
     def reconstruction_error(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
         """Lazy per-pixel squared error map; see :func:`ppa_xr.xarray_ops.reconstruction_error`."""
         return xarray_ops.reconstruction_error(self._obj, model, n_components, dim)
+
+    def information_report(
+        self, model: PPA, n_components: int = 1, dim: Hashable | None = None, n_samples: int = 100_000, random_state: int | None = 0
+    ) -> xr.Dataset:
+        """PPA vs PCA redundancy reduction and errors; see :func:`ppa_xr.information.information_report`."""
+        return information.information_report(self._obj, model, n_components, dim, n_samples, random_state)
 
 
 @xr.register_dataarray_accessor("ppa")

@@ -1,0 +1,125 @@
+"""Marginal entropies, multi-information reduction (table and per pixel) and the report."""
+
+import numpy as np
+import pytest
+
+from ppa_xr import PPA
+from ppa_xr.datasets import open_landsat8_sample, open_rgb_byte
+from ppa_xr.information import (
+    Histograms,
+    PointwiseReduction,
+    information_report,
+    marginal_entropy,
+    multi_information_reduction,
+    plot_report,
+    summary_table,
+)
+
+from .conftest import curved_sample
+
+
+def test_entropy_by_hand():
+    # n = 4 -> 2 bins of width 0.5; p = (1/2, 1/2): plug-in 1 bit, Miller-Madow 1 / (8 ln 2), log2(0.5) = -1
+    h = marginal_entropy(np.array([[0.0], [0.0], [1.0], [1.0]]))
+    assert h[0] == pytest.approx(1 / (8 * np.log(2)), abs=1e-12)
+    assert marginal_entropy(np.array([[0.0], [0.0], [1.0], [1.0]]), miller_madow=False)[0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_entropy_of_known_densities():
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(0, 2, 200_000), rng.uniform(0, 8, 200_000)])
+    h = marginal_entropy(X)
+    assert h[0] == pytest.approx(0.5 * np.log2(2 * np.pi * np.e * 4), abs=0.02)
+    assert h[1] == pytest.approx(3.0, abs=0.01)
+
+
+def test_rotation_of_independent_gaussians():
+    """PCA undoes a rotation of independent Gaussians: it removes I(x) = -1/2 log2 det(corr)."""
+    rng = np.random.default_rng(1)
+    S = rng.normal(size=(200_000, 3)) * [3.0, 1.0, 0.3]
+    Q = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    X = S @ Q.T
+    corr = np.corrcoef(X.T)
+    expected = -0.5 * np.log2(np.linalg.det(corr))
+    pca = PPA(degree=1).fit(X)
+    result = multi_information_reduction(X, pca.transform(X))
+    assert result.total == pytest.approx(expected, abs=0.03)
+    assert result.per_dimension == pytest.approx(result.total / 3)
+
+
+def test_ppa_removes_more_redundancy_than_pca_on_curves():
+    X = curved_sample(20_000, d=4, noise=0.05)
+    ppa = multi_information_reduction(X, PPA(random_state=0).fit(X).transform(X))
+    pca = multi_information_reduction(X, PPA(degree=1).fit(X).transform(X))
+    assert ppa.total > pca.total + 0.5
+
+
+def test_pointwise_mean_equals_total():
+    X = curved_sample(5000, d=4)
+    model = PPA(random_state=0).fit(X)
+    measure = PointwiseReduction.fit(model, X)
+    per_pixel = measure(X)
+    assert per_pixel.shape == (5000,)
+    assert np.mean(per_pixel) == pytest.approx(measure.total(), abs=1e-9)
+    plug_in = multi_information_reduction(X, model.transform(X), miller_madow=False).total
+    assert measure.total() == pytest.approx(plug_in, abs=1e-9)
+
+
+def test_out_of_range_and_nan_values():
+    X = curved_sample(2000, d=3)
+    hist = Histograms.fit(X)
+    far = np.array([[1e6, 0.0, -1e6], [np.nan, 0.0, 0.0]])
+    dens = hist.log2_density(far)
+    floor = np.log2(0.5 / (hist.n * hist.width))
+    assert dens[0, 0] == pytest.approx(floor[0]) and dens[0, 2] == pytest.approx(floor[2])
+    assert np.isnan(dens[1, 0]) and np.isfinite(dens[1, 1:]).all()
+    assert (floor < hist.log2_density(X).min(axis=0)).all()
+
+
+def test_constant_columns_and_bad_shapes_are_refused():
+    with pytest.raises(ValueError, match=r"columns \[1\] are constant"):
+        marginal_entropy(np.column_stack([np.arange(10.0), np.ones(10)]))
+    with pytest.raises(ValueError, match="same shape"):
+        multi_information_reduction(np.zeros((5, 3)), np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="2-D"):
+        marginal_entropy(np.zeros(5))
+
+
+def test_report_on_a_raster(tmp_path):
+    cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
+    model = cube.ppa.fit(n_samples=20_000, random_state=0)
+    report = cube.ppa.information_report(model, n_components=2, n_samples=20_000)
+    assert report["mi_reduction_ppa"].chunks is not None  # maps stay lazy
+    assert report["mi_reduction_ppa"].dims == ("y", "x") and report["error_pca"].dims == ("y", "x")
+    assert report.sizes["component"] == 10
+    computed = report.compute()
+    assert computed["total_mi_reduction_ppa"] > computed["total_mi_reduction_pca"] > 0
+    assert (computed["mse_ppa"][:-1] <= computed["mse_pca"][:-1] * (1 + 1e-9)).all()
+    assert float(computed["error_ppa"].mean()) < float(computed["error_pca"].mean())
+    assert computed["entropy_input"].dims == ("band",)
+    table = summary_table(computed)
+    assert "| multi-information reduction (bits) |" in table and table.count("\n") > 10
+    fig = plot_report(computed)
+    fig.savefig(tmp_path / "report.png")
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_report_maps_are_nan_on_invalid_pixels():
+    rgb = open_rgb_byte(chunks={"x": 256, "y": 256})
+    model = rgb.ppa.fit(n_samples=20_000, random_state=0)
+    report = rgb.ppa.information_report(model, n_components=1, n_samples=20_000).compute()
+    invalid = (rgb == 0).any("band").values
+    for name in ("mi_reduction_ppa", "mi_reduction_pca", "error_ppa", "error_pca"):
+        assert np.isnan(report[name].values[invalid]).all()
+        assert np.isfinite(report[name].values[~invalid]).all()
+
+
+def test_report_on_a_plain_table():
+    X = curved_sample(3000, d=4)
+    model = PPA(random_state=0).fit(X)
+    report = information_report(X, model, n_components=1, n_samples=3000).compute()
+    assert report["mi_reduction_ppa"].dims == ("pixel",)
+    # over the whole table (the sample is the table) the map averages to the plug-in total, up to
+    # the few pixels that rounding in another memory layout moves across a bin edge
+    measure = PointwiseReduction.fit(model, X)
+    assert float(report["mi_reduction_ppa"].mean()) == pytest.approx(measure.total(), abs=0.01)
