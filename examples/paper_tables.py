@@ -33,10 +33,8 @@ PAPER_MI = {"MagicGamma": (0.35, 0.42), "JapaneseVowels": (0.38, 0.45), "Pageblo
 
 
 def normalised(name: str, max_rows: int | None, rng: np.random.Generator) -> np.ndarray:
-    X = load_table(name).data
-    if max_rows and len(X) > max_rows:
-        X = X[rng.choice(len(X), max_rows, replace=False)]
-    return (X - X.min(0)) / (X.max(0) - X.min(0))
+    X = load_table(name).normalised()
+    return X[rng.choice(len(X), max_rows, replace=False)] if max_rows and len(X) > max_rows else X
 
 
 def mse_curve(model: PPA, X: np.ndarray) -> np.ndarray:

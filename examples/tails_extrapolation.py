@@ -42,8 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{'table':<15}" + "".join(f"{t + ' mean':>18}{t + ' worst':>18}" for t in TAILS))
     for name in UCI_TABLES:
-        X = load_table(name).data
-        X = (X - X.min(0)) / (X.max(0) - X.min(0))
+        X = load_table(name).normalised()
         cells = []
         for tails in TAILS:
             rel = np.mean([relative_test_mse(X, tails, seed) for seed in range(args.realisations)], axis=0)

@@ -3,7 +3,7 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from . import accessor  # noqa: F401  (registers the .ppa accessor)
-from .io import load_model
+from .io import load_model, open_band_stack
 from .model import PPA
 
 try:
@@ -11,4 +11,4 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0"
 
-__all__ = ["PPA", "__version__", "load_model"]
+__all__ = ["PPA", "__version__", "load_model", "open_band_stack"]

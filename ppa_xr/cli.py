@@ -1,6 +1,7 @@
 """``ppa-xr`` command line: fit, transform, inverse, report and demo on GeoTIFF / netCDF / zarr cubes.
 
     ppa-xr fit scene.tif model.nc --n-samples 200000 --degree 1 2 3 4 5
+    ppa-xr fit LC08_B1.TIF LC08_B2.TIF ... LC08_B7.TIF model.nc     # one file per band
     ppa-xr transform scene.tif model.nc components.tif --n-components 3
     ppa-xr inverse components.tif model.nc reconstruction.tif
     ppa-xr report scene.tif model.nc
@@ -19,11 +20,14 @@ import numpy as np
 import xarray as xr
 
 from . import PPA, load_model
+from .io import open_band_stack
 
 
-def _open(path: str, chunks: int, variable: str | None) -> xr.DataArray | xr.Dataset:
-    """A raster (GeoTIFF, via rioxarray) or a netCDF / zarr dataset, opened lazily."""
-    p = Path(path)
+def _open(paths: list[str], chunks: int, variable: str | None) -> xr.DataArray | xr.Dataset:
+    """A raster (GeoTIFF, via rioxarray), a stack of single-band rasters, or a netCDF / zarr dataset, opened lazily."""
+    if len(paths) > 1:
+        return open_band_stack(paths, chunks={"x": chunks, "y": chunks})
+    p = Path(paths[0])
     if p.suffix.lower() in (".tif", ".tiff", ".vrt", ".jp2"):
         import rioxarray
 
@@ -43,7 +47,7 @@ def _write(da: xr.DataArray, path: str) -> None:
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    cube = _open(args.input, args.chunks, args.variable)
+    cube = _open(args.inputs, args.chunks, args.variable)
     degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)
     model = cube.ppa.fit(dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails)
     model.save(args.model)
@@ -54,7 +58,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 def _cmd_transform(args: argparse.Namespace) -> int:
     model = load_model(args.model)
-    scores = _open(args.input, args.chunks, args.variable).ppa.transform(model, n_components=args.n_components)
+    scores = _open(args.inputs, args.chunks, args.variable).ppa.transform(model, n_components=args.n_components)
     _write(scores, args.output)
     print(f"wrote {args.output}: {dict(scores.sizes)}")
     return 0
@@ -62,7 +66,7 @@ def _cmd_transform(args: argparse.Namespace) -> int:
 
 def _cmd_inverse(args: argparse.Namespace) -> int:
     model = load_model(args.model)
-    scores = _open(args.input, args.chunks, args.variable)
+    scores = _open(args.inputs, args.chunks, args.variable)
     if isinstance(scores, xr.DataArray) and "component" not in scores.dims:
         scores = scores.rename({scores.dims[0]: "component"})  # a GeoTIFF's bands are the components
     out = scores.ppa.inverse_transform(model)
@@ -86,7 +90,7 @@ def _error_table(cube: xr.DataArray, models: dict[str, PPA], ks: range) -> None:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     model = load_model(args.model)
-    cube = _open(args.input, args.chunks, args.variable)
+    cube = _open(args.inputs, args.chunks, args.variable)
     pca = cube.ppa.fit(dim=model.feature_dim_ or "band", n_samples=args.n_samples, random_state=args.seed, degree=1)
     print(f"reconstruction error over the whole cube, PPA (degrees {model.degrees_.tolist()}) vs PCA")
     _error_table(cube, {"PPA": model, "PCA": pca}, range(1, model.n_features_in_))
@@ -121,24 +125,24 @@ def main(argv: list[str] | None = None) -> int:
 
     def command(name: str, func, help: str, io: tuple[str, ...]) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
-        for arg in io:
-            p.add_argument(arg)
+        for arg in io:  # "inputs": one raster / netCDF / zarr, or several single-band rasters
+            p.add_argument(arg, nargs="+" if arg == "inputs" else None)
         p.add_argument("--chunks", type=int, default=1024, help="x/y chunk size (default 1024)")
         p.add_argument("--variable", help="data variable of a netCDF/zarr input (default: all variables are bands)")
         p.add_argument("--seed", type=int, default=0)
         p.set_defaults(func=func)
         return p
 
-    fit = command("fit", _cmd_fit, "fit a model on sampled pixels", ("input", "model"))
+    fit = command("fit", _cmd_fit, "fit a model on sampled pixels", ("inputs", "model"))
     fit.add_argument("--dim", default="band")
     fit.add_argument("--n-samples", type=int, default=200_000)
     fit.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     fit.add_argument("--tails", default="clamp", choices=["clamp", "linear", "polynomial"])
-    command("transform", _cmd_transform, "PPA components of a cube", ("input", "model", "output")).add_argument(
+    command("transform", _cmd_transform, "PPA components of a cube", ("inputs", "model", "output")).add_argument(
         "--n-components", type=int
     )
-    command("inverse", _cmd_inverse, "cube back from components", ("input", "model", "output"))
-    command("report", _cmd_report, "PPA vs PCA reconstruction error", ("input", "model")).add_argument(
+    command("inverse", _cmd_inverse, "cube back from components", ("inputs", "model", "output"))
+    command("report", _cmd_report, "PPA vs PCA reconstruction error", ("inputs", "model")).add_argument(
         "--n-samples", type=int, default=200_000
     )
     demo = command("demo", _cmd_demo, "the whole workflow on the bundled Landsat 8 sample", ())

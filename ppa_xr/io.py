@@ -1,4 +1,4 @@
-"""Models saved as data: an xarray Dataset in netCDF or zarr, never a pickle.
+"""Input and output: models saved as data (netCDF or zarr, never a pickle), band stacks read as cubes.
 
 Layout (format version 1): the arrays of :class:`~ppa_xr.core.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -144,3 +145,30 @@ def load_model(path: str | os.PathLike, format: str | None = None) -> PPA:
         raise
     except Exception as err:  # the readers raise many types on damaged files
         raise ValueError(f"{path} is not a readable ppa_xr model ({engine}): {type(err).__name__}: {err}") from err
+
+
+def open_band_stack(
+    paths: Sequence[str | os.PathLike], bands: Sequence[Hashable] | None = None, chunks=None, masked: bool = False
+) -> xr.DataArray:
+    """Stack single-band rasters (one GeoTIFF per band, as Landsat ships) into a ``(band, y, x)`` cube.
+
+    ``bands`` labels the bands (default: the file names without suffix);
+    ``chunks`` and ``masked`` go to :func:`rioxarray.open_rasterio`. Every file
+    must have one band and the same grid (shape, CRS and transform).
+    """
+    import rioxarray
+
+    paths = [Path(p) for p in paths]
+    bands = [p.stem for p in paths] if bands is None else list(bands)
+    if len(bands) != len(paths) or not paths:
+        raise ValueError(f"need one label per file, got {len(bands)} labels for {len(paths)} files")
+    layers = [rioxarray.open_rasterio(p, chunks=chunks, masked=masked) for p in paths]
+    first = layers[0]
+    for path, layer in zip(paths, layers):
+        if layer.sizes["band"] != 1:
+            raise ValueError(f"{path} has {layer.sizes['band']} bands; open multiband files with rioxarray.open_rasterio")
+        same_grid = layer.shape == first.shape and layer.rio.crs == first.rio.crs and layer.rio.transform() == first.rio.transform()
+        if not same_grid:
+            raise ValueError(f"{path} is not on the grid of {paths[0]} (shape, CRS or transform differ); resample it first")
+    cube = xr.concat([layer.squeeze("band", drop=True) for layer in layers], dim="band", combine_attrs="drop_conflicts")
+    return cube.assign_coords(band=bands)

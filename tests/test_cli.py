@@ -33,3 +33,15 @@ def test_fit_transform_inverse_round_trip(tmp_path, capsys):
 def test_errors_exit_2_with_a_message(tmp_path, capsys):
     assert main(["transform", rgb_byte_path(), str(tmp_path / "absent.nc"), str(tmp_path / "o.tif")]) == 2
     assert "no model at" in capsys.readouterr().err
+
+
+def test_fit_on_a_stack_of_band_files(tmp_path, capsys):
+    from ppa_xr.datasets import open_landsat8_sample
+
+    from .test_io import write_band_files
+
+    paths = [str(p) for p in write_band_files(open_landsat8_sample(), tmp_path)]
+    assert main(["fit", *paths, str(tmp_path / "m.nc"), "--n-samples", "5000", "--chunks", "160"]) == 0
+    assert "x 10 features" in capsys.readouterr().out
+    assert main(["transform", *paths, str(tmp_path / "m.nc"), str(tmp_path / "c.tif"), "--n-components", "2"]) == 0
+    assert "'component': 2" in capsys.readouterr().out

@@ -63,8 +63,7 @@ def test_float32_stays_float32(curved):
 def test_degree_one_is_pca(name):
     from ppa_xr.datasets import load_table
 
-    X = load_table(name).data
-    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    X = load_table(name).normalised()
     model = PPA(degree=1).fit(X)
     R = model.transform(X)
     for k in range(1, X.shape[1] + 1):
@@ -77,8 +76,7 @@ def test_training_error_never_above_pca(name):
     """Paper's Property 2 on real data, at every number of retained components."""
     from ppa_xr.datasets import load_table
 
-    X = load_table(name).data
-    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    X = load_table(name).normalised()
     model = PPA(random_state=0).fit(X)
     R = model.transform(X)
     gains = []

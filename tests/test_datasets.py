@@ -31,3 +31,9 @@ def test_vowel_speakers():
 def test_unknown_table():
     with pytest.raises(ValueError, match="choose one of"):
         load_table("Vehicles")
+
+
+def test_normalised_spans_unit_interval():
+    X = load_table("Pageblocks").normalised()
+    np.testing.assert_allclose(X.min(0), 0)
+    np.testing.assert_allclose(X.max(0), 1)

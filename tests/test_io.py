@@ -77,3 +77,36 @@ def test_unfitted_model_cannot_be_saved(tmp_path):
 
     with pytest.raises(NotFittedError):
         ppa_xr.PPA().save(tmp_path / "m.nc")
+
+
+def write_band_files(cube, directory):
+    """One single-band GeoTIFF per band of a real cube, as Landsat scenes are shipped."""
+    paths = []
+    for band in cube.band.values:
+        path = directory / f"L8_{band}.tif"
+        cube.sel(band=[band]).drop_vars("wavelength").rio.to_raster(path)
+        paths.append(path)
+    return paths
+
+
+def test_band_stack_equals_the_multiband_cube(tmp_path):
+    cube = open_landsat8_sample()
+    paths = write_band_files(cube, tmp_path)
+    stack = ppa_xr.open_band_stack(paths, bands=list(cube.band.values), chunks={"x": 160, "y": 160})
+    assert stack.dims == ("band", "y", "x") and stack.chunks is not None
+    np.testing.assert_array_equal(stack.values, cube.values)
+    assert stack.rio.crs == cube.rio.crs and stack.rio.nodata == 0
+    assert list(ppa_xr.open_band_stack(paths[:2]).band.values) == ["L8_B1", "L8_B2"]
+
+
+def test_band_stack_refuses_mismatched_files(tmp_path):
+    cube = open_landsat8_sample()
+    a, b = write_band_files(cube.isel(band=[0, 1]), tmp_path)
+    cube.isel(band=[2], x=slice(0, 100)).drop_vars("wavelength").rio.to_raster(tmp_path / "small.tif")
+    cube.isel(band=[0, 1]).drop_vars("wavelength").rio.to_raster(tmp_path / "two.tif")
+    with pytest.raises(ValueError, match="small.tif is not on the grid"):
+        ppa_xr.open_band_stack([a, tmp_path / "small.tif"])
+    with pytest.raises(ValueError, match="two.tif has 2 bands"):
+        ppa_xr.open_band_stack([a, tmp_path / "two.tif"])
+    with pytest.raises(ValueError, match="one label per file"):
+        ppa_xr.open_band_stack([a, b], bands=["x"])

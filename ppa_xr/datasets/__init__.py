@@ -32,6 +32,11 @@ class Table:
     feature_names: tuple[str, ...]
     provenance: str
 
+    def normalised(self) -> np.ndarray:
+        """``data`` scaled to [0, 1] per feature, as in the paper's experiments."""
+        low, high = self.data.min(axis=0), self.data.max(axis=0)
+        return (self.data - low) / (high - low)
+
 
 def _lines(filename: str) -> list[str]:
     with gzip.open(_DATA / f"{filename}.gz", "rt") as fh:
@@ -131,6 +136,7 @@ def open_landsat8_sample(chunks=None, masked: bool = False):
     import rioxarray
 
     cube = rioxarray.open_rasterio(landsat8_sample_path(), chunks=chunks, masked=masked)
+    cube.attrs.pop("long_name", None)  # the band names live in the band coordinate
     return cube.assign_coords(band=list(LANDSAT8_BANDS), wavelength=("band", list(LANDSAT8_WAVELENGTH_UM))).rename("landsat8")
 
 
