@@ -188,14 +188,14 @@ def information_report(
 
     if isinstance(obj, np.ndarray):
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
-    da, dim = xarray_ops._aligned(obj, model, dim)
+    da, dim = xarray_ops.model_features(obj, model, dim)
     k = int(n_components)
     if not 1 <= k <= model.n_features_in_:
         raise ValueError(f"n_components must be in [1, {model.n_features_in_}], got {k}")
-    sample = xarray_ops.sample_valid_pixels(da, dim, n_samples, random_state).astype(np.float64)
+    sample = xarray_ops.sample_features(da, dim, n_samples, random_state).astype(np.float64)
     pca = PPA(degree=1).fit(sample)
     measures = {"ppa": PointwiseReduction.fit(model, sample), "pca": PointwiseReduction.fit(pca, sample)}
-    maps = xarray_ops._map(_pixel_block, da, dim, "map", 4, None, ppa=measures["ppa"], pca=measures["pca"], k=k)
+    maps = xarray_ops.map_kernel(_pixel_block, da, dim, "map", 4, None, ppa=measures["ppa"], pca=measures["pca"], k=k)
     names = ("mi_reduction_ppa", "mi_reduction_pca", "error_ppa", "error_pca")
     report = xr.Dataset({name: maps.isel(map=i, drop=True) for i, name in enumerate(names)})
     d = model.n_features_in_

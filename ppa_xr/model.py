@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -107,11 +106,15 @@ class PPA(TransformerMixin, BaseEstimator):
                 f"each polynomial), got {n}; pass more samples or a lower degree."
             )
         rng = np.random.default_rng(check_random_state(self.random_state).randint(2**32))
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", RuntimeWarning)  # a numerical problem must not pass silently
-            self.params_ = fitting.fit_params(
-                X.astype(np.float64), degrees, self.tails, self.leading, self.holdout_fraction, rng
-            )
+        try:
+            with np.errstate(over="raise", invalid="raise", divide="raise"):  # never a silent inf / NaN
+                self.params_ = fitting.fit_params(
+                    X.astype(np.float64), degrees, self.tails, self.leading, self.holdout_fraction, rng
+                )
+        except FloatingPointError as err:
+            raise ValueError(
+                f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree"
+            ) from err
         self._set_fitted(self.params_)
         return self
 
@@ -133,10 +136,9 @@ class PPA(TransformerMixin, BaseEstimator):
         model._set_fitted(params)
         return model
 
-    def _check_input(self, X, what: str = "X") -> np.ndarray:
+    def _check_input(self, X) -> np.ndarray:
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], ensure_all_finite="allow-nan")
-        return X
+        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32], ensure_all_finite="allow-nan")
 
     def transform(self, X) -> np.ndarray:
         """PPA coordinates (n_samples x n_components); rows with NaN give NaN."""

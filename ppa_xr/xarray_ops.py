@@ -83,7 +83,7 @@ def _copy_geo(src: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
     return out.rio.write_crs(crs).rio.write_transform(transform).rio.write_nodata(np.nan, encoded=False)
 
 
-def _aligned(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None) -> tuple[xr.DataArray, Hashable]:
+def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None) -> tuple[xr.DataArray, Hashable]:
     """Features of ``obj`` in the order the model was fitted on, band dim as one chunk."""
     fitted_dim = getattr(model, "feature_dim_", None)
     dim = dim or fitted_dim or "band"
@@ -118,7 +118,7 @@ def _threads(da: xr.DataArray) -> int | None:
     return 1 if da.chunks is not None else None
 
 
-def _map(
+def map_kernel(
     func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, long_name: str | None, **kwargs: Any
 ) -> xr.DataArray:
     """``apply_ufunc`` of a kernel replacing ``in_dim`` by ``out_dim`` (or dropping it), dims kept in place.
@@ -143,24 +143,23 @@ def _map(
 
 
 # --------------------------------------------------------------------------- sampling
+def _smallest_keys(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(keys) > n:
+        keep = np.argpartition(keys, n)[:n]
+        keys, values = keys[keep], values[keep]
+    return keys, values
+
+
 def _block_sample(block: np.ndarray, seed: int, index: int, n: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Bottom-``n`` random keys among the valid pixels of one block (a uniform sample)."""
+    """The ``n`` valid pixels of one block with the smallest random keys, and its count of valid pixels."""
     values = block.reshape(-1, block.shape[-1])
     keys = np.random.default_rng([seed, index]).random(values.shape[0])
     valid = np.isfinite(values).all(axis=1)
-    keys, values = keys[valid], values[valid]
-    if len(keys) > n:
-        keep = np.argpartition(keys, n)[:n]
-        keys, values = keys[keep], values[keep]
-    return keys, values, int(valid.sum())
+    return *_smallest_keys(keys[valid], values[valid], n), int(valid.sum())
 
 
 def _merge_samples(a: tuple, b: tuple, n: int) -> tuple[np.ndarray, np.ndarray, int]:
-    keys, values = np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
-    if len(keys) > n:
-        keep = np.argpartition(keys, n)[:n]
-        keys, values = keys[keep], values[keep]
-    return keys, values, a[2] + b[2]
+    return *_smallest_keys(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]), n), a[2] + b[2]
 
 
 def sample_valid_pixels(
@@ -171,12 +170,17 @@ def sample_valid_pixels(
     A pixel is valid when every feature is finite and not nodata. Every pixel
     gets an independent uniform key (from ``random_state`` and its chunk's
     position, so the sample is reproducible for a given chunking) and the
-    ``n_samples`` smallest keys are kept: one pass over the chunks, memory about
-    ``n_samples x d`` per chunk in flight, the cube itself is never loaded.
+    ``n_samples`` smallest keys are kept (a bottom-k sample): one pass over the
+    chunks, merged in a tree, memory about ``n_samples x d`` per chunk in
+    flight; the cube itself is never loaded.
     """
+    return sample_features(feature_array(obj, dim), dim, n_samples, random_state)
+
+
+def sample_features(da: xr.DataArray, dim: Hashable, n_samples: int, random_state: int | None) -> np.ndarray:
+    """:func:`sample_valid_pixels` of a cube already prepared by :func:`feature_array`."""
     if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
         raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-    da = feature_array(obj, dim)
     da = da.transpose(..., dim)
     seed = int(np.random.default_rng(random_state).integers(2**63))
     if da.chunks is None:
@@ -185,12 +189,13 @@ def sample_valid_pixels(
         data = da.data.rechunk({da.ndim - 1: -1})
         parts = [dask.delayed(_block_sample)(b, seed, i, n_samples) for i, b in enumerate(data.to_delayed().ravel())]
         while len(parts) > 1:  # tree reduction: at most n_samples x d per merge
-            parts = [dask.delayed(_merge_samples)(*parts[i : i + 2], n_samples) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+            pairs = [parts[i : i + 2] for i in range(0, len(parts), 2)]
+            parts = [dask.delayed(_merge_samples)(*pair, n_samples) if len(pair) == 2 else pair[0] for pair in pairs]
         keys, values, count = dask.compute(parts[0])[0]
     if count == 0:
         raise ValueError("the cube has no valid pixel (every pixel has a NaN or nodata feature)")
     if count < n_samples:
-        warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=3)
+        warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=4)
     return values[np.argsort(keys, kind="stable")]
 
 
@@ -204,9 +209,8 @@ def fit(
     ``dim``) and ``feature_coords_`` (other coordinates along ``dim``, e.g.
     wavelengths), so transforms can check and reorder bands by label.
     """
-    sample = sample_valid_pixels(obj, dim, n_samples, random_state)
-    model = PPA(random_state=random_state, **ppa_params).fit(sample)
     da = feature_array(obj, dim)
+    model = PPA(random_state=random_state, **ppa_params).fit(sample_features(da, dim, n_samples, random_state))
     model.feature_dim_ = dim
     model.feature_labels_ = da[dim].values if dim in da.coords else None
     model.feature_coords_ = {
@@ -217,11 +221,11 @@ def fit(
 
 def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid."""
-    da, dim = _aligned(obj, model, dim)
+    da, dim = model_features(obj, model, dim)
     k = int(n_components or model.n_components_)
     if not 1 <= k <= model.n_features_in_:
         raise ValueError(f"n_components must be in [1, {model.n_features_in_}], got {k}")
-    out = _map(kernels.forward, da, dim, COMPONENT, k, "PPA component", params=model.params_, n_components=k)
+    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", params=model.params_, n_components=k)
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa"))
 
 
@@ -234,7 +238,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
         raise ValueError(f"{k} components given, the model has {d}")
     scores = _one_chunk_along(scores, dim)
     band = getattr(model, "feature_dim_", None) or "band"
-    out = _map(kernels.inverse, scores, dim, band, d, "PPA inverse transform", params=model.params_)
+    out = map_kernel(kernels.inverse, scores, dim, band, d, "PPA inverse transform", params=model.params_)
     return _label_features(out.drop_vars(dim, errors="ignore"), model, band)
 
 
@@ -256,16 +260,16 @@ def _error_block(x: np.ndarray, params, n_components: int, threads: int | None) 
 
 def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk)."""
-    da, dim = _aligned(obj, model, dim)
-    out = _map(_reconstruct_block, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=int(n_components))
+    da, dim = model_features(obj, model, dim)
+    out = map_kernel(_reconstruct_block, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=int(n_components))
     return _label_features(out, model, dim).rename(_name(obj, "reconstruction"))
 
 
 def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept."""
-    da, dim = _aligned(obj, model, dim)
+    da, dim = model_features(obj, model, dim)
     name = f"squared reconstruction error, {int(n_components)} PPA components"
-    out = _map(_error_block, da, dim, None, 0, name, params=model.params_, n_components=int(n_components))
+    out = map_kernel(_error_block, da, dim, None, 0, name, params=model.params_, n_components=int(n_components))
     return out.rename(_name(obj, "reconstruction_error"))
 
 

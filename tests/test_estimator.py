@@ -117,3 +117,9 @@ def test_integer_input_is_computed_in_float():
     R = model.transform(X)
     assert R.dtype == np.float64
     np.testing.assert_allclose(model.inverse_transform(R), X, atol=1e-9)
+
+
+def test_overflowing_input_gives_a_clear_error():
+    X = np.random.default_rng(0).normal(size=(500, 3)) * 1e200
+    with pytest.raises(ValueError, match="numerical failure while fitting PPA.*rescale the features"):
+        PPA().fit(X)
