@@ -195,42 +195,37 @@ def information_report(
     sample = xarray_ops.sample_features(da, dim, n_samples, random_state).astype(np.float64)
     pca = PPA(degree=1).fit(sample)
     measures = {"ppa": PointwiseReduction.fit(model, sample), "pca": PointwiseReduction.fit(pca, sample)}
-    maps = xarray_ops.map_kernel(_pixel_block, da, dim, "map", 4, None, ppa=measures["ppa"], pca=measures["pca"], k=k)
-    names = ("mi_reduction_ppa", "mi_reduction_pca", "error_ppa", "error_pca")
-    report = xr.Dataset({name: maps.isel(map=i, drop=True) for i, name in enumerate(names)})
-    d = model.n_features_in_
-    comp = np.arange(1, d + 1)
-    report = report.assign_coords(component=comp)
+    maps = xarray_ops.map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
+    report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
+    for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
+        _add(report, stem, method, maps.isel(map=i, drop=True), k=k)
     for method, fitted in (("ppa", model), ("pca", pca)):
-        curves = _curves(fitted, sample)
-        for name, values in curves.items():
-            report[f"{name}_{method}"] = ("component", values)
+        for stem, values in _curves(fitted, sample).items():
+            _add(report, stem, method, xr.DataArray(values, dims="component"))
         reduction = multi_information_reduction(sample, fitted.transform(sample))
-        report[f"total_mi_reduction_{method}"] = reduction.total
-        report[f"mi_reduction_per_dim_{method}"] = reduction.per_dimension
-    report["entropy_input"] = (dim, marginal_entropy(sample))
-    report[dim] = da[dim] if dim in da.coords else np.arange(d)
-    _describe(report, k, len(sample))
+        _add(report, "total_mi_reduction", method, xr.DataArray(reduction.total))
+        _add(report, "mi_reduction_per_dim", method, xr.DataArray(reduction.per_dimension))
+    report["entropy_input"] = xr.DataArray(marginal_entropy(sample), dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
+    report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
+    report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator="equal-width histogram, ceil(sqrt(n)) bins, Miller-Madow")
     return report
 
 
-def _describe(report: xr.Dataset, k: int, n: int) -> None:
-    units = {
-        "mi_reduction": ("pointwise multi-information reduction Delta_i", "bit"),
-        "error": (f"squared reconstruction error with {k} components", "squared input units"),
-        "entropy": ("marginal entropy of each component (sample)", "bit"),
-        "variance": ("variance of each component (sample)", "squared input units"),
-        "mse": ("mean squared reconstruction error keeping components 1..k (sample)", "squared input units"),
-        "total_mi_reduction": ("multi-information reduction (sample)", "bit"),
-        "mi_reduction_per_dim": ("multi-information reduction per dimension (sample)", "bit"),
-    }
-    for name in report.data_vars:
-        for prefix, (long_name, unit) in units.items():
-            if str(name).startswith(prefix + "_") and not str(name).startswith("mi_reduction_per_dim_") or name == prefix:
-                method = str(name).rsplit("_", 1)[-1].upper()
-                report[name].attrs.update(long_name=f"{long_name}, {method}", units=unit)
-    report["entropy_input"].attrs.update(long_name="marginal entropy of each input feature (sample)", units="bit")
-    report.attrs.update(n_components=k, sample_size=n, entropy_estimator="equal-width histogram, ceil(sqrt(n)) bins, Miller-Madow")
+_DESCRIPTIONS = {  # variable stem -> (long name, units)
+    "mi_reduction": ("pointwise multi-information reduction Delta_i", "bit"),
+    "error": ("squared reconstruction error with {k} components", "squared input units"),
+    "entropy": ("marginal entropy of each component (sample)", "bit"),
+    "variance": ("variance of each component (sample)", "squared input units"),
+    "mse": ("mean squared reconstruction error keeping components 1..k (sample)", "squared input units"),
+    "total_mi_reduction": ("multi-information reduction (sample)", "bit"),
+    "mi_reduction_per_dim": ("multi-information reduction per dimension (sample)", "bit"),
+}
+
+
+def _add(report: xr.Dataset, stem: str, method: str, values: xr.DataArray, **fmt: Any) -> None:
+    """``report[stem_method] = values`` with its long name and units."""
+    long_name, units = _DESCRIPTIONS[stem]
+    report[f"{stem}_{method}"] = values.assign_attrs(long_name=f"{long_name.format(**fmt)}, {method.upper()}", units=units)
 
 
 def summary_table(report: xr.Dataset) -> str:
