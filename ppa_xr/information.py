@@ -245,27 +245,34 @@ def summary_table(report: xr.Dataset) -> str:
 
 
 def plot_report(report: xr.Dataset, **figure_kwargs: Any):
-    """Maps (pointwise reduction, reconstruction error; PPA and PCA) and per-component curves."""
+    """Maps (pointwise reduction, reconstruction error; PPA beside PCA on one colour scale) and
+    per-component curves (marginal entropy; reconstruction MSE for k = 1..d-1)."""
     import matplotlib.pyplot as plt
 
-    maps = ["mi_reduction_ppa", "mi_reduction_pca", "error_ppa", "error_pca"]
-    spatial = report[maps[0]].ndim == 2
-    fig = plt.figure(figsize=figure_kwargs.pop("figsize", (14, 7)), **figure_kwargs)
-    grid = fig.add_gridspec(2, 4)
+    k = int(report.attrs["n_components"])
+    spatial = report["mi_reduction_ppa"].ndim == 2
+    fig = plt.figure(figsize=figure_kwargs.pop("figsize", (14, 7.5) if spatial else (12, 4)), **figure_kwargs)
+    grid = fig.add_gridspec(2 if spatial else 1, 4)
     if spatial:
-        for i, name in enumerate(maps):
-            ax = fig.add_subplot(grid[0, i])
-            report[name].plot(ax=ax, robust=True, add_labels=False)
-            ax.set_title(report[name].attrs.get("long_name", name), fontsize=8)
-            ax.set_aspect("equal")
+        for i, (stem, title) in enumerate((("mi_reduction", "Delta_i (bits)"), ("error", f"squared error, k = {k}"))):
+            pair = [report[f"{stem}_{m}"] for m in ("ppa", "pca")]
+            low, high = np.nanpercentile(np.concatenate([a.values.ravel() for a in pair]), [2, 98])
+            for j, (method, data) in enumerate(zip(("PPA", "PCA"), pair)):
+                ax = fig.add_subplot(grid[0, 2 * i + j])
+                data.plot(ax=ax, vmin=low, vmax=high, add_labels=False, cbar_kwargs={"shrink": 0.8})
+                ax.set_title(f"{title}, {method}", fontsize=9)
+                ax.set_aspect("equal")
+                ax.set_xticks([])
+                ax.set_yticks([])
     comp = report["component"].values
-    for i, (name, label, log) in enumerate((("entropy", "marginal entropy (bits)", False), ("mse", "reconstruction MSE", True))):
-        ax = fig.add_subplot(grid[1, 2 * i : 2 * i + 2] if spatial else grid[:, 2 * i : 2 * i + 2])
+    curves = (("entropy", "marginal entropy (bits)", "component", comp), ("mse", "reconstruction MSE", "retained components k", comp[:-1]))
+    for i, (stem, label, xlabel, ks) in enumerate(curves):
+        ax = fig.add_subplot(grid[-1, 2 * i : 2 * i + 2])
         for method in ("pca", "ppa"):
-            ax.plot(comp, report[f"{name}_{method}"], marker="o", label=method.upper())
-        ax.set_xlabel("component" if name == "entropy" else "retained components k")
+            ax.plot(ks, report[f"{stem}_{method}"].values[: len(ks)], marker="o", label=method.upper())
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(label)
-        if log:
+        if stem == "mse":
             ax.set_yscale("log")
         ax.legend()
     fig.tight_layout()

@@ -6,7 +6,7 @@ import numbers
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -15,7 +15,7 @@ from .core.basis import TAILS
 from .core.params import PPAParams
 
 
-class PPA(TransformerMixin, BaseEstimator):
+class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Principal Polynomial Analysis (Laparra et al., 2014).
 
     ``d-1`` sequential shears: at step ``p`` the residual is projected on a
@@ -127,7 +127,7 @@ class PPA(TransformerMixin, BaseEstimator):
         self.explained_variance_ratio_ = params.explained_variance / total if total > 0 else np.zeros_like(params.explained_variance)
         self.n_features_in_ = params.n_features
         self.n_components_ = self.n_components or params.n_features
-
+        self._n_features_out = self.n_components_  # names "ppa0", "ppa1", ... for set_output
     @classmethod
     def from_params(cls, params: PPAParams, **init_params) -> PPA:
         """A fitted estimator around existing parameters (e.g. loaded from disk)."""

@@ -175,3 +175,16 @@ def test_blocking_and_threads_do_not_change_results(threads, n):
     np.testing.assert_allclose(kernels.inverse(R, model.params_, threads=threads), X, atol=1e-9)
     R32 = kernels.forward(X.astype(np.float32), model.params_, threads=threads)
     np.testing.assert_allclose(R32, ref, atol=2e-4 * np.abs(ref).max())
+
+
+def test_params_pickle_without_their_caches(curved):
+    import pickle
+
+    model = PPA(random_state=0).fit(curved)
+    before = len(pickle.dumps(model.params_))
+    model.transform(curved.astype(np.float32))  # fills the float32 and kernel-plan caches
+    model.inverse_transform(model.transform(curved)[:, :2])
+    assert model.params_._cache
+    restored = pickle.loads(pickle.dumps(model.params_))
+    assert len(pickle.dumps(model.params_)) == before and restored._cache == {}
+    np.testing.assert_array_equal(forward(curved, restored), model.transform(curved))

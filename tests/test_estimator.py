@@ -123,3 +123,9 @@ def test_overflowing_input_gives_a_clear_error():
     X = np.random.default_rng(0).normal(size=(500, 3)) * 1e200
     with pytest.raises(ValueError, match="numerical failure while fitting PPA.*rescale the features"):
         PPA().fit(X)
+
+
+def test_feature_names_out_for_pandas_output(curved):
+    model = PPA(n_components=3, random_state=0).set_output(transform="pandas")
+    frame = model.fit_transform(curved)
+    assert list(frame.columns) == ["ppa0", "ppa1", "ppa2"]

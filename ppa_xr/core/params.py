@@ -45,6 +45,10 @@ class PPAParams:
         if self.tails not in TAILS:
             raise ValueError(f"tails must be one of {TAILS}, got {self.tails!r}")
 
+    def __getstate__(self) -> dict:
+        """Pickled (e.g. into a dask graph) without the derived, cached arrays."""
+        return {**self.__dict__, "_cache": {}}
+
     @property
     def n_features(self) -> int:
         return self.mean.shape[0]
