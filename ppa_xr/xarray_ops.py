@@ -100,7 +100,7 @@ def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | N
                     f"({missing} missing, {extra} not in the model); select the model's features, "
                     f"e.g. cube.sel({dim}={want})"
                 )
-            da = da.sel({dim: want})  # same features in another order: reorder by label
+            da = da.isel({dim: [have.index(label) for label in want]})  # same features, another order
     if da.sizes[dim] != d:
         raise ValueError(f"the model was fitted on {d} features, the cube has {da.sizes[dim]} along {dim!r}")
     return _one_chunk_along(da, dim), dim

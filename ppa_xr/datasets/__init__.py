@@ -14,7 +14,7 @@ from importlib.resources import files
 
 import numpy as np
 
-__all__ = ["Table", "UCI_TABLES", "load_table", "landsat8_sample_path", "open_landsat8_sample", "rgb_byte_path", "open_rgb_byte"]
+__all__ = ["Table", "UCI_TABLES", "load_table", "landsat8_sample_path", "open_landsat8_sample", "rgb_byte_path", "open_rgb_byte", "open_ersst_sample"]
 
 _DATA = files(__name__) / "data"
 UCI_TABLES = ("MagicGamma", "JapaneseVowels", "Pageblocks", "Sat", "Segmentation")
@@ -145,3 +145,17 @@ def open_rgb_byte(chunks=None, masked: bool = False):
     import rioxarray
 
     return rioxarray.open_rasterio(rgb_byte_path(), chunks=chunks, masked=masked).rename("rgb")
+
+
+def open_ersst_sample(chunks=None):
+    """NOAA ERSST v5 monthly sea-surface temperature, 2010-01 to 2012-12 on a 2-degree grid
+    (time 36 x lat 89 x lon 180, land = NaN), as a Dataset with variable ``sst``.
+
+    Use the months as features (``sst.ppa.fit(dim="time")``) for PPA of the
+    seasonal cycle, as EOF analysis would. Source: xarray-tutorial's
+    ``sst.mnmean.nc``; "No constraints on data access or use" (NOAA); cite
+    Huang et al. 2017, doi:10.1175/JCLI-D-16-0836.1.
+    """
+    import xarray as xr
+
+    return xr.open_dataset(_DATA / "ersst_v5_2010_2012.nc", engine="h5netcdf", chunks=chunks)
