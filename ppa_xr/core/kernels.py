@@ -91,13 +91,13 @@ def _single_threaded_gemm() -> None:
     and off per call leaves OpenBLAS threads spinning after each switch. So the
     limit is set once, on first use, and only on scipy's bundled BLAS, leaving
     numpy's BLAS (``@``, ``np.dot``) as it is when the two are separate
-    libraries, as in the PyPI wheels.
+    libraries, as in the PyPI wheels. Where they are one library (conda),
+    that library is limited.
     """
-    controller = ThreadpoolController()
+    controller = ThreadpoolController().select(user_api="blas")
     scipy_dirs = (Path(scipy.__file__).parent, Path(scipy.__file__).parent.parent / "scipy.libs")
-    paths = [lib["filepath"] for lib in controller.info() if lib["user_api"] == "blas" and any(d in Path(lib["filepath"]).parents for d in scipy_dirs)]
-    if paths:
-        controller.select(filepath=paths).limit(limits=1)
+    own = [lib["filepath"] for lib in controller.info() if any(d in Path(lib["filepath"]).parents for d in scipy_dirs)]
+    (controller.select(filepath=own) if own else controller).limit(limits=1)
 
 
 def _cached(params: PPAParams, key: tuple, build):
