@@ -152,20 +152,14 @@ class PointwiseReduction:
 # --------------------------------------------------------------------------- reports
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None) -> np.ndarray:
     """The four per-pixel maps of a report in one pass over a chunk: (..., 4)."""
-    out = []
-    for measure in (ppa, pca):
-        out.append(measure(x, threads))
-    for model in (ppa.model, pca.model):
-        params = model.params_
-        back = kernels.inverse(kernels.forward(x, params, k, threads), params, threads)
-        out.append(np.sum((back - x) ** 2, axis=-1))
-    return np.stack(out, axis=-1)
+    maps = [measure(x, threads) for measure in (ppa, pca)]
+    maps += [kernels.squared_error(x, measure.model.params_, k, threads) for measure in (ppa, pca)]
+    return np.stack(maps, axis=-1)
 
 
 def _curves(model: PPA, X: np.ndarray) -> dict[str, np.ndarray]:
     R = model.transform(X)
-    mse = [np.mean(np.sum((model.inverse_transform(R[:, :k]) - X) ** 2, axis=1)) for k in range(1, X.shape[1] + 1)]
-    return {"entropy": marginal_entropy(R), "variance": R.var(axis=0), "mse": np.array(mse)}
+    return {"entropy": marginal_entropy(R), "variance": R.var(axis=0), "mse": model.reconstruction_mse(X)}
 
 
 def information_report(

@@ -166,8 +166,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def reconstruct(self, X, n_components: int) -> np.ndarray:
         """Reconstruction of ``X`` from its first ``n_components`` PPA components."""
+        return kernels.reconstruct(self._check_input(X), self.params_, n_components)
+
+    def reconstruction_mse(self, X) -> np.ndarray:
+        """Mean squared reconstruction error of ``X`` keeping ``k = 1..d`` components -> (d,)."""
         X = self._check_input(X)
-        return kernels.inverse(kernels.forward(X, self.params_, n_components), self.params_)
+        return np.array([np.mean(kernels.squared_error(X, self.params_, k)) for k in range(1, self.n_features_in_ + 1)])
 
     def save(self, path, format: str | None = None):
         """Save the fitted model as data (netCDF ``.nc`` or zarr ``.zarr``); see :func:`ppa_xr.io.save_model`."""

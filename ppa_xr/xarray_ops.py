@@ -250,18 +250,10 @@ def _label_features(out: xr.DataArray, model: PPA, band: Hashable) -> xr.DataArr
     return out.assign_coords({name: (band, values) for name, values in coords.items()})
 
 
-def _reconstruct_block(x: np.ndarray, params, n_components: int, threads: int | None) -> np.ndarray:
-    return kernels.inverse(kernels.forward(x, params, n_components, threads), params, threads)
-
-
-def _error_block(x: np.ndarray, params, n_components: int, threads: int | None) -> np.ndarray:
-    return np.sum((_reconstruct_block(x, params, n_components, threads) - x) ** 2, axis=-1)
-
-
 def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk)."""
     da, dim = model_features(obj, model, dim)
-    out = map_kernel(_reconstruct_block, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=int(n_components))
+    out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=int(n_components))
     return _label_features(out, model, dim).rename(_name(obj, "reconstruction"))
 
 
@@ -269,7 +261,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
     """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept."""
     da, dim = model_features(obj, model, dim)
     name = f"squared reconstruction error, {int(n_components)} PPA components"
-    out = map_kernel(_error_block, da, dim, None, 0, name, params=model.params_, n_components=int(n_components))
+    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, params=model.params_, n_components=int(n_components))
     return out.rename(_name(obj, "reconstruction_error"))
 
 

@@ -129,3 +129,12 @@ def test_feature_names_out_for_pandas_output(curved):
     model = PPA(n_components=3, random_state=0).set_output(transform="pandas")
     frame = model.fit_transform(curved)
     assert list(frame.columns) == ["ppa0", "ppa1", "ppa2"]
+
+
+def test_reconstruction_mse_curve(curved):
+    model = PPA(random_state=0).fit(curved)
+    curve = model.reconstruction_mse(curved)
+    R = model.transform(curved)
+    for k in (1, 3):
+        assert curve[k - 1] == pytest.approx(np.mean(np.sum((model.inverse_transform(R[:, :k]) - curved) ** 2, axis=1)), rel=1e-12)
+    assert curve[-1] < 1e-20 and np.all(np.diff(curve) <= 1e-12)

@@ -5,7 +5,9 @@ With ``A`` the composed rotation and ``T_p`` the monomial features of step
 
 * forward: ``r = A (x - mean) - b_f``, then for ``p = 0..k-2``
   ``r[p+1:k] -= F_p^T T_p(r_p)`` (``r_p`` is final once the corrections of the
-  earlier steps are in): one GEMM plus ``k-1`` small in-place GEMMs;
+  earlier steps are in): one GEMM, then per panel of up to :data:`PANEL`
+  curved steps small in-place GEMMs inside the panel and one for the rest;
+  steps without a polynomial (exact rotations) cost nothing;
 * inverse: every ``alpha_p = r_p`` is given, so
   ``x = mean + b_i + [r, T_0(r_0), ..., T_{k-1}(r_{k-1})] [A_k; H_0; ...; H_{k-1}]``
   is one GEMM; missing trailing components are taken as 0 (their mean) and
@@ -219,6 +221,16 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
 
     _run_spans(cols.shape[1], span, threads)
     return out
+
+
+def reconstruct(x: np.ndarray, params: PPAParams, n_components: int, threads: int | None = None) -> np.ndarray:
+    """``x`` rebuilt from its first ``n_components`` components: ``inverse(forward(x)[..., :k])``."""
+    return inverse(forward(x, params, n_components, threads), params, threads)
+
+
+def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: int | None = None) -> np.ndarray:
+    """Per-point squared reconstruction error ``sum_j (x_j - x^_j)^2`` with ``n_components`` kept."""
+    return np.sum((reconstruct(x, params, n_components, threads) - x) ** 2, axis=-1)
 
 
 def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
