@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import numbers
 import os
 from collections.abc import Hashable, Sequence
 from pathlib import Path
@@ -41,9 +42,9 @@ def to_dataset(model: PPA) -> xr.Dataset:
     init = {name: getattr(model, name) for name in _INIT}
     if not isinstance(init["leading"], str):
         raise ValueError("a model with a callable leading-vector strategy cannot be saved as data")
-    init["degree"] = init["degree"] if isinstance(init["degree"], int) else [int(g) for g in init["degree"]]
-    if not (init["random_state"] is None or isinstance(init["random_state"], int)):
-        init["random_state"] = None  # a Generator is state, not a parameter
+    degree, seed = init["degree"], init["random_state"]
+    init["degree"] = int(degree) if isinstance(degree, numbers.Integral) else [int(g) for g in degree]
+    init["random_state"] = int(seed) if isinstance(seed, numbers.Integral) else None  # a RandomState is state
     ds = xr.Dataset({name: (dims, getattr(params, name)) for name, dims in _DIMS.items()})
     labels = getattr(model, "feature_labels_", None)
     if labels is not None:
@@ -87,10 +88,7 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> PPA:
         raise ValueError(f"{source} is corrupt or truncated: {err}") from err
     _check(params, source)
     model = PPA.from_params(params, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in init.items() if k in _INIT})
-    if "feature" in ds.coords:
-        model.feature_labels_ = ds["feature"].values
-    else:
-        model.feature_labels_ = None
+    model.feature_labels_ = ds["feature"].values if "feature" in ds.coords else None
     model.feature_coords_ = {name[len(_COORD):]: ds[name].values for name in ds.variables if str(name).startswith(_COORD)}
     model.feature_dim_ = ds.attrs.get("feature_dim") or None
     return model
