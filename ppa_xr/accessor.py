@@ -21,9 +21,9 @@ class _PPAAccessor:
         """Fit PPA on a random sample of valid pixels; see :func:`ppa_xr.xarray_ops.fit`."""
         return xarray_ops.fit(self._obj, dim, n_samples, random_state, **ppa_params)
 
-    def sample(self, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None):
+    def sample(self, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None, return_groups: bool = False):
         """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.xarray_ops.sample_valid_pixels`."""
-        return xarray_ops.sample_valid_pixels(self._obj, dim, n_samples, random_state)
+        return xarray_ops.sample_valid_pixels(self._obj, dim, n_samples, random_state, return_groups)
 
     def transform(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:
         """Lazy PPA components; see :func:`ppa_xr.xarray_ops.transform`."""

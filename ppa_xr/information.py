@@ -172,9 +172,10 @@ def information_report(
 ) -> xr.Dataset:
     """PPA vs PCA: redundancy reduction and reconstruction error, totals, per component and per pixel.
 
-    A random sample of valid pixels (one pass over the cube, made now) gives
-    the marginal histograms, the PCA model (PPA with ``degree=1``) and the
-    per-component statistics; the per-pixel maps stay lazy and are computed in
+    The PCA baseline is the model's own (:attr:`PPA.pca_`, fitted on the same
+    sample as the PPA model). A random sample of valid pixels (one pass over
+    the cube, made now) gives the marginal histograms and the per-component
+    statistics; the per-pixel maps stay lazy and are computed in
     one pass over the cube when the report is computed. A 2-D numpy table
     (samples x features) is treated as a cube of ``pixel`` x ``band``.
     """
@@ -186,8 +187,8 @@ def information_report(
     k = int(n_components)
     if not 1 <= k <= model.n_features_in_:
         raise ValueError(f"n_components must be in [1, {model.n_features_in_}], got {k}")
-    sample = xarray_ops.sample_features(da, dim, n_samples, random_state).astype(np.float64)
-    pca = PPA(degree=1).fit(sample)
+    sample = xarray_ops.sample_features(da, dim, n_samples, random_state).values.astype(np.float64)
+    pca = model.pca_  # the PCA of the model's own fitting sample: like for like
     measures = {"ppa": PointwiseReduction.fit(model, sample), "pca": PointwiseReduction.fit(pca, sample)}
     maps = xarray_ops.map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
     report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
@@ -207,10 +208,10 @@ def information_report(
 
 _DESCRIPTIONS = {  # variable stem -> (long name, units)
     "mi_reduction": ("pointwise multi-information reduction Delta_i", "bit"),
-    "error": ("squared reconstruction error with {k} components", "squared input units"),
+    "error": ("squared reconstruction error summed over bands, {k} components kept", "squared input units"),
     "entropy": ("marginal entropy of each component (sample)", "bit"),
     "variance": ("variance of each component (sample)", "squared input units"),
-    "mse": ("mean squared reconstruction error keeping components 1..k (sample)", "squared input units"),
+    "mse": ("reconstruction error per pixel (squared error summed over bands, mean over the sample) keeping components 1..k", "squared input units"),
     "total_mi_reduction": ("multi-information reduction (sample)", "bit"),
     "mi_reduction_per_dim": ("multi-information reduction per dimension (sample)", "bit"),
 }
@@ -233,8 +234,9 @@ def summary_table(report: xr.Dataset) -> str:
         f"| per dimension (bits) | {get('mi_reduction_per_dim_pca'):.4f} | {get('mi_reduction_per_dim_ppa'):.4f} |",
     ]
     for j in range(report.sizes["component"]):
-        lines.append(f"| reconstruction MSE, k = {j + 1} | {report['mse_pca'].values[j]:.6g} | {report['mse_ppa'].values[j]:.6g} |")
-    lines.append(f"| mean per-pixel error map, k = {k} | {float(report['error_pca'].mean()):.6g} | {float(report['error_ppa'].mean()):.6g} |")
+        lines.append(f"| reconstruction error per pixel, k = {j + 1} | {report['mse_pca'].values[j]:.6g} | {report['mse_ppa'].values[j]:.6g} |")
+    lines.append(f"| mean of the error map, k = {k} | {float(report['error_pca'].mean()):.6g} | {float(report['error_ppa'].mean()):.6g} |")
+    lines.append("\nReconstruction errors: squared error summed over bands, mean over pixels (squared input units).")
     return "\n".join(lines)
 
 
@@ -259,7 +261,7 @@ def plot_report(report: xr.Dataset, **figure_kwargs: Any):
                 ax.set_xticks([])
                 ax.set_yticks([])
     comp = report["component"].values
-    curves = (("entropy", "marginal entropy (bits)", "component", comp), ("mse", "reconstruction MSE", "retained components k", comp[:-1]))
+    curves = (("entropy", "marginal entropy (bits)", "component", comp), ("mse", "error per pixel (squared, summed over bands)", "retained components k", comp[:-1]))
     for i, (stem, label, xlabel, ks) in enumerate(curves):
         ax = fig.add_subplot(grid[-1, 2 * i : 2 * i + 2])
         for method in ("pca", "ppa"):

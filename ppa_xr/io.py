@@ -1,6 +1,6 @@
 """Input and output: models saved as data (netCDF or zarr, never a pickle), band stacks read as cubes.
 
-Layout (format version 1): the arrays of :class:`~ppa_xr.core.PPAParams` as
+Layout (format version 2): the arrays of :class:`~ppa_xr.core.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
 ``power`` (max degree); the feature labels as the ``feature`` coordinate and
 other per-feature coordinates as ``feature_coord_<name>``; the estimator's
@@ -24,13 +24,14 @@ from .core.params import PPAParams
 from .model import PPA
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: per-step biases (truncated reconstruction), the sample's PCA solution, n_folds
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "feature"), "degrees": ("step",), "center": ("step",),
-    "scale": ("step",), "forward_bias": ("output",), "forward": ("step", "power", "output"),
-    "inverse_bias": ("feature",), "inverse": ("step", "power", "feature"), "explained_variance": ("output",),
+    "scale": ("step",), "forward_bias": ("step", "output"), "forward": ("step", "power", "output"),
+    "inverse_bias": ("step", "feature"), "inverse": ("step", "power", "feature"), "explained_variance": ("output",),
+    "pca_rotation": ("output", "feature"), "pca_variance": ("output",),
 }
-_INIT = ("n_components", "degree", "tails", "leading", "holdout_fraction", "random_state")
+_INIT = ("n_components", "degree", "tails", "leading", "n_folds", "random_state")
 _COORD = "feature_coord_"
 
 
@@ -76,7 +77,8 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> PPA:
         raise ValueError(f"{source} is not a ppa_xr model: it has no ppa_xr_format={FORMAT!r} attribute")
     version = int(ds.attrs.get("ppa_xr_format_version", -1))
     if version != FORMAT_VERSION:
-        raise ValueError(f"{source} has model format version {version}; this ppa_xr reads version {FORMAT_VERSION} (upgrade ppa_xr)")
+        advice = "refit and save the model with this ppa_xr" if version < FORMAT_VERSION else "upgrade ppa_xr"
+        raise ValueError(f"{source} has model format version {version}; this ppa_xr reads version {FORMAT_VERSION} ({advice})")
     missing = [name for name in _DIMS if name not in ds]
     if missing:
         raise ValueError(f"{source} is corrupt or truncated: variables {missing} are missing")
@@ -96,17 +98,15 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> PPA:
 
 def _check(params: PPAParams, source: str) -> None:
     d = params.n_features
-    shapes_ok = (
-        params.rotation.shape == (d, d)
-        and params.degrees.shape == params.center.shape == params.scale.shape == (d - 1,)
-        and params.forward.shape[::2] == params.inverse.shape[::2] == (d - 1, d)
-    )
-    if not shapes_ok:
-        raise ValueError(f"{source} is corrupt: parameter shapes do not fit together")
+    sizes = {"feature": d, "output": d, "step": d - 1, "power": params.forward.shape[1]}
+    wrong = [name for name, dims in _DIMS.items() if getattr(params, name).shape != tuple(sizes[k] for k in dims)]
+    if wrong:
+        raise ValueError(f"{source} is corrupt: the shapes of {wrong} do not fit d = {d}")
     if not all(np.isfinite(a).all() for a in params.arrays().values()):
         raise ValueError(f"{source} is corrupt: parameters hold NaN or inf")
-    if not np.allclose(params.rotation @ params.rotation.T, np.eye(d), atol=1e-8):
-        raise ValueError(f"{source} is corrupt: the rotation is not orthogonal")
+    for name in ("rotation", "pca_rotation"):
+        if not np.allclose(getattr(params, name) @ getattr(params, name).T, np.eye(d), atol=1e-8):
+            raise ValueError(f"{source} is corrupt: {name} is not orthogonal")
     if (params.degrees < 1).any() or params.degrees.max(initial=1) > params.forward.shape[1] or (params.scale <= 0).any():
         raise ValueError(f"{source} is corrupt: degrees or scales out of range")
 

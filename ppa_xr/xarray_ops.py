@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any
 
 import dask
@@ -143,60 +144,125 @@ def map_kernel(
 
 
 # --------------------------------------------------------------------------- sampling
-def _smallest_keys(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+#: spatial blocks a cube is cut into for the degree selection's grouped cross-validation
+N_BLOCKS = 100
+_GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def pixel_keys(seed: int, index: np.ndarray) -> np.ndarray:
+    """Uniform uint64 key of each pixel: SplitMix64 of ``seed + (index + 1) * golden``.
+
+    A counter-based hash of the global pixel index, so a pixel's key does not
+    depend on the chunk it sits in, the chunking or the scheduler.
+    """
+    z = (index.astype(np.uint64) + np.uint64(1)) * _GOLDEN + np.uint64(seed)
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Sampled pixels ``values`` (n, d) in key order, the spatial block of each (``groups``), valid pixels seen."""
+
+    values: np.ndarray
+    groups: np.ndarray
+    n_valid: int
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Global shape of the pixel dims and how many blocks each is cut into (1: not blocked)."""
+
+    shape: tuple[int, ...]
+    tiles: tuple[int, ...]
+
+    @classmethod
+    def of(cls, da: xr.DataArray, dim: Hashable) -> _Layout:
+        """Blocks over the raster's x/y dims when it has them (pixels of one place at other times
+        share a block), else over every pixel dim, about :data:`N_BLOCKS` in all."""
+        pixel_dims = [d for d in da.dims if d != dim]
+        spatial = [d for d in pixel_dims if str(d) in ("x", "y", "lon", "lat", "longitude", "latitude")]
+        blocked = [d for d in (spatial if len(spatial) == 2 else pixel_dims) if da.sizes[d] > 1]
+        per_dim = N_BLOCKS ** (1 / max(len(blocked), 1))
+        tiles = tuple(max(1, min(da.sizes[d], round(per_dim))) if d in blocked else 1 for d in pixel_dims)
+        return cls(tuple(da.sizes[d] for d in pixel_dims), tiles)
+
+    def index_and_block(self, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Global flat index and block id of every pixel of a chunk at ``offsets`` (C order)."""
+        index, block = np.zeros(1, np.int64), np.zeros(1, np.int64)
+        for start, size, total, tiles in zip(offsets, sizes, self.shape, self.tiles):
+            position = np.arange(start, start + size, dtype=np.int64)
+            index = np.add.outer(index * total, position).ravel()
+            block = np.add.outer(block * tiles, position * tiles // total).ravel()
+        return index, block
+
+
+def _smallest_keys(keys: np.ndarray, *arrays: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
     if len(keys) > n:
         keep = np.argpartition(keys, n)[:n]
-        keys, values = keys[keep], values[keep]
-    return keys, values
+        return keys[keep], *(a[keep] for a in arrays)
+    return keys, *arrays
 
 
-def _block_sample(block: np.ndarray, seed: int, index: int, n: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """The ``n`` valid pixels of one block with the smallest random keys, and its count of valid pixels."""
+def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int) -> tuple:
+    """The ``n`` valid pixels of one chunk with the smallest keys: keys, values, blocks, valid count."""
     values = block.reshape(-1, block.shape[-1])
-    keys = np.random.default_rng([seed, index]).random(values.shape[0])
+    index, blocks = layout.index_and_block(offsets, block.shape[:-1])
     valid = np.isfinite(values).all(axis=1)
-    return *_smallest_keys(keys[valid], values[valid], n), int(valid.sum())
+    return *_smallest_keys(pixel_keys(seed, index[valid]), values[valid], blocks[valid], n=n), int(valid.sum())
 
 
-def _merge_samples(a: tuple, b: tuple, n: int) -> tuple[np.ndarray, np.ndarray, int]:
-    return *_smallest_keys(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]), n), a[2] + b[2]
+def _merge_samples(a: tuple, b: tuple, n: int) -> tuple:
+    return *_smallest_keys(*(np.concatenate([x, y]) for x, y in zip(a[:3], b[:3])), n=n), a[3] + b[3]
 
 
 def sample_valid_pixels(
-    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None
-) -> np.ndarray:
+    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None,
+    return_groups: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """A uniform random sample (without replacement) of valid pixels, as ``(n, d)``.
 
     A pixel is valid when every feature is finite and not nodata. Every pixel
-    gets an independent uniform key (from ``random_state`` and its chunk's
-    position, so the sample is reproducible for a given chunking) and the
-    ``n_samples`` smallest keys are kept (a bottom-k sample): one pass over the
-    chunks, merged in a tree, memory about ``n_samples x d`` per chunk in
-    flight; the cube itself is never loaded.
+    gets a uniform key, a hash of ``random_state`` and its global index
+    (:func:`pixel_keys`), and the ``n_samples`` smallest keys are kept (a
+    bottom-k sample), in key order: one pass over the chunks, merged in a tree,
+    memory about ``n_samples x d`` per chunk in flight; the cube itself is never
+    loaded. The same cube and seed give the same sample under any chunking and
+    scheduler. With ``return_groups`` the spatial block of each sampled pixel
+    (about :data:`N_BLOCKS` blocks over x/y) is returned too.
     """
-    return sample_features(feature_array(obj, dim), dim, n_samples, random_state)
+    sample = sample_features(feature_array(obj, dim), dim, n_samples, random_state)
+    return (sample.values, sample.groups) if return_groups else sample.values
 
 
-def sample_features(da: xr.DataArray, dim: Hashable, n_samples: int, random_state: int | None) -> np.ndarray:
+def sample_features(da: xr.DataArray, dim: Hashable, n_samples: int, random_state: int | None) -> Sample:
     """:func:`sample_valid_pixels` of a cube already prepared by :func:`feature_array`."""
     if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
         raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    layout = _Layout.of(da, dim)
     da = da.transpose(..., dim)
     seed = int(np.random.default_rng(random_state).integers(2**63))
     if da.chunks is None:
-        keys, values, count = _block_sample(np.asarray(da.values), seed, 0, n_samples)
+        keys, values, groups, count = _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n_samples)
     else:
         data = da.data.rechunk({da.ndim - 1: -1})
-        parts = [dask.delayed(_block_sample)(b, seed, i, n_samples) for i, b in enumerate(data.to_delayed().ravel())]
+        starts = [np.cumsum((0,) + c[:-1]) for c in data.chunks[:-1]]
+        blocks = data.to_delayed()
+        parts = [
+            dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n_samples)
+            for i in np.ndindex(blocks.shape)
+        ]
         while len(parts) > 1:  # tree reduction: at most n_samples x d per merge
             pairs = [parts[i : i + 2] for i in range(0, len(parts), 2)]
             parts = [dask.delayed(_merge_samples)(*pair, n_samples) if len(pair) == 2 else pair[0] for pair in pairs]
-        keys, values, count = dask.compute(parts[0])[0]
+        keys, values, groups, count = dask.compute(parts[0])[0]
     if count == 0:
         raise ValueError("the cube has no valid pixel (every pixel has a NaN or nodata feature)")
     if count < n_samples:
         warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=4)
-    return values[np.argsort(keys, kind="stable")]
+    order = np.argsort(keys, kind="stable")
+    return Sample(values[order], groups[order], count)
 
 
 # --------------------------------------------------------------------------- maps
@@ -205,12 +271,17 @@ def fit(
 ) -> PPA:
     """Fit :class:`~ppa_xr.PPA` on a random sample of the valid pixels of a cube.
 
+    Degree selection holds out whole spatial blocks (:func:`sample_valid_pixels`),
+    so neighbouring pixels cannot vouch for a curve that does not transfer
+    to another part of the scene.
+
     The model remembers ``feature_dim_``, ``feature_labels_`` (the labels along
     ``dim``) and ``feature_coords_`` (other coordinates along ``dim``, e.g.
     wavelengths), so transforms can check and reorder bands by label.
     """
     da = feature_array(obj, dim)
-    model = PPA(random_state=random_state, **ppa_params).fit(sample_features(da, dim, n_samples, random_state))
+    sample = sample_features(da, dim, n_samples, random_state)
+    model = PPA(random_state=random_state, **ppa_params).fit(sample.values, groups=sample.groups)
     model.feature_dim_ = dim
     model.feature_labels_ = da[dim].values if dim in da.coords else None
     model.feature_coords_ = {

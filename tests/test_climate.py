@@ -32,12 +32,12 @@ def test_months_as_features(sst, model):
 
 
 def test_seasonal_curvature_beats_eofs(sst, model):
-    with pytest.warns(UserWarning, match="valid pixels"):
-        eofs = sst.ppa.fit(dim="time", n_samples=20_000, random_state=0, degree=1)
+    # block-held-out selection keeps the first step straight here (no curve that transfers
+    # across regions), so k = 1 ties the EOFs; the next steps are curved and win
     for k in (1, 2, 3):
         ppa = float(sst.ppa.reconstruction_error(model, k).mean())
-        pca = float(sst.ppa.reconstruction_error(eofs, k).mean())
-        assert ppa < pca
+        pca = float(sst.ppa.reconstruction_error(model.pca_, k).mean())
+        assert ppa <= pca * (1 + 1e-6) if k == 1 else ppa < 0.95 * pca
 
 
 def test_datetime_labels_survive_saving(tmp_path, sst, model):

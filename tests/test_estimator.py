@@ -49,12 +49,16 @@ def test_degree_selection_is_reproducible_and_follows_curvature(curved):
     assert a[0] > 1  # the first curve is clearly not a line
 
 
-def test_inverse_pads_missing_components(curved):
-    model = PPA(random_state=0).fit(curved)
+def test_truncated_inverse_keeps_the_residual_at_its_mean(curved):
+    model = PPA(degree=3, random_state=0).fit(curved)
     R = model.transform(curved)
-    padded = np.hstack([R[:, :2], np.zeros((len(R), 2))])
-    np.testing.assert_allclose(model.inverse_transform(R[:, :2]), model.inverse_transform(padded), atol=1e-12)
-    np.testing.assert_allclose(model.reconstruct(curved, 2), model.inverse_transform(R[:, :2]), atol=1e-12)
+    truncated = model.inverse_transform(R[:, :2])
+    np.testing.assert_allclose(model.reconstruct(curved, 2), truncated, atol=1e-12)
+    # zero-padding runs the later steps too, adding their polynomials at alpha = 0: worse
+    padded = model.inverse_transform(np.hstack([R[:, :2], np.zeros((len(R), 2))]))
+    error = lambda rec: np.mean(np.sum((rec - curved) ** 2, axis=1))  # noqa: E731
+    assert error(truncated) < error(padded)
+    assert error(truncated) == pytest.approx(model.reconstruction_mse(curved)[1], rel=1e-10)
 
 
 def test_nan_rows_in_fit_are_refused_with_count(curved):
@@ -101,9 +105,9 @@ def test_wrong_shapes_are_refused(curved):
         model.inverse_transform(np.zeros((3, 5)))
     with pytest.raises(ValueError, match="n_features = 1"):
         PPA().fit(curved[:, :1])
-    with pytest.raises(ValueError, match="tails must be one of"):
+    with pytest.raises(ValueError, match="tails. parameter of PPA must be"):
         PPA(tails="wild").fit(curved)
-    with pytest.raises(ValueError, match="degree must be"):
+    with pytest.raises(ValueError, match="degree. parameter of PPA must be"):
         PPA(degree=0).fit(curved)
     with pytest.raises(ValueError, match="n_components"):
         PPA(n_components=9).fit(curved)

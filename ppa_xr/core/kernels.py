@@ -9,9 +9,12 @@ With ``A`` the composed rotation and ``T_p`` the monomial features of step
   curved steps small in-place GEMMs inside the panel and one for the rest;
   steps without a polynomial (exact rotations) cost nothing;
 * inverse: every ``alpha_p = r_p`` is given, so
-  ``x = mean + b_i + [r, T_0(r_0), ..., T_{k-1}(r_{k-1})] [A_k; H_0; ...; H_{k-1}]``
-  is one GEMM; missing trailing components are taken as 0 (their mean) and
-  their polynomial terms become part of the bias;
+  ``x = mean + sum_{p<k} b_p + [r, T_0(r_0), ..., T_{k-1}(r_{k-1})] [A_k; H_0; ...; H_{k-1}]``
+  is one GEMM; with ``k < d`` components only the first ``k`` steps run (the
+  residual after step ``k`` is set to its mean, zero): the truncated
+  reconstruction;
+* squared error for ``k`` components: ``||r[k:]||^2`` after the first ``k``
+  forward steps, and for every ``k`` at once in one pass (:func:`error_curve`);
 * Jacobian: ``dr/dx = L A`` with ``L`` unit lower-triangular (a product of
   shears), so ``|det| = 1``.
 
@@ -111,51 +114,55 @@ def _cached(params: PPAParams, key: tuple, build):
 PANEL = 8  # steps whose corrections to the later components are applied in one GEMM
 
 
-def _forward_plan(params: PPAParams, k: int):
-    """Rotation, bias and, per panel of steps, the coefficient matrices of the forward map.
+def _forward_plan(params: PPAParams, rows: int, n_steps: int):
+    """Rotation, bias and, per panel of steps, the coefficient matrices of the first ``rows``
+    outputs after the first ``n_steps`` steps.
 
     Inside a panel ``[q0, q1)`` each step corrects the panel's later components
     at once (``r_p`` must be final before ``T_p(r_p)`` is formed); the
     corrections of the whole panel to ``r[q1:]`` are one GEMM with the stacked
     features ``[T_q0; ...; T_{q1-1}]``.
     """
-    d = params.n_features
-    n_steps = min(k, d) - 1  # step p only changes components after p
     panels = []
-    curved = [p for p in range(n_steps) if params.forward[p].any()]  # plain rotation steps need nothing
+    curved = [p for p in params.curved_steps() if p < min(n_steps, rows - 1)]  # rotation steps need nothing
     for i in range(0, len(curved), PANEL):
         group = curved[i : i + PANEL]
-        q1 = min(group[-1] + 1, k) if i + PANEL >= len(curved) else curved[i + PANEL]
+        q1 = min(group[-1] + 1, rows) if i + PANEL >= len(curved) else curved[i + PANEL]
         steps = [(p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 : q1])) for p in group]
-        rest = np.asfortranarray(np.vstack([params.forward[p, : params.degrees[p], q1:k] for p in group]))
+        rest = np.asfortranarray(np.vstack([params.forward[p, : params.degrees[p], q1:rows] for p in group]))
         panels.append((q1, steps, rest))
-    lin = params.rotation[:k]
-    return np.asfortranarray(lin.T), (lin @ params.mean + params.forward_bias[:k])[:, None], panels
+    lin = params.rotation[:rows]
+    bias = lin @ params.mean + params.forward_bias[:n_steps, :rows].sum(axis=0)
+    return np.asfortranarray(lin.T), bias[:, None], panels
 
 
-def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
-    """PPA coordinates ``r[..., :n_components]`` of ``x`` (``...`` x d); float32 stays float32."""
+def _check_k(k, d: int, what: str = "n_components") -> int:
+    if not 1 <= int(k) <= d:
+        raise ValueError(f"{what} must be in [1, {d}], got {k}")
+    return int(k)
+
+
+def _map_forward(x, params: PPAParams, rows: int, n_steps: int, width: int, finish, threads: int | None) -> np.ndarray:
+    """Run the forward map's first ``n_steps`` steps on the first ``rows`` outputs of every
+    block of ``x``; ``finish(r, out)`` turns the (rows, pixels) result into the (width, pixels) output."""
     d = params.n_features
-    k = d if n_components is None else int(n_components)
-    if not 1 <= k <= d:
-        raise ValueError(f"n_components must be in [1, {d}], got {k}")
     cols, dtype, feature_major = _as_columns(x, d, "x")
     prm = params.cast(dtype)
-    lin_t, bias, panels = _cached(prm, ("forward", k), lambda: _forward_plan(prm, k))
+    lin_t, bias, panels = _cached(prm, ("forward", rows, n_steps), lambda: _forward_plan(prm, rows, n_steps))
     gemm = blas.get_blas_funcs("gemm", dtype=dtype)
-    out, out_cols = _output(np.shape(x)[:-1], k, dtype, feature_major)
+    out, out_cols = _output(np.shape(x)[:-1], width, dtype, feature_major)
     n_feats = PANEL * max(int(prm.degrees.max(initial=1)), 1)
 
     def span(lo: int, hi: int) -> None:
-        width = min(BLOCK, hi - lo)
-        feats_buffer, r_buffer = np.empty(n_feats * width, dtype), np.empty(k * width, dtype)
+        size = min(BLOCK, hi - lo)
+        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), np.empty(rows * size, dtype)
         for start in range(lo, hi, BLOCK):
             block = cols[:, start : min(start + BLOCK, hi)]
             # C-contiguous (rows, pixels) views of reused buffers: in-place GEMMs need
             # contiguous operands, and fresh large temporaries would cost page faults
             n = block.shape[1]
             feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
-            r = r_buffer[: k * n].reshape(k, n)
+            r = r_buffer[: rows * n].reshape(rows, n)
             gemm(1.0, block.T, lin_t, beta=0.0, c=r.T, overwrite_c=1)  # r = lin @ block
             r -= bias
             for q1, steps, rest in panels:
@@ -165,32 +172,47 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
                     if p + 1 < q1:  # r[p+1:q1] -= inside^T t
                         gemm(-1.0, t.T, inside, beta=1.0, c=r[p + 1 : q1].T, overwrite_c=1)
                     offset += g
-                if q1 < k:
+                if q1 < rows:
                     gemm(-1.0, feats[:offset].T, rest, beta=1.0, c=r[q1:].T, overwrite_c=1)
-            out_cols[:, start : start + n] = r
+            finish(r, out_cols[:, start : start + n])
 
     _run_spans(cols.shape[1], span, threads)
     return out
 
 
-def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
-    """Stacked ``[A_k; H_p ...]``, the bias for ``k`` given components, and the (step, degree) used.
+def _copy(r: np.ndarray, out: np.ndarray) -> None:
+    out[...] = r
 
-    Steps without a polynomial (exact rotations) contribute nothing and are left out.
-    """
+
+def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
+    """PPA coordinates ``r[..., :n_components]`` of ``x`` (``...`` x d); float32 stays float32."""
     d = params.n_features
-    used = [(p, int(params.degrees[p])) for p in range(min(k, d - 1)) if params.inverse[p].any()]
+    k = d if n_components is None else _check_k(n_components, d)
+    return _map_forward(x, params, k, d - 1, k, _copy, threads)
+
+
+def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """Stacked ``[A_k; H_p ...]``, the bias and the (step, degree) of the first ``k`` inverse steps.
+
+    The residual after step ``k`` is set to its mean, zero, so the later steps
+    (their polynomials and constants) drop out; steps without a polynomial
+    (exact rotations) contribute nothing and are left out too.
+    """
+    used = [(p, int(params.degrees[p])) for p in params.curved_steps() if p < k]
     stacked = np.vstack([params.rotation[:k]] + [params.inverse[p, :g] for p, g in used])
-    bias = params.mean + params.inverse_bias
-    for p in range(min(k, d - 1), d - 1):  # alpha_p = 0 for the components left out
-        g = int(params.degrees[p])
-        t = basis.powers(_scaled(params, p, np.zeros(1, params.mean.dtype)), g, params.tails, np.empty((g, 1), params.mean.dtype))
-        bias = bias + t[:, 0] @ params.inverse[p, :g]
+    bias = params.mean + params.inverse_bias[:k].sum(axis=0)
     return np.asfortranarray(stacked), bias, used
 
 
 def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.ndarray:
-    """Input-space point of PPA coordinates ``r`` (``...`` x k, ``k <= d``)."""
+    """Input-space point of the first ``k <= d`` PPA coordinates ``r`` (``...`` x k).
+
+    With ``k < d`` this is the ``k``-component reconstruction: the residual
+    after step ``k`` is set to its mean (zero) and only the first ``k``
+    inverse steps run, ``x^ = mean + sum_{p<k} [a_p alpha_p + h_p(alpha_p)]``.
+    The squared error is then that residual's energy, never above PCA's on the
+    fitting sample.
+    """
     d = params.n_features
     r = np.asarray(r)
     k = r.shape[-1] if r.ndim else 0
@@ -229,8 +251,69 @@ def reconstruct(x: np.ndarray, params: PPAParams, n_components: int, threads: in
 
 
 def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: int | None = None) -> np.ndarray:
-    """Per-point squared reconstruction error ``sum_j (x_j - x^_j)^2`` with ``n_components`` kept."""
-    return np.sum((reconstruct(x, params, n_components, threads) - x) ** 2, axis=-1)
+    """Per-point squared error of the ``k``-component reconstruction, ``sum_j (x_j - x^_j)^2``.
+
+    The rows ``k..d-1`` of the forward map after its first ``k`` steps are an
+    orthogonal image of the residual after step ``k``, so the error is their
+    squared norm: one truncated forward pass, no inverse.
+    """
+    d = params.n_features
+    k = _check_k(n_components, d)
+
+    def norm(r: np.ndarray, out: np.ndarray) -> None:
+        np.einsum("ij,ij->j", r[k:], r[k:], out=out[0])
+
+    return _map_forward(x, params, d, k, 1, norm, threads)[..., 0]
+
+
+def _error_plan(params: PPAParams) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, np.ndarray, np.ndarray]]]:
+    d = params.n_features
+    steps = [
+        (p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 :]), params.forward_bias[p, p + 1 :, None])
+        for p in params.curved_steps()
+    ]
+    return np.asfortranarray(params.rotation.T), (params.rotation @ params.mean)[:, None], steps
+
+
+def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) -> np.ndarray:
+    """Squared reconstruction error of every point for ``k = 1..d`` components -> (``...`` x d), one pass.
+
+    ``r = A (x - mean)``; between two curved steps ``r`` does not change, so the
+    errors ``||r[k:]||^2`` of every ``k`` in between are one suffix sum of
+    ``r^2``; then the next curved step's correction is applied. Entry ``k-1`` equals
+    :func:`squared_error` with ``k`` components (and 0 at ``k = d``).
+    """
+    d = params.n_features
+    cols, dtype, feature_major = _as_columns(x, d, "x")
+    prm = params.cast(dtype)
+    lin_t, offset, steps = _cached(prm, ("errors",), lambda: _error_plan(prm))
+    gemm = blas.get_blas_funcs("gemm", dtype=dtype)
+    out, out_cols = _output(np.shape(x)[:-1], d, dtype, feature_major)
+    n_feats = max(int(prm.degrees.max(initial=1)), 1)
+
+    def span(lo: int, hi: int) -> None:
+        size = min(BLOCK, hi - lo)
+        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), np.empty(d * size, dtype)
+        for start in range(lo, hi, BLOCK):
+            block = cols[:, start : min(start + BLOCK, hi)]
+            n = block.shape[1]
+            r = r_buffer[: d * n].reshape(d, n)
+            gemm(1.0, block.T, lin_t, beta=0.0, c=r.T, overwrite_c=1)
+            r -= offset
+            errors = out_cols[:, start : start + n]
+            first = 1  # the state of r is that of every k in [first, next curved step]
+            for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
+                suffix = np.cumsum(np.square(r[first:][::-1]), axis=0)[::-1]  # ||r[j:]||^2, j >= first
+                errors[first - 1 : p] = suffix[: p + 1 - first]
+                if coef is not None:
+                    t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats_buffer[: g * n].reshape(g, n))
+                    r[p + 1 :] -= bias
+                    gemm(-1.0, t.T, coef, beta=1.0, c=r[p + 1 :].T, overwrite_c=1)
+                first = p + 1
+            errors[d - 1] = 0
+
+    _run_spans(cols.shape[1], span, threads)
+    return out
 
 
 def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:

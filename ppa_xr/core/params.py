@@ -7,12 +7,16 @@ space (DESIGN.md). The polynomial part of step ``p`` (monomials ``t^1..t^g`` of 
 scaled projection ``t = (alpha_p - center_p) / scale_p`` with the chosen tails,
 the constant being folded into the biases) enters
 
-* the forward map as ``r[p+1:] -= T(alpha_p) @ forward[p, :g, p+1:]``,
-* the inverse map as ``x += T(alpha_p) @ inverse[p, :g, :]``,
+* the forward map as ``r[p+1:] -= forward_bias[p, p+1:] + T(alpha_p) @ forward[p, :g, p+1:]``,
+* the inverse map as ``x += inverse_bias[p] + T(alpha_p) @ inverse[p, :g, :]``,
 
 with ``forward[p] = W_p O_p^T`` (``O_p`` the composed later rotations) and
 ``inverse[p] = W_p (E_0 ... E_p)^T``. Coefficient rows beyond a step's degree
-are zero.
+are zero. The constant terms stay per step, so a reconstruction from ``k``
+components runs exactly the first ``k`` inverse steps.
+
+``pca_rotation`` and ``pca_variance`` are the PCA solution of the same
+fitting sample (:meth:`PPAParams.pca`), the like-for-like baseline.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ import numpy as np
 from .basis import TAILS
 
 
+ARRAYS = ("mean", "rotation", "degrees", "center", "scale", "forward_bias", "forward", "inverse_bias", "inverse",
+          "explained_variance", "pca_rotation", "pca_variance")
+
+
 @dataclass(frozen=True, eq=False)
 class PPAParams:
     """Fitted parameters of a PPA map on ``d`` features."""
@@ -33,11 +41,13 @@ class PPAParams:
     degrees: np.ndarray  # (d-1,) int
     center: np.ndarray  # (d-1,)
     scale: np.ndarray  # (d-1,)
-    forward_bias: np.ndarray  # (d,)  r = A (x - mean) - forward_bias - corrections
+    forward_bias: np.ndarray  # (d-1, d) per step: r = A (x - mean) - sum_p forward_bias[p] - corrections
     forward: np.ndarray  # (d-1, gmax, d)
-    inverse_bias: np.ndarray  # (d,)  x = mean + A^T r + inverse_bias + corrections
+    inverse_bias: np.ndarray  # (d-1, d) per step: x = mean + A^T r + sum_p inverse_bias[p] + corrections
     inverse: np.ndarray  # (d-1, gmax, d)
     explained_variance: np.ndarray  # (d,) variance of each output on the fitting sample
+    pca_rotation: np.ndarray  # (d, d) principal axes of the fitting sample, rows
+    pca_variance: np.ndarray  # (d,) their variances
     tails: str = "clamp"
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -55,9 +65,26 @@ class PPAParams:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The parameters as a name -> array mapping (for saving)."""
-        names = ("mean", "rotation", "degrees", "center", "scale", "forward_bias", "forward", "inverse_bias", "inverse",
-                 "explained_variance")
-        return {name: getattr(self, name) for name in names}
+        return {name: getattr(self, name) for name in ARRAYS}
+
+    def curved_steps(self) -> list[int]:
+        """Steps with a polynomial; the others are exact rotations and cost the kernels nothing."""
+        return [p for p in range(self.n_features - 1) if self.forward[p].any() or self.forward_bias[p].any()]
+
+    def pca(self) -> PPAParams:
+        """The PCA map of the same fitting sample, as PPA parameters with no polynomial."""
+        if "pca" not in self._cache:
+            self._cache["pca"] = self._pca()
+        return self._cache["pca"]
+
+    def _pca(self) -> PPAParams:
+        d = self.n_features
+        return PPAParams(
+            mean=self.mean, rotation=self.pca_rotation, degrees=np.ones(d - 1, np.int64), center=np.zeros(d - 1),
+            scale=np.ones(d - 1), forward_bias=np.zeros((d - 1, d)), forward=np.zeros((d - 1, 1, d)),
+            inverse_bias=np.zeros((d - 1, d)), inverse=np.zeros((d - 1, 1, d)), explained_variance=self.pca_variance,
+            pca_rotation=self.pca_rotation, pca_variance=self.pca_variance, tails=self.tails,
+        ).cast(self.mean.dtype)
 
     def cast(self, dtype: np.dtype) -> PPAParams:
         """The same parameters in ``dtype`` (cached), so float32 chunks stay float32."""
