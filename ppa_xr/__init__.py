@@ -2,13 +2,14 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import accessor  # noqa: F401  (registers the .ppa accessor)
-from .io import load_model, open_band_stack
-from .model import PPA
+from . import accessor, datasets  # noqa: F401  (accessor registers .ppa)
+from .labels import FeatureLabels
+from .model import PPA, load_model
+from .rasters import open_band_stack
 
 try:
     __version__ = version("ppa_xr")
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0"
 
-__all__ = ["PPA", "__version__", "load_model", "open_band_stack"]
+__all__ = ["PPA", "FeatureLabels", "__version__", "datasets", "load_model", "open_band_stack"]

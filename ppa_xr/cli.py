@@ -20,7 +20,7 @@ import numpy as np
 import xarray as xr
 
 from . import PPA, load_model
-from .io import open_band_stack
+from .rasters import open_band_stack
 
 
 def _open(paths: list[str], chunks: int, variable: str | None) -> xr.DataArray | xr.Dataset:

@@ -134,13 +134,17 @@ class PointwiseReduction:
     outputs: Histograms
 
     @classmethod
-    def fit(cls, model: PPA, X: np.ndarray) -> PointwiseReduction:
+    def fit(cls, model: PPA, X: np.ndarray, R: np.ndarray | None = None, inputs: Histograms | None = None) -> PointwiseReduction:
+        """From a sample ``X``; its transform ``R`` and input histograms are reused when given."""
         X = _finite_rows(X)
-        return cls(model, Histograms.fit(X), Histograms.fit(model.transform(X)))
+        return cls(model, inputs or Histograms.fit(X), Histograms.fit(model.transform(X) if R is None else R))
 
     def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
         """``Delta_i(x) = sum_j log2 p_rj(r_j(x)) - sum_j log2 p_xj(x_j)`` for ``x`` (..., d)."""
-        r = kernels.forward(x, self.model.params_, threads=threads)
+        return self.gain(x, kernels.forward(x, self.model.params_, threads=threads))
+
+    def gain(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """``Delta_i`` of ``x`` whose transform ``r`` is already known."""
         gain = self.outputs.log2_density(r).sum(axis=-1) - self.inputs.log2_density(np.asarray(x, dtype=r.dtype)).sum(axis=-1)
         return gain.astype(r.dtype)
 
@@ -151,15 +155,21 @@ class PointwiseReduction:
 
 # --------------------------------------------------------------------------- reports
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None) -> np.ndarray:
-    """The four per-pixel maps of a report in one pass over a chunk: (..., 4)."""
-    maps = [measure(x, threads) for measure in (ppa, pca)]
-    maps += [kernels.squared_error(x, measure.model.params_, k, threads) for measure in (ppa, pca)]
+    """The four per-pixel maps of a report over a chunk: (..., 4).
+
+    PCA's squared error is ``||r[k:]||^2`` of its own output (no corrections to
+    undo), so PCA costs one GEMM; PPA's needs its truncated forward pass.
+    """
+    r_pca = kernels.forward(x, pca.model.params_, threads=threads)
+    maps = [ppa(x, threads), pca.gain(x, r_pca), kernels.squared_error(x, ppa.model.params_, k, threads)]
+    maps.append(np.einsum("...j,...j->...", r_pca[..., k:], r_pca[..., k:]))
     return np.stack(maps, axis=-1)
 
 
-def _curves(model: PPA, X: np.ndarray) -> dict[str, np.ndarray]:
-    R = model.transform(X)
-    return {"entropy": marginal_entropy(R), "variance": R.var(axis=0), "mse": model.reconstruction_mse(X)}
+def _pca_error_curve(R: np.ndarray) -> np.ndarray:
+    """Mean squared error of PCA keeping ``k = 1..d`` components from its outputs: ``sum_{j >= k} mean(r_j^2)``."""
+    energy = np.mean(R**2, axis=0)
+    return np.append(np.cumsum(energy[::-1])[::-1][1:], 0.0)
 
 
 def information_report(
@@ -184,23 +194,27 @@ def information_report(
     if isinstance(obj, np.ndarray):
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = xarray_ops.model_features(obj, model, dim)
-    k = int(n_components)
-    if not 1 <= k <= model.n_features_in_:
-        raise ValueError(f"n_components must be in [1, {model.n_features_in_}], got {k}")
+    k = kernels.check_components(n_components, model.n_features_in_)
     sample = xarray_ops.sample_features(da, dim, n_samples, random_state).values.astype(np.float64)
-    pca = model.pca_  # the PCA of the model's own fitting sample: like for like
-    measures = {"ppa": PointwiseReduction.fit(model, sample), "pca": PointwiseReduction.fit(pca, sample)}
+    inputs = Histograms.fit(sample)
+    measures, curves = {}, {}
+    for method, fitted in (("ppa", model), ("pca", model.pca_)):  # the PCA of the model's own fitting sample
+        R = fitted.transform(sample)
+        measures[method] = PointwiseReduction.fit(fitted, sample, R, inputs)
+        mse = _pca_error_curve(R) if method == "pca" else fitted.reconstruction_mse(sample)
+        curves[method] = {"entropy": measures[method].outputs.entropy(), "variance": R.var(axis=0), "mse": mse}
     maps = xarray_ops.map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
     report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
         _add(report, stem, method, maps.isel(map=i, drop=True), k=k)
-    for method, fitted in (("ppa", model), ("pca", pca)):
-        for stem, values in _curves(fitted, sample).items():
-            _add(report, stem, method, xr.DataArray(values, dims="component"))
-        reduction = multi_information_reduction(sample, fitted.transform(sample))
-        _add(report, "total_mi_reduction", method, xr.DataArray(reduction.total))
-        _add(report, "mi_reduction_per_dim", method, xr.DataArray(reduction.per_dimension))
-    report["entropy_input"] = xr.DataArray(marginal_entropy(sample), dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
+    entropy_input = inputs.entropy()
+    for method, values in curves.items():
+        for stem, curve in values.items():
+            _add(report, stem, method, xr.DataArray(curve, dims="component"))
+        total = float(entropy_input.sum() - values["entropy"].sum())  # = multi_information_reduction(sample, R)
+        _add(report, "total_mi_reduction", method, xr.DataArray(total))
+        _add(report, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
+    report["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
     report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
     report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator="equal-width histogram, ceil(sqrt(n)) bins, Miller-Madow")
     return report

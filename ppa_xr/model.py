@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
@@ -11,9 +13,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from . import model_io
 from .core import fitting, kernels
 from .core.basis import TAILS
 from .core.params import PPAParams
+from .labels import FeatureLabels
 
 #: the highest polynomial degree accepted: the float64 round trip stays below
 #: 1e-12 relative up to about 15 and reaches 1e-6 at 30 (Legendre fit, monomial kernels)
@@ -93,17 +97,20 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return fitting.candidate_degrees(degrees)
 
     def _check_n_components(self, n_features: int) -> None:
-        if self.n_components is not None and self.n_components > n_features:
-            raise ValueError(f"n_components must be None or an int in [1, {n_features}], got {self.n_components!r}")
+        if self.n_components is not None:
+            kernels.check_components(self.n_components, n_features)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, groups=None) -> PPA:
+    def fit(self, X, y=None, groups=None, features: FeatureLabels | None = None) -> PPA:
         """Fit the PPA map on ``X`` (n_samples x n_features); rows with NaN/inf are refused.
 
         ``groups`` (n_samples,) labels samples that must be held out together
         when degrees are selected, e.g. the spatial block of each pixel (see
         :func:`ppa_xr.xarray_ops.fit`, which passes them): correlated
         neighbours then cannot vouch for a curve that does not transfer.
+        ``features`` names the features in a cube (kept as ``features_``).
+        The fit runs on the data divided by a power of two near its spread,
+        so tiny or huge units fit as well as unit ones.
         """
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
         bad = ~np.isfinite(X).all(axis=1)
@@ -126,13 +133,18 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if groups is not None and np.shape(groups) != (n,):
             raise ValueError(f"groups must hold one label per sample, shape ({n},), got shape {np.shape(groups)}")
         rng = np.random.default_rng(check_random_state(self.random_state).randint(2**32))
+        X = X.astype(np.float64)
+        spread = np.max(np.abs(X - X.mean(axis=0)))  # fit on O(1) values: exact scaling, no under/overflow at 1e-200 or 1e200
+        factor = 2.0 ** np.round(np.log2(spread)) if spread > 0 else 1.0
         try:
             with np.errstate(over="raise", invalid="raise", divide="raise"):  # never a silent inf / NaN
-                self.params_ = fitting.fit_params(X.astype(np.float64), degrees, self.tails, self.leading, self.n_folds, groups, rng)
+                params = fitting.fit_params(X / factor, degrees, self.tails, self.leading, self.n_folds, groups, rng).scaled(factor)
         except FloatingPointError as err:
             raise ValueError(
                 f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree"
             ) from err
+        self.params_ = params
+        self.features_ = features
         self._set_fitted(self.params_)
         return self
 
@@ -148,21 +160,70 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._n_features_out = self.n_components_  # names "ppa0", "ppa1", ... for set_output
 
     @classmethod
-    def from_params(cls, params: PPAParams, **init_params) -> PPA:
-        """A fitted estimator around existing parameters (e.g. loaded from disk)."""
+    def from_params(cls, params: PPAParams, features: FeatureLabels | None = None, **init_params) -> PPA:
+        """A fitted estimator around existing parameters (e.g. loaded from disk), its parameters validated."""
         model = cls(**init_params)
+        model._validate_params()
+        model._check_n_components(params.n_features)
+        allowed = set(model._candidate_degrees()) | {1}
+        if not set(params.degrees.tolist()) <= allowed:
+            raise ValueError(f"the fitted degrees {sorted(set(params.degrees.tolist()))} are not among the candidates {sorted(allowed)}")
+        if params.tails != model.tails:
+            raise ValueError(f"the fitted tails {params.tails!r} disagree with the parameter tails={model.tails!r}")
         model.params_ = params
+        model.features_ = features
         model._set_fitted(params)
         return model
+
+    def to_dataset(self):
+        """The fitted model as an ``xr.Dataset``: its arrays (with checksums), labels, parameters and provenance."""
+        check_is_fitted(self)
+        return model_io.to_dataset(self.params_, self.get_params(), self.features_)
+
+    @classmethod
+    def from_dataset(cls, ds, source: str = "dataset") -> PPA:
+        """The model of :meth:`to_dataset`, every array and parameter checked; a damaged one raises ValueError."""
+        params, init, features = model_io.from_dataset(ds, source)
+        try:
+            return cls.from_params(params, features, **init)
+        except ValueError as err:  # sklearn's InvalidParameterError included
+            raise ValueError(f"{source} is corrupt: {err}") from err
+
+    def save(self, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:
+        """Save as data: netCDF (``.nc``) or zarr (``.zarr``), written atomically.
+
+        An existing path is replaced only when it holds a ppa_xr model and
+        ``overwrite=True``; anything else there is never touched.
+        """
+        return model_io.write(self.to_dataset(), path, format, overwrite)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, format: str | None = None) -> PPA:
+        """Read a model written by :meth:`save`; a corrupt, truncated or foreign file raises ValueError naming it."""
+        return cls.from_dataset(model_io.read(path, format), source=str(path))
+
+    @property
+    def feature_dim_(self) -> Hashable | None:
+        """The cube dimension the model's features lie along (None when fitted on a plain array)."""
+        return self.features_.dim if self.features_ else None
+
+    @property
+    def feature_labels_(self) -> np.ndarray | None:
+        """The labels of the features along :attr:`feature_dim_`, in fitted order."""
+        return self.features_.labels if self.features_ else None
+
+    @property
+    def feature_coords_(self) -> dict[str, np.ndarray]:
+        """Other per-feature coordinates (e.g. wavelengths)."""
+        return self.features_.coords if self.features_ else {}
 
     @property
     def pca_(self) -> PPA:
         """PCA of the same fitting sample (a fitted ``PPA(degree=1)``): the like-for-like baseline."""
         check_is_fitted(self)
-        pca = PPA.from_params(self.params_.pca(), n_components=self.n_components, degree=1)
-        for name in ("feature_names_in_", "feature_dim_", "feature_labels_", "feature_coords_"):
-            if hasattr(self, name):
-                setattr(pca, name, getattr(self, name))
+        pca = PPA.from_params(self.params_.pca(), self.features_, n_components=self.n_components, degree=1, tails=self.tails)
+        if hasattr(self, "feature_names_in_"):
+            pca.feature_names_in_ = self.feature_names_in_
         return pca
 
     def _check_input(self, X) -> np.ndarray:
@@ -210,14 +271,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         X = self._check_input(X)
         return np.mean(kernels.error_curve(X, self.params_), axis=0)
 
-    def save(self, path, format: str | None = None):
-        """Save the fitted model as data (netCDF ``.nc`` or zarr ``.zarr``); see :func:`ppa_xr.io.save_model`."""
-        from .io import save_model
-
-        check_is_fitted(self)
-        return save_model(self, path, format)
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+def load_model(path: str | os.PathLike, format: str | None = None) -> PPA:
+    """Read a model written by :meth:`PPA.save` (same as :meth:`PPA.load`)."""
+    return PPA.load(path, format)

@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from .core import kernels
+from .labels import FeatureLabels
 from .model import PPA
 
 COMPONENT = "component"
@@ -65,8 +66,11 @@ def _masked_float(da: xr.DataArray) -> xr.DataArray:
     dtype = np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32
     nodata = da.rio.nodata
     out = da.astype(dtype)
+    valid = np.isfinite(out) if da.dtype.kind == "f" else None  # +-inf pixels are invalid, as NaN ones
     if nodata is not None and not np.isnan(nodata):
-        out = out.where(da != nodata)
+        valid = (da != nodata) if valid is None else valid & (da != nodata)
+    if valid is not None:
+        out = out.where(valid)
     out.attrs = {k: v for k, v in da.attrs.items() if k not in ("_FillValue", "missing_value")}
     return out
 
@@ -86,25 +90,11 @@ def _copy_geo(src: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
 
 def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None) -> tuple[xr.DataArray, Hashable]:
     """Features of ``obj`` in the order the model was fitted on, band dim as one chunk."""
-    fitted_dim = getattr(model, "feature_dim_", None)
-    dim = dim or fitted_dim or "band"
-    da = feature_array(obj, dim)
-    labels = getattr(model, "feature_labels_", None)
-    d = model.n_features_in_
-    if labels is not None and dim in da.coords:
-        have, want = da[dim].values.tolist(), np.asarray(labels).tolist()
-        if have != want:
-            missing, extra = [x for x in want if x not in have], [x for x in have if x not in want]
-            if missing or extra or len(have) != len(want):
-                raise ValueError(
-                    f"the model was fitted on the {d} features {want} along {dim!r}, the cube has {have} "
-                    f"({missing} missing, {extra} not in the model); select the model's features, "
-                    f"e.g. cube.sel({dim}={want})"
-                )
-            da = da.isel({dim: [have.index(label) for label in want]})  # same features, another order
-    if da.sizes[dim] != d:
-        raise ValueError(f"the model was fitted on {d} features, the cube has {da.sizes[dim]} along {dim!r}")
-    return _one_chunk_along(da, dim), dim
+    features = model.features_ or FeatureLabels(dim or "band")
+    if dim is not None and dim != features.dim:
+        features = FeatureLabels(dim, features.labels, features.coords, features.levels)
+    da = features.select(feature_array(obj, features.dim), model.n_features_in_)
+    return _one_chunk_along(da, features.dim), features.dim
 
 
 def _one_chunk_along(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
@@ -275,27 +265,20 @@ def fit(
     so neighbouring pixels cannot vouch for a curve that does not transfer
     to another part of the scene.
 
-    The model remembers ``feature_dim_``, ``feature_labels_`` (the labels along
-    ``dim``) and ``feature_coords_`` (other coordinates along ``dim``, e.g.
-    wavelengths), so transforms can check and reorder bands by label.
+    The model keeps the labels along ``dim`` and its other coordinates (e.g.
+    wavelengths) as ``model.features_`` (:class:`~ppa_xr.FeatureLabels`), so
+    transforms can check and reorder bands by label; repeated labels are refused.
     """
     da = feature_array(obj, dim)
+    features = FeatureLabels.of(da, dim)
     sample = sample_features(da, dim, n_samples, random_state)
-    model = PPA(random_state=random_state, **ppa_params).fit(sample.values, groups=sample.groups)
-    model.feature_dim_ = dim
-    model.feature_labels_ = da[dim].values if dim in da.coords else None
-    model.feature_coords_ = {
-        str(name): coord.values for name, coord in da.coords.items() if coord.dims == (dim,) and name != dim
-    }
-    return model
+    return PPA(random_state=random_state, **ppa_params).fit(sample.values, groups=sample.groups, features=features)
 
 
 def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid."""
     da, dim = model_features(obj, model, dim)
-    k = int(n_components or model.n_components_)
-    if not 1 <= k <= model.n_features_in_:
-        raise ValueError(f"n_components must be in [1, {model.n_features_in_}], got {k}")
+    k = model.n_components_ if n_components is None else kernels.check_components(n_components, model.n_features_in_)
     out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", params=model.params_, n_components=k)
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa"))
 
@@ -308,31 +291,25 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
     if k > d:
         raise ValueError(f"{k} components given, the model has {d}")
     scores = _one_chunk_along(scores, dim)
-    band = getattr(model, "feature_dim_", None) or "band"
-    out = map_kernel(kernels.inverse, scores, dim, band, d, "PPA inverse transform", params=model.params_)
-    return _label_features(out.drop_vars(dim, errors="ignore"), model, band)
-
-
-def _label_features(out: xr.DataArray, model: PPA, band: Hashable) -> xr.DataArray:
-    labels = getattr(model, "feature_labels_", None)
-    if labels is not None:
-        out = out.assign_coords({band: labels})
-    coords = getattr(model, "feature_coords_", {}) or {}
-    return out.assign_coords({name: (band, values) for name, values in coords.items()})
+    features = model.features_ or FeatureLabels("band")
+    out = map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", params=model.params_)
+    return features.attach(out.drop_vars(dim, errors="ignore"))
 
 
 def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk)."""
+    k = kernels.check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
-    out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=int(n_components))
-    return _label_features(out, model, dim).rename(_name(obj, "reconstruction"))
+    out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
+    return (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction"))
 
 
 def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept."""
+    k = kernels.check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
-    name = f"squared reconstruction error, {int(n_components)} PPA components"
-    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, params=model.params_, n_components=int(n_components))
+    name = f"squared reconstruction error summed over bands, {k} PPA components"
+    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, params=model.params_, n_components=k)
     return out.rename(_name(obj, "reconstruction_error"))
 
 

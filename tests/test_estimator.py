@@ -123,10 +123,20 @@ def test_integer_input_is_computed_in_float():
     np.testing.assert_allclose(model.inverse_transform(R), X, atol=1e-9)
 
 
-def test_overflowing_input_gives_a_clear_error():
-    X = np.random.default_rng(0).normal(size=(500, 3)) * 1e200
+@pytest.mark.parametrize("scale", [1e-200, 1e150])
+def test_extreme_units_fit_like_unit_ones(curved, scale):
+    """Fitting divides by a power of two near the spread: no under/overflow, no silent PCA."""
+    unit = PPA(random_state=0).fit(curved)
+    model = PPA(random_state=0).fit(curved * scale)
+    np.testing.assert_array_equal(model.degrees_, unit.degrees_)
+    assert model.degrees_.max() > 1
+    np.testing.assert_allclose(model.transform(curved * scale), unit.transform(curved) * scale, rtol=1e-9, atol=1e-9 * scale)
+    np.testing.assert_allclose(model.inverse_transform(model.transform(curved * scale)), curved * scale, rtol=1e-9, atol=1e-9 * scale)
+
+
+def test_variances_beyond_float64_give_a_clear_error(curved):
     with pytest.raises(ValueError, match="numerical failure while fitting PPA.*rescale the features"):
-        PPA().fit(X)
+        PPA().fit(curved * 1e200)  # variances of 1e400 do not exist in float64
 
 
 def test_feature_names_out_for_pandas_output(curved):

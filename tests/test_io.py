@@ -6,7 +6,7 @@ import xarray as xr
 
 import ppa_xr
 from ppa_xr.datasets import open_landsat8_sample
-from ppa_xr.io import from_dataset, to_dataset
+from ppa_xr import PPA, model_io
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def test_round_trip_is_bit_identical(tmp_path, fitted, name):
 
 
 def test_saved_attributes_say_what_and_who(fitted):
-    ds = to_dataset(fitted[1])
+    ds = fitted[1].to_dataset()
     assert ds.attrs["ppa_xr_format"] == "ppa_xr.model" and ds.attrs["ppa_xr_version"] == ppa_xr.__version__
     assert "created" in ds.attrs
 
@@ -56,20 +56,23 @@ def test_corrupt_and_truncated_files(tmp_path, fitted):
 
 
 def test_inconsistent_contents_are_refused(fitted):
-    ds = to_dataset(fitted[1])
+    ds = fitted[1].to_dataset()
     with pytest.raises(ValueError, match=r"variables \['inverse'\] are missing"):
-        from_dataset(ds.drop_vars("inverse"))
-    broken = ds.copy(deep=True)
-    broken["rotation"][0, 0] = np.nan
-    with pytest.raises(ValueError, match="NaN or inf"):
-        from_dataset(broken)
-    broken = ds.copy(deep=True)
-    broken["rotation"][0] *= 2
-    with pytest.raises(ValueError, match="not orthogonal"):
-        from_dataset(broken)
+        PPA.from_dataset(ds.drop_vars("inverse"))
+    tampered = ds.copy(deep=True)
+    tampered["mean"][0] = np.nextafter(tampered["mean"].values[0], np.inf)  # one bit
+    with pytest.raises(ValueError, match="checksum of 'mean' does not match"):
+        PPA.from_dataset(tampered)
+    for change, message in ((lambda r: r.__setitem__((0, 0), np.nan), "NaN or inf"), (lambda r: r.__setitem__(0, 2 * r[0]), "not orthogonal")):
+        broken = ds.copy(deep=True)
+        values = broken["rotation"].values
+        change(values)
+        broken["rotation"] = broken["rotation"].copy(data=values).assign_attrs(sha256=model_io._checksum("rotation", values))
+        with pytest.raises(ValueError, match=message):  # checks beyond the checksum, for a consistent but wrong writer
+            PPA.from_dataset(broken)
     newer = ds.assign_attrs(ppa_xr_format_version=99)
     with pytest.raises(ValueError, match="version 99"):
-        from_dataset(newer)
+        PPA.from_dataset(newer)
 
 
 def test_unfitted_model_cannot_be_saved(tmp_path):

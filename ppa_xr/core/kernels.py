@@ -26,6 +26,7 @@ subset of the result.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -136,9 +137,10 @@ def _forward_plan(params: PPAParams, rows: int, n_steps: int):
     return np.asfortranarray(lin.T), bias[:, None], panels
 
 
-def _check_k(k, d: int, what: str = "n_components") -> int:
-    if not 1 <= int(k) <= d:
-        raise ValueError(f"{what} must be in [1, {d}], got {k}")
+def check_components(k, d: int) -> int:
+    """``k`` as an int in ``[1, d]``; anything else (0, 2.7, True, "3") is an error. The one check of a component count."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= d:
+        raise ValueError(f"n_components must be an integer in [1, {d}], got {k!r}")
     return int(k)
 
 
@@ -187,7 +189,7 @@ def _copy(r: np.ndarray, out: np.ndarray) -> None:
 def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
     """PPA coordinates ``r[..., :n_components]`` of ``x`` (``...`` x d); float32 stays float32."""
     d = params.n_features
-    k = d if n_components is None else _check_k(n_components, d)
+    k = d if n_components is None else check_components(n_components, d)
     return _map_forward(x, params, k, d - 1, k, _copy, threads)
 
 
@@ -258,7 +260,7 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
     squared norm: one truncated forward pass, no inverse.
     """
     d = params.n_features
-    k = _check_k(n_components, d)
+    k = check_components(n_components, d)
 
     def norm(r: np.ndarray, out: np.ndarray) -> None:
         np.einsum("ij,ij->j", r[k:], r[k:], out=out[0])
@@ -279,8 +281,9 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
     """Squared reconstruction error of every point for ``k = 1..d`` components -> (``...`` x d), one pass.
 
     ``r = A (x - mean)``; between two curved steps ``r`` does not change, so the
-    errors ``||r[k:]||^2`` of every ``k`` in between are one suffix sum of
-    ``r^2``; then the next curved step's correction is applied. Entry ``k-1`` equals
+    errors ``||r[k:]||^2`` of every ``k`` in between are suffix sums of ``r^2``
+    (one pass over the rows after the next curved step, then a row at a time);
+    then that step's correction is applied. Entry ``k-1`` equals
     :func:`squared_error` with ``k`` components (and 0 at ``k = d``).
     """
     d = params.n_features
@@ -303,8 +306,11 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
             errors = out_cols[:, start : start + n]
             first = 1  # the state of r is that of every k in [first, next curved step]
             for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
-                suffix = np.cumsum(np.square(r[first:][::-1]), axis=0)[::-1]  # ||r[j:]||^2, j >= first
-                errors[first - 1 : p] = suffix[: p + 1 - first]
+                # ||r[j:]||^2 for j = p, p-1, ..., first: the tail beyond p, then one row at a time
+                np.einsum("ij,ij->j", r[p + 1 :], r[p + 1 :], out=errors[p - 1])
+                errors[p - 1] += np.square(r[p])
+                for j in range(p - 1, first - 1, -1):
+                    np.add(errors[j], np.square(r[j]), out=errors[j - 1])
                 if coef is not None:
                     t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats_buffer[: g * n].reshape(g, n))
                     r[p + 1 :] -= bias

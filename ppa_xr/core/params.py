@@ -86,6 +86,19 @@ class PPAParams:
             pca_rotation=self.pca_rotation, pca_variance=self.pca_variance, tails=self.tails,
         ).cast(self.mean.dtype)
 
+    def scaled(self, factor: float) -> PPAParams:
+        """The map of data multiplied by ``factor``: lengths scale by it, variances by its square.
+
+        The polynomials act on the scale-free ``t = (alpha - c) / s``, so rotations and degrees stay.
+        """
+        lengths = ("mean", "center", "scale", "forward_bias", "forward", "inverse_bias", "inverse")
+        arrays = self.arrays()
+        for name in lengths:
+            arrays[name] = arrays[name] * factor
+        for name in ("explained_variance", "pca_variance"):
+            arrays[name] = arrays[name] * factor**2
+        return PPAParams(**arrays, tails=self.tails)
+
     def cast(self, dtype: np.dtype) -> PPAParams:
         """The same parameters in ``dtype`` (cached), so float32 chunks stay float32."""
         dtype = np.dtype(dtype)

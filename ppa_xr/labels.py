@@ -1,0 +1,84 @@
+"""What a model's features are called in a cube: one owner for the feature dimension, labels and coordinates.
+
+A model fitted through the xarray layer keeps a :class:`FeatureLabels` as
+``model.features_``: transforms use it to find, check and reorder the bands,
+outputs of the inverse get the labels back, and model files store it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+
+def _duplicates(labels) -> list:
+    values, counts = np.unique(np.asarray([str(v) for v in labels]), return_counts=True)
+    return values[counts > 1].tolist()
+
+
+@dataclass(frozen=True, eq=False)
+class FeatureLabels:
+    """The feature dimension ``dim``, its ``labels`` (None: by position) and other per-feature coordinates.
+
+    ``levels`` names the levels when the labels are tuples of a stacked
+    (MultiIndex) dimension, as in EOF analysis with grid cells as features.
+    """
+
+    dim: Hashable
+    labels: np.ndarray | None = None
+    coords: dict[str, np.ndarray] = field(default_factory=dict)
+    levels: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.labels is not None and (dups := _duplicates(self.labels)):
+            raise ValueError(
+                f"the labels along {self.dim!r} repeat: {dups}; give every feature a distinct label, "
+                f"e.g. cube.assign_coords({self.dim}=[...])"
+            )
+
+    @classmethod
+    def of(cls, da: xr.DataArray, dim: Hashable) -> FeatureLabels:
+        """The labels of ``da`` along ``dim`` (refusing repeated labels)."""
+        if dim not in da.coords:
+            return cls(dim)
+        index = da.indexes.get(dim)
+        levels = tuple(str(n) for n in index.names) if isinstance(index, pd.MultiIndex) else None
+        level_names = set(index.names) if levels else set()
+        coords = {
+            str(name): coord.values for name, coord in da.coords.items()
+            if coord.dims == (dim,) and name != dim and name not in level_names
+        }
+        return cls(dim, np.asarray(da[dim].values), coords, levels)
+
+    def select(self, da: xr.DataArray, n_features: int) -> xr.DataArray:
+        """``da``'s features in the fitted order: reordered by label, or refused with what is missing or extra."""
+        if self.labels is not None and self.dim in da.coords:
+            have, want = da[self.dim].values.tolist(), self.labels.tolist()
+            if dups := _duplicates(have):
+                raise ValueError(f"the cube's labels along {self.dim!r} repeat: {dups}; the model cannot tell those features apart")
+            if have != want:
+                missing, extra = [x for x in want if x not in have], [x for x in have if x not in want]
+                if missing or extra:
+                    raise ValueError(
+                        f"the model was fitted on the {n_features} features {want} along {self.dim!r}, the cube has {have} "
+                        f"({missing} missing, {extra} not in the model); select the model's features, "
+                        f"e.g. cube.sel({self.dim}={want})"
+                    )
+                da = da.isel({self.dim: [have.index(label) for label in want]})  # same features, another order
+        if da.sizes[self.dim] != n_features:
+            raise ValueError(f"the model was fitted on {n_features} features, the cube has {da.sizes[self.dim]} along {self.dim!r}")
+        return da
+
+    def attach(self, out: xr.DataArray) -> xr.DataArray:
+        """Put the labels and coordinates back on an output with the feature dimension."""
+        if self.labels is not None:
+            if self.levels:
+                index = pd.MultiIndex.from_tuples([tuple(v) for v in self.labels], names=list(self.levels))
+                out = out.assign_coords(xr.Coordinates.from_pandas_multiindex(index, self.dim))
+            else:
+                out = out.assign_coords({self.dim: self.labels})
+        return out.assign_coords({name: (self.dim, values) for name, values in self.coords.items()})

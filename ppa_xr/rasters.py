@@ -1,0 +1,60 @@
+"""Raster input: stacking one-file-per-band scenes into a ``(band, y, x)`` cube."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+
+def open_band_stack(
+    paths: Sequence[str | os.PathLike], bands: Sequence[Hashable] | None = None, chunks=None, masked: bool = False
+) -> xr.DataArray:
+    """Stack single-band rasters (one GeoTIFF per band, as Landsat ships) into a ``(band, y, x)`` cube.
+
+    ``bands`` labels the bands (default: the file names without suffix);
+    ``chunks`` and ``masked`` go to :func:`rioxarray.open_rasterio`. Every file
+    must have one band and the same grid (shape, CRS and transform). When the
+    files declare different nodata values, each band's own nodata becomes NaN
+    (a float cube with NaN as its nodata), so no nodata pixel is used as data.
+    """
+    import rioxarray
+
+    paths = [Path(p) for p in paths]
+    bands = [p.stem for p in paths] if bands is None else list(bands)
+    if len(bands) != len(paths) or not paths:
+        raise ValueError(f"need one label per file, got {len(bands)} labels for {len(paths)} files")
+    resolved = [p.resolve() for p in paths]
+    repeated = sorted({str(p) for p in paths if resolved.count(p.resolve()) > 1})
+    if repeated:
+        raise ValueError(f"the same file is given more than once: {repeated}; give each band's file once")
+    if len({str(b) for b in bands}) != len(bands):
+        raise ValueError(f"band labels repeat: {bands}; give every band a distinct label")
+    layers = [rioxarray.open_rasterio(p, chunks=chunks, masked=masked) for p in paths]
+    first = layers[0]
+    for path, layer in zip(paths, layers):
+        if layer.sizes["band"] != 1:
+            raise ValueError(f"{path} has {layer.sizes['band']} bands; open multiband files with rioxarray.open_rasterio")
+        same_grid = layer.shape == first.shape and layer.rio.crs == first.rio.crs and layer.rio.transform() == first.rio.transform()
+        if not same_grid:
+            raise ValueError(f"{path} is not on the grid of {paths[0]} (shape, CRS or transform differ); resample it first")
+    nodata = {layer.rio.nodata for layer in layers}
+    if len(nodata) > 1:  # one nodata per band: mask each with its own
+        dtype = np.result_type(np.float32, *(layer.dtype for layer in layers))
+        layers = [_masked(layer, dtype) for layer in layers]
+    cube = xr.concat([layer.squeeze("band", drop=True) for layer in layers], dim="band", combine_attrs="drop_conflicts")
+    cube = cube.assign_coords(band=bands)
+    return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
+
+
+def _masked(layer: xr.DataArray, dtype: np.dtype) -> xr.DataArray:
+    nodata = layer.rio.nodata
+    out = layer.astype(dtype)
+    if nodata is not None and not np.isnan(nodata):
+        out = out.where(layer != nodata)
+    out.attrs = {k: v for k, v in layer.attrs.items() if k not in ("_FillValue", "missing_value")}
+    out.encoding.pop("_FillValue", None)
+    return out.rio.write_nodata(np.nan, encoded=False)
