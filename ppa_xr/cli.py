@@ -20,58 +20,93 @@ import numpy as np
 import xarray as xr
 
 from . import PPA, load_model
+from . import model_io
+from .files import check_output, replace_atomically
 from .rasters import open_band_stack
+
+
+RASTER_SUFFIXES = (".tif", ".tiff", ".vrt", ".jp2")
+OUTPUT_SUFFIXES = (".tif", ".tiff", ".nc", ".zarr")
 
 
 def _open(paths: list[str], chunks: int, variable: str | None) -> xr.DataArray | xr.Dataset:
     """A raster (GeoTIFF, via rioxarray), a stack of single-band rasters, or a netCDF / zarr dataset, opened lazily."""
-    if len(paths) > 1:
-        return open_band_stack(paths, chunks={"x": chunks, "y": chunks})
-    p = Path(paths[0])
-    if p.suffix.lower() in (".tif", ".tiff", ".vrt", ".jp2"):
-        import rioxarray
+    for path in paths:
+        if not Path(path).exists():
+            raise FileNotFoundError(f"input {path} does not exist")
+    rasters = len(paths) > 1 or Path(paths[0]).suffix.lower() not in (".nc", ".zarr") and not Path(paths[0]).is_dir()
+    if variable and rasters:
+        raise ValueError(f"--variable picks a variable of a netCDF or zarr input; {paths[0]} is a raster (drop --variable)")
+    try:
+        if len(paths) > 1:
+            return open_band_stack(paths, chunks={"x": chunks, "y": chunks})
+        p = Path(paths[0])
+        if rasters:
+            import rioxarray
 
-        return rioxarray.open_rasterio(p, chunks={"x": chunks, "y": chunks})
-    ds = xr.open_zarr(p) if p.suffix == ".zarr" or p.is_dir() else xr.open_dataset(p, chunks={})
+            return rioxarray.open_rasterio(p, chunks={"x": chunks, "y": chunks})
+        ds = xr.open_zarr(p, decode_coords="all") if p.suffix == ".zarr" or p.is_dir() else xr.open_dataset(p, chunks={}, decode_coords="all")
+    except (ValueError, FileNotFoundError):
+        raise
+    except Exception as err:  # rasterio / h5py / zarr raise their own types for unreadable files
+        raise ValueError(f"cannot read {' '.join(paths)} as a raster or dataset ({type(err).__name__}: {err})") from err
+    if variable and variable not in ds.data_vars:
+        raise ValueError(f"{paths[0]} has no variable {variable!r}; it has {list(ds.data_vars)}")
     return ds[variable] if variable else ds
 
 
-def _write(da: xr.DataArray, path: str) -> None:
-    p = Path(path)
-    if p.suffix.lower() in (".tif", ".tiff"):
-        da.rio.to_raster(p, lock=threading.Lock(), tiled=True, compress="deflate")
-    elif p.suffix == ".zarr":
-        da.to_dataset(name=da.name or "data").to_zarr(p, mode="w")
-    else:
-        da.to_dataset(name=da.name or "data").to_netcdf(p, engine="h5netcdf")
+def _output(args: argparse.Namespace, path: str) -> Path:
+    """Check an output before any work: known suffix, not an input (the model included), not existing unless --overwrite."""
+    return check_output(path, OUTPUT_SUFFIXES, [*args.inputs, args.model], args.overwrite)
+
+
+def _write(da: xr.DataArray, path: Path) -> None:
+    """Write a lazy result (GeoTIFF, netCDF or zarr by suffix) to a temporary sibling, then move it into place."""
+
+    def write(tmp: Path) -> None:
+        if path.suffix.lower() in (".tif", ".tiff"):
+            da.rio.to_raster(tmp, lock=threading.Lock(), tiled=True, compress="deflate", driver="GTiff")
+        elif path.suffix == ".zarr":
+            da.to_dataset(name=da.name or "data").to_zarr(tmp, mode="w-")
+        else:
+            da.to_dataset(name=da.name or "data").to_netcdf(tmp, engine="h5netcdf")
+
+    replace_atomically(path, write)
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
+    model_path = model_io.check_path(args.model, None, args.overwrite, inputs=args.inputs)
     cube = _open(args.inputs, args.chunks, args.variable)
     degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)
     model = cube.ppa.fit(dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails)
-    model.save(args.model)
-    print(f"fitted PPA on {args.n_samples} sampled pixels x {model.n_features_in_} features; degrees {model.degrees_.tolist()}")
-    print(f"saved {args.model}")
+    model.save(model_path, overwrite=args.overwrite)
+    print(f"fitted PPA on sampled pixels x {model.n_features_in_} features; degrees {model.degrees_.tolist()}")
+    print(f"saved {model_path}")
     return 0
 
 
 def _cmd_transform(args: argparse.Namespace) -> int:
+    output = _output(args, args.output)
     model = load_model(args.model)
     scores = _open(args.inputs, args.chunks, args.variable).ppa.transform(model, n_components=args.n_components)
-    _write(scores, args.output)
-    print(f"wrote {args.output}: {dict(scores.sizes)}")
+    _write(scores, output)
+    print(f"wrote {output}: {dict(scores.sizes)}")
     return 0
 
 
 def _cmd_inverse(args: argparse.Namespace) -> int:
+    output = _output(args, args.output)
     model = load_model(args.model)
     scores = _open(args.inputs, args.chunks, args.variable)
-    if isinstance(scores, xr.DataArray) and "component" not in scores.dims:
+    if isinstance(scores, xr.Dataset):  # what `transform` writes to netCDF / zarr: one variable of components
+        if len(scores.data_vars) != 1:
+            raise ValueError(f"{args.inputs[0]} has several variables {list(scores.data_vars)}; pick the components with --variable")
+        scores = next(iter(scores.data_vars.values()))
+    if "component" not in scores.dims:
         scores = scores.rename({scores.dims[0]: "component"})  # a GeoTIFF's bands are the components
     out = scores.ppa.inverse_transform(model)
-    _write(out, args.output)
-    print(f"wrote {args.output}: {dict(out.sizes)}")
+    _write(out, output)
+    print(f"wrote {output}: {dict(out.sizes)}")
     return 0
 
 
@@ -101,6 +136,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .datasets import open_landsat8_sample
 
+    outputs = None
+    if args.output_dir:
+        out = Path(args.output_dir)
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--output-dir {out} is a file, not a directory")
+        out.mkdir(parents=True, exist_ok=True)
+        outputs = [check_output(out / name, (Path(name).suffix,), overwrite=args.overwrite) for name in ("landsat8_ppa.nc", "landsat8_ppa_components.tif")]
     start = time.perf_counter()
     cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
     print(f"Landsat 8 sample: {dict(cube.sizes)} {cube.dtype}, {cube.rio.crs}, chunks {cube.data.chunksize}")
@@ -109,47 +151,63 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(f"explained variance share, PPA: {np.round(ppa.explained_variance_ratio_[:4], 4).tolist()} ...")
     print("reconstruction error over all pixels (lazy, chunk-wise):")
     _error_table(cube, {"PPA": ppa, "PCA": ppa.pca_}, range(1, cube.sizes["band"]))
-    if args.output_dir:
-        out = Path(args.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        ppa.save(out / "landsat8_ppa.nc")
-        _write(cube.ppa.transform(ppa, n_components=3), str(out / "landsat8_ppa_components.tif"))
-        print(f"wrote {out / 'landsat8_ppa.nc'} and {out / 'landsat8_ppa_components.tif'}")
+    if outputs:
+        ppa.save(outputs[0], overwrite=args.overwrite)
+        _write(cube.ppa.transform(ppa, n_components=3), outputs[1])
+        print(f"wrote {outputs[0]} and {outputs[1]}")
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 0
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (with a pointer to --help), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ppa-xr", description="Principal Polynomial Analysis for raster cubes")
+    parser = _Parser(prog="ppa-xr", description="Principal Polynomial Analysis for raster cubes")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, func, help: str, io: tuple[str, ...]) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help)
+    def command(name: str, func, help: str, io: tuple[str, ...], reads: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
         for arg in io:  # "inputs": one raster / netCDF / zarr, or several single-band rasters
             p.add_argument(arg, nargs="+" if arg == "inputs" else None)
-        p.add_argument("--chunks", type=int, default=1024, help="x/y chunk size (default 1024)")
-        p.add_argument("--variable", help="data variable of a netCDF/zarr input (default: all variables are bands)")
-        p.add_argument("--seed", type=int, default=0)
+        if reads:
+            p.add_argument("--chunks", type=_positive, default=1024, help="x/y chunk size in pixels (default 1024)")
+            p.add_argument("--variable", help="data variable of a netCDF/zarr input (default: all variables are bands)")
+        if name != "report":
+            p.add_argument("--overwrite", action="store_true", help="replace existing outputs (never an input)")
         p.set_defaults(func=func)
         return p
 
     fit = command("fit", _cmd_fit, "fit a model on sampled pixels", ("inputs", "model"))
-    fit.add_argument("--dim", default="band")
-    fit.add_argument("--n-samples", type=int, default=200_000)
-    fit.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    fit.add_argument("--tails", default="clamp", choices=["clamp", "linear", "polynomial"])
+    fit.add_argument("--dim", default="band", help="the band/feature dimension (default band)")
+    fit.add_argument("--n-samples", type=_positive, default=200_000, help="pixels sampled for the fit (default 200000)")
+    fit.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="polynomial degree, or candidates (default 1 2 3 4 5)")
+    fit.add_argument("--tails", default="clamp", choices=["clamp", "linear", "polynomial"], help="beyond the fitted range (default clamp)")
+    fit.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")
     command("transform", _cmd_transform, "PPA components of a cube", ("inputs", "model", "output")).add_argument(
-        "--n-components", type=int
+        "--n-components", type=_positive, help="components to write (default: all)"
     )
     command("inverse", _cmd_inverse, "cube back from components", ("inputs", "model", "output"))
     command("report", _cmd_report, "PPA vs PCA reconstruction error", ("inputs", "model"))
-    demo = command("demo", _cmd_demo, "the whole workflow on the bundled Landsat 8 sample", ())
-    demo.add_argument("--n-samples", type=int, default=50_000)
+    demo = command("demo", _cmd_demo, "the whole workflow on the bundled Landsat 8 sample", (), reads=False)
+    demo.add_argument("--n-samples", type=_positive, default=50_000, help="pixels sampled for the fit (default 50000)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")
     demo.add_argument("--output-dir", help="also write the model and a 3-component GeoTIFF here")
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as err:
+    except (ValueError, TypeError, OSError) as err:  # FileNotFoundError, FileExistsError included
         print(f"ppa-xr {args.command}: error: {err}", file=sys.stderr)
         return 2
 

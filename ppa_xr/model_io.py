@@ -189,13 +189,19 @@ def _is_model(path: Path) -> bool:
         return False
 
 
-def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:
-    """Write a model Dataset atomically; an existing path is replaced only if it is a model and ``overwrite``."""
+def check_path(path: str | os.PathLike, format: str | None, overwrite: bool, inputs=()) -> Path:
+    """Where a model may be written: an existing path only if it holds a model and ``overwrite``; never an input."""
     path = Path(path)
-    kind = engine(path, format)
+    engine(path, format)
     if path.exists() and not _is_model(path):
         raise FileExistsError(f"{path} exists and is not a ppa_xr model; refusing to replace it, choose another path")
-    check_output(path, [path.suffix.lower()], overwrite=overwrite, what="model")
+    return check_output(path, [path.suffix.lower()], inputs, overwrite, what="model")
+
+
+def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:
+    """Write a model Dataset atomically; an existing path is replaced only if it is a model and ``overwrite``."""
+    path = check_path(path, format, overwrite)
+    kind = engine(path, format)
 
     def save(tmp: Path) -> None:
         if kind == "zarr":
