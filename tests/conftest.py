@@ -14,3 +14,11 @@ def curved_sample(n: int, d: int = 4, noise: float = 0.05, seed: int = 0) -> np.
 @pytest.fixture
 def curved():
     return curved_sample(3000)
+
+
+@pytest.fixture(scope="session")
+def landsat():
+    """The bundled Landsat 8 sample, opened eagerly (10 bands, 320 x 320)."""
+    from ppa_xr.datasets import open_landsat8_sample
+
+    return open_landsat8_sample()

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from ppa_xr import PPA
 from ppa_xr.core import fitting, kernels
-from ppa_xr.datasets import open_landsat8_sample
 from ppa_xr.evaluation import relative_error_curve
 from ppa_xr.information import information_report
 
@@ -132,11 +131,6 @@ def test_leading_vector_strategy_gets_the_residual_and_is_checked():
     assert seen == [((4, 4), (1000, 4)), ((3, 3), (1000, 3)), ((2, 2), (1000, 2))]
     with pytest.raises(ValueError, match="finite unit vector"):
         PPA(leading=lambda cov, resid: 2 * fitting.pca_leading_vector(cov)).fit(X)
-
-
-@pytest.fixture(scope="module")
-def landsat():
-    return open_landsat8_sample()
 
 
 def test_same_sample_and_model_under_any_chunking_and_scheduler(landsat):

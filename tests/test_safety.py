@@ -21,11 +21,6 @@ from .conftest import curved_sample
 
 
 @pytest.fixture(scope="module")
-def landsat():
-    return open_landsat8_sample()
-
-
-@pytest.fixture(scope="module")
 def model(landsat):
     return landsat.ppa.fit(n_samples=5000, random_state=0)
 
@@ -298,3 +293,9 @@ def test_cli_inverse_reads_what_transform_wrote(tmp_path, raster_model):
     back = xr.open_dataset(tmp_path / "back.nc", decode_coords="all")
     original = open_landsat8_sample()
     np.testing.assert_allclose(next(iter(back.data_vars.values())).transpose("band", "y", "x").values, original.values, rtol=1e-3, atol=1)
+
+
+def test_high_degrees_warn_for_float32(landsat):
+    model = landsat.ppa.fit(n_samples=3000, degree=18, random_state=0)
+    with pytest.warns(UserWarning, match="float32 the round trip"):
+        landsat.astype(np.float32).ppa.transform(model)

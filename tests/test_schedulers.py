@@ -4,7 +4,6 @@ import threading
 import time
 
 import dask
-import dask.array as dsa
 import numpy as np
 import pytest
 import xarray as xr

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import ppa_xr
-from ppa_xr.datasets import open_landsat8_sample, open_rgb_byte
+from ppa_xr.datasets import open_rgb_byte
 
 
 def _no_compute(*args, **kwargs):
@@ -23,11 +22,6 @@ def pixels(cube: xr.DataArray, dim: str = "band") -> np.ndarray:
     if nodata is not None and not np.isnan(nodata):
         values[values == nodata] = np.nan
     return values.reshape(-1, cube.sizes[dim])
-
-
-@pytest.fixture(scope="module")
-def landsat():
-    return open_landsat8_sample()
 
 
 @pytest.fixture(scope="module")

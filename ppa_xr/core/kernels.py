@@ -144,16 +144,20 @@ def check_components(k, d: int) -> int:
     return int(k)
 
 
-def _map_forward(x, params: PPAParams, rows: int, n_steps: int, width: int, finish, threads: int | None) -> np.ndarray:
-    """Run the forward map's first ``n_steps`` steps on the first ``rows`` outputs of every
-    block of ``x``; ``finish(r, out)`` turns the (rows, pixels) result into the (width, pixels) output."""
+def _blockwise(x, params: PPAParams, key: tuple, build, width: int, n_feats: int, body, threads: int | None) -> np.ndarray:
+    """The frame of the forward-type kernels over blocks of pixels held as (rows, pixels).
+
+    ``build(prm)`` returns the (cached) ``lin^T``, ``bias`` and the rest of the
+    plan; per block ``r = lin @ block - bias`` goes into a reused buffer and
+    ``body(prm, plan, gemm, r, feats, out)`` writes the block's (width, pixels) output.
+    """
     d = params.n_features
     cols, dtype, feature_major = _as_columns(x, d, "x")
     prm = params.cast(dtype)
-    lin_t, bias, panels = _cached(prm, ("forward", rows, n_steps), lambda: _forward_plan(prm, rows, n_steps))
+    lin_t, bias, plan = _cached(prm, key, lambda: build(prm))
+    rows = lin_t.shape[1]
     gemm = blas.get_blas_funcs("gemm", dtype=dtype)
     out, out_cols = _output(np.shape(x)[:-1], width, dtype, feature_major)
-    n_feats = PANEL * max(int(prm.degrees.max(initial=1)), 1)
 
     def span(lo: int, hi: int) -> None:
         size = min(BLOCK, hi - lo)
@@ -167,19 +171,31 @@ def _map_forward(x, params: PPAParams, rows: int, n_steps: int, width: int, fini
             r = r_buffer[: rows * n].reshape(rows, n)
             gemm(1.0, block.T, lin_t, beta=0.0, c=r.T, overwrite_c=1)  # r = lin @ block
             r -= bias
-            for q1, steps, rest in panels:
-                offset = 0
-                for p, g, inside in steps:
-                    t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[offset : offset + g])
-                    if p + 1 < q1:  # r[p+1:q1] -= inside^T t
-                        gemm(-1.0, t.T, inside, beta=1.0, c=r[p + 1 : q1].T, overwrite_c=1)
-                    offset += g
-                if q1 < rows:
-                    gemm(-1.0, feats[:offset].T, rest, beta=1.0, c=r[q1:].T, overwrite_c=1)
-            finish(r, out_cols[:, start : start + n])
+            body(prm, plan, gemm, r, feats, out_cols[:, start : start + n])
 
     _run_spans(cols.shape[1], span, threads)
     return out
+
+
+def _map_forward(x, params: PPAParams, rows: int, n_steps: int, width: int, finish, threads: int | None) -> np.ndarray:
+    """Run the forward map's first ``n_steps`` steps on the first ``rows`` outputs of every
+    block of ``x``; ``finish(r, out)`` turns the (rows, pixels) result into the (width, pixels) output."""
+
+    def body(prm, panels, gemm, r, feats, out) -> None:
+        for q1, steps, rest in panels:
+            offset = 0
+            for p, g, inside in steps:
+                t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[offset : offset + g])
+                if p + 1 < q1:  # r[p+1:q1] -= inside^T t
+                    gemm(-1.0, t.T, inside, beta=1.0, c=r[p + 1 : q1].T, overwrite_c=1)
+                offset += g
+            if q1 < rows:
+                gemm(-1.0, feats[:offset].T, rest, beta=1.0, c=r[q1:].T, overwrite_c=1)
+        finish(r, out)
+
+    n_feats = PANEL * max(int(params.degrees.max(initial=1)), 1)
+    build = lambda prm: _forward_plan(prm, rows, n_steps)  # noqa: E731
+    return _blockwise(x, params, ("forward", rows, n_steps), build, width, n_feats, body, threads)
 
 
 def _copy(r: np.ndarray, out: np.ndarray) -> None:
@@ -269,7 +285,6 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
 
 
 def _error_plan(params: PPAParams) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, np.ndarray, np.ndarray]]]:
-    d = params.n_features
     steps = [
         (p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 :]), params.forward_bias[p, p + 1 :, None])
         for p in params.curved_steps()
@@ -287,39 +302,24 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
     :func:`squared_error` with ``k`` components (and 0 at ``k = d``).
     """
     d = params.n_features
-    cols, dtype, feature_major = _as_columns(x, d, "x")
-    prm = params.cast(dtype)
-    lin_t, offset, steps = _cached(prm, ("errors",), lambda: _error_plan(prm))
-    gemm = blas.get_blas_funcs("gemm", dtype=dtype)
-    out, out_cols = _output(np.shape(x)[:-1], d, dtype, feature_major)
-    n_feats = max(int(prm.degrees.max(initial=1)), 1)
 
-    def span(lo: int, hi: int) -> None:
-        size = min(BLOCK, hi - lo)
-        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), np.empty(d * size, dtype)
-        for start in range(lo, hi, BLOCK):
-            block = cols[:, start : min(start + BLOCK, hi)]
-            n = block.shape[1]
-            r = r_buffer[: d * n].reshape(d, n)
-            gemm(1.0, block.T, lin_t, beta=0.0, c=r.T, overwrite_c=1)
-            r -= offset
-            errors = out_cols[:, start : start + n]
-            first = 1  # the state of r is that of every k in [first, next curved step]
-            for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
-                # ||r[j:]||^2 for j = p, p-1, ..., first: the tail beyond p, then one row at a time
-                np.einsum("ij,ij->j", r[p + 1 :], r[p + 1 :], out=errors[p - 1])
-                errors[p - 1] += np.square(r[p])
-                for j in range(p - 1, first - 1, -1):
-                    np.add(errors[j], np.square(r[j]), out=errors[j - 1])
-                if coef is not None:
-                    t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats_buffer[: g * n].reshape(g, n))
-                    r[p + 1 :] -= bias
-                    gemm(-1.0, t.T, coef, beta=1.0, c=r[p + 1 :].T, overwrite_c=1)
-                first = p + 1
-            errors[d - 1] = 0
+    def body(prm, steps, gemm, r, feats, errors) -> None:
+        first = 1  # the state of r is that of every k in [first, next curved step]
+        for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
+            # ||r[j:]||^2 for j = p, p-1, ..., first: the tail beyond p, then one row at a time
+            np.einsum("ij,ij->j", r[p + 1 :], r[p + 1 :], out=errors[p - 1])
+            errors[p - 1] += np.square(r[p])
+            for j in range(p - 1, first - 1, -1):
+                np.add(errors[j], np.square(r[j]), out=errors[j - 1])
+            if coef is not None:
+                t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[:g])
+                r[p + 1 :] -= bias
+                gemm(-1.0, t.T, coef, beta=1.0, c=r[p + 1 :].T, overwrite_c=1)
+            first = p + 1
+        errors[d - 1] = 0
 
-    _run_spans(cols.shape[1], span, threads)
-    return out
+    n_feats = max(int(params.degrees.max(initial=1)), 1)
+    return _blockwise(x, params, ("errors",), _error_plan, d, n_feats, body, threads)
 
 
 def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
