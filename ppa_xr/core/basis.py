@@ -30,14 +30,18 @@ from numpy.polynomial import legendre as npleg
 TAILS = ("clamp", "linear", "polynomial")
 
 
-def legendre(t: np.ndarray, degree: int) -> np.ndarray:
-    """``P_1..P_g`` at ``t`` (n,) -> (n, g), by ``(k+1) P_{k+1} = (2k+1) t P_k - k P_{k-1}``."""
-    values = np.empty((t.shape[0], degree))
-    prev, cur = np.ones_like(t), t
-    for k in range(1, degree + 1):
-        values[:, k - 1] = cur
-        prev, cur = cur, ((2 * k + 1) * t * cur - k * prev) / (k + 1)
-    return values
+def legendre(t: np.ndarray, degree: int, out: np.ndarray) -> np.ndarray:
+    """Write ``P_1..P_g`` at ``t`` (n,) into ``out`` (g, n), by ``(k+1) P_{k+1} = (2k+1) t P_k - k P_{k-1}``."""
+    out[0] = t
+    if degree > 1:
+        np.multiply(t, t, out=out[1])
+        out[1] *= 1.5
+        out[1] -= 0.5
+    for k in range(2, degree):
+        np.multiply(t, out[k - 1], out=out[k])
+        out[k] *= (2 * k + 1) / (k + 1)
+        out[k] -= (k / (k + 1)) * out[k - 2]
+    return out
 
 
 @lru_cache(maxsize=None)

@@ -141,34 +141,30 @@ def _significant(diff: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CrossValidation:
-    """Per-group Gram matrices ``B_i^T B_i`` and ``B_i^T Y_i`` of one step, formed once for every candidate."""
+    """Per-group Gram matrices of one step, formed once for every candidate degree and fold.
+
+    ``gram[i] = B_i^T B_i`` and ``cross_z[i] = B_i^T Z_i`` (input space); the
+    step's residual is ``Y = Z frame``, so ``B_i^T Y_i = cross_z[i] frame``.
+    """
 
     gram: np.ndarray  # (groups, K, K)
-    cross: np.ndarray  # (groups, K, m)
+    cross_z: np.ndarray  # (groups, K, d)
+    frame: np.ndarray  # (d, m)
     folds: Folds
 
-    @classmethod
-    def of(cls, design: np.ndarray, y: np.ndarray, folds: Folds) -> CrossValidation:
-        spans = list(zip(folds.bounds[:-1], folds.bounds[1:]))
-        return cls(np.stack([design[a:b].T @ design[a:b] for a, b in spans]), np.stack([design[a:b].T @ y[a:b] for a, b in spans]), folds)
-
-    def held_out(self, degree: int, directions: np.ndarray | None = None) -> np.ndarray:
-        """Held-out squared error of each group (groups,), or of each group along each output
-        direction (groups, r), up to ``||Y_i||^2`` (the same for every candidate):
-        ``-2 tr(W^T B_i^T Y_i) + tr(W^T B_i^T B_i W)`` with ``W`` fitted on the other folds."""
+    def held_out(self, degree: int) -> np.ndarray:
+        """Held-out squared error of each group (groups,) up to ``||Y_i||^2`` (the same for every candidate):
+        ``tr(W^T B_i^T B_i W) - 2 tr(W^T B_i^T Y_i) = <B_i^T B_i, W W^T> - 2 <B_i^T Z_i, W frame^T>``,
+        ``W`` fitted on the other folds: O(K d) per group, whatever the residual's width."""
         k = degree + 1
-        gram, cross = self.gram[:, :k, :k], self.cross[:, :k]
-        if directions is not None:
-            cross = cross @ directions
-        gram_all, cross_all = gram.sum(axis=0), self.cross[:, :k].sum(axis=0)
-        errors = np.empty(cross.shape[::2])
+        gram, cross = self.gram[:, :k, :k], self.cross_z[:, :k]
+        gram_all, cross_all = gram.sum(axis=0), cross.sum(axis=0)
+        errors = np.empty(len(gram))
         for f in range(self.folds.n_folds):
             held = self.folds.fold == f
-            w = _solve_gram(gram_all - gram[held].sum(axis=0), cross_all - self.cross[held, :k].sum(axis=0))
-            if directions is not None:
-                w = w @ directions
-            errors[held] = np.einsum("gkm,km->gm", gram[held] @ w - 2 * cross[held], w)
-        return errors if directions is not None else errors.sum(axis=1)
+            w = _solve_gram(gram_all - gram[held].sum(axis=0), (cross_all - cross[held].sum(axis=0)) @ self.frame)
+            errors[held] = np.einsum("gkl,kl->g", gram[held], w @ w.T) - 2 * np.einsum("gkd,kd->g", cross[held], w @ self.frame.T)
+        return errors
 
 
 def select_degree(cv: CrossValidation, degrees: Sequence[int]) -> int:
@@ -186,14 +182,14 @@ def select_degree(cv: CrossValidation, degrees: Sequence[int]) -> int:
     return int(degrees[int(np.argmin(np.where(qualifies, diff.sum(axis=1), np.inf)))])
 
 
-def _least_squares(design: np.ndarray, y: np.ndarray, gram: np.ndarray, cross: np.ndarray) -> np.ndarray:
+def _least_squares(design: np.ndarray, y, gram: np.ndarray, cross: np.ndarray) -> np.ndarray:
     """``W = argmin ||Y - B W||`` from the normal equations ``B^T B W = B^T Y`` while
-    ``B^T B`` is well conditioned (cond < 1e6), else by a pivoted QR of ``B``
-    (high degrees on skewed projections), so no accuracy is lost."""
+    ``B^T B`` is well conditioned (cond < 1e6), else by a pivoted QR of ``B`` on
+    ``Y = y()`` (high degrees on skewed projections), so no accuracy is lost."""
     eig = np.linalg.eigvalsh(gram)
     if eig[0] > 1e-6 * eig[-1]:
         return scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram, check_finite=False), cross, check_finite=False)
-    return scipy.linalg.lstsq(design, y, cond=1e-10, lapack_driver="gelsy", check_finite=False)[0]
+    return scipy.linalg.lstsq(design, y(), cond=1e-10, lapack_driver="gelsy", check_finite=False)[0]
 
 
 @dataclass(frozen=True)
@@ -219,45 +215,84 @@ def _leading(strategy: LeadingVector, cov: np.ndarray, resid: np.ndarray) -> np.
     return e
 
 
-def fit_step(
-    resid: np.ndarray, cov: np.ndarray, frame: np.ndarray, strategy: LeadingVector, degrees: Sequence[int], folds: Folds | None, tiny: float
-) -> tuple[Step, np.ndarray, np.ndarray]:
-    """One PPA step on the centred residual (n x m) with covariance ``cov``.
+@dataclass
+class Residual:
+    """The residual of the fit so far, kept embedded in input space.
 
-    ``frame`` maps residual coordinates to input space (for the sign
-    convention); returns the step, the next residual (n x m-1) and its covariance.
+    ``Z`` (n x d) is the centred sample minus the curved steps' corrections;
+    ``frame`` (d x m) is an orthonormal basis of the residual's subspace and
+    ``cov`` its covariance in that basis. The residual itself is ``Z frame``:
+    a straight (PCA) step only removes a direction orthogonal to every later
+    one, so ``Z`` changes only at curved steps, by a rank ``g+1`` update.
     """
-    n, m = resid.shape
-    e = _leading(strategy, cov, resid)
-    lead = frame @ e
-    if lead[np.argmax(np.abs(lead))] < 0:  # sign convention, as sklearn's svd_flip
-        e = -e
-    variance = float(e @ cov @ e)
+
+    Z: np.ndarray
+    frame: np.ndarray
+    cov: np.ndarray
+
+    def sample(self) -> np.ndarray:
+        return self.Z @ self.frame
+
+
+def _designs(alphas: np.ndarray, top: int, tiny: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``[1, P_1(t), ..., P_top(t)]`` of each row of ``alphas`` (b x n) -> (b, top+1, n), with centres and scales.
+
+    A projection without spread (below ``tiny``) gets scale 0: a plain rotation step.
+    """
+    lo, hi = alphas.min(axis=1), alphas.max(axis=1)
+    spread = hi - lo > 2 * tiny
+    centers, scales = np.where(spread, (hi + lo) / 2, 0.0), np.where(spread, (hi - lo) / 2, 0.0)
+    designs = np.empty((alphas.shape[0], top + 1, alphas.shape[1]))
+    designs[:, 0] = 1
+    for j in np.flatnonzero(spread):
+        t = alphas[j] - centers[j]
+        t *= 1 / scales[j]
+        basis.legendre(t, top, out=designs[j, 1:])
+    return designs, centers, scales
+
+
+def _group_grams(designs: np.ndarray, Z: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group ``i`` and step ``j`` of a block: ``B_ij^T B_ij`` (groups, b, K, K) and ``B_ij^T Z_i``
+    (groups, b, K, d), in one pass over ``Z`` (one GEMM per group for every step of the block)."""
+    b, K, n = designs.shape
+    flat = designs.reshape(b * K, n)
+    spans = list(zip(bounds[:-1], bounds[1:]))
+    gram = np.stack([designs[:, :, lo:hi] @ designs[:, :, lo:hi].transpose(0, 2, 1) for lo, hi in spans])
+    cross = np.stack([(flat[:, lo:hi] @ Z[lo:hi]).reshape(b, K, -1) for lo, hi in spans])
+    return gram, cross
+
+
+def fit_step(
+    res: Residual, e: np.ndarray, design: np.ndarray, center: float, scale: float, gram: np.ndarray | None,
+    cross_z: np.ndarray | None, degrees: Sequence[int], folds: Folds | None,
+) -> tuple[Step, bool]:
+    """One PPA step with leading vector ``e`` (residual coordinates); updates ``res`` in place.
+
+    ``design`` (K x n) is ``[1, P(t)]`` of ``alpha = Z frame e``; ``gram`` and
+    ``cross_z`` are its per-group ``B^T B`` and ``B^T Z`` (None, or ``scale``
+    0 for a projection without spread: a plain rotation step). Returns the
+    step and whether it is curved.
+    """
+    n = design.shape[1]
+    variance = float(e @ res.cov @ e)
     u = _householder_complement(e)
-    alpha = resid @ e
-    y = _reflect_columns(resid, u)
-    cov = _reflect_columns(_reflect_columns(cov, u).T, u)
-    w, degree, center, scale = np.zeros((1, m - 1)), 1, 0.0, 1.0
-    lo, hi = alpha.min(), alpha.max()
-    if hi - lo > 2 * tiny:  # else no spread along e is left: a plain (PCA) rotation step
-        center, scale = (hi + lo) / 2, (hi - lo) / 2
-        design = np.empty((n, max(degrees) + 1))
-        design[:, 0] = 1
-        design[:, 1:] = basis.legendre((alpha - center) / scale, max(degrees))
-        cv = CrossValidation.of(design, y, folds) if folds is not None else None
-        degree = select_degree(cv, degrees) if cv is not None else degrees[0]
+    frame = _reflect_columns(res.frame, u)  # E_0 ... E_p
+    cov = _reflect_columns(_reflect_columns(res.cov, u).T, u)
+    m = frame.shape[1]
+    w, degree = np.zeros((1, m)), 1
+    if gram is not None and scale > 0:
+        degree = select_degree(CrossValidation(gram, cross_z, frame, folds), degrees) if folds is not None else degrees[0]
         k = degree + 1
-        design = design[:, :k]
-        gram = cv.gram[:, :k, :k].sum(axis=0) if cv is not None else design.T @ design
-        cross = cv.cross[:, :k].sum(axis=0) if cv is not None else design.T @ y
-        w = _least_squares(design, y, gram, cross)
-        removed = np.sum(w * (gram @ w))  # ||B W||^2, the residual energy the polynomial explains
+        gram_all, cross_all = gram[:, :k, :k].sum(axis=0), cross_z[:, :k].sum(axis=0) @ frame
+        w = _least_squares(design[:k].T, lambda: res.Z @ frame, gram_all, cross_all)
+        removed = np.sum(w * (gram_all @ w))  # ||B W||^2, the residual energy the polynomial explains
         if removed > 1e-12 * np.trace(cov) * n:
-            y -= design @ w
-            cov = cov - w.T @ (gram / n) @ w
+            res.Z -= design[:k].T @ (w @ frame.T)
+            cov = cov - w.T @ (gram_all / n) @ w
         else:  # numerically no curve (e.g. degree 1 on a PCA direction): an exact rotation step
-            w, degree = np.zeros((1, m - 1)), 1
-    return Step(e, u, w, degree, center, scale, variance), y, (cov + cov.T) / 2
+            w, degree = np.zeros((1, m)), 1
+    res.frame, res.cov = frame, (cov + cov.T) / 2
+    return Step(e, u, w, degree, center, scale if scale > 0 else 1.0, variance), bool(w.any())
 
 
 def pca_solution(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -266,6 +301,32 @@ def pca_solution(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rotation = vectors[:, ::-1].T
     rotation *= np.sign(rotation[np.arange(len(rotation)), np.argmax(np.abs(rotation), axis=1)])[:, None]
     return rotation, np.maximum(values[::-1], 0.0)
+
+
+#: most steps whose projections and Gram matrices one pass over the sample prepares
+MAX_BLOCK = 32
+
+
+def _block_leads(res: Residual, strategy: LeadingVector, size: int, floor: float) -> np.ndarray:
+    """Leading vectors in input space (d x b, largest entry positive, as sklearn's svd_flip) of the next
+    steps, assuming those before each are straight.
+
+    For the PCA strategy they are the top eigenvectors of the residual
+    covariance (a straight step leaves the others as they are), so up to
+    ``size`` steps are prepared at once; the block ends where the remaining
+    variance would fall below ``floor``, where the covariance is recomputed
+    from the sample so small eigenvectors stay accurate. Any other strategy
+    sees its residual step by step.
+    """
+    if strategy is pca_leading_vector:
+        m = res.cov.shape[0]
+        values, vectors = scipy.linalg.eigh(res.cov, subset_by_index=(m - size, m - 1), check_finite=False)
+        remaining = np.trace(res.cov) - np.cumsum(values[::-1])
+        vectors = vectors[:, ::-1][:, : 1 + int(np.argmax(remaining < floor)) if (remaining < floor).any() else size]
+    else:
+        vectors = _leading(strategy, res.cov, res.sample())[:, None]
+    leads = res.frame @ vectors
+    return leads * np.sign(leads[np.argmax(np.abs(leads), axis=0), np.arange(leads.shape[1])])
 
 
 def fit_params(
@@ -282,29 +343,47 @@ def fit_params(
     ``degrees`` are the candidates per step (see :func:`candidate_degrees`);
     with more than one, ``groups`` (one label per row, e.g. the spatial block a
     pixel came from) are held out together in ``n_folds``-fold cross-validation.
+
+    Steps are prepared in blocks (:func:`_block_leads`): one GEMM gives the
+    projections of up to :data:`MAX_BLOCK` next steps and one pass their
+    per-group Gram matrices; a block ends at its first curved step (whose
+    correction changes the residual) and the next one doubles while steps
+    stay straight.
     """
     strategy = LEADING_VECTORS[leading] if isinstance(leading, str) else leading
     degrees = candidate_degrees(degrees)
     n, d = X.shape
     rng = np.random.default_rng() if rng is None else rng
     folds, order = Folds.make(groups, n, n_folds, rng) if len(degrees) > 1 else (None, np.arange(n))
+    bounds = folds.bounds if folds is not None else np.array([0, n])
     mean = X.mean(axis=0)
-    resid = X[order] - mean  # the fit does not depend on the row order; groups are made contiguous
-    cov = resid.T @ resid / n
+    Z = X[order] - mean  # the fit does not depend on the row order; groups are made contiguous
+    cov = Z.T @ Z / n
     pca = pca_solution(cov)
+    res = Residual(Z, np.eye(d), cov)
     reference = np.trace(cov)
     tiny = 1e-12 * np.sqrt(max(reference, np.finfo(float).tiny))
-    frame = np.eye(d)  # E_0 ... E_{p-1}: residual coordinates -> input space
-    steps, frames = [], []
-    for _ in range(d - 1):
-        step, resid, cov = fit_step(resid, cov, frame, strategy, degrees, folds, tiny)
-        if np.trace(cov) < 1e-6 * reference:  # updates lost relative precision: recompute
-            cov = resid.T @ resid / n
-            reference = np.trace(cov)
-        steps.append(step)
-        frames.append(frame)
-        frame = _reflect_columns(frame, step.u)
-    return _compose(mean, steps, frames, cov[0, 0], tails, pca)
+    steps, frames, size = [], [], 1
+    while len(steps) < d - 1:
+        leads = _block_leads(res, strategy, min(size, d - 1 - len(steps)), 1e-6 * reference)
+        alphas = leads.T @ res.Z.T  # (b, n); straight steps do not change Z: these hold for the whole block
+        designs, centers, scales = _designs(alphas, max(degrees), tiny)
+        gram, cross = _group_grams(designs, res.Z, bounds) if max(degrees) > 1 else (None, None)
+        for j in range(leads.shape[1]):
+            frames.append(res.frame)
+            step, curved = fit_step(
+                res, res.frame.T @ leads[:, j], designs[j], centers[j], scales[j],
+                None if gram is None else gram[:, j], None if cross is None else cross[:, j], degrees, folds,
+            )
+            steps.append(step)
+            if np.trace(res.cov) < 1e-6 * reference:  # updates lost relative precision: recompute,
+                resid = res.sample()  # and drop the removed directions from Z, which would swamp the small ones
+                res.Z, res.cov = resid @ res.frame.T, resid.T @ resid / n
+                reference = np.trace(res.cov)
+            if curved:
+                break
+        size = 1 if curved else min(2 * size, MAX_BLOCK)
+    return _compose(mean, steps, frames, res.cov[0, 0], tails, pca)
 
 
 def _compose(mean, steps: list[Step], frames: list[np.ndarray], last_variance: float, tails: str, pca) -> PPAParams:

@@ -70,8 +70,10 @@ def _output(shape: tuple[int, ...], width: int, dtype: np.dtype, feature_major: 
 
 
 def _scaled(params: PPAParams, p: int, alpha: np.ndarray) -> np.ndarray:
-    """``t = (alpha - c_p) / s_p`` as a new array."""
-    return (alpha - params.center[p]) * (1 / params.scale[p])
+    """``t = (alpha - c_p) / s_p`` as a new array (a division: ``1 / s_p`` can overflow for data near 1e-300)."""
+    t = alpha - params.center[p]
+    t /= params.scale[p]
+    return t
 
 
 def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | None) -> None:

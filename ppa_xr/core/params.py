@@ -91,10 +91,12 @@ class PPAParams:
 
         The polynomials act on the scale-free ``t = (alpha - c) / s``, so rotations and degrees stay.
         """
-        lengths = ("mean", "center", "scale", "forward_bias", "forward", "inverse_bias", "inverse")
+        lengths = ("mean", "center", "forward_bias", "forward", "inverse_bias", "inverse")
         arrays = self.arrays()
         for name in lengths:
             arrays[name] = arrays[name] * factor
+        curved = np.isin(np.arange(self.n_features - 1), self.curved_steps())
+        arrays["scale"] = np.where(curved, self.scale * factor, self.scale)  # straight steps have no polynomial to scale
         for name in ("explained_variance", "pca_variance"):
             arrays[name] = arrays[name] * factor**2
         return PPAParams(**arrays, tails=self.tails)
