@@ -1,9 +1,9 @@
 """PPA on labelled (dask) cubes: sampling valid pixels, lazy chunk-wise maps, geo bookkeeping.
 
-Every map here is ``xr.apply_ufunc(kernel, cube, input_core_dims=[[band]],
-dask="parallelized")`` over a core kernel, with the band (feature) dimension as
-the single core dimension: every other dimension (y, x, time, ...) and its
-chunks are left as they are, and nothing is computed until asked for.
+Every map here is a core kernel mapped over the chunks (:func:`map_kernel`),
+with the band (feature) dimension as one chunk: every other dimension (y, x,
+time, ...) and its chunks are left as they are, each chunk reaches the kernel
+as it lies in memory, and nothing is computed until asked for.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import dask
@@ -67,12 +68,9 @@ def _masked_float(da: xr.DataArray) -> xr.DataArray:
         raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
     dtype = np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32
     nodata = da.rio.nodata
-    out = da.astype(dtype)
-    valid = np.isfinite(out) if da.dtype.kind == "f" else None  # +-inf pixels are invalid, as NaN ones
+    out = da if da.dtype == dtype else da.astype(dtype)  # +-inf pixels become NaN in the kernels
     if nodata is not None and not np.isnan(nodata):
-        valid = (da != nodata) if valid is None else valid & (da != nodata)
-    if valid is not None:
-        out = out.where(valid)
+        out = out.where(da != nodata)
     out.attrs = {k: v for k, v in da.attrs.items() if k not in ("_FillValue", "missing_value")}
     return out
 
@@ -117,28 +115,41 @@ def _threads(da: xr.DataArray) -> int | None:
     return 1 if da.chunks is not None else None
 
 
+def _apply_block(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict) -> np.ndarray:
+    """A kernel on one chunk whose features lie along ``axis``: a view with them last (no copy;
+    a band-first raster chunk is then feature-major, the kernels' fast layout), the result put back."""
+    out = func(np.moveaxis(block, axis, -1), **kwargs)
+    return np.moveaxis(out, -1, axis) if keep else out
+
+
 def map_kernel(
     func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, long_name: str | None, **kwargs: Any
 ) -> xr.DataArray:
-    """``apply_ufunc`` of a kernel replacing ``in_dim`` by ``out_dim`` (or dropping it), dims kept in place.
+    """A kernel mapped over the chunks, ``in_dim`` replaced by ``out_dim`` (or dropped), other dims and chunks kept.
 
-    With a ``long_name`` the output holds other quantities than the input, so
-    the input's value attributes (units, scale, band names) are replaced by it.
+    ``in_dim`` must be one chunk. Each chunk is handed to the kernel as it is
+    in memory (``dask.array.map_blocks``, not ``apply_ufunc``, whose
+    ``apply_gufunc`` would first copy every chunk into a pixel-major array);
+    the kernel and its parameters enter the graph once. With a ``long_name``
+    the output holds other quantities than the input, so the input's value
+    attributes (units, scale, band names) are replaced by it.
     """
-    out = xr.apply_ufunc(
-        func, da,
-        input_core_dims=[[in_dim]],
-        output_core_dims=[[out_dim]] if out_dim is not None else [[]],
-        dask="parallelized",
-        output_dtypes=[da.dtype],
-        dask_gufunc_kwargs={"output_sizes": {out_dim: size}} if out_dim is not None else {},
-        kwargs={"threads": _threads(da), **kwargs},
-        keep_attrs=True,
-    )
-    order = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or out_dim is not None]
+    axis, keep = da.get_axis_num(in_dim), out_dim is not None
+    block = partial(_apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs})
+    if da.chunks is None:
+        data = block(da.values)
+    else:
+        chunks = tuple((size,) if i == axis else c for i, c in enumerate(da.data.chunks)) if keep else None
+        data = da.data.map_blocks(
+            block, dtype=da.dtype, chunks=chunks, drop_axis=[] if keep else axis,
+            meta=np.empty((0,) * (da.ndim if keep else da.ndim - 1), da.dtype),
+        )
+    dims = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or keep]
+    coords = {name: coord for name, coord in da.coords.items() if in_dim not in coord.dims}
+    attrs = dict(da.attrs)
     if long_name is not None:
-        out.attrs = {k: v for k, v in out.attrs.items() if k not in _VALUE_ATTRS} | {"long_name": long_name}
-    return _copy_geo(da, out.transpose(*order))
+        attrs = {k: v for k, v in attrs.items() if k not in _VALUE_ATTRS} | {"long_name": long_name}
+    return _copy_geo(da, xr.DataArray(data, dims=dims, coords=coords, attrs=attrs, name=da.name))
 
 
 # --------------------------------------------------------------------------- sampling

@@ -160,11 +160,12 @@ class CrossValidation:
         gram, cross = self.gram[:, :k, :k], self.cross_z[:, :k]
         gram_all, cross_all = gram.sum(axis=0), cross.sum(axis=0)
         errors = np.empty(len(gram))
-        for f in range(self.folds.n_folds):
-            held = self.folds.fold == f
-            w = _solve_gram(gram_all - gram[held].sum(axis=0), (cross_all - cross[held].sum(axis=0)) @ self.frame)
-            errors[held] = np.einsum("gkl,kl->g", gram[held], w @ w.T) - 2 * np.einsum("gkd,kd->g", cross[held], w @ self.frame.T)
-        return errors
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a fold's singular fit loses, it does not fail
+            for f in range(self.folds.n_folds):
+                held = self.folds.fold == f
+                w = _solve_gram(gram_all - gram[held].sum(axis=0), (cross_all - cross[held].sum(axis=0)) @ self.frame)
+                errors[held] = np.einsum("gkl,kl->g", gram[held], w @ w.T) - 2 * np.einsum("gkd,kd->g", cross[held], w @ self.frame.T)
+        return np.where(np.isfinite(errors), errors, np.inf)
 
 
 def select_degree(cv: CrossValidation, degrees: Sequence[int]) -> int:
@@ -176,7 +177,8 @@ def select_degree(cv: CrossValidation, degrees: Sequence[int]) -> int:
     smallest held-out error wins.
     """
     errors = np.stack([cv.held_out(g) for g in degrees])
-    diff = errors - errors[0]
+    with np.errstate(invalid="ignore"):  # inf - inf: a candidate that failed is not significant
+        diff = errors - errors[0]
     qualifies = _significant(diff)
     qualifies[0] = True
     return int(degrees[int(np.argmin(np.where(qualifies, diff.sum(axis=1), np.inf)))])
@@ -244,6 +246,7 @@ def _designs(alphas: np.ndarray, top: int, tiny: float) -> tuple[np.ndarray, np.
     centers, scales = np.where(spread, (hi + lo) / 2, 0.0), np.where(spread, (hi - lo) / 2, 0.0)
     designs = np.empty((alphas.shape[0], top + 1, alphas.shape[1]))
     designs[:, 0] = 1
+    designs[~spread, 1:] = 0  # no spread: a rotation step, whose (unused) Gram matrices must still be finite
     for j in np.flatnonzero(spread):
         t = alphas[j] - centers[j]
         t *= 1 / scales[j]

@@ -21,7 +21,7 @@ With ``A`` the composed rotation and ``T_p`` the monomial features of step
 Pixels are processed in blocks of :data:`BLOCK` held transposed (components x
 pixels), so each step reads and writes contiguous rows that stay in cache.
 Rows are independent: a kernel applied to any subset of pixels gives the same
-subset of the result.
+subset of the result. A pixel with a NaN or +-inf input is NaN in every output.
 """
 
 from __future__ import annotations
@@ -67,6 +67,14 @@ def _output(shape: tuple[int, ...], width: int, dtype: np.dtype, feature_major: 
         return np.moveaxis(cols.reshape((width,) + shape), 0, -1), cols
     out = np.empty(shape + (width,), dtype)
     return out, out.reshape(-1, width).T
+
+
+def _invalid_to_nan(out: np.ndarray) -> None:
+    """A pixel (column) with any non-finite output (a NaN or +-inf input, an overflow) is NaN in all of them."""
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is what this looks for
+        bad = ~np.isfinite(out.sum(axis=0))
+    if bad.any():
+        out[:, bad] = np.nan
 
 
 def _scaled(params: PPAParams, p: int, alpha: np.ndarray) -> np.ndarray:
@@ -174,6 +182,7 @@ def _blockwise(x, params: PPAParams, key: tuple, build, width: int, n_feats: int
             gemm(1.0, block.T, lin_t, beta=0.0, c=r.T, overwrite_c=1)  # r = lin @ block
             r -= bias
             body(prm, plan, gemm, r, feats, out_cols[:, start : start + n])
+            _invalid_to_nan(out_cols[:, start : start + n])
 
     _run_spans(cols.shape[1], span, threads)
     return out
@@ -260,6 +269,7 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
             gemm(1.0, s.T, operator, beta=0.0, c=x.T, overwrite_c=1)  # x = operator^T s
             x += bias[:, None]
             out_cols[:, start : start + n] = x
+            _invalid_to_nan(out_cols[:, start : start + n])
 
     _run_spans(cols.shape[1], span, threads)
     return out
