@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.linalg
@@ -152,19 +153,25 @@ class CrossValidation:
     frame: np.ndarray  # (d, m)
     folds: Folds
 
+    @cached_property
+    def _training(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sums over every fold's training groups: (folds, K, K) and (folds, K, d)."""
+        member = np.equal.outer(np.arange(self.folds.n_folds), self.folds.fold).astype(float)  # (folds, groups)
+        held_gram = np.tensordot(member, self.gram, axes=1)
+        held_cross = np.tensordot(member, self.cross_z, axes=1)
+        return held_gram.sum(axis=0) - held_gram, held_cross.sum(axis=0) - held_cross
+
     def held_out(self, degree: int) -> np.ndarray:
         """Held-out squared error of each group (groups,) up to ``||Y_i||^2`` (the same for every candidate):
         ``tr(W^T B_i^T B_i W) - 2 tr(W^T B_i^T Y_i) = <B_i^T B_i, W W^T> - 2 <B_i^T Z_i, W frame^T>``,
         ``W`` fitted on the other folds: O(K d) per group, whatever the residual's width."""
         k = degree + 1
-        gram, cross = self.gram[:, :k, :k], self.cross_z[:, :k]
-        gram_all, cross_all = gram.sum(axis=0), cross.sum(axis=0)
-        errors = np.empty(len(gram))
+        train_gram, train_cross = self._training
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a fold's singular fit loses, it does not fail
-            for f in range(self.folds.n_folds):
-                held = self.folds.fold == f
-                w = _solve_gram(gram_all - gram[held].sum(axis=0), (cross_all - cross[held].sum(axis=0)) @ self.frame)
-                errors[held] = np.einsum("gkl,kl->g", gram[held], w @ w.T) - 2 * np.einsum("gkd,kd->g", cross[held], w @ self.frame.T)
+            w = np.stack([_solve_gram(g[:k, :k], c[:k] @ self.frame) for g, c in zip(train_gram, train_cross)])  # (folds, k, m)
+            fold = self.folds.fold
+            errors = np.einsum("gkl,gkl->g", self.gram[:, :k, :k], (w @ w.transpose(0, 2, 1))[fold])
+            errors -= 2 * np.einsum("gkd,gkd->g", self.cross_z[:, :k], (w @ self.frame.T)[fold])
         return np.where(np.isfinite(errors), errors, np.inf)
 
 
