@@ -8,19 +8,32 @@ and PPA and PCA both preserve volume (``|det J| = 1``), so only 1-D
 entropies are needed. PCA is PPA with ``degree=1``: every report puts the two
 side by side.
 
-Entropy estimator (the one of the paper's authors' group, from their RBIG
-code): an equal-width histogram of ``m0 = ceil(sqrt(n))`` bins over
-``[min, max]``, the plug-in entropy of the bin frequencies, the Miller-Madow
-correction ``(m - 1) / (2 n ln 2)`` bits (``m`` = non-empty bins) and
-``log2`` of the bin width:
+Two marginal entropy estimators (``estimator=``):
 
-    h = -sum_b p_b log2 p_b + (m - 1) / (2 n ln 2) + log2(width).
+* ``"spacing"`` (default): the m-spacing estimator on equal-mass bins. The
+  sorted sample is cut into ``B ~ sqrt(n)`` bins of ``c ~ sqrt(n)`` spacings
+  each; a bin of width ``w`` holds density ``c / ((n+1) w)``, and since
+  ``(n+1) w`` of a uniform has ``E log = psi(c)`` the bias-corrected log density is
+  ``psi(c) - log((n+1) w)``, and ``h = -sum_b (c_b / (n-1)) log p_b``.
+  Measured within 0.018 bits of the truth for Gaussian, uniform, lognormal,
+  Student-t(3) and x^3-of-Gaussian marginals at n = 1e5
+  (``benchmarks/bench_information.py``). Tied values (quantised data) are
+  spread over the data's resolution: a width is never below the smallest
+  positive gap of its column.
+* ``"histogram"``: the estimator of the paper's authors' group (RBIG code),
+  an equal-width histogram of ``ceil(sqrt(n))`` bins over ``[min, max]``, the
+  plug-in entropy, the Miller-Madow correction ``(m - 1) / (2 n ln 2)`` bits
+  (``m`` = non-empty bins) and ``log2`` of the bin width. It smooths peaked,
+  cusp-shaped and heavy-tailed marginals over a bin: +0.73 bits for
+  x^3-of-Gaussian at n = 1e5.
 
-Its bias: the plug-in term underestimates entropy (by about ``(m-1)/(2n)``
-nats, which Miller-Madow adds back) and the histogram smooths the density
-over a bin, which overestimates the entropy of peaked or heavy-tailed
-marginals; both shrink as ``n`` grows. Differences of entropies over the same
-sample size, as in ``Delta I``, are affected much less than the values.
+Both give a density, so the per-pixel maps use the same estimator as the totals.
+
+Held out by default: a map fitted on a sample and measured on the same
+sample looks better than it is, by about ``d (d - 1) / (4 n ln 2)`` bits for a
+rotation fitted to ``n`` samples in ``d`` dimensions (1.4 bits at d = 198,
+n = 1e4), for PCA and PPA alike. :func:`information_report` therefore
+estimates on pixels outside the model's fitting sample.
 """
 
 from __future__ import annotations
@@ -31,6 +44,8 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+
+from scipy.special import digamma
 
 from .core import kernels
 from .model import PPA
@@ -48,6 +63,65 @@ def _finite_rows(X: np.ndarray) -> np.ndarray:
     return X
 
 
+def _ranges(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    low, high = X.min(axis=0), X.max(axis=0)
+    constant = np.flatnonzero(high <= low)
+    if constant.size:
+        raise ValueError(f"columns {constant.tolist()} are constant: their differential entropy is -inf; drop constant features first")
+    return low, high
+
+
+@dataclass(frozen=True)
+class EqualMassBins:
+    """The m-spacing estimator on equal-mass bins of each column (see the module docstring)."""
+
+    edges: np.ndarray  # (d, B+1) order statistics bounding the bins
+    log_density: np.ndarray  # (d, B) bias-corrected log2 density in each bin
+    weights: np.ndarray  # (B,) share of the spacings in each bin
+    plug_in: np.ndarray  # (d,) -mean log2 p over the fitting sample
+    n: int
+
+    @classmethod
+    def fit(cls, X: np.ndarray, bins: int | None = None) -> EqualMassBins:
+        X = _finite_rows(X)
+        n, d = X.shape
+        _ranges(X)
+        S = np.sort(X, axis=0)
+        index = np.unique(np.round(np.linspace(0, n - 1, min(int(bins or round(np.sqrt(n))), n - 1) + 1)).astype(int))
+        spacings = np.diff(index)
+        gaps = np.diff(S, axis=0)
+        resolution = np.min(np.where(gaps > 0, gaps, np.inf), axis=0)  # the data's quantum where values tie
+        width = np.maximum(S[index[1:]] - S[index[:-1]], resolution)  # (B, d)
+        log_density = ((digamma(spacings)[:, None] - np.log((n + 1) * width)) / LN2).T
+        measure = cls(S[index].T.copy(), log_density, spacings / (n - 1), np.zeros(d), n)
+        object.__setattr__(measure, "plug_in", -measure.log2_density(X).mean(axis=0))
+        return measure
+
+    def entropy(self) -> np.ndarray:
+        """Marginal differential entropies in bits: ``-sum_b (c_b / (n-1)) log2 p_b``."""
+        return -(self.log_density * self.weights).sum(axis=1)
+
+    def sample_entropy(self) -> np.ndarray:
+        """``-mean log2 p(x_i)`` over the fitting sample (equal to :meth:`entropy` up to O(1/n) at the edges)."""
+        return self.plug_in
+
+    def log2_density(self, values: np.ndarray) -> np.ndarray:
+        """``log2 p_j(v_j)`` per column of ``values`` (..., d); NaN stays NaN.
+
+        Beyond the fitted range a value gets half the column's lowest density:
+        finite, and below every density seen in fit.
+        """
+        values = np.asarray(values)
+        out = np.empty(values.shape, dtype=np.float64)
+        bins = self.log_density.shape[1]
+        for j in range(values.shape[-1]):
+            v = values[..., j]
+            b = np.clip(np.searchsorted(self.edges[j], v, side="right") - 1, 0, bins - 1)
+            inside = (v >= self.edges[j, 0]) & (v <= self.edges[j, -1])
+            out[..., j] = np.where(inside, self.log_density[j][b], self.log_density[j].min() - 1.0)
+        return np.where(np.isnan(values), np.nan, out)
+
+
 @dataclass(frozen=True)
 class Histograms:
     """Equal-width marginal histograms of a sample: ``ceil(sqrt(n))`` bins per column over [min, max]."""
@@ -62,16 +136,15 @@ class Histograms:
         X = _finite_rows(X)
         n, d = X.shape
         bins = int(bins or np.ceil(np.sqrt(n)))
-        low, high = X.min(axis=0), X.max(axis=0)
-        constant = np.flatnonzero(high <= low)
-        if constant.size:
-            raise ValueError(
-                f"columns {constant.tolist()} are constant: their differential entropy is -inf; drop constant features first"
-            )
+        low, high = _ranges(X)
         width = (high - low) / bins
         index = np.minimum(((X - low) / width).astype(np.int64), bins - 1) + bins * np.arange(d)
         counts = np.bincount(index.ravel(), minlength=bins * d).reshape(d, bins)
         return cls(low, width, counts, n)
+
+    def sample_entropy(self) -> np.ndarray:
+        """``-mean log2 p(x_i)`` over the fitting sample (plug-in, no correction)."""
+        return self.entropy(miller_madow=False)
 
     def entropy(self, miller_madow: bool = True) -> np.ndarray:
         """Marginal differential entropies in bits (see the module docstring)."""
@@ -98,9 +171,19 @@ class Histograms:
         return np.where(np.isnan(values), np.nan, out)
 
 
-def marginal_entropy(X: np.ndarray, bins: int | None = None, miller_madow: bool = True) -> np.ndarray:
+ESTIMATORS = {"spacing": EqualMassBins, "histogram": Histograms}
+
+
+def marginal_density(X: np.ndarray, estimator: str = "spacing") -> EqualMassBins | Histograms:
+    """The marginal densities of a sample, by ``"spacing"`` (default) or ``"histogram"``."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got {estimator!r}")
+    return ESTIMATORS[estimator].fit(X)
+
+
+def marginal_entropy(X: np.ndarray, estimator: str = "spacing") -> np.ndarray:
     """Differential entropy in bits of each column of ``X`` (n x d), rows with NaN ignored."""
-    return Histograms.fit(X, bins).entropy(miller_madow)
+    return marginal_density(X, estimator).entropy()
 
 
 @dataclass(frozen=True)
@@ -111,17 +194,19 @@ class MIReduction:
     per_dimension: float
 
 
-def multi_information_reduction(X: np.ndarray, R: np.ndarray, miller_madow: bool = True) -> MIReduction:
+def multi_information_reduction(X: np.ndarray, R: np.ndarray, estimator: str = "spacing") -> MIReduction:
     """``Delta I = sum_j h(x_j) - sum_j h(r_j)`` in bits for ``R = T(X)``, T volume preserving.
 
     Valid for PPA and PCA alike because both have ``|det J| = 1``, so the
-    Jacobian term of ``Delta I`` vanishes; for other maps it is not.
+    Jacobian term of ``Delta I`` vanishes; for other maps it is not. Pass
+    samples the map was not fitted on: on its own fitting sample the figure
+    is biased up by about ``d (d - 1) / (4 n ln 2)`` bits (module docstring).
     """
     X, R = np.asarray(X), np.asarray(R)
     if X.shape != R.shape:
         raise ValueError(f"X and R must have the same shape (R = T(X), all components), got {X.shape} and {R.shape}")
     rows = np.isfinite(X).all(axis=1) & np.isfinite(R).all(axis=1)
-    total = float(np.sum(marginal_entropy(X[rows], miller_madow=miller_madow)) - np.sum(marginal_entropy(R[rows], miller_madow=miller_madow)))
+    total = float(np.sum(marginal_entropy(X[rows], estimator)) - np.sum(marginal_entropy(R[rows], estimator)))
     return MIReduction(total, total / X.shape[1])
 
 
@@ -130,14 +215,17 @@ class PointwiseReduction:
     """Marginal histograms of inputs and PPA outputs on a fitting sample, for per-pixel ``Delta_i``."""
 
     model: PPA
-    inputs: Histograms
-    outputs: Histograms
+    inputs: EqualMassBins | Histograms
+    outputs: EqualMassBins | Histograms
 
     @classmethod
-    def fit(cls, model: PPA, X: np.ndarray, R: np.ndarray | None = None, inputs: Histograms | None = None) -> PointwiseReduction:
-        """From a sample ``X``; its transform ``R`` and input histograms are reused when given."""
+    def fit(
+        cls, model: PPA, X: np.ndarray, R: np.ndarray | None = None, inputs: EqualMassBins | Histograms | None = None,
+        estimator: str = "spacing",
+    ) -> PointwiseReduction:
+        """From a sample ``X``; its transform ``R`` and input densities are reused when given."""
         X = _finite_rows(X)
-        return cls(model, inputs or Histograms.fit(X), Histograms.fit(model.transform(X) if R is None else R))
+        return cls(model, inputs or marginal_density(X, estimator), marginal_density(model.transform(X) if R is None else R, estimator))
 
     def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
         """``Delta_i(x) = sum_j log2 p_rj(r_j(x)) - sum_j log2 p_xj(x_j)`` for ``x`` (..., d)."""
@@ -149,8 +237,8 @@ class PointwiseReduction:
         return gain.astype(r.dtype)
 
     def total(self) -> float:
-        """``Delta I`` from the same histograms (plug-in): the mean of ``Delta_i`` over the fitting sample."""
-        return float(self.inputs.entropy(False).sum() - self.outputs.entropy(False).sum())
+        """``Delta I`` from the same densities (plug-in): the mean of ``Delta_i`` over the fitting sample."""
+        return float(self.inputs.sample_entropy().sum() - self.outputs.sample_entropy().sum())
 
 
 # --------------------------------------------------------------------------- reports
@@ -172,6 +260,12 @@ def _pca_error_curve(R: np.ndarray) -> np.ndarray:
     return np.append(np.cumsum(energy[::-1])[::-1][1:], 0.0)
 
 
+_ESTIMATOR_NAMES = {
+    "spacing": "m-spacing on equal-mass bins of about sqrt(n) spacings, digamma bias correction",
+    "histogram": "equal-width histogram, ceil(sqrt(n)) bins, Miller-Madow",
+}
+
+
 def information_report(
     obj: xr.DataArray | xr.Dataset | np.ndarray,
     model: PPA,
@@ -179,15 +273,26 @@ def information_report(
     dim: Hashable | None = None,
     n_samples: int = 100_000,
     random_state: int | None = 0,
+    estimator: str = "spacing",
+    held_out: bool = True,
 ) -> xr.Dataset:
     """PPA vs PCA: redundancy reduction and reconstruction error, totals, per component and per pixel.
 
     The PCA baseline is the model's own (:attr:`PPA.pca_`, fitted on the same
     sample as the PPA model). A random sample of valid pixels (one pass over
-    the cube, made now) gives the marginal histograms and the per-component
-    statistics; the per-pixel maps stay lazy and are computed in
-    one pass over the cube when the report is computed. A 2-D numpy table
-    (samples x features) is treated as a cube of ``pixel`` x ``band``.
+    the cube, made now) gives the marginal densities and the per-component
+    statistics; the per-pixel maps stay lazy and are computed in one pass
+    over the cube when the report is computed.
+
+    ``held_out=True`` (default) draws that sample from pixels outside the
+    model's fitting sample (which a model fitted with ``cube.ppa.fit``
+    records), so the figures are not biased by the fit (module docstring). A
+    model fitted on a plain array, or another cube than its own, has no
+    recorded pixels there: the given pixels are taken as held out. A 2-D
+    numpy table (samples x features) is treated as a cube of ``pixel`` x
+    ``band``: pass rows the model was not fitted on. ``held_out=False``
+    estimates on the model's own fitting sample (the in-sample figure).
+    ``report.attrs["estimated_on"]`` says which.
     """
     from . import xarray_ops
 
@@ -195,13 +300,21 @@ def information_report(
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = xarray_ops.model_features(obj, model, dim)
     k = kernels.check_components(n_components, model.n_features_in_)
-    sample = xarray_ops.sample_features(da, dim, n_samples, random_state).values.astype(np.float64)
-    inputs = Histograms.fit(sample)
+    fitted = model.sample_ if model.sample_ is not None and model.sample_.shape == tuple(da.sizes[d] for d in da.dims if d != dim) else None
+    if held_out:
+        sample = xarray_ops.sample_features(da, dim, n_samples, random_state, exclude=fitted).values.astype(np.float64)
+        on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
+    elif fitted is not None:
+        sample = xarray_ops.sample_features(da, dim, fitted.size, None, seed=fitted.seed).values.astype(np.float64)
+        on = "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
+    else:
+        raise ValueError("held_out=False needs the model's fitting sample: fit it with cube.ppa.fit on this cube (or pass the fitting rows as a table with held_out=True)")
+    inputs = marginal_density(sample, estimator)
     measures, curves = {}, {}
-    for method, fitted in (("ppa", model), ("pca", model.pca_)):  # the PCA of the model's own fitting sample
-        R = fitted.transform(sample)
-        measures[method] = PointwiseReduction.fit(fitted, sample, R, inputs)
-        mse = _pca_error_curve(R) if method == "pca" else fitted.reconstruction_mse(sample)
+    for method, fitted_model in (("ppa", model), ("pca", model.pca_)):  # the PCA of the model's own fitting sample
+        R = fitted_model.transform(sample)
+        measures[method] = PointwiseReduction.fit(fitted_model, sample, R, inputs, estimator)
+        mse = _pca_error_curve(R) if method == "pca" else fitted_model.reconstruction_mse(sample)
         curves[method] = {"entropy": measures[method].outputs.entropy(), "variance": R.var(axis=0), "mse": mse}
     maps = xarray_ops.map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
     report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
@@ -216,7 +329,7 @@ def information_report(
         _add(report, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
     report["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
     report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
-    report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator="equal-width histogram, ceil(sqrt(n)) bins, Miller-Madow")
+    report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on)
     return report
 
 

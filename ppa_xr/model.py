@@ -18,6 +18,7 @@ from .core import fitting, kernels
 from .core.basis import TAILS
 from .core.params import PPAParams
 from .labels import FeatureLabels
+from .pixels import PixelSample
 
 #: the highest polynomial degree accepted: the float64 round trip stays below
 #: 1e-12 relative up to about 15 and reaches 1e-6 at 30 (Legendre fit, monomial kernels)
@@ -101,14 +102,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             kernels.check_components(self.n_components, n_features)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, groups=None, features: FeatureLabels | None = None) -> PPA:
+    def fit(self, X, y=None, groups=None, features: FeatureLabels | None = None, sample: PixelSample | None = None) -> PPA:
         """Fit the PPA map on ``X`` (n_samples x n_features); rows with NaN/inf are refused.
 
         ``groups`` (n_samples,) labels samples that must be held out together
         when degrees are selected, e.g. the spatial block of each pixel (see
         :func:`ppa_xr.xarray_ops.fit`, which passes them): correlated
         neighbours then cannot vouch for a curve that does not transfer.
-        ``features`` names the features in a cube (kept as ``features_``).
+        ``features`` names the features in a cube (kept as ``features_``);
+        ``sample`` records which pixels of it ``X`` is (kept as ``sample_``, a
+        :class:`~ppa_xr.pixels.PixelSample`), so reports can hold them out.
         The fit runs on the data divided by a power of two near its spread,
         so tiny or huge units fit as well as unit ones.
         """
@@ -144,7 +147,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree"
             ) from err
         self.params_ = params
-        self.features_ = features
+        self.features_, self.sample_ = features, sample
         self._set_fitted(self.params_)
         return self
 
@@ -160,7 +163,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._n_features_out = self.n_components_  # names "ppa0", "ppa1", ... for set_output
 
     @classmethod
-    def from_params(cls, params: PPAParams, features: FeatureLabels | None = None, **init_params) -> PPA:
+    def from_params(cls, params: PPAParams, features: FeatureLabels | None = None, sample: PixelSample | None = None, **init_params) -> PPA:
         """A fitted estimator around existing parameters (e.g. loaded from disk), its parameters validated."""
         model = cls(**init_params)
         model._validate_params()
@@ -171,21 +174,21 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if params.tails != model.tails:
             raise ValueError(f"the fitted tails {params.tails!r} disagree with the parameter tails={model.tails!r}")
         model.params_ = params
-        model.features_ = features
+        model.features_, model.sample_ = features, sample
         model._set_fitted(params)
         return model
 
     def to_dataset(self):
         """The fitted model as an ``xr.Dataset``: its arrays (with checksums), labels, parameters and provenance."""
         check_is_fitted(self)
-        return model_io.to_dataset(self.params_, self.get_params(), self.features_)
+        return model_io.to_dataset(self.params_, self.get_params(), self.features_, self.sample_)
 
     @classmethod
     def from_dataset(cls, ds, source: str = "dataset") -> PPA:
         """The model of :meth:`to_dataset`, every array and parameter checked; a damaged one raises ValueError."""
-        params, init, features = model_io.from_dataset(ds, source)
+        params, init, features, sample = model_io.from_dataset(ds, source)
         try:
-            return cls.from_params(params, features, **init)
+            return cls.from_params(params, features, sample, **init)
         except ValueError as err:  # sklearn's InvalidParameterError included
             raise ValueError(f"{source} is corrupt: {err}") from err
 
@@ -221,7 +224,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def pca_(self) -> PPA:
         """PCA of the same fitting sample (a fitted ``PPA(degree=1)``): the like-for-like baseline."""
         check_is_fitted(self)
-        pca = PPA.from_params(self.params_.pca(), self.features_, n_components=self.n_components, degree=1, tails=self.tails)
+        pca = PPA.from_params(self.params_.pca(), self.features_, self.sample_, n_components=self.n_components, degree=1, tails=self.tails)
         if hasattr(self, "feature_names_in_"):
             pca.feature_names_in_ = self.feature_names_in_
         return pca

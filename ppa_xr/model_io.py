@@ -15,6 +15,7 @@ This module knows the file layout only; :class:`ppa_xr.PPA` builds on it
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
@@ -29,6 +30,7 @@ import xarray as xr
 from .core.params import PPAParams
 from .files import check_output, recover_interrupted, replace_atomically
 from .labels import FeatureLabels
+from .pixels import PixelSample
 
 FORMAT = "ppa_xr.model"
 FORMAT_VERSION = 2  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds
@@ -53,7 +55,7 @@ def _checksum(name: str, values: np.ndarray) -> str:
     return hashlib.sha256(_canonical(name, values).tobytes()).hexdigest()
 
 
-def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels | None) -> xr.Dataset:
+def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels | None, sample: PixelSample | None = None) -> xr.Dataset:
     """The model as an xarray Dataset: parameters with checksums, labels, estimator parameters and provenance."""
     from . import __version__
 
@@ -81,6 +83,7 @@ def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels 
         "estimator_params": json.dumps(init),
         "feature_dim": str(features.dim) if features else "",
         "feature_levels": json.dumps(list(features.levels)) if features and features.levels else "",
+        "fit_sample": json.dumps(dataclasses.asdict(sample)) if sample is not None else "",
         "title": "Principal Polynomial Analysis model (ppa_xr)",
     }
     return ds
@@ -96,7 +99,7 @@ def _allowed(name: str) -> bool:
     return name in _DIMS or name == "feature" or name.startswith((_COORD, _LEVEL))
 
 
-def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, dict[str, Any], FeatureLabels | None]:
+def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, dict[str, Any], FeatureLabels | None, PixelSample | None]:
     """Parameters, estimator parameters and labels from :func:`to_dataset`'s layout, verified array by array."""
     if ds.attrs.get("ppa_xr_format") != FORMAT:
         raise ValueError(f"{source} is not a ppa_xr model: it has no ppa_xr_format={FORMAT!r} attribute")
@@ -130,7 +133,19 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
     params = PPAParams(**{k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}, tails=tails)
     _check(params, source)
     init = {k: (tuple(v) if isinstance(v, list) else v) for k, v in init.items()}
-    return params, init, _features(ds)
+    return params, init, _features(ds), _sample(ds, source)
+
+
+def _sample(ds: xr.Dataset, source: str) -> PixelSample | None:
+    """Which pixels the model was fitted on (None when fitted on a plain array)."""
+    raw = ds.attrs.get("fit_sample") or ""
+    if not raw:
+        return None
+    try:
+        fields = json.loads(raw)
+        return PixelSample(int(fields["seed"]), int(fields["key_max"]), int(fields["size"]), tuple(int(v) for v in fields["shape"]))
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{source} is corrupt: its fit_sample attribute is not readable ({err})") from err
 
 
 def _features(ds: xr.Dataset) -> FeatureLabels | None:

@@ -21,6 +21,7 @@ import xarray as xr
 from .core import kernels
 from .labels import FeatureLabels
 from .model import PPA
+from .pixels import PixelSample, pixel_keys
 
 COMPONENT = "component"
 #: above this degree a float32 round trip loses more than 1e-4 of the data's range (measured; docs/method.md)
@@ -155,28 +156,15 @@ def map_kernel(
 # --------------------------------------------------------------------------- sampling
 #: spatial blocks a cube is cut into for the degree selection's grouped cross-validation
 N_BLOCKS = 100
-_GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-
-
-def pixel_keys(seed: int, index: np.ndarray) -> np.ndarray:
-    """Uniform uint64 key of each pixel: SplitMix64 of ``seed + (index + 1) * golden``.
-
-    A counter-based hash of the global pixel index, so a pixel's key does not
-    depend on the chunk it sits in, the chunking or the scheduler.
-    """
-    z = (index.astype(np.uint64) + np.uint64(1)) * _GOLDEN + np.uint64(seed)
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    return z ^ (z >> np.uint64(31))
-
-
 @dataclass(frozen=True)
 class Sample:
-    """Sampled pixels ``values`` (n, d) in key order, the spatial block of each (``groups``), valid pixels seen."""
+    """Sampled pixels ``values`` (n, d) in key order, the spatial block of each (``groups``), valid pixels
+    seen, and which pixels they are (``drawn``)."""
 
     values: np.ndarray
     groups: np.ndarray
     n_valid: int
+    drawn: PixelSample
 
 
 @dataclass(frozen=True)
@@ -214,11 +202,13 @@ def _smallest_keys(keys: np.ndarray, *arrays: np.ndarray, n: int) -> tuple[np.nd
     return keys, *arrays
 
 
-def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int) -> tuple:
-    """The ``n`` valid pixels of one chunk with the smallest keys: keys, values, blocks, valid count."""
+def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int, exclude: PixelSample | None) -> tuple:
+    """The ``n`` valid pixels of one chunk with the smallest keys (none of ``exclude``): keys, values, blocks, valid count."""
     values = block.reshape(-1, block.shape[-1])
     index, blocks = layout.index_and_block(offsets, block.shape[:-1])
     valid = np.isfinite(values).all(axis=1)
+    if exclude is not None:
+        valid &= ~exclude.holds(index)
     return *_smallest_keys(pixel_keys(seed, index[valid]), values[valid], blocks[valid], n=n), int(valid.sum())
 
 
@@ -245,21 +235,30 @@ def sample_valid_pixels(
     return (sample.values, sample.groups) if return_groups else sample.values
 
 
-def sample_features(da: xr.DataArray, dim: Hashable, n_samples: int, random_state: int | None) -> Sample:
-    """:func:`sample_valid_pixels` of a cube already prepared by :func:`feature_array`."""
+def sample_features(
+    da: xr.DataArray, dim: Hashable, n_samples: int, random_state: int | None, exclude: PixelSample | None = None, seed: int | None = None
+) -> Sample:
+    """:func:`sample_valid_pixels` of a cube already prepared by :func:`feature_array`.
+
+    ``exclude``: leave out the pixels of another sample of the same cube (e.g.
+    a model's fitting sample), for held-out estimates; ``seed`` replaces the
+    one drawn from ``random_state`` (to draw a recorded sample again).
+    """
     if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
         raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
     layout = _Layout.of(da, dim)
+    if exclude is not None and exclude.shape != layout.shape:
+        exclude = None  # another cube: none of its pixels were in that sample
     da = da.transpose(..., dim)
-    seed = int(np.random.default_rng(random_state).integers(2**63))
+    seed = int(np.random.default_rng(random_state).integers(2**63)) if seed is None else seed
     if da.chunks is None:
-        keys, values, groups, count = _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n_samples)
+        keys, values, groups, count = _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n_samples, exclude)
     else:
         data = da.data.rechunk({da.ndim - 1: -1})
         starts = [np.cumsum((0,) + c[:-1]) for c in data.chunks[:-1]]
         blocks = data.to_delayed()
         parts = [
-            dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n_samples)
+            dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n_samples, exclude)
             for i in np.ndindex(blocks.shape)
         ]
         while len(parts) > 1:  # tree reduction: at most n_samples x d per merge
@@ -271,7 +270,7 @@ def sample_features(da: xr.DataArray, dim: Hashable, n_samples: int, random_stat
     if count < n_samples:
         warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=4)
     order = np.argsort(keys, kind="stable")
-    return Sample(values[order], groups[order], count)
+    return Sample(values[order], groups[order], count, PixelSample(seed, int(keys.max()), len(keys), layout.shape))
 
 
 # --------------------------------------------------------------------------- maps
@@ -291,7 +290,7 @@ def fit(
     da = feature_array(obj, dim)
     features = FeatureLabels.of(da, dim)
     sample = sample_features(da, dim, n_samples, random_state)
-    return PPA(random_state=random_state, **ppa_params).fit(sample.values, groups=sample.groups, features=features)
+    return PPA(random_state=random_state, **ppa_params).fit(sample.values, groups=sample.groups, features=features, sample=sample.drawn)
 
 
 def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:

@@ -166,8 +166,9 @@ def test_unseen_half_of_a_scene_is_close_to_pca_or_better(landsat):
 
 def test_report_compares_with_the_models_own_pca(landsat):
     model = landsat.ppa.fit(n_samples=5000, random_state=0)
-    report = information_report(landsat, model, n_samples=5000)
+    report = information_report(landsat, model, n_samples=5000, held_out=False)  # on the fitting sample itself
     sample = landsat.ppa.sample(n_samples=5000, random_state=0).astype(np.float64)
+    assert report.attrs["estimated_on"].startswith("in sample")
     np.testing.assert_allclose(report["mse_pca"].values, model.pca_.reconstruction_mse(sample), rtol=1e-10)
     np.testing.assert_allclose(report["mse_ppa"].values, model.reconstruction_mse(sample), rtol=1e-10)
     assert report["mse_ppa"].attrs["units"] == "squared input units" and "summed over bands" in report["mse_ppa"].attrs["long_name"]

@@ -1,0 +1,41 @@
+"""Pixels by key: a counter-based hash of each pixel's global index, and the record of a sample drawn by it.
+
+A sample of a cube is its ``n`` valid pixels with the smallest keys, so the
+same cube and seed give the same sample under any chunking, and a recorded
+``(seed, largest key)`` tells whether any pixel belonged to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def pixel_keys(seed: int, index: np.ndarray) -> np.ndarray:
+    """Uniform uint64 key of each pixel: SplitMix64 of ``seed + (index + 1) * golden``.
+
+    A counter-based hash of the global pixel index, so a pixel's key does not
+    depend on the chunk it sits in, the chunking or the scheduler.
+    """
+    z = (index.astype(np.uint64) + np.uint64(1)) * _GOLDEN + np.uint64(seed)
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@dataclass(frozen=True)
+class PixelSample:
+    """Which pixels a sample holds: those of a cube of ``shape`` (pixel dims) whose key under
+    ``seed`` is at most ``key_max`` (and valid); ``size`` of them. Kept by a model as ``sample_``."""
+
+    seed: int
+    key_max: int
+    size: int
+    shape: tuple[int, ...]
+
+    def holds(self, index: np.ndarray) -> np.ndarray:
+        """Whether each pixel (global flat index) has a key within this sample's (validity aside)."""
+        return pixel_keys(self.seed, index) <= np.uint64(self.key_max)
