@@ -55,6 +55,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         ``(covariance, residual) -> unit vector`` of the residual (m x m, n x m).
     n_folds : int
         Folds of the degree selection (at most the number of groups).
+    whiten : bool
+        :meth:`transform` divides each component by its standard deviation
+        on the fitting sample (and :meth:`inverse_transform` multiplies it
+        back): Euclidean distances between whitened PPA features are the PPA
+        metric (:func:`ppa_xr.geometry.metric`) to first order, so k-NN in a
+        Pipeline uses it. Cube transforms (``.ppa``) stay in input units.
     random_state : int, Generator or None
         Seeds the folds.
 
@@ -72,6 +78,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         "tails": [StrOptions(set(TAILS))],
         "leading": [StrOptions(set(fitting.LEADING_VECTORS)), callable],
         "n_folds": [Interval(numbers.Integral, 2, None, closed="left")],
+        "whiten": ["boolean"],
         "random_state": ["random_state"],
     }
 
@@ -82,6 +89,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tails: str = "clamp",
         leading: str | Callable = "pca",
         n_folds: int = 5,
+        whiten: bool = False,
         random_state: int | np.random.Generator | None = None,
     ) -> None:
         self.n_components = n_components
@@ -89,6 +97,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.tails = tails
         self.leading = leading
         self.n_folds = n_folds
+        self.whiten = whiten
         self.random_state = random_state
 
     def _candidate_degrees(self) -> list[int]:
@@ -236,7 +245,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def transform(self, X) -> np.ndarray:
         """PPA coordinates (n_samples x n_components); rows with NaN give NaN."""
         X = self._check_input(X)
-        return kernels.forward(X, self.params_, self.n_components_)
+        R = kernels.forward(X, self.params_, self.n_components_)
+        return R / self._spread(R.shape[1], R.dtype) if self.whiten else R
+
+    def _spread(self, k: int, dtype) -> np.ndarray:
+        return np.sqrt(np.maximum(self.explained_variance_[:k], np.finfo(float).tiny)).astype(dtype)
 
     def inverse_transform(self, X) -> np.ndarray:
         """Back to input space from the ``k <= d`` leading components.
@@ -254,7 +267,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"expected 1 to {self.n_features_in_} components per row, got {R.shape[1]}.")
         if not np.issubdtype(R.dtype, np.floating):
             R = R.astype(np.float64)
-        return kernels.inverse(R, self.params_)
+        return kernels.inverse(R * self._spread(R.shape[1], R.dtype) if self.whiten else R, self.params_)
 
     def jacobian(self, X) -> np.ndarray:
         """Analytic Jacobian ``dr/dx`` (n_samples x d x d); ``|det| = 1``."""

@@ -1,0 +1,122 @@
+"""Geometry of PPA's curvilinear features (paper sections 3.4 and 5.1-5.2): the metric, Frenet-Serret frames, curvatures.
+
+Every ``alpha_p = r_p`` enters the inverse map through its own term, so the
+inverse is a sum of univariate functions,
+
+    x(r) = mean + sum_p b_p + sum_q ( a_q r_q + h_q(r_q) ),
+
+with ``a_q`` the q-th row of the rotation ``A`` and ``h_q`` the polynomial of
+step ``q`` carried to input space (``inverse[q]``; the last coordinate is
+linear). The q-th curvilinear feature through a point ``x = x(r)`` is the
+curve ``c(s) = x(r + s 1_q)``, and its derivatives are analytic and the same
+whatever the other coordinates:
+
+    c'(0) = a_q + h_q'(r_q),     c^(k)(0) = h_q^(k)(r_q)  (k >= 2).
+
+The Frenet-Serret frame is the Gram-Schmidt basis of ``[c', c'', ..., c^(d)]``
+(``c' = |c'| e_1``, QR ``= E R`` with ``R_ii >= 0``, the last vector oriented so
+the frame has determinant +1), and the generalised curvatures are
+``chi_i = R_{i+1,i+1} / (|c'| R_ii)`` (``c^(k)`` has component
+``|c'|^k chi_1 ... chi_{k-1}`` along ``e_k``); the last one carries the sign of
+the torsion.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from .core import basis
+from .model import PPA
+
+
+def _check_component(model: PPA, component: int) -> int:
+    d = model.n_features_in_
+    if isinstance(component, bool) or not isinstance(component, (int, np.integer)) or not 1 <= component <= d:
+        raise ValueError(f"component must be an integer in [1, {d}] (1 is the first curvilinear feature), got {component!r}")
+    return int(component) - 1
+
+
+def _power_derivative(t: np.ndarray, degree: int, order: int, tails: str) -> np.ndarray:
+    """``d^order / dt^order`` of the monomials ``t^1..t^g`` with the model's tails -> (n, g)."""
+    base = t if tails == "polynomial" else np.clip(t, -1, 1)
+    out = np.zeros(t.shape + (degree,))
+    for j in range(order, degree + 1):  # d^k t^j = j! / (j-k)! t^(j-k)
+        out[:, j - 1] = np.prod(np.arange(j - order + 1, j + 1)) * base ** (j - order)
+    if tails == "clamp":
+        out[np.abs(t) > 1] = 0  # constant beyond the range
+    elif tails == "linear" and order > 1:
+        out[np.abs(t) > 1] = 0  # the tangent: no curvature beyond the range
+    return out
+
+
+def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> np.ndarray:
+    """``d^k x / d r_q^k`` along the ``component``-th curvilinear feature through each point, k = 1..order -> (n, order, d).
+
+    ``order`` defaults to ``d``, what the full Frenet-Serret frame needs.
+    """
+    check_is_fitted(model)
+    q = _check_component(model, component)
+    X = model._check_input(X).astype(np.float64)
+    params = model.params_
+    d = params.n_features
+    order = d if order is None else int(order)
+    out = np.zeros((len(X), order, d))
+    out[:, 0] = params.rotation[q]
+    if q < d - 1 and q in params.curved_steps():
+        g = int(params.degrees[q])
+        t = (model.transform(X)[:, q] - params.center[q]) / params.scale[q]
+        for k in range(1, min(order, g) + 1):
+            out[:, k - 1] += _power_derivative(t, g, k, params.tails) @ params.inverse[q, :g] / params.scale[q] ** k
+    return out
+
+
+def _frame_and_diagonal(model: PPA, X, component: int) -> tuple[np.ndarray, np.ndarray]:
+    D = np.transpose(derivatives(model, X, component), (0, 2, 1))  # columns c', c'', ...
+    E, R = np.linalg.qr(D)
+    signs = np.where(np.diagonal(R, axis1=1, axis2=2) < 0, -1.0, 1.0)
+    E, diag = E * signs[:, None, :], np.abs(np.diagonal(R, axis1=1, axis2=2))
+    flip = np.linalg.det(E) < 0  # orient the frame: the last vector (and curvature) take the sign
+    E[flip, :, -1] *= -1
+    diag = diag.copy()
+    diag[flip, -1] *= -1
+    return E, diag
+
+
+def frenet_frame(model: PPA, X, component: int = 1) -> np.ndarray:
+    """Frenet-Serret frame of the ``component``-th curvilinear feature at each point -> (n, d, d).
+
+    Rows are tangent, normal, binormal, ... (orthonormal, determinant +1).
+    Where the curve spans fewer than ``d`` dimensions (a polynomial of degree
+    ``g`` has ``c^(k) = 0`` for ``k > g``), the remaining rows complete the
+    frame to an orthonormal basis.
+    """
+    return np.transpose(_frame_and_diagonal(model, X, component)[0], (0, 2, 1))
+
+
+def curvatures(model: PPA, X, component: int = 1) -> np.ndarray:
+    """Generalised curvatures ``chi_1 .. chi_{d-1}`` of the ``component``-th curvilinear feature -> (n, d-1).
+
+    ``chi_1`` is the curvature, ``chi_2`` (in 3-d) the torsion; those beyond
+    the span of the curve are 0.
+    """
+    _, diag = _frame_and_diagonal(model, X, component)
+    speed = diag[:, :1]
+    scale = np.finfo(float).eps ** 0.5 * speed
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chi = diag[:, 1:] / (speed * diag[:, :-1])
+    return np.where(np.abs(diag[:, :-1]) > scale, chi, 0.0)
+
+
+def metric(model: PPA, X) -> np.ndarray:
+    """The PPA metric ``M(x) = J(x)^T Lambda^-1 J(x)`` at each point -> (n, d, d) (paper section 3.4).
+
+    ``J = dr/dx`` is the analytic Jacobian and ``Lambda`` the variances of the
+    components on the fitting sample: the generalised Mahalanobis metric, in
+    which a displacement along a curvilinear feature counts in units of that
+    feature's spread. ``PPA(whiten=True)`` gives features whose Euclidean
+    distances are this metric to first order (for k-NN in a Pipeline).
+    """
+    J = model.jacobian(X)
+    variance = np.maximum(model.explained_variance_, np.finfo(float).tiny)
+    return np.einsum("nki,k,nkj->nij", J, 1 / variance, J)

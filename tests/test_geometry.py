@@ -1,0 +1,92 @@
+"""Geometry: analytic derivatives of the curvilinear features, Frenet-Serret frames, curvatures of a helix,
+the PPA metric and k-NN with it."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ppa_xr import PPA
+from ppa_xr.geometry import curvatures, derivatives, frenet_frame, metric
+
+from .conftest import curved_sample
+
+A, B = 2.0, 0.8  # helix radius and pitch / 2 pi
+
+
+def helix(n, noise, seed, turns=1.5):
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0, 2 * np.pi * turns, n)
+    return np.column_stack([A * np.cos(t), A * np.sin(t), B * t]) + noise * rng.normal(size=(n, 3))
+
+
+@pytest.mark.parametrize("tails", ["clamp", "linear", "polynomial"])
+def test_derivatives_match_finite_differences_of_the_inverse(tails):
+    X = curved_sample(2000, d=4)
+    model = PPA(degree=4, tails=tails, random_state=0).fit(X)
+    R = model.transform(X[:20])
+    for q in (1, 2):
+        D = derivatives(model, X[:20], component=q, order=3)
+        h = 1e-3
+        step = np.zeros(4)
+        step[q - 1] = h
+        f = lambda s: model.inverse_transform(R + s * step)  # noqa: E731
+        np.testing.assert_allclose(D[:, 0], (f(1) - f(-1)) / (2 * h), atol=1e-5)
+        np.testing.assert_allclose(D[:, 1], (f(1) - 2 * f(0) + f(-1)) / h**2, atol=2e-3)
+        np.testing.assert_allclose(D[:, 2], (f(2) - 2 * f(1) + 2 * f(-1) - f(-2)) / (2 * h**3), atol=5e-2 * (1 + np.abs(D[:, 2]).max()))
+
+
+def test_tangent_is_a_column_of_the_inverse_jacobian():
+    X = curved_sample(2000, d=4)
+    model = PPA(degree=3, random_state=0).fit(X)
+    J_inv = np.linalg.inv(model.jacobian(X[:10]))
+    for q in (1, 2, 4):
+        np.testing.assert_allclose(derivatives(model, X[:10], q, order=1)[:, 0], J_inv[:, :, q - 1], atol=1e-10)
+
+
+def test_noiseless_helix_curvature_and_torsion_within_2_percent():
+    X = helix(2000, 0.0, 0)
+    model = PPA(degree=tuple(range(1, 21)), random_state=0).fit(X[:1000])
+    points = X[1000:]
+    inner = np.abs(model.transform(points)[:, 0] - model.params_.center[0]) < 0.9 * model.params_.scale[0]
+    chi = curvatures(model, points[inner])
+    assert chi.mean(axis=0)[0] == pytest.approx(A / (A**2 + B**2), rel=0.02)
+    assert chi.mean(axis=0)[1] == pytest.approx(B / (A**2 + B**2), rel=0.02)
+    frame = frenet_frame(model, points[:50])
+    np.testing.assert_allclose(frame @ np.transpose(frame, (0, 2, 1)), np.broadcast_to(np.eye(3), (50, 3, 3)), atol=1e-10)
+    np.testing.assert_allclose(np.linalg.det(frame), 1.0, atol=1e-10)
+    tangent = derivatives(model, points[:50], 1, order=1)[:, 0]
+    np.testing.assert_allclose(frame[:, 0], tangent / np.linalg.norm(tangent, axis=1, keepdims=True), atol=1e-12)
+
+
+def test_straight_features_have_no_curvature():
+    X = curved_sample(2000, d=4)
+    model = PPA(degree=1).fit(X)
+    np.testing.assert_allclose(curvatures(model, X[:20], component=2), 0.0, atol=1e-12)
+    with pytest.raises(ValueError, match="component must be an integer in \\[1, 4\\]"):
+        curvatures(model, X[:2], component=0)
+
+
+def test_metric_is_the_whitened_jacobian():
+    X = curved_sample(3000, d=3)
+    model = PPA(degree=3, random_state=0).fit(X)
+    M = metric(model, X[:10])
+    np.testing.assert_allclose(M, np.transpose(M, (0, 2, 1)), atol=1e-12)
+    assert (np.linalg.eigvalsh(M) > 0).all()
+    whitened = PPA(degree=3, random_state=0, whiten=True).fit(X)
+    x, dx = X[:10], 1e-5 * np.random.default_rng(0).normal(size=(10, 3))
+    step = whitened.transform(x + dx) - whitened.transform(x)
+    np.testing.assert_allclose(np.sum(step**2, axis=1), np.einsum("ni,nij,nj->n", dx, M, dx), rtol=1e-3)
+    np.testing.assert_allclose(whitened.inverse_transform(whitened.transform(X[:50])), X[:50], atol=1e-10)
+
+
+def test_ppa_metric_wins_knn_with_few_samples():
+    path = Path(__file__).parents[1] / "examples" / "metric_knn.py"
+    spec = importlib.util.spec_from_file_location("metric_knn", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scores = module.accuracies(1.0, repetitions=4)
+    few = module.SIZES.index(10)
+    assert scores["PPA"][few] > scores["Euclidean"][few] + 0.05 and scores["PPA"][few] > scores["Mahalanobis"][few] + 0.05
+    assert scores["PPA"][-1] > 0.97  # and no worse with many
