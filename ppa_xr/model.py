@@ -50,9 +50,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         The conditional mean beyond the projections seen in fit: held at its
         boundary value, continued along its tangent, or the raw polynomial
         (the paper; explodes far from the data).
-    leading : {"pca"} or callable
-        How each step's leading vector is found: a name, or a callable
-        ``(covariance, residual) -> unit vector`` of the residual (m x m, n x m).
+    leading : {"pca", "gd"} or callable
+        How each step's leading vector is found: ``"pca"`` (the leading
+        eigenvector of the residual), ``"gd"`` (PPA-GD: gradient ascent on the
+        sphere of the energy the step's polynomial explains, never worse than
+        ``"pca"``), or a callable ``(covariance, residual) -> unit vector``
+        (m x m, n x m).
     n_folds : int
         Folds of the degree selection (at most the number of groups).
     whiten : bool

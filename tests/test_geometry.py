@@ -90,3 +90,43 @@ def test_ppa_metric_wins_knn_with_few_samples():
     few = module.SIZES.index(10)
     assert scores["PPA"][few] > scores["Euclidean"][few] + 0.05 and scores["PPA"][few] > scores["Mahalanobis"][few] + 0.05
     assert scores["PPA"][-1] > 0.97  # and no worse with many
+
+
+# --------------------------------------------------------------------------- PPA-GD
+def test_gd_gradient_matches_finite_differences():
+    from ppa_xr.core.leading import explained
+
+    X = curved_sample(800, d=4)
+    X = X - X.mean(0)
+    e = np.random.default_rng(1).normal(size=4)
+    e /= np.linalg.norm(e)
+    value, grad = explained(e, X, 4)
+    h = 1e-6
+    numeric = [(explained(e + h * v, X, 4)[0] - explained(e - h * v, X, 4)[0]) / (2 * h) for v in np.eye(4)]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-9)
+
+
+def test_gd_finds_the_curve_pca_cannot():
+    """A parabola more curved than wide: its axis leads for PCA, and x is no function of the axis.
+    PPA-GD finds x, along which the curve is a function; never worse than the PCA step."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, 3000)
+    X = np.column_stack([x, 4 * x**2 + 0.05 * rng.normal(size=3000)])
+    pca_based = PPA(degree=2, random_state=0).fit(X)
+    gd = PPA(degree=2, leading="gd", random_state=0).fit(X)
+    assert abs(gd.components_[0, 0]) > 0.99  # the x axis
+    assert gd.reconstruction_mse(X)[0] < 0.05 * pca_based.reconstruction_mse(X)[0]
+    from ppa_xr.core.leading import explained
+
+    Xc = X - X.mean(0)
+    assert explained(gd.components_[0], Xc, 2)[0] >= explained(pca_based.components_[0], Xc, 2)[0]
+
+
+def test_gd_models_save_and_load(tmp_path):
+    import ppa_xr
+
+    X = curved_sample(1500, d=4)
+    model = PPA(leading="gd", random_state=0).fit(X)
+    loaded = ppa_xr.load_model(model.save(tmp_path / "gd.nc"))
+    assert loaded.leading == "gd"
+    np.testing.assert_array_equal(loaded.transform(X), model.transform(X))

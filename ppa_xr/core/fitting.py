@@ -4,8 +4,8 @@ On the centred sample, for each step ``p`` on the residual ``X_{p-1}`` (n x m),
 :func:`fit_step` does:
 
 1. ``e_p`` = leading vector of the residual (pluggable strategy, see
-   :data:`LEADING_VECTORS`; it gets the residual covariance ``S_{p-1}`` and the
-   residual itself), ``E_p`` any orthonormal complement (the error does not
+   :data:`LEADING_VECTORS` and :mod:`ppa_xr.core.leading`: PCA or PPA-GD; it
+   gets the residual covariance ``S_{p-1}`` and the residual itself), ``E_p`` any orthonormal complement (the error does not
    depend on it, paper Property 1; we use a Householder reflection, so
    ``X E_p`` costs O(nm) instead of O(nm^2));
 2. ``alpha = X_{p-1} e_p``, ``Y = X_{p-1} E_p``;
@@ -31,12 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 import scipy.linalg
 
 from . import basis
+from .leading import gd_leading_vector, pca_leading_vector
 from .params import PPAParams
 
 #: a curved step must beat the lowest candidate degree on held-out data by
@@ -50,14 +51,9 @@ SIGNIFICANCE = 1.0
 PSEUDO_GROUPS = 100
 
 
-def pca_leading_vector(cov: np.ndarray, resid: np.ndarray | None = None) -> np.ndarray:
-    """The PCA-based solution: the leading eigenvector of the residual covariance."""
-    m = cov.shape[0]
-    return scipy.linalg.eigh(cov, subset_by_index=(m - 1, m - 1), check_finite=False)[1][:, 0]
-
-
 LeadingVector = Callable[[np.ndarray, np.ndarray], np.ndarray]
-LEADING_VECTORS: dict[str, LeadingVector] = {"pca": pca_leading_vector}
+#: leading-vector strategies by name (see :mod:`ppa_xr.core.leading`)
+LEADING_VECTORS: dict[str, LeadingVector] = {"pca": pca_leading_vector, "gd": gd_leading_vector}
 
 
 def candidate_degrees(degree: int | Sequence[int]) -> list[int]:
@@ -339,6 +335,28 @@ def _block_leads(res: Residual, strategy: LeadingVector, size: int, floor: float
     return leads * np.sign(leads[np.argmax(np.abs(leads), axis=0), np.arange(leads.shape[1])])
 
 
+def _held_out_cost(resid: np.ndarray, e: np.ndarray, degree: int, folds: Folds, tiny: float) -> float:
+    """Cross-validated error of a step along ``e`` with a degree-``degree`` polynomial, ``sum ||X_i - B_i W||^2``
+    over held-out groups, up to the same constant for every ``e`` (it regresses the whole residual on ``B``)."""
+    designs, _, scales = _designs((resid @ e)[None], degree, tiny)
+    if scales[0] == 0:
+        return np.inf
+    gram, cross = _group_grams(designs, resid, folds.bounds)
+    return float(CrossValidation(gram[:, 0], cross[:, 0], np.eye(resid.shape[1]), folds).held_out(degree).sum())
+
+
+def _validated_leads(res: Residual, strategy: LeadingVector, degree: int, folds: Folds | None, tiny: float) -> np.ndarray:
+    """A searched leading vector (PPA-GD), kept only where it beats the PCA one on held-out groups:
+    the search maximises the fit on every row, so only held-out rows can vouch for it."""
+    searched = _block_leads(res, strategy, 1, 0.0)
+    if folds is None:
+        return searched
+    pca = _block_leads(res, pca_leading_vector, 1, 0.0)
+    resid = res.sample()
+    costs = [_held_out_cost(resid, res.frame.T @ lead[:, 0], degree, folds, tiny) for lead in (searched, pca)]
+    return searched if costs[0] < costs[1] else pca
+
+
 def fit_params(
     X: np.ndarray,
     degrees: Sequence[int],
@@ -360,8 +378,10 @@ def fit_params(
     correction changes the residual) and the next one doubles while steps
     stay straight.
     """
-    strategy = LEADING_VECTORS[leading] if isinstance(leading, str) else leading
     degrees = candidate_degrees(degrees)
+    strategy = LEADING_VECTORS[leading] if isinstance(leading, str) else leading
+    if strategy is gd_leading_vector:  # PPA-GD optimises the error after the highest candidate polynomial
+        strategy = partial(gd_leading_vector, degree=max(degrees))
     n, d = X.shape
     rng = np.random.default_rng() if rng is None else rng
     folds, order = Folds.make(groups, n, n_folds, rng) if len(degrees) > 1 else (None, np.arange(n))
@@ -374,8 +394,14 @@ def fit_params(
     reference = np.trace(cov)
     tiny = 1e-12 * np.sqrt(max(reference, np.finfo(float).tiny))
     steps, frames, size = [], [], 1
+    total = np.trace(cov)
     while len(steps) < d - 1:
-        leads = _block_leads(res, strategy, min(size, d - 1 - len(steps)), 1e-6 * reference)
+        # a residual at float64 rounding (below 1e-9 of the sample's energy) has no direction worth searching
+        if isinstance(strategy, partial) and np.trace(res.cov) > 1e-9 * total:  # PPA-GD
+            leads = _validated_leads(res, strategy, max(degrees), folds, tiny)
+        else:  # below 1e-9 of the sample's energy a residual is float64 rounding: no direction worth searching
+            chooser = pca_leading_vector if isinstance(strategy, partial) else strategy
+            leads = _block_leads(res, chooser, min(size, d - 1 - len(steps)), 1e-6 * reference)
         alphas = leads.T @ res.Z.T  # (b, n); straight steps do not change Z: these hold for the whole block
         designs, centers, scales = _designs(alphas, max(degrees), tiny)
         gram, cross = _group_grams(designs, res.Z, bounds) if max(degrees) > 1 else (None, None)
