@@ -120,3 +120,50 @@ def metric(model: PPA, X) -> np.ndarray:
     J = model.jacobian(X)
     variance = np.maximum(model.explained_variance_, np.finfo(float).tiny)
     return np.einsum("nki,k,nkj->nij", J, 1 / variance, J)
+
+
+def principal_grid(model: PPA, n_components: int = 1, points: int = 25, spread: float = 2.0) -> np.ndarray:
+    """The principal curve (1), surface (2) or volume (3) in input space -> (points,) * k + (d,).
+
+    A uniform grid over the first ``k`` components, each from ``-spread`` to
+    ``+spread`` standard deviations of the fitting sample, with the other
+    components at their mean (0), mapped back by the truncated inverse
+    (docs/method.md): the curve, surface or volume PPA's first features trace
+    through the data.
+    """
+    check_is_fitted(model)
+    k = int(n_components)
+    if not 1 <= k <= min(3, model.n_features_in_):
+        raise ValueError(f"n_components must be 1, 2 or 3 (at most d), got {n_components!r}")
+    axes = [np.linspace(-spread, spread, points) * np.sqrt(model.explained_variance_[q]) for q in range(k)]
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, k)
+    values = model.inverse_transform(grid / np.sqrt(model.explained_variance_[:k]) if model.whiten else grid)
+    return values.reshape((points,) * k + (model.n_features_in_,))
+
+
+def plot_principal_curves(model: PPA, X, pairs=((0, 1),), labels=None, max_points: int = 5000, **figure_kwargs):
+    """Scatter of the data over chosen pairs of input dimensions, with PPA's first curve and its 2-D grid.
+
+    ``X``: the data (a table, or sampled pixels, e.g. ``cube.ppa.sample()``);
+    ``pairs``: (i, j) input dimensions per panel; ``labels``: names of the
+    input dimensions. Needs matplotlib (``ppa_xr[plot]``); returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    X = np.asarray(X, dtype=np.float64)
+    labels = list(labels) if labels is not None else [f"feature {i}" for i in range(X.shape[1])]
+    shown = X[np.random.default_rng(0).permutation(len(X))[:max_points]]
+    curve = principal_grid(model, 1, points=200)
+    surface = principal_grid(model, 2, points=11) if model.n_features_in_ > 2 else None
+    fig, axes = plt.subplots(1, len(pairs), figsize=figure_kwargs.pop("figsize", (5 * len(pairs), 4.5)), squeeze=False, **figure_kwargs)
+    for ax, (i, j) in zip(axes[0], pairs):
+        ax.scatter(shown[:, i], shown[:, j], s=2, alpha=0.3, color="0.5", label="data")
+        if surface is not None:
+            for line in (*surface, *np.swapaxes(surface, 0, 1)):
+                ax.plot(line[:, i], line[:, j], color="tab:blue", lw=0.6, alpha=0.7)
+        ax.plot(curve[:, i], curve[:, j], color="tab:red", lw=2, label="first curvilinear feature")
+        ax.set_xlabel(labels[i])
+        ax.set_ylabel(labels[j])
+    axes[0, 0].legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -130,3 +130,41 @@ def test_gd_models_save_and_load(tmp_path):
     loaded = ppa_xr.load_model(model.save(tmp_path / "gd.nc"))
     assert loaded.leading == "gd"
     np.testing.assert_array_equal(loaded.transform(X), model.transform(X))
+
+
+# --------------------------------------------------------------------------- principal curves and the examples
+def test_principal_curve_follows_a_parabola():
+    from ppa_xr.geometry import principal_grid
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, 3000)
+    X = np.column_stack([x, 0.5 * x**2 + 0.02 * rng.normal(size=3000)])
+    model = PPA(degree=2, random_state=0).fit(X)
+    curve = principal_grid(model, 1, points=50)
+    assert curve.shape == (50, 2)
+    inside = np.abs(curve[:, 0]) <= 1  # +-2 sd reaches past the data, where the clamp tail holds the curve flat
+    assert inside.sum() > 35
+    np.testing.assert_allclose(curve[inside, 1], 0.5 * curve[inside, 0] ** 2, atol=0.01)
+    assert principal_grid(PPA(degree=2).fit(curved_sample(2000, d=4)), 3, points=5).shape == (5, 5, 5, 4)
+    with pytest.raises(ValueError, match="n_components must be 1, 2 or 3"):
+        principal_grid(model, 4)
+
+
+def _example(name):
+    path = Path(__file__).parents[1] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_principal_curves_example_draws_table_and_scene(tmp_path):
+    paths = _example("principal_curves").main(["--output-dir", str(tmp_path)])
+    assert [p.name for p in paths] == ["principal_curves_magic.png", "principal_curves_landsat.png"]
+    assert all(p.stat().st_size > 30_000 for p in paths)
+
+
+def test_random_helices_in_4d():
+    theory, estimated = _example("helix_curvatures").random_helices(3)
+    np.testing.assert_allclose(estimated[:, :2], theory[:, :2], rtol=0.02)
+    np.testing.assert_allclose(estimated[:, 2], 0.0, atol=0.01)  # chi_3 = 0 in 4-d
