@@ -168,3 +168,10 @@ def test_random_helices_in_4d():
     theory, estimated = _example("helix_curvatures").random_helices(3)
     np.testing.assert_allclose(estimated[:, :2], theory[:, :2], rtol=0.02)
     np.testing.assert_allclose(estimated[:, 2], 0.0, atol=0.01)  # chi_3 = 0 in 4-d
+
+
+def test_noisy_helix_within_10_percent():
+    """Noise 0.1: the curvature's mean and the torsion's median (a ratio of derivatives, heavy-tailed) within 10%."""
+    chi = _example("helix_curvatures").estimate(helix(2000, 0.1, 1))
+    assert chi[:, 0].mean() == pytest.approx(A / (A**2 + B**2), rel=0.10)
+    assert np.median(chi[:, 1]) == pytest.approx(B / (A**2 + B**2), rel=0.10)
