@@ -14,7 +14,7 @@ half of the training data) and PCA are fitted on the training half.
 
 Both are averaged over the realisations of the split.
 
-    python examples/paper_tables.py                 # full: 10 realisations, plots in ./paper_tables/
+    python examples/paper_tables.py                 # full: 10 realisations, plots in ./paper_tables/ (--output-dir to choose)
     python examples/paper_tables.py --fast          # quick check (as run by the tests)
 """
 
@@ -110,14 +110,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fast", action="store_true", help="2 realisations, at most 4000 rows per table")
     parser.add_argument("--realisations", type=int)
-    parser.add_argument("--plots", default="paper_tables", help="directory for the plots ('' for none)")
+    parser.add_argument("--output-dir", default="paper_tables", help="directory for the plots ('' for none)")
     args = parser.parse_args()
     realisations = args.realisations or (2 if args.fast else 10)
     results = run(realisations, 4000 if args.fast else None)
     print(f"{realisations} realisations{' (fast mode)' if args.fast else ''}\n")
     print_tables(results)
-    if args.plots:
-        print(f"\nplot: {plot(results, Path(args.plots))}")
+    if args.output_dir:
+        print(f"\nplot: {plot(results, Path(args.output_dir))}")
 
 
 if __name__ == "__main__":

@@ -17,11 +17,11 @@ class _PPAAccessor:
     def __init__(self, obj: xr.DataArray | xr.Dataset) -> None:
         self._obj = obj
 
-    def fit(self, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None, **ppa_params: Any) -> PPA:
+    def fit(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None, **ppa_params: Any) -> PPA:
         """Fit PPA on a random sample of valid pixels; see :func:`ppa_xr.xarray_ops.fit`."""
         return xarray_ops.fit(self._obj, dim, n_samples, random_state, **ppa_params)
 
-    def sample(self, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None, return_groups: bool = False):
+    def sample(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None, return_groups: bool = False):
         """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.xarray_ops.sample_valid_pixels`."""
         return xarray_ops.sample_valid_pixels(self._obj, dim, n_samples, random_state, return_groups)
 

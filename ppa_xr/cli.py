@@ -29,6 +29,22 @@ RASTER_SUFFIXES = (".tif", ".tiff", ".vrt", ".jp2")
 OUTPUT_SUFFIXES = (".tif", ".tiff", ".nc", ".zarr")
 
 
+def _cube(args: argparse.Namespace, model: PPA | None = None) -> xr.DataArray | xr.Dataset:
+    """The input cube with the band labels the options ask for (``--bands``, ``--match-bands position``)."""
+    cube = _open(args.inputs, args.chunks, args.variable)
+    bands, dim = getattr(args, "bands", None), (model.feature_dim_ if model is not None and model.feature_dim_ else getattr(args, "dim", "band"))
+    if isinstance(cube, xr.DataArray) and dim in cube.dims:
+        if bands:
+            if len(bands) != cube.sizes[dim]:
+                raise ValueError(f"--bands names {len(bands)} bands, the input has {cube.sizes[dim]}")
+            cube = cube.assign_coords({dim: bands})
+        elif model is not None and args.match_bands == "position" and model.feature_labels_ is not None:
+            if cube.sizes[dim] != model.n_features_in_:
+                raise ValueError(f"--match-bands position: the model has {model.n_features_in_} bands, the input {cube.sizes[dim]}")
+            cube = cube.assign_coords({dim: model.feature_labels_})
+    return cube
+
+
 def _open(paths: list[str], chunks: int, variable: str | None) -> xr.DataArray | xr.Dataset:
     """A raster (GeoTIFF, via rioxarray), a stack of single-band rasters, or a netCDF / zarr dataset, opened lazily."""
     for path in paths:
@@ -65,7 +81,9 @@ def _write(da: xr.DataArray, path: Path) -> None:
 
     def write(tmp: Path) -> None:
         if path.suffix.lower() in (".tif", ".tiff"):
-            da.rio.to_raster(tmp, lock=threading.Lock(), tiled=True, compress="deflate", driver="GTiff")
+            bands = da[da.dims[0]].values  # band descriptions: component numbers, or the input's band names
+            names = [f"PPA component {v}" for v in bands] if da.dims[0] == "component" else [str(v) for v in bands]
+            da.assign_attrs(long_name=tuple(names)).rio.to_raster(tmp, lock=threading.Lock(), tiled=True, compress="deflate", driver="GTiff")
         elif path.suffix == ".zarr":
             da.to_dataset(name=da.name or "data").to_zarr(tmp, mode="w-")
         else:
@@ -76,11 +94,11 @@ def _write(da: xr.DataArray, path: Path) -> None:
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     model_path = model_io.check_path(args.model, None, args.overwrite, inputs=args.inputs)
-    cube = _open(args.inputs, args.chunks, args.variable)
+    cube = _cube(args)
     degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)
     model = cube.ppa.fit(dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails)
     model.save(model_path, overwrite=args.overwrite)
-    print(f"fitted PPA on sampled pixels x {model.n_features_in_} features; degrees {model.degrees_.tolist()}")
+    print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))}; degrees {model.degrees_.tolist()}")
     print(f"saved {model_path}")
     return 0
 
@@ -88,7 +106,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 def _cmd_transform(args: argparse.Namespace) -> int:
     output = _output(args, args.output)
     model = load_model(args.model)
-    scores = _open(args.inputs, args.chunks, args.variable).ppa.transform(model, n_components=args.n_components)
+    scores = _cube(args, model).ppa.transform(model, n_components=args.n_components)
     _write(scores, output)
     print(f"wrote {output}: {dict(scores.sizes)}")
     return 0
@@ -127,7 +145,7 @@ def _error_table(cube: xr.DataArray, models: dict[str, PPA], ks: range) -> None:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     model = load_model(args.model)
-    cube = _open(args.inputs, args.chunks, args.variable)
+    cube = _cube(args, model)
     print(f"reconstruction error over the whole cube, PPA (degrees {model.degrees_.tolist()}) vs the PCA of its fitting sample")
     _error_table(cube, {"PPA": model, "PCA": model.pca_}, range(1, model.n_features_in_))
     return 0
@@ -174,7 +192,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="ppa-xr", description="Principal Polynomial Analysis for raster cubes")
+    parser = _Parser(prog="ppa-xr", description="Principal Polynomial Analysis for raster cubes", epilog=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, func, help: str, io: tuple[str, ...], reads: bool = True) -> argparse.ArgumentParser:
@@ -184,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         if reads:
             p.add_argument("--chunks", type=_positive, default=1024, help="x/y chunk size in pixels (default 1024)")
             p.add_argument("--variable", help="data variable of a netCDF/zarr input (default: all variables are bands)")
+        if name in ("fit", "transform", "report"):
+            p.add_argument("--bands", nargs="+", metavar="NAME", help="names of the input's bands, in order (default: the "
+                           "file's band descriptions, or the _B<n> suffix of one-band files)")
+        if name in ("transform", "report"):
+            p.add_argument("--match-bands", choices=["label", "position"], default="label",
+                           help="match the input's bands to the model's by label (default) or by position")
         if name != "report":
             p.add_argument("--overwrite", action="store_true", help="replace existing outputs (never an input)")
         p.set_defaults(func=func)
@@ -191,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     fit = command("fit", _cmd_fit, "fit a model on sampled pixels", ("inputs", "model"))
     fit.add_argument("--dim", default="band", help="the band/feature dimension (default band)")
-    fit.add_argument("--n-samples", type=_positive, default=200_000, help="pixels sampled for the fit (default 200000)")
+    fit.add_argument("--n-samples", type=_positive, help="pixels sampled for the fit (default: up to 200000)")
     fit.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="polynomial degree, or candidates (default 1 2 3 4 5)")
     fit.add_argument("--tails", default="clamp", choices=["clamp", "linear", "polynomial"], help="beyond the fitted range (default clamp)")
     fit.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")

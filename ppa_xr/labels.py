@@ -25,13 +25,15 @@ class FeatureLabels:
     """The feature dimension ``dim``, its ``labels`` (None: by position) and other per-feature coordinates.
 
     ``levels`` names the levels when the labels are tuples of a stacked
-    (MultiIndex) dimension, as in EOF analysis with grid cells as features.
+    (MultiIndex) dimension, as in EOF analysis with grid cells as features;
+    ``variables``: the features were a Dataset's data variables.
     """
 
     dim: Hashable
     labels: np.ndarray | None = None
     coords: dict[str, np.ndarray] = field(default_factory=dict)
     levels: tuple[str, ...] | None = None
+    variables: bool = False
 
     def __post_init__(self) -> None:
         if self.labels is not None and (dups := _duplicates(self.labels)):
@@ -41,10 +43,10 @@ class FeatureLabels:
             )
 
     @classmethod
-    def of(cls, da: xr.DataArray, dim: Hashable) -> FeatureLabels:
+    def of(cls, da: xr.DataArray, dim: Hashable, variables: bool = False) -> FeatureLabels:
         """The labels of ``da`` along ``dim`` (refusing repeated labels)."""
         if dim not in da.coords:
-            return cls(dim)
+            return cls(dim, variables=variables)
         index = da.indexes.get(dim)
         levels = tuple(str(n) for n in index.names) if isinstance(index, pd.MultiIndex) else None
         level_names = set(index.names) if levels else set()
@@ -52,7 +54,10 @@ class FeatureLabels:
             str(name): coord.values for name, coord in da.coords.items()
             if coord.dims == (dim,) and name != dim and name not in level_names
         }
-        return cls(dim, np.asarray(da[dim].values), coords, levels)
+        return cls(dim, np.asarray(da[dim].values), coords, levels, variables)
+
+    def renamed(self, dim: Hashable) -> FeatureLabels:
+        return FeatureLabels(dim, self.labels, self.coords, self.levels, self.variables)
 
     def select(self, da: xr.DataArray, n_features: int) -> xr.DataArray:
         """``da``'s features in the fitted order: reordered by label, or refused with what is missing or extra."""
@@ -65,8 +70,8 @@ class FeatureLabels:
                 if missing or extra:
                     raise ValueError(
                         f"the model was fitted on the {n_features} features {want} along {self.dim!r}, the cube has {have} "
-                        f"({missing} missing, {extra} not in the model); select the model's features, "
-                        f"e.g. cube.sel({self.dim}={want})"
+                        f"({missing} missing, {extra} not in the model); select the model's features "
+                        f"(Python: cube.sel({self.dim}={want}); command line: --bands NAME ... or --match-bands position)"
                     )
                 da = da.isel({self.dim: [have.index(label) for label in want]})  # same features, another order
         if da.sizes[self.dim] != n_features:

@@ -290,6 +290,18 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         X = self._check_input(X)
         return np.mean(kernels.error_curve(X, self.params_), axis=0)
 
+    def __repr__(self, N_CHAR_MAX: int = 700) -> str:
+        """scikit-learn's repr of the parameters, and for a fitted model what it holds."""
+        text = super().__repr__(N_CHAR_MAX)
+        if not hasattr(self, "params_"):
+            return text
+        labels = self.feature_labels_
+        names = ", ".join(map(str, labels[:8])) + (", ..." if len(labels) > 8 else "") if labels is not None else "unlabelled"
+        degrees = ", ".join(map(str, self.degrees_[:12])) + (", ..." if len(self.degrees_) > 12 else "")
+        size = f", fitted on {self.sample_.size} sampled pixels" if self.sample_ is not None else ""
+        return (f"{text}\n  d = {self.n_features_in_} features ({names}), degrees per step [{degrees}], "
+                f"tails {self.tails!r}{size}")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False

@@ -83,6 +83,7 @@ def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels 
         "estimator_params": json.dumps(init),
         "feature_dim": str(features.dim) if features else "",
         "feature_levels": json.dumps(list(features.levels)) if features and features.levels else "",
+        "feature_variables": int(bool(features and features.variables)),
         "fit_sample": json.dumps(dataclasses.asdict(sample)) if sample is not None else "",
         "title": "Principal Polynomial Analysis model (ppa_xr)",
     }
@@ -159,7 +160,7 @@ def _features(ds: xr.Dataset) -> FeatureLabels | None:
     else:
         labels = ds["feature"].values if "feature" in ds.coords else None
     coords = {str(name)[len(_COORD):]: ds[name].values for name in ds.variables if str(name).startswith(_COORD)}
-    return FeatureLabels(dim, labels, coords, levels)
+    return FeatureLabels(dim, labels, coords, levels, bool(ds.attrs.get("feature_variables", 0)))
 
 
 def _check(params: PPAParams, source: str) -> None:

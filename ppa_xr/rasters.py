@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 
@@ -15,7 +16,8 @@ def open_band_stack(
 ) -> xr.DataArray:
     """Stack single-band rasters (one GeoTIFF per band, as Landsat ships) into a ``(band, y, x)`` cube.
 
-    ``bands`` labels the bands (default: the file names without suffix);
+    ``bands`` labels the bands (default: :func:`band_name` of each file, so
+    ``LC08_TEST_B4.TIF`` and ``LC08_OTHER_B4.TIF`` are both ``B4``);
     ``chunks`` and ``masked`` go to :func:`rioxarray.open_rasterio`. Every file
     must have one band and the same grid (shape, CRS and transform). When the
     files declare different nodata values, each band's own nodata becomes NaN
@@ -24,7 +26,7 @@ def open_band_stack(
     import rioxarray
 
     paths = [Path(p) for p in paths]
-    bands = [p.stem for p in paths] if bands is None else list(bands)
+    bands = [band_name(p) for p in paths] if bands is None else list(bands)
     if len(bands) != len(paths) or not paths:
         raise ValueError(f"need one label per file, got {len(bands)} labels for {len(paths)} files")
     resolved = [p.resolve() for p in paths]
@@ -48,6 +50,14 @@ def open_band_stack(
     cube = xr.concat([layer.squeeze("band", drop=True) for layer in layers], dim="band", combine_attrs="drop_conflicts")
     cube = cube.assign_coords(band=bands)
     return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
+
+
+def band_name(path: str | os.PathLike) -> str:
+    """A band's name from its file name: the ``_B<n>`` suffix that Landsat and Sentinel-2 files end with
+    (``LC08_L2SP_..._SR_B4.TIF`` -> ``B4``, ``T32TQM_..._B8A.jp2`` -> ``B8A``), else the whole stem."""
+    stem = Path(path).stem
+    match = re.search(r"_(B\d+[A-Z]?)$", stem, flags=re.IGNORECASE)
+    return match.group(1).upper() if match else stem
 
 
 def _masked(layer: xr.DataArray, dtype: np.dtype) -> xr.DataArray:

@@ -59,7 +59,25 @@ def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray
             f"the cube has no dimension {dim!r} (its dims are {tuple(obj.dims)}); pass dim= naming the band/feature "
             f"dimension, or rename yours, e.g. cube.rename({{'bands': {dim!r}}})"
         )
-    return _masked_float(obj)
+    return _masked_float(described_bands(obj, dim))
+
+
+def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
+    """Bands labelled by the file's band descriptions where rioxarray left its default labels 1..n.
+
+    ``rioxarray.open_rasterio`` numbers the bands 1..n and keeps the
+    descriptions (e.g. ``B1 .. B11``) in ``long_name``; the same scene opened
+    another way (``open_landsat8_sample``, a band stack, a Dataset) is
+    labelled by name. Using the descriptions makes a model fitted either way
+    apply to the other.
+    """
+    names = da.attrs.get("long_name")
+    n = da.sizes[dim]
+    default = dim in da.coords and np.array_equal(da[dim].values, np.arange(1, n + 1))
+    if default and isinstance(names, (tuple, list)) and len(names) == n and len({str(v) for v in names}) == n:
+        da = da.assign_coords({dim: [str(v) for v in names]})
+        da.attrs = {k: v for k, v in da.attrs.items() if k != "long_name"}
+    return da
 
 
 def _masked_float(da: xr.DataArray) -> xr.DataArray:
@@ -93,7 +111,7 @@ def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | N
     """Features of ``obj`` in the order the model was fitted on, band dim as one chunk."""
     features = model.features_ or FeatureLabels(dim or "band")
     if dim is not None and dim != features.dim:
-        features = FeatureLabels(dim, features.labels, features.coords, features.levels)
+        features = features.renamed(dim)
     da = features.select(feature_array(obj, features.dim), model.n_features_in_)
     if da.dtype == np.float32 and model.degrees_.max() > FLOAT32_MAX_DEGREE:
         warnings.warn(
@@ -154,6 +172,8 @@ def map_kernel(
 
 
 # --------------------------------------------------------------------------- sampling
+#: pixels sampled when ``n_samples`` is not given
+DEFAULT_SAMPLES = 200_000
 #: spatial blocks a cube is cut into for the degree selection's grouped cross-validation
 N_BLOCKS = 100
 @dataclass(frozen=True)
@@ -217,7 +237,7 @@ def _merge_samples(a: tuple, b: tuple, n: int) -> tuple:
 
 
 def sample_valid_pixels(
-    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None,
+    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
     return_groups: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """A uniform random sample (without replacement) of valid pixels, as ``(n, d)``.
@@ -236,14 +256,18 @@ def sample_valid_pixels(
 
 
 def sample_features(
-    da: xr.DataArray, dim: Hashable, n_samples: int, random_state: int | None, exclude: PixelSample | None = None, seed: int | None = None
+    da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, exclude: PixelSample | None = None,
+    seed: int | None = None,
 ) -> Sample:
     """:func:`sample_valid_pixels` of a cube already prepared by :func:`feature_array`.
 
     ``exclude``: leave out the pixels of another sample of the same cube (e.g.
     a model's fitting sample), for held-out estimates; ``seed`` replaces the
     one drawn from ``random_state`` (to draw a recorded sample again).
+    ``n_samples=None``: up to :data:`DEFAULT_SAMPLES`, all valid pixels of a
+    smaller scene without a warning (an explicit larger request warns).
     """
+    requested, n_samples = n_samples, DEFAULT_SAMPLES if n_samples is None else n_samples
     if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
         raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
     layout = _Layout.of(da, dim)
@@ -267,15 +291,16 @@ def sample_features(
         keys, values, groups, count = dask.compute(parts[0])[0]
     if count == 0:
         raise ValueError("the cube has no valid pixel (every pixel has a NaN or nodata feature)")
-    if count < n_samples:
-        warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=4)
+    if requested is not None and count < requested:
+        warnings.warn(f"only {count} valid pixels (asked for n_samples={requested}); using all of them", UserWarning, stacklevel=4)
     order = np.argsort(keys, kind="stable")
     return Sample(values[order], groups[order], count, PixelSample(seed, int(keys.max()), len(keys), layout.shape))
 
 
 # --------------------------------------------------------------------------- maps
 def fit(
-    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int = 200_000, random_state: int | None = None, **ppa_params: Any
+    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
+    **ppa_params: Any,
 ) -> PPA:
     """Fit :class:`~ppa_xr.PPA` on a random sample of the valid pixels of a cube.
 
@@ -288,7 +313,7 @@ def fit(
     transforms can check and reorder bands by label; repeated labels are refused.
     """
     da = feature_array(obj, dim)
-    features = FeatureLabels.of(da, dim)
+    features = FeatureLabels.of(da, dim, variables=isinstance(obj, xr.Dataset))
     sample = sample_features(da, dim, n_samples, random_state)
     return PPA(random_state=random_state, **ppa_params).fit(sample.values, groups=sample.groups, features=features, sample=sample.drawn)
 
@@ -301,8 +326,9 @@ def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | No
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa"))
 
 
-def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray:
-    """Lazy map of ``k <= d`` components back to the fitted band dimension and labels."""
+def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
+    """Lazy map of ``k <= d`` components back to the fitted band dimension and labels
+    (a Dataset with one variable per feature when the model was fitted on a Dataset)."""
     if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
         raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
     k, d = scores.sizes[dim], model.n_features_in_
@@ -310,8 +336,8 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
         raise ValueError(f"{k} components given, the model has {d}")
     scores = _one_chunk_along(scores, dim)
     features = model.features_ or FeatureLabels("band")
-    out = map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", params=model.params_)
-    return features.attach(out.drop_vars(dim, errors="ignore"))
+    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", params=model.params_).drop_vars(dim, errors="ignore"))
+    return out.to_dataset(dim=features.dim) if features.variables else out
 
 
 def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:

@@ -99,7 +99,7 @@ def test_band_stack_equals_the_multiband_cube(tmp_path):
     assert stack.dims == ("band", "y", "x") and stack.chunks is not None
     np.testing.assert_array_equal(stack.values, cube.values)
     assert stack.rio.crs == cube.rio.crs and stack.rio.nodata == 0
-    assert list(ppa_xr.open_band_stack(paths[:2]).band.values) == ["L8_B1", "L8_B2"]
+    assert list(ppa_xr.open_band_stack(paths[:2]).band.values) == ["B1", "B2"]  # the _B<n> rule
 
 
 def test_band_stack_refuses_mismatched_files(tmp_path):

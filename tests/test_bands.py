@@ -1,0 +1,80 @@
+"""Band labels that travel: a model fitted through one way of opening a scene applies to the scene opened another way."""
+
+import warnings
+
+import numpy as np
+import pytest
+import rasterio
+import rioxarray
+import xarray as xr
+
+import ppa_xr
+from ppa_xr.cli import main
+from ppa_xr.datasets import landsat8_sample_path, open_landsat8_sample
+from ppa_xr.rasters import band_name
+
+
+def test_band_descriptions_label_a_raw_rioxarray_cube(landsat):
+    model = landsat.ppa.fit(n_samples=5000, random_state=0)
+    raw = rioxarray.open_rasterio(landsat8_sample_path())  # bands 1..10, descriptions B1..B11
+    np.testing.assert_array_equal(raw.ppa.transform(model).values, landsat.ppa.transform(model).values)
+    raw_model = raw.ppa.fit(n_samples=5000, random_state=0)
+    assert list(raw_model.feature_labels_) == list(landsat.band.values)
+    landsat.ppa.transform(raw_model)  # and the other way round
+
+
+@pytest.mark.parametrize("name, band", [("LC08_L2SP_044034_20210101_SR_B4.TIF", "B4"), ("T32TQM_20230101_B8A.jp2", "B8A"),
+                                        ("scene_b10.tif", "B10"), ("nir.tif", "nir")])
+def test_band_names_from_file_names(name, band):
+    assert band_name(name) == band
+
+
+def test_default_sample_size_is_silent_on_small_scenes(landsat):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = landsat.ppa.fit(random_state=0)  # 102,400 pixels, fewer than the default 200,000
+    assert model.sample_.size == 320 * 320
+    with pytest.warns(UserWarning, match="asked for n_samples=500000"):
+        landsat.ppa.fit(n_samples=500_000, random_state=0)
+
+
+def test_dataset_in_dataset_out(landsat):
+    ds = landsat.drop_vars("wavelength").to_dataset(dim="band")
+    model = ds.ppa.fit(n_samples=5000, random_state=0)
+    back = ds.ppa.transform(model).ppa.inverse_transform(model)
+    assert isinstance(back, xr.Dataset) and list(back.data_vars) == list(ds.data_vars)
+    np.testing.assert_allclose(back["B4"].values, ds["B4"].values, rtol=1e-3)
+
+
+def test_cli_band_stacks_travel_between_scenes_and_outputs_describe_bands(tmp_path, capsys):
+    cube = open_landsat8_sample()
+    for scene in ("LC08_TEST", "LC08_OTHER"):
+        for band in ("B2", "B3", "B4", "B5"):
+            cube.sel(band=[band]).drop_vars("wavelength").rio.to_raster(tmp_path / f"{scene}_{band}.TIF")
+    files = lambda scene: [str(tmp_path / f"{scene}_{b}.TIF") for b in ("B2", "B3", "B4", "B5")]  # noqa: E731
+    assert main(["fit", *files("LC08_TEST"), str(tmp_path / "m.nc")]) == 0
+    assert "fitted PPA on 102400 sampled pixels x 4 bands ['B2', 'B3', 'B4', 'B5']" in capsys.readouterr().out
+    assert main(["transform", *files("LC08_OTHER"), str(tmp_path / "m.nc"), str(tmp_path / "c.tif")]) == 0
+    with rasterio.open(tmp_path / "c.tif") as src:
+        assert src.descriptions == ("PPA component 1", "PPA component 2", "PPA component 3", "PPA component 4")
+    assert main(["inverse", str(tmp_path / "c.tif"), str(tmp_path / "m.nc"), str(tmp_path / "back.tif")]) == 0
+    with rasterio.open(tmp_path / "back.tif") as src:
+        assert src.descriptions == ("B2", "B3", "B4", "B5")
+    renamed = tmp_path / "other.tif"
+    cube.sel(band=["B2", "B3", "B4", "B5"]).drop_vars("wavelength").assign_coords(band=[1, 2, 3, 4]).rio.to_raster(renamed)
+    assert main(["transform", str(renamed), str(tmp_path / "m.nc"), str(tmp_path / "d.tif")]) == 2
+    assert "--match-bands position" in capsys.readouterr().err  # the CLI suggests CLI flags
+    assert main(["transform", str(renamed), str(tmp_path / "m.nc"), str(tmp_path / "d.tif"), "--match-bands", "position"]) == 0
+    assert main(["transform", str(renamed), str(tmp_path / "m.nc"), str(tmp_path / "e.tif"), "--bands", "B2", "B3", "B4", "B5"]) == 0
+    assert main(["transform", str(renamed), str(tmp_path / "m.nc"), str(tmp_path / "f.tif"), "--bands", "B2"]) == 2
+    assert "--bands names 1 bands, the input has 4" in capsys.readouterr().err
+    np.testing.assert_allclose(xr.open_dataarray(tmp_path / "d.tif").values, xr.open_dataarray(tmp_path / "e.tif").values)
+    assert ppa_xr.load_model(tmp_path / "m.nc").features_.labels.tolist() == ["B2", "B3", "B4", "B5"]
+
+
+def test_fitted_repr_says_what_the_model_holds(landsat):
+    model = landsat.ppa.fit(n_samples=3000, random_state=0)
+    text = repr(model)
+    assert text.startswith("PPA(") and "d = 10 features (B1, B2, B3, B4, B5, B6, B7, B9, ...)" in text
+    assert "tails 'clamp'" in text and "fitted on 3000 sampled pixels" in text and "degrees per step [" in text
+    assert repr(ppa_xr.PPA(degree=2)) == "PPA(degree=2)"
