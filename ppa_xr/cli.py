@@ -4,7 +4,7 @@
     ppa-xr fit LC08_B1.TIF LC08_B2.TIF ... LC08_B7.TIF model.nc     # one file per band
     ppa-xr transform scene.tif model.nc components.tif --n-components 3
     ppa-xr inverse components.tif model.nc reconstruction.tif
-    ppa-xr report scene.tif model.nc
+    ppa-xr report scene.tif model.nc report/          # report.md, report.png, report_maps.nc
     ppa-xr demo                       # everything above on the bundled Landsat 8 sample
 """
 
@@ -144,10 +144,25 @@ def _error_table(cube: xr.DataArray, models: dict[str, PPA], ks: range) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from .information import information_report, plot_report, summary_table
+
+    folder = Path(args.output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"the report folder {folder} is a file; name a directory")
+    folder.mkdir(parents=True, exist_ok=True)
+    outputs = [check_output(folder / name, (Path(name).suffix,), overwrite=args.overwrite) for name in ("report.md", "report.png", "report_maps.nc")]
     model = load_model(args.model)
     cube = _cube(args, model)
-    print(f"reconstruction error over the whole cube, PPA (degrees {model.degrees_.tolist()}) vs the PCA of its fitting sample")
-    _error_table(cube, {"PPA": model, "PCA": model.pca_}, range(1, model.n_features_in_))
+    k = args.n_components or min(3, model.n_features_in_ - 1)
+    print(f"report on {dict(cube.sizes)}, {k} components kept; PPA (degrees {model.degrees_.tolist()}) vs the PCA of its fitting sample", file=sys.stderr)
+    report = information_report(cube, model, n_components=k).compute()
+    summary = summary_table(report)
+    replace_atomically(outputs[0], lambda tmp: tmp.write_text(f"# PPA report: {' '.join(args.inputs)}\n\n{report.attrs['estimated_on']}\n\n{summary}\n"))
+    replace_atomically(outputs[1], lambda tmp: plot_report(report).savefig(tmp, dpi=100, format="png"))
+    maps = report[[name for name in report.data_vars if report[name].ndim >= 2]]
+    replace_atomically(outputs[2], lambda tmp: maps.to_netcdf(tmp, engine="h5netcdf"))
+    print(summary)
+    print(f"wrote {', '.join(map(str, outputs))}")
     return 0
 
 
@@ -209,8 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         if name in ("transform", "report"):
             p.add_argument("--match-bands", choices=["label", "position"], default="label",
                            help="match the input's bands to the model's by label (default) or by position")
-        if name != "report":
-            p.add_argument("--overwrite", action="store_true", help="replace existing outputs (never an input)")
+        p.add_argument("--overwrite", action="store_true", help="replace existing outputs (never an input)")
         p.set_defaults(func=func)
         return p
 
@@ -224,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         "--n-components", type=_positive, help="components to write (default: all)"
     )
     command("inverse", _cmd_inverse, "cube back from components", ("inputs", "model", "output"))
-    command("report", _cmd_report, "PPA vs PCA reconstruction error", ("inputs", "model"))
+    command("report", _cmd_report, "PPA vs PCA: redundancy and error maps, summary and figure into a folder",
+            ("inputs", "model", "output_dir")).add_argument("--n-components", type=_positive, help="components kept for the error maps (default 3)")
     demo = command("demo", _cmd_demo, "the whole workflow on the bundled Landsat 8 sample", (), reads=False)
     demo.add_argument("--n-samples", type=_positive, default=50_000, help="pixels sampled for the fit (default 50000)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")

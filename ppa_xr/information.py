@@ -367,28 +367,44 @@ def summary_table(report: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
-def plot_report(report: xr.Dataset, **figure_kwargs: Any):
-    """Maps (pointwise reduction, reconstruction error; PPA beside PCA on one colour scale) and
-    per-component curves (marginal entropy; reconstruction MSE for k = 1..d-1)."""
+def _map_axes(ax, title: str) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_title(title, fontsize=9, pad=14)
+    ax.set_aspect("equal")
+    ax.xaxis.set_major_locator(MaxNLocator(3))
+    ax.yaxis.set_major_locator(MaxNLocator(4))
+    ax.tick_params(labelsize=7)
+
+
+def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: Any):
+    """The report as a figure: maps of the redundancy removed per pixel and of the squared error (PPA beside
+    PCA on one colour scale, and PPA minus PCA, where blue is PPA better), with their coordinates and units,
+    and the per-component curves (marginal entropy; error per pixel for k = 1..d-1)."""
     import matplotlib.pyplot as plt
 
     k = int(report.attrs["n_components"])
     spatial = report["mi_reduction_ppa"].ndim == 2
-    fig = plt.figure(figsize=figure_kwargs.pop("figsize", (14, 7.5) if spatial else (12, 4)), **figure_kwargs)
-    grid = fig.add_gridspec(2 if spatial else 1, 4)
+    fig = plt.figure(figsize=figure_kwargs.pop("figsize", (17, 8.5) if spatial else (12, 4.5)), **figure_kwargs)
+    grid = fig.add_gridspec(2 if spatial else 1, 5 if spatial else 4)
     if spatial:
-        for i, (stem, title) in enumerate((("mi_reduction", "Delta_i (bits)"), ("error", f"squared error, k = {k}"))):
+        unit = report["error_ppa"].attrs.get("units", "squared input units")
+        panels = (("mi_reduction", "redundancy removed\nper pixel", "bit"), ("error", f"squared error,\n{k} components kept", unit))
+        for i, (stem, label, units) in enumerate(panels):
             pair = [report[f"{stem}_{m}"] for m in ("ppa", "pca")]
             low, high = np.nanpercentile(np.concatenate([a.values.ravel() for a in pair]), [2, 98])
             for j, (method, data) in enumerate(zip(("PPA", "PCA"), pair)):
                 ax = fig.add_subplot(grid[0, 2 * i + j])
-                data.plot(ax=ax, vmin=low, vmax=high, add_labels=False, cbar_kwargs={"shrink": 0.8})
-                ax.set_title(f"{title}, {method}", fontsize=9)
-                ax.set_aspect("equal")
-                ax.set_xticks([])
-                ax.set_yticks([])
+                data.plot(ax=ax, vmin=low, vmax=high, cbar_kwargs={"shrink": 0.75, "label": units})
+                _map_axes(ax, f"{label}, {method}")
+        difference = report["error_ppa"] - report["error_pca"]
+        bound = float(np.nanpercentile(np.abs(difference.values), 98)) or 1.0
+        ax = fig.add_subplot(grid[0, 4])
+        difference.plot(ax=ax, vmin=-bound, vmax=bound, cmap="RdBu_r", cbar_kwargs={"shrink": 0.75, "label": unit})
+        _map_axes(ax, "squared error, PPA minus PCA\n(blue: PPA better)")
     comp = report["component"].values
-    curves = (("entropy", "marginal entropy (bits)", "component", comp), ("mse", "error per pixel (squared, summed over bands)", "retained components k", comp[:-1]))
+    curves = (("entropy", "marginal entropy of each component (bit)", "component", comp),
+              ("mse", "error per pixel (squared, summed over bands)", "components kept k", comp[:-1]))
     for i, (stem, label, xlabel, ks) in enumerate(curves):
         ax = fig.add_subplot(grid[-1, 2 * i : 2 * i + 2])
         for method in ("pca", "ppa"):
@@ -398,5 +414,7 @@ def plot_report(report: xr.Dataset, **figure_kwargs: Any):
         if stem == "mse":
             ax.set_yscale("log")
         ax.legend()
+    totals = ", ".join(f"{m.upper()} {float(report[f'mi_reduction_per_dim_{m}']):.3f}" for m in ("ppa", "pca"))
+    fig.suptitle(title or f"PPA against PCA: redundancy removed per dimension (bits) {totals}; {report.attrs.get('estimated_on', '')}", fontsize=11)
     fig.tight_layout()
     return fig

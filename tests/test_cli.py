@@ -22,7 +22,8 @@ def test_fit_transform_inverse_round_trip(tmp_path, capsys):
     assert main(["fit", rgb_byte_path(), str(model), "--n-samples", "20000", "--chunks", "256", "--degree", "3"]) == 0
     assert main(["transform", rgb_byte_path(), str(model), str(comps), "--chunks", "256"]) == 0
     assert main(["inverse", str(comps), str(model), str(back), "--chunks", "256"]) == 0
-    assert main(["report", rgb_byte_path(), str(model)]) == 0
+    assert main(["report", rgb_byte_path(), str(model), str(tmp_path / "report"), "--n-components", "2"]) == 0
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["report.md", "report.png", "report_maps.nc"]
     original = rioxarray.open_rasterio(rgb_byte_path(), masked=True).values
     restored = rioxarray.open_rasterio(back, masked=True).values
     complete = np.isfinite(original).all(axis=0)
