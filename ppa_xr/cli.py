@@ -11,16 +11,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 import time
 from pathlib import Path
 
+import dask
 import numpy as np
 import xarray as xr
 
-from . import PPA, load_model
-from . import model_io
+from . import PPA, load_model, model_io
 from .files import check_output, replace_atomically
 from .rasters import open_band_stack
 
@@ -83,20 +84,33 @@ def _write(da: xr.DataArray, path: Path) -> None:
         if path.suffix.lower() in (".tif", ".tiff"):
             bands = da[da.dims[0]].values  # band descriptions: component numbers, or the input's band names
             names = [f"PPA component {v}" for v in bands] if da.dims[0] == "component" else [str(v) for v in bands]
-            da.assign_attrs(long_name=tuple(names)).rio.to_raster(tmp, lock=threading.Lock(), tiled=True, compress="deflate", driver="GTiff")
+            da.assign_attrs(long_name=tuple(names)).rio.to_raster(tmp, lock=_file_lock(), tiled=True, compress="deflate", driver="GTiff")
         elif path.suffix == ".zarr":
             da.to_dataset(name=da.name or "data").to_zarr(tmp, mode="w-")
         else:
             da.to_dataset(name=da.name or "data").to_netcdf(tmp, engine="h5netcdf")
 
-    replace_atomically(path, write)
+    one_file = path.suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
+    with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
+        replace_atomically(path, write)
+
+
+def _file_lock():
+    """A lock for chunks written into one file: the cluster's when a distributed client runs the graph."""
+    try:
+        from distributed import Lock, get_client
+
+        get_client()  # raises ValueError without one
+        return Lock("ppa-xr-write")
+    except (ImportError, ValueError):  # no distributed, or no client
+        return threading.Lock()
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     model_path = model_io.check_path(args.model, None, args.overwrite, inputs=args.inputs)
     cube = _cube(args)
     degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)
-    model = cube.ppa.fit(dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails)
+    model = cube.ppa.fit(dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails, progress=True)
     model.save(model_path, overwrite=args.overwrite)
     print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))}; degrees {model.degrees_.tolist()}")
     print(f"saved {model_path}")
@@ -206,6 +220,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+@contextlib.contextmanager
+def _scheduler(name: str):
+    """Run the command's dask computations on ``threads``, ``processes`` or the cluster at an address,
+    with dask's progress bar on stderr locally and the dashboard's address for a cluster."""
+    if name in ("threads", "processes"):
+        from dask.diagnostics import ProgressBar
+
+        with dask.config.set(scheduler=name), ProgressBar(out=sys.stderr, dt=0.5):
+            yield
+        return
+    try:
+        from distributed import Client
+    except ImportError as err:
+        raise ValueError("--scheduler with an address needs the distributed package: pip install 'ppa_xr[distributed]'") from err
+    try:
+        client = Client(name, timeout="10s")
+    except (OSError, TimeoutError) as err:
+        raise ValueError(f"cannot reach a dask scheduler at {name} ({err}); check the address, e.g. tcp://host:8786") from err
+    with client:
+        print(f"running on {name}; progress on its dashboard: {client.dashboard_link}", file=sys.stderr)
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="ppa-xr", description="Principal Polynomial Analysis for raster cubes", epilog=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -215,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help, description=help)
         for arg in io:  # "inputs": one raster / netCDF / zarr, or several single-band rasters
             p.add_argument(arg, nargs="+" if arg == "inputs" else None)
+        p.add_argument("--scheduler", default="threads", metavar="threads|processes|ADDRESS",
+                       help="where dask computes: threads (default), processes, or a dask scheduler's address (tcp://host:8786)")
         if reads:
             p.add_argument("--chunks", type=_positive, default=1024, help="x/y chunk size in pixels (default 1024)")
             p.add_argument("--variable", help="data variable of a netCDF/zarr input (default: all variables are bands)")
@@ -246,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--output-dir", help="also write the model and a 3-component GeoTIFF here")
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        with _scheduler(args.scheduler):
+            return args.func(args)
     except (ValueError, TypeError, OSError) as err:  # FileNotFoundError, FileExistsError included
         print(f"ppa-xr {args.command}: error: {err}", file=sys.stderr)
         return 2

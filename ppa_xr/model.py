@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
@@ -114,7 +115,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             kernels.check_components(self.n_components, n_features)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, groups=None, features: FeatureLabels | None = None, sample: PixelSample | None = None) -> PPA:
+    def fit(self, X, y=None, groups=None, features: FeatureLabels | None = None, sample: PixelSample | None = None,
+            progress: bool = False) -> PPA:
         """Fit the PPA map on ``X`` (n_samples x n_features); rows with NaN/inf are refused.
 
         ``groups`` (n_samples,) labels samples that must be held out together
@@ -125,7 +127,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         ``sample`` records which pixels of it ``X`` is (kept as ``sample_``, a
         :class:`~ppa_xr.pixels.PixelSample`), so reports can hold them out.
         The fit runs on the data divided by a power of two near its spread,
-        so tiny or huge units fit as well as unit ones.
+        so tiny or huge units fit as well as unit ones. ``progress=True``
+        reports each step on stderr.
         """
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
         bad = ~np.isfinite(X).all(axis=1)
@@ -153,7 +156,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         factor = 2.0 ** np.round(np.log2(spread)) if spread > 0 else 1.0
         try:
             with np.errstate(over="raise", invalid="raise", divide="raise"):  # never a silent inf / NaN
-                params = fitting.fit_params(X / factor, degrees, self.tails, self.leading, self.n_folds, groups, rng).scaled(factor)
+                params = fitting.fit_params(
+                    X / factor, degrees, self.tails, self.leading, self.n_folds, groups, rng, _report_steps if progress else None
+                ).scaled(factor)
         except FloatingPointError as err:
             raise ValueError(
                 f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree"
@@ -306,6 +311,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+def _report_steps(done: int, total: int) -> None:
+    print(f"\rPPA fit: step {done} of {total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
 
 
 def load_model(path: str | os.PathLike, format: str | None = None) -> PPA:

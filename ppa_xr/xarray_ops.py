@@ -304,7 +304,10 @@ def fit(
 ) -> PPA:
     """Fit :class:`~ppa_xr.PPA` on a random sample of the valid pixels of a cube.
 
-    Degree selection holds out whole spatial blocks (:func:`sample_valid_pixels`),
+    ``progress=True`` reports the fit's steps on stderr (the sampling pass is a
+    dask computation: see its progress with ``dask.diagnostics.ProgressBar``
+    or the distributed dashboard). Degree selection holds out whole spatial
+    blocks (:func:`sample_valid_pixels`),
     so neighbouring pixels cannot vouch for a curve that does not transfer
     to another part of the scene.
 
@@ -315,7 +318,10 @@ def fit(
     da = feature_array(obj, dim)
     features = FeatureLabels.of(da, dim, variables=isinstance(obj, xr.Dataset))
     sample = sample_features(da, dim, n_samples, random_state)
-    return PPA(random_state=random_state, **ppa_params).fit(sample.values, groups=sample.groups, features=features, sample=sample.drawn)
+    progress = ppa_params.pop("progress", False)
+    return PPA(random_state=random_state, **ppa_params).fit(
+        sample.values, groups=sample.groups, features=features, sample=sample.drawn, progress=progress
+    )
 
 
 def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:

@@ -365,8 +365,9 @@ def fit_params(
     n_folds: int = 5,
     groups: np.ndarray | None = None,
     rng: np.random.Generator | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PPAParams:
-    """Fit PPA on a finite float sample ``X`` (n x d).
+    """Fit PPA on a finite float sample ``X`` (n x d); ``progress(done, total)`` is called after each step.
 
     ``degrees`` are the candidates per step (see :func:`candidate_degrees`);
     with more than one, ``groups`` (one label per row, e.g. the spatial block a
@@ -412,6 +413,8 @@ def fit_params(
                 None if gram is None else gram[:, j], None if cross is None else cross[:, j], degrees, folds,
             )
             steps.append(step)
+            if progress is not None:
+                progress(len(steps), d - 1)
             if np.trace(res.cov) < 1e-6 * reference:  # updates lost relative precision: recompute,
                 resid = res.sample()  # and drop the removed directions from Z, which would swamp the small ones
                 res.Z, res.cov = resid @ res.frame.T, resid.T @ resid / n
