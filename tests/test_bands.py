@@ -78,3 +78,34 @@ def test_fitted_repr_says_what_the_model_holds(landsat):
     assert text.startswith("PPA(") and "d = 10 features (B1, B2, B3, B4, B5, B6, B7, B9, ...)" in text
     assert "tails 'clamp'" in text and "fitted on 3000 sampled pixels" in text and "degrees per step [" in text
     assert repr(ppa_xr.PPA(degree=2)) == "PPA(degree=2)"
+
+
+def stac_like_cube(landsat):
+    """What stackstac returns: (time, band, y, x) float64, NaN fill, band chunks of 1."""
+    times = [landsat.astype("float64"), landsat.astype("float64") * 1.05 + 100, landsat.astype("float64") * 0.95]
+    cube = xr.concat(times, dim="time").assign_coords(time=np.array(["2021-01-01", "2021-02-01", "2021-03-01"], dtype="datetime64[ns]"))
+    cube = cube.where(~((cube.x < cube.x[40]) & (cube.time == cube.time[1])))  # a scene edge: NaN fill
+    return cube.transpose("time", "band", "y", "x").chunk({"time": 1, "band": 1, "y": 160, "x": 160})
+
+
+def test_stackstac_style_cube_fits_pooled_over_time(landsat):
+    cube = stac_like_cube(landsat)
+    model = cube.ppa.fit(n_samples=20_000, random_state=0)  # pooled over time
+    scores = cube.ppa.transform(model, n_components=3)
+    assert scores.dims == ("time", "component", "y", "x") and scores.chunks[0] == (1, 1, 1)
+    values = scores.values
+    assert np.isnan(values[1, :, :, :40]).all() and np.isfinite(values[0]).all()
+    _, groups = cube.ppa.sample(n_samples=20_000, random_state=0, return_groups=True)
+    assert len(np.unique(groups)) == 100  # blocks over x/y, each spanning every time
+    per_time = [cube.isel(time=t).ppa.fit(n_samples=5000, random_state=0) for t in range(3)]  # one model per time step
+    assert len({tuple(m.degrees_) for m in per_time}) >= 1 and all(m.n_features_in_ == 10 for m in per_time)
+
+
+def test_odc_stac_style_dataset(landsat):
+    """What odc-stac returns: a Dataset with one (time, y, x) variable per band."""
+    ds = stac_like_cube(landsat).drop_vars("wavelength").to_dataset(dim="band")
+    model = ds.ppa.fit(n_samples=20_000, random_state=0)
+    assert list(model.feature_labels_) == list(ds.data_vars)
+    back = ds.ppa.transform(model).ppa.inverse_transform(model)
+    assert isinstance(back, xr.Dataset) and back["B4"].dims == ("time", "y", "x")
+    np.testing.assert_allclose(back["B4"].values[0], ds["B4"].values[0], rtol=1e-6)
