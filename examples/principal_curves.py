@@ -18,7 +18,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import ppa_xr  # noqa: E402
 from ppa_xr import PPA  # noqa: E402
 from ppa_xr.datasets import load_table, open_landsat8_sample  # noqa: E402
 from ppa_xr.geometry import plot_principal_curves  # noqa: E402

@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .core import basis
 from .model import PPA
 
 
