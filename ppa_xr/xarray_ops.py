@@ -315,13 +315,14 @@ def fit(
     wavelengths) as ``model.features_`` (:class:`~ppa_xr.FeatureLabels`), so
     transforms can check and reorder bands by label; repeated labels are refused.
     """
+    progress = ppa_params.pop("progress", False)
+    model = PPA(random_state=random_state, **ppa_params)
+    model._validate_params()  # bad parameters fail before the pass over the cube
+    model._candidate_degrees()
     da = feature_array(obj, dim)
     features = FeatureLabels.of(da, dim, variables=isinstance(obj, xr.Dataset))
     sample = sample_features(da, dim, n_samples, random_state)
-    progress = ppa_params.pop("progress", False)
-    return PPA(random_state=random_state, **ppa_params).fit(
-        sample.values, groups=sample.groups, features=features, sample=sample.drawn, progress=progress
-    )
+    return model.fit(sample.values, groups=sample.groups, features=features, sample=sample.drawn, progress=progress)
 
 
 def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:
