@@ -110,7 +110,9 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     model_path = model_io.check_path(args.model, None, args.overwrite, inputs=args.inputs)
     cube = _cube(args)
     degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)
-    model = cube.ppa.fit(dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails, progress=True)
+    model = cube.ppa.fit(
+        dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails, max_curved=args.max_curved, progress=True
+    )
     model.save(model_path, overwrite=args.overwrite)
     print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))}; degrees {model.degrees_.tolist()}")
     print(f"saved {model_path}")
@@ -273,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     fit.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="polynomial degree, or candidates (default 1 2 3 4 5)")
     fit.add_argument("--tails", default="clamp", choices=["clamp", "linear", "polynomial"], help="beyond the fitted range (default clamp)")
     fit.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")
+    fit.add_argument("--max-curved", type=int, help="at most this many steps get a polynomial (faster at hundreds of bands)")
     command("transform", _cmd_transform, "PPA components of a cube", ("inputs", "model", "output")).add_argument(
         "--n-components", type=_positive, help="components to write (default: all)"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 import os
 import sys
+import warnings
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
@@ -59,6 +60,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         (m x m, n x m).
     n_folds : int
         Folds of the degree selection (at most the number of groups).
+    max_curved : int, optional
+        At most this many steps get a polynomial; after them the fit is the
+        PCA of the residual (no polynomial search), which makes fits at
+        hundreds of bands fast where the curvature sits in the first steps.
     whiten : bool
         :meth:`transform` divides each component by its standard deviation
         on the fitting sample (and :meth:`inverse_transform` multiplies it
@@ -83,6 +88,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         "leading": [StrOptions(set(fitting.LEADING_VECTORS)), callable],
         "n_folds": [Interval(numbers.Integral, 2, None, closed="left")],
         "whiten": ["boolean"],
+        "max_curved": [Interval(numbers.Integral, 0, None, closed="left"), None],
         "random_state": ["random_state"],
     }
 
@@ -93,6 +99,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tails: str = "clamp",
         leading: str | Callable = "pca",
         n_folds: int = 5,
+        max_curved: int | None = None,
         whiten: bool = False,
         random_state: int | np.random.Generator | None = None,
     ) -> None:
@@ -101,6 +108,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.tails = tails
         self.leading = leading
         self.n_folds = n_folds
+        self.max_curved = max_curved
         self.whiten = whiten
         self.random_state = random_state
 
@@ -152,12 +160,14 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"groups must hold one label per sample, shape ({n},), got shape {np.shape(groups)}")
         rng = np.random.default_rng(check_random_state(self.random_state).randint(2**32))
         X = X.astype(np.float64)
+        _warn_on_scales(X)
         spread = np.max(np.abs(X - X.mean(axis=0)))  # fit on O(1) values: exact scaling, no under/overflow at 1e-200 or 1e200
         factor = 2.0 ** np.round(np.log2(spread)) if spread > 0 else 1.0
         try:
             with np.errstate(over="raise", invalid="raise", divide="raise"):  # never a silent inf / NaN
                 params = fitting.fit_params(
-                    X / factor, degrees, self.tails, self.leading, self.n_folds, groups, rng, _report_steps if progress else None
+                    X / factor, degrees, self.tails, self.leading, self.n_folds, groups, rng, _report_steps if progress else None,
+                    self.max_curved,
                 ).scaled(factor)
         except FloatingPointError as err:
             raise ValueError(
@@ -311,6 +321,22 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+#: features whose standard deviations differ by more than this make PPA (and PCA) describe only the largest
+SCALE_RATIO_WARNING = 1e3
+
+
+def _warn_on_scales(X: np.ndarray) -> None:
+    std = X.std(axis=0)
+    std = std[std > 0]
+    if len(std) > 1 and std.max() > SCALE_RATIO_WARNING * std.min():
+        warnings.warn(
+            f"the features' standard deviations differ by {std.max() / std.min():.1e}: PPA, like PCA, then describes "
+            "almost only the largest. If their units are not comparable (e.g. geopotential and wind), divide each "
+            "feature by its standard deviation first (X / X.std(axis=0), or cube / cube.std(dims))",
+            UserWarning, stacklevel=4,  # the caller of fit, past scikit-learn's fit wrapper
+        )
 
 
 def _report_steps(done: int, total: int) -> None:

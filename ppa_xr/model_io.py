@@ -41,7 +41,7 @@ _DIMS = {
     "inverse_bias": ("step", "feature"), "inverse": ("step", "power", "feature"), "explained_variance": ("output",),
     "pca_rotation": ("output", "feature"), "pca_variance": ("output",),
 }
-INIT = ("n_components", "degree", "tails", "leading", "n_folds", "whiten", "random_state")
+INIT = ("n_components", "degree", "tails", "leading", "n_folds", "max_curved", "whiten", "random_state")
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
 #: zarr codecs a model may use: none of them can run code when decoded
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}

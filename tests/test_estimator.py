@@ -152,3 +152,10 @@ def test_reconstruction_mse_curve(curved):
     for k in (1, 3):
         assert curve[k - 1] == pytest.approx(np.mean(np.sum((model.inverse_transform(R[:, :k]) - curved) ** 2, axis=1)), rel=1e-12)
     assert curve[-1] < 1e-20 and np.all(np.diff(curve) <= 1e-12)
+
+
+def test_features_of_very_different_scales_warn():
+    rng = np.random.default_rng(0)
+    z, u, v = rng.normal(5500, 100, 2000), rng.normal(0, 0.01, 2000), rng.normal(0, 0.01, 2000)
+    with pytest.warns(UserWarning, match="standard deviations differ by 1.0e\\+04"):
+        PPA(degree=1).fit(np.column_stack([z, u, v]))

@@ -172,3 +172,16 @@ def test_report_compares_with_the_models_own_pca(landsat):
     np.testing.assert_allclose(report["mse_pca"].values, model.pca_.reconstruction_mse(sample), rtol=1e-10)
     np.testing.assert_allclose(report["mse_ppa"].values, model.reconstruction_mse(sample), rtol=1e-10)
     assert report["mse_ppa"].attrs["units"] == "squared input units" and "summed over bands" in report["mse_ppa"].attrs["long_name"]
+
+
+def test_max_curved_caps_the_polynomial_steps():
+    from ppa_xr.datasets import load_table
+
+    X = load_table("Sat").normalised()[:3000]
+    free = PPA(random_state=0).fit(X)
+    capped = PPA(random_state=0, max_curved=2).fit(X)
+    assert (free.degrees_ > 1).sum() > 2 and (capped.degrees_ > 1).sum() == 2
+    first = np.flatnonzero(free.degrees_ > 1)[1] + 1  # the steps up to the second curved one are the same
+    np.testing.assert_allclose(capped.transform(X)[:, :first], free.transform(X)[:, :first], atol=1e-10)
+    assert np.all(capped.reconstruction_mse(X) <= capped.pca_.reconstruction_mse(X) * (1 + 1e-12))  # still never worse
+    assert (PPA(random_state=0, max_curved=0).fit(X).degrees_ == 1).all()

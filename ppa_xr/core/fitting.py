@@ -366,8 +366,13 @@ def fit_params(
     groups: np.ndarray | None = None,
     rng: np.random.Generator | None = None,
     progress: Callable[[int, int], None] | None = None,
+    max_curved: int | None = None,
 ) -> PPAParams:
     """Fit PPA on a finite float sample ``X`` (n x d); ``progress(done, total)`` is called after each step.
+
+    ``max_curved``: after that many curved steps the rest is a plain rotation
+    (PCA of the residual, no polynomial search): the fit's cost at hundreds
+    of bands where curvature sits in the first components.
 
     ``degrees`` are the candidates per step (see :func:`candidate_degrees`);
     with more than one, ``groups`` (one label per row, e.g. the spatial block a
@@ -394,18 +399,19 @@ def fit_params(
     res = Residual(Z, np.eye(d), cov)
     reference = np.trace(cov)
     tiny = 1e-12 * np.sqrt(max(reference, np.finfo(float).tiny))
-    steps, frames, size = [], [], 1
+    steps, frames, size, n_curved = [], [], 1, 0
     total = np.trace(cov)
     while len(steps) < d - 1:
-        # a residual at float64 rounding (below 1e-9 of the sample's energy) has no direction worth searching
-        if isinstance(strategy, partial) and np.trace(res.cov) > 1e-9 * total:  # PPA-GD
-            leads = _validated_leads(res, strategy, max(degrees), folds, tiny)
+        capped = max_curved is not None and n_curved >= max_curved  # the rest is a plain rotation
+        top = 1 if capped else max(degrees)
+        if isinstance(strategy, partial) and not capped and np.trace(res.cov) > 1e-9 * total:  # PPA-GD
+            leads = _validated_leads(res, strategy, top, folds, tiny)
         else:  # below 1e-9 of the sample's energy a residual is float64 rounding: no direction worth searching
             chooser = pca_leading_vector if isinstance(strategy, partial) else strategy
             leads = _block_leads(res, chooser, min(size, d - 1 - len(steps)), 1e-6 * reference)
         alphas = leads.T @ res.Z.T  # (b, n); straight steps do not change Z: these hold for the whole block
-        designs, centers, scales = _designs(alphas, max(degrees), tiny)
-        gram, cross = _group_grams(designs, res.Z, bounds) if max(degrees) > 1 else (None, None)
+        designs, centers, scales = _designs(alphas, top, tiny)
+        gram, cross = _group_grams(designs, res.Z, bounds) if top > 1 else (None, None)
         for j in range(leads.shape[1]):
             frames.append(res.frame)
             step, curved = fit_step(
@@ -420,6 +426,7 @@ def fit_params(
                 res.Z, res.cov = resid @ res.frame.T, resid.T @ resid / n
                 reference = np.trace(res.cov)
             if curved:
+                n_curved += 1
                 break
         size = 1 if curved else min(2 * size, MAX_BLOCK)
     return _compose(mean, steps, frames, res.cov[0, 0], tails, pca)
