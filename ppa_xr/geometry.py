@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .core import basis
 from .model import PPA
 
 
@@ -34,19 +35,6 @@ def _check_component(model: PPA, component: int) -> int:
     if isinstance(component, bool) or not isinstance(component, (int, np.integer)) or not 1 <= component <= d:
         raise ValueError(f"component must be an integer in [1, {d}] (1 is the first curvilinear feature), got {component!r}")
     return int(component) - 1
-
-
-def _power_derivative(t: np.ndarray, degree: int, order: int, tails: str) -> np.ndarray:
-    """``d^order / dt^order`` of the monomials ``t^1..t^g`` with the model's tails -> (n, g)."""
-    base = t if tails == "polynomial" else np.clip(t, -1, 1)
-    out = np.zeros(t.shape + (degree,))
-    for j in range(order, degree + 1):  # d^k t^j = j! / (j-k)! t^(j-k)
-        out[:, j - 1] = np.prod(np.arange(j - order + 1, j + 1)) * base ** (j - order)
-    if tails == "clamp":
-        out[np.abs(t) > 1] = 0  # constant beyond the range
-    elif tails == "linear" and order > 1:
-        out[np.abs(t) > 1] = 0  # the tangent: no curvature beyond the range
-    return out
 
 
 def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> np.ndarray:
@@ -66,7 +54,7 @@ def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> 
         g = int(params.degrees[q])
         t = (model.transform(X)[:, q] - params.center[q]) / params.scale[q]
         for k in range(1, min(order, g) + 1):
-            out[:, k - 1] += _power_derivative(t, g, k, params.tails) @ params.inverse[q, :g] / params.scale[q] ** k
+            out[:, k - 1] += basis.power_derivatives(t, g, k, params.tails).T @ params.inverse[q, :g] / params.scale[q] ** k
     return out
 
 

@@ -122,6 +122,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if self.n_components is not None:
             kernels.check_components(self.n_components, n_features)
 
+    def _checked(self, n_features: int | None = None) -> list[int]:
+        """Every parameter checked outside ``fit`` (before a pass over a cube, or on load): the candidate degrees."""
+        self._validate_params()
+        if n_features is not None:
+            self._check_n_components(n_features)
+        return self._candidate_degrees()
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, groups=None, features: FeatureLabels | None = None, sample: PixelSample | None = None,
             progress: bool = False) -> PPA:
@@ -193,9 +200,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def from_params(cls, params: PPAParams, features: FeatureLabels | None = None, sample: PixelSample | None = None, **init_params) -> PPA:
         """A fitted estimator around existing parameters (e.g. loaded from disk), its parameters validated."""
         model = cls(**init_params)
-        model._validate_params()
-        model._check_n_components(params.n_features)
-        allowed = set(model._candidate_degrees()) | {1}
+        allowed = set(model._checked(params.n_features)) | {1}
         if not set(params.degrees.tolist()) <= allowed:
             raise ValueError(f"the fitted degrees {sorted(set(params.degrees.tolist()))} are not among the candidates {sorted(allowed)}")
         if params.tails != model.tails:

@@ -317,8 +317,7 @@ def fit(
     """
     progress = ppa_params.pop("progress", False)
     model = PPA(random_state=random_state, **ppa_params)
-    model._validate_params()  # bad parameters fail before the pass over the cube
-    model._candidate_degrees()
+    model._checked()  # bad parameters fail before the pass over the cube
     da = feature_array(obj, dim)
     features = FeatureLabels.of(da, dim, variables=isinstance(obj, xr.Dataset))
     sample = sample_features(da, dim, n_samples, random_state)

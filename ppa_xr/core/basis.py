@@ -71,13 +71,13 @@ def powers(t: np.ndarray, degree: int, tails: str, out: np.ndarray) -> np.ndarra
     return out
 
 
-def power_slopes(t: np.ndarray, degree: int, tails: str) -> np.ndarray:
-    """``d/dt`` of :func:`powers` -> (g, n)."""
+def power_derivatives(t: np.ndarray, degree: int, order: int, tails: str) -> np.ndarray:
+    """``d^order/dt^order`` of :func:`powers` -> (g, n): ``j!/(j-k)! t^(j-k)`` inside the range; beyond it
+    ``"clamp"`` is constant (0), ``"linear"`` keeps the edge slope and has no higher derivatives."""
     base = t if tails == "polynomial" else np.clip(t, -1, 1)
-    slopes = np.empty((degree,) + t.shape, dtype=t.dtype)
-    slopes[0] = 1
-    for j in range(1, degree):
-        slopes[j] = (j + 1) * base**j
-    if tails == "clamp":
-        slopes *= np.abs(t) <= 1
-    return slopes
+    out = np.zeros((degree,) + t.shape, dtype=t.dtype)
+    for j in range(order, degree + 1):
+        out[j - 1] = np.prod(np.arange(j - order + 1, j + 1)) * base ** (j - order)
+    if tails == "clamp" or (tails == "linear" and order > 1):
+        out[:, np.abs(t) > 1] = 0
+    return out

@@ -5,9 +5,10 @@ On the centred sample, for each step ``p`` on the residual ``X_{p-1}`` (n x m),
 
 1. ``e_p`` = leading vector of the residual (pluggable strategy, see
    :data:`LEADING_VECTORS` and :mod:`ppa_xr.core.leading`: PCA or PPA-GD; it
-   gets the residual covariance ``S_{p-1}`` and the residual itself), ``E_p`` any orthonormal complement (the error does not
-   depend on it, paper Property 1; we use a Householder reflection, so
-   ``X E_p`` costs O(nm) instead of O(nm^2));
+   gets the residual covariance ``S_{p-1}`` and the residual itself), ``E_p``
+   any orthonormal complement (the error does not depend on it, paper
+   Property 1; we use a Householder reflection, so ``X E_p`` costs O(nm)
+   instead of O(nm^2));
 2. ``alpha = X_{p-1} e_p``, ``Y = X_{p-1} E_p``;
 3. degree ``g_p``: fixed, or chosen by grouped k-fold cross-validation
    (:func:`select_degree`): a curved step is kept only when it lowers the
@@ -331,7 +332,11 @@ def _block_leads(res: Residual, strategy: LeadingVector, size: int, floor: float
         vectors = vectors[:, ::-1][:, : 1 + int(np.argmax(remaining < floor)) if (remaining < floor).any() else size]
     else:
         vectors = _leading(strategy, res.cov, res.sample())[:, None]
-    leads = res.frame @ vectors
+    return _oriented(res.frame @ vectors)
+
+
+def _oriented(leads: np.ndarray) -> np.ndarray:
+    """Leading vectors (input space, columns) with their largest entry positive, as sklearn's svd_flip."""
     return leads * np.sign(leads[np.argmax(np.abs(leads), axis=0), np.arange(leads.shape[1])])
 
 
@@ -348,11 +353,11 @@ def _held_out_cost(resid: np.ndarray, e: np.ndarray, degree: int, folds: Folds, 
 def _validated_leads(res: Residual, strategy: LeadingVector, degree: int, folds: Folds | None, tiny: float) -> np.ndarray:
     """A searched leading vector (PPA-GD), kept only where it beats the PCA one on held-out groups:
     the search maximises the fit on every row, so only held-out rows can vouch for it."""
-    searched = _block_leads(res, strategy, 1, 0.0)
+    resid = res.sample()
+    searched = _oriented(res.frame @ _leading(strategy, res.cov, resid)[:, None])
     if folds is None:
         return searched
     pca = _block_leads(res, pca_leading_vector, 1, 0.0)
-    resid = res.sample()
     costs = [_held_out_cost(resid, res.frame.T @ lead[:, 0], degree, folds, tiny) for lead in (searched, pca)]
     return searched if costs[0] < costs[1] else pca
 
@@ -386,7 +391,8 @@ def fit_params(
     """
     degrees = candidate_degrees(degrees)
     strategy = LEADING_VECTORS[leading] if isinstance(leading, str) else leading
-    if strategy is gd_leading_vector:  # PPA-GD optimises the error after the highest candidate polynomial
+    searched = strategy is gd_leading_vector  # PPA-GD: a search, validated against the PCA direction
+    if searched:  # it optimises the error after the highest candidate polynomial
         strategy = partial(gd_leading_vector, degree=max(degrees))
     n, d = X.shape
     rng = np.random.default_rng() if rng is None else rng
@@ -397,17 +403,16 @@ def fit_params(
     cov = Z.T @ Z / n
     pca = pca_solution(cov)
     res = Residual(Z, np.eye(d), cov)
-    reference = np.trace(cov)
+    total = reference = np.trace(cov)  # the sample's energy; the reference is renewed at each recompute
     tiny = 1e-12 * np.sqrt(max(reference, np.finfo(float).tiny))
     steps, frames, size, n_curved = [], [], 1, 0
-    total = np.trace(cov)
     while len(steps) < d - 1:
         capped = max_curved is not None and n_curved >= max_curved  # the rest is a plain rotation
         top = 1 if capped else max(degrees)
-        if isinstance(strategy, partial) and not capped and np.trace(res.cov) > 1e-9 * total:  # PPA-GD
+        if searched and not capped and np.trace(res.cov) > 1e-9 * total:
             leads = _validated_leads(res, strategy, top, folds, tiny)
         else:  # below 1e-9 of the sample's energy a residual is float64 rounding: no direction worth searching
-            chooser = pca_leading_vector if isinstance(strategy, partial) else strategy
+            chooser = pca_leading_vector if searched else strategy
             leads = _block_leads(res, chooser, min(size, d - 1 - len(steps)), 1e-6 * reference)
         alphas = leads.T @ res.Z.T  # (b, n); straight steps do not change Z: these hold for the whole block
         designs, centers, scales = _designs(alphas, top, tiny)

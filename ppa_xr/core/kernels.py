@@ -344,7 +344,7 @@ def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
     jac = np.broadcast_to(prm.rotation, (rows.shape[0], d, d)).copy()
     for p in range(d - 1):
         g = int(prm.degrees[p])
-        slopes = basis.power_slopes(_scaled(prm, p, r[:, p]), g, prm.tails) / prm.scale[p]
+        slopes = basis.power_derivatives(_scaled(prm, p, r[:, p]), g, 1, prm.tails) / prm.scale[p]
         shear = slopes.T @ prm.forward[p, :g, p + 1 :]  # d r[p+1:] / d r_p
         jac[:, p + 1 :, :] -= shear[:, :, None] * jac[:, p, None, :]
     return jac.reshape(np.shape(x)[:-1] + (d, d))
