@@ -1,5 +1,7 @@
 """The same lazy transform under every dask scheduler, on a real LocalCluster, and through a lost worker."""
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -83,3 +85,42 @@ def test_geotiff_round_trip(tmp_path):
     expected = cube.compute().ppa.transform(model).values
     np.testing.assert_array_equal(back.values, expected)
     assert np.isnan(back.values).any() and np.isfinite(back.values).any()
+
+
+
+_THREADS_SCRIPT = """
+import sys, dask, numpy as np, scipy.linalg, xarray as xr
+from threadpoolctl import threadpool_info, threadpool_limits
+import ppa_xr
+from ppa_xr import PPA
+
+def blas():
+    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+before = blas()
+X = np.random.default_rng(0).normal(size=(40000, 4)) ** 2
+cube = xr.DataArray(X.T.reshape(4, 200, 200), dims=("band", "y", "x")).chunk({"y": 50})
+model = PPA(degree=2).fit(X)
+if sys.argv[1] == "eager":
+    model.transform(X)
+else:
+    with dask.config.set(scheduler=sys.argv[1]):
+        cube.ppa.transform(model).values
+after = blas()
+with threadpool_limits(limits=1, user_api="blas"):
+    limited = blas()
+    cube.ppa.transform(model).values
+    kept = blas()
+print(before == after, set(limited.values()) == {1} == set(kept.values()), blas() == before, len(before), before, after)
+"""
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "synchronous", "eager"])
+def test_blas_threads_are_left_as_they_were(scheduler):
+    """In a fresh process: after a transform every BLAS reports the thread count it had before,
+    and the user's own ``threadpool_limits`` still limits them all, also during a computation."""
+    run = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT, scheduler], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    same, limited, restored, n_libs, *_ = run.stdout.split(" ", 4)
+    assert int(n_libs) >= 1
+    assert (same, limited, restored) == ("True", "True", "True"), run.stdout

@@ -26,8 +26,10 @@ subset of the result. A pixel with a NaN or +-inf input is NaN in every output.
 
 from __future__ import annotations
 
+import itertools
 import numbers
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -88,32 +90,76 @@ def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | Non
     """Run ``span(lo, hi)`` over contiguous row ranges on ``threads`` threads (default:
     all cores). Pass ``threads=1`` when an outer scheduler (dask) already runs
     one kernel per core."""
-    _single_threaded_gemm()
     threads = max(1, min(threads or os.cpu_count() or 1, -(-n_rows // BLOCK)))
     bounds = np.linspace(0, n_rows, threads + 1).astype(int)
-    if threads == 1:
-        span(0, n_rows)
-    else:
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(span, bounds[:-1], bounds[1:]))
+    with _single_blas_thread:
+        if threads == 1:
+            span(0, n_rows)
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(span, bounds[:-1], bounds[1:]))
 
 
 @lru_cache(maxsize=1)
-def _single_threaded_gemm() -> None:
-    """Run the BLAS behind ``scipy.linalg.blas`` (which every GEMM here uses) on one thread.
+def _scipy_blas() -> tuple[tuple[Callable[[], int], Callable[[int], object]], ...]:
+    """Get and set functions of the thread count of the BLAS behind ``scipy.linalg.blas``
+    (which every GEMM here uses), callable from any thread.
 
-    The kernels parallelise over pixels themselves; BLAS threads on their small
-    GEMMs only wait and spin (measured: 15x slower), and switching the limit on
-    and off per call leaves OpenBLAS threads spinning after each switch. So the
-    limit is set once, on first use, and only on scipy's bundled BLAS, leaving
-    numpy's BLAS (``@``, ``np.dot``) as it is when the two are separate
-    libraries, as in the PyPI wheels. Where they are one library (conda),
-    that library is limited.
+    That is scipy's bundled OpenBLAS where numpy and scipy ship separate
+    libraries (the PyPI wheels), so numpy's BLAS is never touched; where they
+    are one library (conda), it is that library. A pthreads OpenBLAS is set
+    through its own functions: threadpoolctl lets only the first thread that
+    sets one change it later, so a set from a dask worker thread would turn
+    the user's own ``threadpool_limits`` into a silent no-op.
     """
     controller = ThreadpoolController().select(user_api="blas")
     scipy_dirs = (Path(scipy.__file__).parent, Path(scipy.__file__).parent.parent / "scipy.libs")
     own = [lib["filepath"] for lib in controller.info() if any(d in Path(lib["filepath"]).parents for d in scipy_dirs)]
-    (controller.select(filepath=own) if own else controller).limit(limits=1)
+    return tuple(_thread_count_functions(lib) for lib in (controller.select(filepath=own) if own else controller).lib_controllers)
+
+
+def _thread_count_functions(lib) -> tuple[Callable[[], int], Callable[[int], object]]:
+    if lib.internal_api == "openblas" and lib.threading_layer != "openmp":
+        for prefix, suffix in itertools.product(("", "scipy_"), ("", "64_", "_64")):
+            get = getattr(lib.dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+            if get is not None:
+                return get, getattr(lib.dynlib, f"{prefix}openblas_set_num_threads{suffix}")
+    return lib.get_num_threads, lib.set_num_threads
+
+
+class _SingleBlasThread:
+    """Hold scipy's BLAS at one thread while any kernel runs, and give back the
+    user's setting when the last concurrent kernel ends.
+
+    The kernels parallelise over pixels themselves (or dask does); BLAS threads
+    on their block-sized GEMMs only wait and spin (measured: up to 15x slower).
+    Concurrent kernels (dask's threads) share one count, so the library is set
+    once on entry of the first and restored on exit of the last: no global
+    change outlives a computation.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved: list[int] = []
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._active == 0:
+                self._saved = [get() for get, _ in _scipy_blas()]
+                for _, set_threads in _scipy_blas():
+                    set_threads(1)
+            self._active += 1
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0:
+                for (_, set_threads), n in zip(_scipy_blas(), self._saved):
+                    set_threads(n)
+
+
+_single_blas_thread = _SingleBlasThread()
 
 
 def _cached(params: PPAParams, key: tuple, build):
