@@ -2,6 +2,7 @@
 
     python benchmarks/bench_xarray.py lazy        # (a) 36-band float32 4096 x 4096, 1024 x 1024 chunks
     python benchmarks/bench_xarray.py out-of-core # (b) > 8 GB zarr cube -> zarr, peak RSS watched
+    python benchmarks/bench_xarray.py out-of-core --schedulers threads cluster  # (b) also on a 2-worker LocalCluster
 
 Both print wall times and ratios to a baseline: the PCA of the same sample
 (``model.pca_``) applied as a plain ``dask.array.map_blocks`` projection
@@ -12,6 +13,7 @@ held at one thread per task), the cheapest lazy PCA there is.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -110,7 +112,8 @@ def _peak_rss_of(cmd: list[str]) -> tuple[int, float]:
     return proc.returncode, peak / 2**30
 
 
-def out_of_core(args: argparse.Namespace) -> None:
+def out_of_core(args: argparse.Namespace) -> dict[tuple[str, str], dict[str, float]]:
+    """Times and peak RSS per (``ppa``/``pca``, scheduler)."""
     work = args.workdir or tempfile.mkdtemp(prefix="ppa_xr_bench_")
     src, dst, model = os.path.join(work, "cube.zarr"), os.path.join(work, "out.zarr"), os.path.join(work, "model.nc")
     try:
@@ -120,18 +123,30 @@ def out_of_core(args: argparse.Namespace) -> None:
         cube.to_dataset().to_zarr(src, mode="w", encoding={"cube": {"compressors": None}}, consolidated=False)
         print(f"  written in {time.perf_counter() - start:.1f} s", flush=True)
         results = {}
-        for kind in ("ppa", "pca"):
-            rc, peak = _peak_rss_of([sys.executable, __file__, "_apply", src, dst, model, kind])
-            assert rc == 0, f"{kind} run failed"
-            results[kind] = peak
-        print(f"peak RSS: PPA {results['ppa']:.2f} GiB, PCA {results['pca']:.2f} GiB (input {cube.nbytes / 2**30:.2f} GiB)")
+        for scheduler in args.schedulers:
+            for kind in ("ppa", "pca"):
+                out = os.path.join(work, f"{kind}_{scheduler}.json")
+                rc, peak = _peak_rss_of([sys.executable, __file__, "_apply", src, dst, model, kind, scheduler, out])
+                assert rc == 0, f"{kind} run on {scheduler} failed"
+                with open(out) as f:
+                    results[kind, scheduler] = json.load(f) | {"peak_rss_gib": peak}
+            ppa, pca = results["ppa", scheduler], results["pca", scheduler]
+            print(f"{scheduler}: transform PPA/PCA {ppa['apply_s'] / pca['apply_s']:.2f}; "
+                  f"peak RSS PPA {ppa['peak_rss_gib']:.2f} GiB, PCA {pca['peak_rss_gib']:.2f} GiB (input {cube.nbytes / 2**30:.2f} GiB)", flush=True)
+        return results
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _apply(src: str, dst: str, model_path: str, kind: str) -> None:
-    """Child process: fit on a sample of the zarr cube, transform it lazily to zarr."""
+def _apply(src: str, dst: str, model_path: str, kind: str, scheduler: str) -> dict[str, float]:
+    """Child process: fit on a sample of the zarr cube, transform it lazily to zarr, on
+    dask's threads or on a 2-worker ``distributed.LocalCluster`` (one thread each)."""
+    if scheduler == "cluster":
+        from distributed import Client, LocalCluster
+
+        with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
+            return _apply(src, dst, model_path, kind, "distributed")
     cube = xr.open_zarr(src, consolidated=False)["cube"]
     start = time.perf_counter()
     model = cube.ppa.fit(n_samples=200_000, random_state=0, degree=(1, 2, 3, 4, 5) if kind == "ppa" else 1)
@@ -139,13 +154,17 @@ def _apply(src: str, dst: str, model_path: str, kind: str) -> None:
     scores = cube.ppa.transform(model) if kind == "ppa" else pca_projection(cube, model)
     start = time.perf_counter()
     scores.to_dataset(name="scores").to_zarr(dst, mode="w", encoding={"scores": {"compressors": None}}, consolidated=False)
-    print(f"  {kind.upper()}: fit on sample {fit_s:.1f} s, transform {cube.nbytes / 2**30:.2f} GiB zarr -> zarr {time.perf_counter() - start:.1f} s", flush=True)
+    apply_s = time.perf_counter() - start
+    print(f"  {kind.upper()} on {scheduler}: fit on sample {fit_s:.1f} s, transform {cube.nbytes / 2**30:.2f} GiB zarr -> zarr {apply_s:.1f} s", flush=True)
+    return {"fit_s": fit_s, "apply_s": apply_s}
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_apply":
         with dask.config.set(scheduler="threads"):
-            _apply(*sys.argv[2:6])
+            result = _apply(*sys.argv[2:7])
+        with open(sys.argv[7], "w") as f:
+            json.dump(result, f)
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="case", required=True)
@@ -158,6 +177,7 @@ def main() -> None:
     b.add_argument("--chunk", type=int, default=512)
     b.add_argument("--workdir")
     b.add_argument("--keep", action="store_true")
+    b.add_argument("--schedulers", nargs="+", choices=["threads", "cluster"], default=["threads"])
     args = parser.parse_args()
     with dask.config.set(scheduler="threads"):
         (lazy if args.case == "lazy" else out_of_core)(args)

@@ -1,4 +1,7 @@
-"""Curvature and torsion of helices from PPA's analytic geometry (the paper's section 5.2).
+"""Curvature and torsion of helices
+================================
+
+Curvature and torsion of helices from PPA's analytic geometry (the paper's section 5.2).
 
 1. A helix of radius a = 2 and pitch 2 pi b, b = 0.8, 1.5 turns, with Gaussian
    noise 0, 0.1, 0.3 and 0.6 on 1000 fitting and 1000 other points; the degree

@@ -1,4 +1,7 @@
-"""k-NN with the PPA metric on two classes of noisy parabolas (the paper's section 5.1).
+"""k-NN with the PPA metric
+========================
+
+k-NN with the PPA metric on two classes of noisy parabolas (the paper's section 5.1).
 
 Two classes lie along parallel parabolas ``y = kappa x^2`` and
 ``y = kappa x^2 + 0.5`` (x uniform in [-1, 1], noise 0.1). A 1-NN classifier

@@ -1,4 +1,7 @@
-"""Reproduce the paper's multi-information table and relative reconstruction-error curves.
+"""The paper's tables: multi-information and reconstruction error
+==============================================================
+
+Reproduce the paper's multi-information table and relative reconstruction-error curves.
 
 Laparra et al. (2014), section 5.3 (Fig. 8) and 5.4 (Table IV), on the UCI tables
 shipped in ``ppa_xr.datasets``. Each table is normalised to [0, 1] per

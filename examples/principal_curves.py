@@ -1,4 +1,7 @@
-"""Principal curves and surfaces of PPA over data (the paper's figure on MagicGamma), on a table and on a scene.
+"""Principal curves and surfaces
+=============================
+
+Principal curves and surfaces of PPA over data (the paper's figure on MagicGamma), on a table and on a scene.
 
 * MagicGamma (normalised): the first curvilinear feature (red) and the grid
   of the first two (blue) over three pairs of its features;

@@ -1,4 +1,7 @@
-"""Why ``tails="clamp"`` is the default: out-of-sample reconstruction error on the paper's UCI tables.
+"""Tail rules beyond the fitted range
+==================================
+
+Why ``tails="clamp"`` is the default: out-of-sample reconstruction error on the paper's UCI tables.
 
 Each table is normalised to [0, 1] per feature, split 50/50 at random, PPA is
 fitted on one half with the degree of each step selected in 1..5, and the other

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import dask
 import numpy as np
+import rasterio
 import xarray as xr
 
-from . import PPA, load_model, model_io
+from . import PPA, load_model, model_io, xarray_ops
 from .files import check_output, replace_atomically
 from .rasters import open_band_stack
 
@@ -85,6 +86,10 @@ def _write(da: xr.DataArray, path: Path) -> None:
             bands = da[da.dims[0]].values  # band descriptions: component numbers, or the input's band names
             names = [f"PPA component {v}" for v in bands] if da.dims[0] == "component" else [str(v) for v in bands]
             da.assign_attrs(long_name=tuple(names)).rio.to_raster(tmp, lock=_file_lock(), tiled=True, compress="deflate", driver="GTiff")
+            units = xarray_ops.common_units(da)
+            if units:  # rioxarray writes band descriptions, not units
+                with rasterio.open(tmp, "r+") as dst:
+                    dst.units = (units,) * dst.count
         elif path.suffix == ".zarr":
             da.to_dataset(name=da.name or "data").to_zarr(tmp, mode="w-")
         else:
@@ -111,7 +116,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     cube = _cube(args)
     degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)
     model = cube.ppa.fit(
-        dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails, max_curved=args.max_curved, progress=True
+        dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails, max_curved=args.max_curved,
+        standardize=args.standardize, progress=True
     )
     model.save(model_path, overwrite=args.overwrite)
     print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))}; degrees {model.degrees_.tolist()}")
@@ -245,15 +251,25 @@ def _scheduler(name: str):
         yield
 
 
-def main(argv: list[str] | None = None) -> int:
+#: what each positional argument is, for --help and the docs' CLI reference
+_POSITIONALS = {
+    "inputs": "one GeoTIFF / netCDF / zarr cube, or several single-band rasters (one per band, e.g. LC08_*_B[1-7].TIF)",
+    "model": "model file (.nc or .zarr)",
+    "output": "output cube (.tif, .nc or .zarr)",
+    "output_dir": "folder for report.md, report.png and report_maps.nc",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``ppa-xr`` argument parser (also read by the docs' CLI reference)."""
     parser = _Parser(prog="ppa-xr", description="Principal Polynomial Analysis for raster cubes", epilog=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, func, help: str, io: tuple[str, ...], reads: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
-        for arg in io:  # "inputs": one raster / netCDF / zarr, or several single-band rasters
-            p.add_argument(arg, nargs="+" if arg == "inputs" else None)
+        for arg in io:
+            p.add_argument(arg, nargs="+" if arg == "inputs" else None, help=_POSITIONALS[arg])
         p.add_argument("--scheduler", default="threads", metavar="threads|processes|ADDRESS",
                        help="where dask computes: threads (default), processes, or a dask scheduler's address (tcp://host:8786)")
         if reads:
@@ -276,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     fit.add_argument("--tails", default="clamp", choices=["clamp", "linear", "polynomial"], help="beyond the fitted range (default clamp)")
     fit.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")
     fit.add_argument("--max-curved", type=int, help="at most this many steps get a polynomial (faster at hundreds of bands)")
+    fit.add_argument("--standardize", action="store_true", help="divide each band by its standard deviation first (bands in "
+                     "different units); stored in the model and undone by inverse")
     command("transform", _cmd_transform, "PPA components of a cube", ("inputs", "model", "output")).add_argument(
         "--n-components", type=_positive, help="components to write (default: all)"
     )
@@ -286,7 +304,12 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--n-samples", type=_positive, default=50_000, help="pixels sampled for the fit (default 50000)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")
     demo.add_argument("--output-dir", help="also write the model and a 3-component GeoTIFF here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``ppa-xr``; returns the exit status (2 with a one-line message on bad input)."""
+    args = build_parser().parse_args(argv)
     try:
         with _scheduler(args.scheduler):
             return args.func(args)

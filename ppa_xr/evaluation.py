@@ -22,6 +22,6 @@ def relative_error_curve(model: PPA, X: np.ndarray, baseline: PPA | None = None)
     """``100 * e_model(k) / e_baseline(k)``, ``k = 1..d-1`` (default baseline: the model's own PCA, :attr:`PPA.pca_`)."""
     baseline = model.pca_ if baseline is None else baseline
     X = np.asarray(X, dtype=np.float64)
-    floor = FLOOR * np.mean(np.sum((X - model.mean_) ** 2, axis=1))
+    floor = FLOOR * np.mean(np.sum(((X - model.mean_) / model.scale_) ** 2, axis=1))
     ours, theirs = model.reconstruction_mse(X)[:-1], baseline.reconstruction_mse(X)[:-1]
     return 100 * np.maximum(ours, floor) / np.maximum(theirs, floor)

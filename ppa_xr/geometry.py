@@ -55,7 +55,7 @@ def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> 
         t = (model.transform(X)[:, q] - params.center[q]) / params.scale[q]
         for k in range(1, min(order, g) + 1):
             out[:, k - 1] += basis.power_derivatives(t, g, k, params.tails).T @ params.inverse[q, :g] / params.scale[q] ** k
-    return out
+    return out * params.feature_scale  # x = mean + D z: a standardizing model's curves in input units
 
 
 def _frame_and_diagonal(model: PPA, X, component: int) -> tuple[np.ndarray, np.ndarray]:
@@ -82,7 +82,7 @@ def frenet_frame(model: PPA, X, component: int = 1) -> np.ndarray:
 
 
 def curvatures(model: PPA, X, component: int = 1) -> np.ndarray:
-    """Generalised curvatures ``chi_1 .. chi_{d-1}`` of the ``component``-th curvilinear feature -> (n, d-1).
+    """Generalised curvatures ``chi_1`` to ``chi_{d-1}`` of the ``component``-th curvilinear feature -> (n, d-1).
 
     ``chi_1`` is the curvature, ``chi_2`` (in 3-d) the torsion; those beyond
     the span of the curve are 0.

@@ -194,11 +194,12 @@ class MIReduction:
     per_dimension: float
 
 
-def multi_information_reduction(X: np.ndarray, R: np.ndarray, estimator: str = "spacing") -> MIReduction:
-    """``Delta I = sum_j h(x_j) - sum_j h(r_j)`` in bits for ``R = T(X)``, T volume preserving.
+def multi_information_reduction(X: np.ndarray, R: np.ndarray, estimator: str = "spacing", log2_det_jacobian: float = 0.0) -> MIReduction:
+    """``Delta I = sum_j h(x_j) - sum_j h(r_j) + log2 |det J|`` in bits for ``R = T(X)``, ``det J`` constant.
 
-    Valid for PPA and PCA alike because both have ``|det J| = 1``, so the
-    Jacobian term of ``Delta I`` vanishes; for other maps it is not. Pass
+    PPA and PCA have ``|det J| = 1``, so the Jacobian term vanishes; a
+    standardizing model has ``log2 |det J| = -sum_j log2 D_j``
+    (``model.params_.log2_det_jacobian()``). Pass
     samples the map was not fitted on: on its own fitting sample the figure
     is biased up by about ``d (d - 1) / (4 n ln 2)`` bits (module docstring).
     """
@@ -206,7 +207,7 @@ def multi_information_reduction(X: np.ndarray, R: np.ndarray, estimator: str = "
     if X.shape != R.shape:
         raise ValueError(f"X and R must have the same shape (R = T(X), all components), got {X.shape} and {R.shape}")
     rows = np.isfinite(X).all(axis=1) & np.isfinite(R).all(axis=1)
-    total = float(np.sum(marginal_entropy(X[rows], estimator)) - np.sum(marginal_entropy(R[rows], estimator)))
+    total = float(np.sum(marginal_entropy(X[rows], estimator)) - np.sum(marginal_entropy(R[rows], estimator))) + log2_det_jacobian
     return MIReduction(total, total / X.shape[1])
 
 
@@ -228,17 +229,17 @@ class PointwiseReduction:
         return cls(model, inputs or marginal_density(X, estimator), marginal_density(model.transform(X) if R is None else R, estimator))
 
     def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
-        """``Delta_i(x) = sum_j log2 p_rj(r_j(x)) - sum_j log2 p_xj(x_j)`` for ``x`` (..., d)."""
+        """``Delta_i(x) = sum_j log2 p_rj(r_j(x)) - sum_j log2 p_xj(x_j) + log2 |det J|`` for ``x`` (..., d)."""
         return self.gain(x, kernels.forward(x, self.model.params_, threads=threads))
 
     def gain(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
         """``Delta_i`` of ``x`` whose transform ``r`` is already known."""
         gain = self.outputs.log2_density(r).sum(axis=-1) - self.inputs.log2_density(np.asarray(x, dtype=r.dtype)).sum(axis=-1)
-        return gain.astype(r.dtype)
+        return (gain + self.model.params_.log2_det_jacobian()).astype(r.dtype)
 
     def total(self) -> float:
         """``Delta I`` from the same densities (plug-in): the mean of ``Delta_i`` over the fitting sample."""
-        return float(self.inputs.sample_entropy().sum() - self.outputs.sample_entropy().sum())
+        return float(self.inputs.sample_entropy().sum() - self.outputs.sample_entropy().sum()) + self.model.params_.log2_det_jacobian()
 
 
 # --------------------------------------------------------------------------- reports
@@ -319,12 +320,12 @@ def information_report(
     maps = xarray_ops.map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
     report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
-        _add(report, stem, method, maps.isel(map=i, drop=True), k=k)
+        _add(report, stem, method, maps.isel(map=i, drop=True), model.standardize, k=k)
     entropy_input = inputs.entropy()
     for method, values in curves.items():
         for stem, curve in values.items():
-            _add(report, stem, method, xr.DataArray(curve, dims="component"))
-        total = float(entropy_input.sum() - values["entropy"].sum())  # = multi_information_reduction(sample, R)
+            _add(report, stem, method, xr.DataArray(curve, dims="component"), model.standardize)
+        total = float(entropy_input.sum() - values["entropy"].sum()) + model.params_.log2_det_jacobian()  # = multi_information_reduction
         _add(report, "total_mi_reduction", method, xr.DataArray(total))
         _add(report, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
     report["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
@@ -344,9 +345,12 @@ _DESCRIPTIONS = {  # variable stem -> (long name, units)
 }
 
 
-def _add(report: xr.Dataset, stem: str, method: str, values: xr.DataArray, **fmt: Any) -> None:
-    """``report[stem_method] = values`` with its long name and units."""
+def _add(report: xr.Dataset, stem: str, method: str, values: xr.DataArray, standardized: bool = False, **fmt: Any) -> None:
+    """``report[stem_method] = values`` with its long name and units (squared standardized units for a
+    standardizing model: squared errors divided by each feature's variance)."""
     long_name, units = _DESCRIPTIONS[stem]
+    if standardized:
+        units = units.replace("input units", "standardized units")
     report[f"{stem}_{method}"] = values.assign_attrs(long_name=f"{long_name.format(**fmt)}, {method.upper()}", units=units)
 
 

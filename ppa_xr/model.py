@@ -64,6 +64,14 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         At most this many steps get a polynomial; after them the fit is the
         PCA of the residual (no polynomial search), which makes fits at
         hundreds of bands fast where the curvature sits in the first steps.
+    standardize : bool
+        Divide each centred feature by its standard deviation on the fitting
+        sample before the map (stored in the model as ``scale_``, undone by
+        the inverse), for features in units of very different size, e.g.
+        geopotential beside wind. Components, variances and reconstruction
+        errors are then in standardized units (squared errors divided by each
+        feature's variance), reconstructions in input units; the map's
+        Jacobian gains ``D^-1``, which the information measures account for.
     whiten : bool
         :meth:`transform` divides each component by its standard deviation
         on the fitting sample (and :meth:`inverse_transform` multiplies it
@@ -78,7 +86,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     mean_, degrees_ (d-1 ints), components_ (the ``d x d`` rotation ``A``,
     rows = leading vectors in input space), explained_variance_,
     explained_variance_ratio_, n_features_in_, params_ (the kernels' arrays),
-    pca_ (PCA of the same fitting sample, the like-for-like baseline).
+    pca_ (PCA of the same fitting sample, the like-for-like baseline),
+    scale_ (the features' standard deviations with ``standardize=True``, else ones).
     """
 
     _parameter_constraints: dict = {
@@ -88,6 +97,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         "leading": [StrOptions(set(fitting.LEADING_VECTORS)), callable],
         "n_folds": [Interval(numbers.Integral, 2, None, closed="left")],
         "whiten": ["boolean"],
+        "standardize": ["boolean"],
         "max_curved": [Interval(numbers.Integral, 0, None, closed="left"), None],
         "random_state": ["random_state"],
     }
@@ -101,6 +111,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n_folds: int = 5,
         max_curved: int | None = None,
         whiten: bool = False,
+        standardize: bool = False,
         random_state: int | np.random.Generator | None = None,
     ) -> None:
         self.n_components = n_components
@@ -110,6 +121,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.n_folds = n_folds
         self.max_curved = max_curved
         self.whiten = whiten
+        self.standardize = standardize
         self.random_state = random_state
 
     def _candidate_degrees(self) -> list[int]:
@@ -167,7 +179,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"groups must hold one label per sample, shape ({n},), got shape {np.shape(groups)}")
         rng = np.random.default_rng(check_random_state(self.random_state).randint(2**32))
         X = X.astype(np.float64)
-        _warn_on_scales(X)
+        std = X.std(axis=0)
+        feature_scale = np.where(std > 0, std, 1.0) if self.standardize else np.ones(d)  # a constant feature stays as it is
+        if self.standardize:
+            X = X / feature_scale
+        else:
+            _warn_on_scales(std)
         spread = np.max(np.abs(X - X.mean(axis=0)))  # fit on O(1) values: exact scaling, no under/overflow at 1e-200 or 1e200
         factor = 2.0 ** np.round(np.log2(spread)) if spread > 0 else 1.0
         try:
@@ -175,7 +192,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 params = fitting.fit_params(
                     X / factor, degrees, self.tails, self.leading, self.n_folds, groups, rng, _report_steps if progress else None,
                     self.max_curved,
-                ).scaled(factor)
+                ).scaled(factor).standardizing(feature_scale)
         except FloatingPointError as err:
             raise ValueError(
                 f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree"
@@ -187,6 +204,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _set_fitted(self, params: PPAParams) -> None:
         self.mean_ = params.mean
+        self.scale_ = params.feature_scale
         self.components_ = params.rotation
         self.degrees_ = params.degrees
         self.explained_variance_ = params.explained_variance
@@ -256,7 +274,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def pca_(self) -> PPA:
         """PCA of the same fitting sample (a fitted ``PPA(degree=1)``): the like-for-like baseline."""
         check_is_fitted(self)
-        pca = PPA.from_params(self.params_.pca(), self.features_, self.sample_, n_components=self.n_components, degree=1, tails=self.tails)
+        pca = PPA.from_params(self.params_.pca(), self.features_, self.sample_, n_components=self.n_components, degree=1, tails=self.tails,
+                              standardize=self.standardize)
         if hasattr(self, "feature_names_in_"):
             pca.feature_names_in_ = self.feature_names_in_
         return pca
@@ -293,7 +312,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return kernels.inverse(R * self._spread(R.shape[1], R.dtype) if self.whiten else R, self.params_)
 
     def jacobian(self, X) -> np.ndarray:
-        """Analytic Jacobian ``dr/dx`` (n_samples x d x d); ``|det| = 1``."""
+        """Analytic Jacobian ``dr/dx`` (n_samples x d x d); ``|det| = 1`` (``prod 1 / scale_`` with ``standardize=True``)."""
         return kernels.jacobian(self._check_input(X), self.params_)
 
     def reconstruct(self, X, n_components: int) -> np.ndarray:
@@ -305,7 +324,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         Entry ``k-1`` is the mean over samples of the squared error summed over
         features, ``mean_i sum_j (x_ij - x^_ij)^2`` (divide by ``d`` for the
-        mean per feature). All ``d`` values come from one forward pass.
+        mean per feature); with ``standardize=True`` each feature's squared
+        error is divided by its variance, ``scale_**2``. All ``d`` values come
+        from one forward pass.
         """
         X = self._check_input(X)
         return np.mean(kernels.error_curve(X, self.params_), axis=0)
@@ -332,14 +353,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 SCALE_RATIO_WARNING = 1e3
 
 
-def _warn_on_scales(X: np.ndarray) -> None:
-    std = X.std(axis=0)
+def _warn_on_scales(std: np.ndarray) -> None:
     std = std[std > 0]
     if len(std) > 1 and std.max() > SCALE_RATIO_WARNING * std.min():
         warnings.warn(
             f"the features' standard deviations differ by {std.max() / std.min():.1e}: PPA, like PCA, then describes "
-            "almost only the largest. If their units are not comparable (e.g. geopotential and wind), divide each "
-            "feature by its standard deviation first (X / X.std(axis=0), or cube / cube.std(dims))",
+            "almost only the largest. If their units are not comparable (e.g. geopotential and wind), pass standardize=True "
+            "(ppa-xr fit --standardize): each feature is divided by its standard deviation, and the inverse undoes it",
             UserWarning, stacklevel=4,  # the caller of fit, past scikit-learn's fit wrapper
         )
 

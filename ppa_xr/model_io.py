@@ -33,15 +33,17 @@ from .labels import FeatureLabels
 from .pixels import PixelSample
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 2  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds
+FORMAT_VERSION = 3  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize
+READABLE = (2, 3)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "feature"), "degrees": ("step",), "center": ("step",),
     "scale": ("step",), "forward_bias": ("step", "output"), "forward": ("step", "power", "output"),
     "inverse_bias": ("step", "feature"), "inverse": ("step", "power", "feature"), "explained_variance": ("output",),
-    "pca_rotation": ("output", "feature"), "pca_variance": ("output",),
+    "pca_rotation": ("output", "feature"), "pca_variance": ("output",), "feature_scale": ("feature",),
 }
-INIT = ("n_components", "degree", "tails", "leading", "n_folds", "max_curved", "whiten", "random_state")
+INIT = ("n_components", "degree", "tails", "leading", "n_folds", "max_curved", "whiten", "standardize", "random_state")
+_ADDED_IN_3 = {"feature_scale", "standardize"}  # absent from version 2 files: ones, and False
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
 #: zarr codecs a model may use: none of them can run code when decoded
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}
@@ -107,17 +109,18 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
     raw = ds.attrs.get("ppa_xr_format_version")
     if not isinstance(raw, numbers.Integral | np.integer):
         raise ValueError(f"{source} is corrupt: its format version {raw!r} is not an integer")
-    if int(raw) != FORMAT_VERSION:
+    if int(raw) not in READABLE:
         advice = "refit and save the model with this ppa_xr" if raw < FORMAT_VERSION else "upgrade ppa_xr"
-        raise ValueError(f"{source} has model format version {raw}; this ppa_xr reads version {FORMAT_VERSION} ({advice})")
+        raise ValueError(f"{source} has model format version {raw}; this ppa_xr reads versions {list(READABLE)} ({advice})")
+    expected = [name for name in _DIMS if int(raw) >= 3 or name not in _ADDED_IN_3]
     foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
     if foreign:
         raise ValueError(f"{source} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
-    missing = [name for name in _DIMS if name not in ds]
+    missing = [name for name in expected if name not in ds]
     if missing:
         raise ValueError(f"{source} is corrupt or truncated: variables {missing} are missing")
     try:
-        arrays = {name: np.asarray(ds[name].values) for name in _DIMS}
+        arrays = {name: np.asarray(ds[name].values) for name in expected}
         init = json.loads(ds.attrs["estimator_params"])
         tails = str(ds.attrs["tails"])
     except (KeyError, ValueError, TypeError, OSError, RuntimeError) as err:
@@ -127,8 +130,10 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
             raise ValueError(f"{source} is corrupt: {name} has dtype {values.dtype}")
         if ds[name].attrs.get("sha256") != _checksum(name, values):
             raise ValueError(f"{source} is corrupt: the checksum of {name!r} does not match its values")
-    if not isinstance(init, dict) or set(init) != set(INIT):
-        raise ValueError(f"{source} is corrupt: estimator_params must name exactly {list(INIT)}")
+    names = [name for name in INIT if int(raw) >= 3 or name not in _ADDED_IN_3]
+    if not isinstance(init, dict) or set(init) != set(names):
+        raise ValueError(f"{source} is corrupt: estimator_params must name exactly {names}")
+    init.setdefault("standardize", False)
     if init["tails"] != tails:
         raise ValueError(f"{source} is corrupt: its tails attribute {tails!r} disagrees with its parameters ({init['tails']!r})")
     params = PPAParams(**{k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}, tails=tails)
@@ -174,7 +179,8 @@ def _check(params: PPAParams, source: str) -> None:
     for name in ("rotation", "pca_rotation"):
         if not np.allclose(getattr(params, name) @ getattr(params, name).T, np.eye(d), atol=1e-8):
             raise ValueError(f"{source} is corrupt: {name} is not orthogonal")
-    if (params.degrees < 1).any() or params.degrees.max(initial=1) > params.forward.shape[1] or (params.scale <= 0).any():
+    if (params.degrees < 1).any() or params.degrees.max(initial=1) > params.forward.shape[1] or (params.scale <= 0).any() \
+            or (params.feature_scale <= 0).any():
         raise ValueError(f"{source} is corrupt: degrees or scales out of range")
 
 

@@ -141,8 +141,20 @@ def _apply_block(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict) -
     return np.moveaxis(out, -1, axis) if keep else out
 
 
+def common_units(da: xr.DataArray) -> str | None:
+    """The one unit all features share (``units`` as a string, or rioxarray's per-band tuple of equal
+    strings), else None: PPA components are then in that unit, as PCA's are."""
+    units = da.attrs.get("units")
+    if isinstance(units, str):
+        return units or None
+    if isinstance(units, (tuple, list, np.ndarray)) and len(units) and all(isinstance(u, str) and u == units[0] for u in units):
+        return units[0] or None
+    return None
+
+
 def map_kernel(
-    func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, long_name: str | None, **kwargs: Any
+    func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, long_name: str | None,
+    units: str | None = None, **kwargs: Any,
 ) -> xr.DataArray:
     """A kernel mapped over the chunks, ``in_dim`` replaced by ``out_dim`` (or dropped), other dims and chunks kept.
 
@@ -151,7 +163,7 @@ def map_kernel(
     ``apply_gufunc`` would first copy every chunk into a pixel-major array);
     the kernel and its parameters enter the graph once. With a ``long_name``
     the output holds other quantities than the input, so the input's value
-    attributes (units, scale, band names) are replaced by it.
+    attributes (units, scale, band names) are replaced by it and ``units``.
     """
     axis, keep = da.get_axis_num(in_dim), out_dim is not None
     block = partial(_apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs})
@@ -167,7 +179,7 @@ def map_kernel(
     coords = {name: coord for name, coord in da.coords.items() if in_dim not in coord.dims}
     attrs = dict(da.attrs)
     if long_name is not None:
-        attrs = {k: v for k, v in attrs.items() if k not in _VALUE_ATTRS} | {"long_name": long_name}
+        attrs = {k: v for k, v in attrs.items() if k not in _VALUE_ATTRS} | {"long_name": long_name} | ({"units": units} if units else {})
     return _copy_geo(da, xr.DataArray(data, dims=dims, coords=coords, attrs=attrs, name=da.name))
 
 
@@ -328,7 +340,7 @@ def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | No
     """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid."""
     da, dim = model_features(obj, model, dim)
     k = model.n_components_ if n_components is None else kernels.check_components(n_components, model.n_features_in_)
-    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", params=model.params_, n_components=k)
+    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", common_units(da), params=model.params_, n_components=k)
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa"))
 
 
@@ -342,7 +354,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
         raise ValueError(f"{k} components given, the model has {d}")
     scores = _one_chunk_along(scores, dim)
     features = model.features_ or FeatureLabels("band")
-    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", params=model.params_).drop_vars(dim, errors="ignore"))
+    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_).drop_vars(dim, errors="ignore"))
     return out.to_dataset(dim=features.dim) if features.variables else out
 
 
@@ -359,7 +371,8 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
     k = kernels.check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
     name = f"squared reconstruction error summed over bands, {k} PPA components"
-    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, params=model.params_, n_components=k)
+    units = common_units(da)
+    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)
     return out.rename(_name(obj, "reconstruction_error"))
 
 

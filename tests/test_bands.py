@@ -109,3 +109,25 @@ def test_odc_stac_style_dataset(landsat):
     back = ds.ppa.transform(model).ppa.inverse_transform(model)
     assert isinstance(back, xr.Dataset) and back["B4"].dims == ("time", "y", "x")
     np.testing.assert_allclose(back["B4"].values[0], ds["B4"].values[0], rtol=1e-6)
+
+
+def test_units_travel_to_outputs_when_all_bands_share_one(tmp_path, capsys):
+    """Components of bands in one unit are in that unit (an orthogonal map plus shears); the CLI's
+    GeoTIFFs carry it per band, reconstructions too, and the error map gets its square."""
+    cube = open_landsat8_sample().sel(band=["B2", "B3", "B4", "B5"]).drop_vars("wavelength").astype("float32") / 1e4
+    path = tmp_path / "scene.tif"
+    cube.rio.to_raster(path)
+    with rasterio.open(path, "r+") as dst:
+        dst.units = ("reflectance",) * 4
+    opened = rioxarray.open_rasterio(path, chunks={"x": 160, "y": 160})
+    model = opened.ppa.fit(n_samples=5000, random_state=0)
+    assert opened.ppa.transform(model).attrs["units"] == "reflectance"
+    assert opened.ppa.reconstruction_error(model, 2).attrs["units"] == "(reflectance)^2"
+    assert main(["fit", str(path), str(tmp_path / "m.nc")]) == 0
+    assert main(["transform", str(path), str(tmp_path / "m.nc"), str(tmp_path / "c.tif"), "--n-components", "3"]) == 0
+    assert main(["inverse", str(tmp_path / "c.tif"), str(tmp_path / "m.nc"), str(tmp_path / "back.tif")]) == 0
+    for name, count in (("c.tif", 3), ("back.tif", 4)):
+        with rasterio.open(tmp_path / name) as src:
+            assert src.units == ("reflectance",) * count
+    mixed = opened.assign_attrs(units=("reflectance", "reflectance", "K", "reflectance"))
+    assert "units" not in mixed.ppa.transform(model).attrs  # no one unit: none claimed

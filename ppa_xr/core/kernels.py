@@ -18,6 +18,10 @@ With ``A`` the composed rotation and ``T_p`` the monomial features of step
 * Jacobian: ``dr/dx = L A`` with ``L`` unit lower-triangular (a product of
   shears), so ``|det| = 1``.
 
+A standardizing model (``feature_scale`` ``D``) maps ``D^-1 (x - mean)``:
+``A D^-1`` replaces ``A`` in the first GEMM and the inverse's operator and
+constant are scaled by ``D`` (:mod:`ppa_xr.core.params`).
+
 Pixels are processed in blocks of :data:`BLOCK` held transposed (components x
 pixels), so each step reads and writes contiguous rows that stay in cache.
 Rows are independent: a kernel applied to any subset of pixels gives the same
@@ -188,7 +192,7 @@ def _forward_plan(params: PPAParams, rows: int, n_steps: int):
         steps = [(p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 : q1])) for p in group]
         rest = np.asfortranarray(np.vstack([params.forward[p, : params.degrees[p], q1:rows] for p in group]))
         panels.append((q1, steps, rest))
-    lin = params.rotation[:rows]
+    lin = params.input_rotation(rows)
     bias = lin @ params.mean + params.forward_bias[:n_steps, :rows].sum(axis=0)
     return np.asfortranarray(lin.T), bias[:, None], panels
 
@@ -274,8 +278,8 @@ def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, li
     (exact rotations) contribute nothing and are left out too.
     """
     used = [(p, int(params.degrees[p])) for p in params.curved_steps() if p < k]
-    stacked = np.vstack([params.rotation[:k]] + [params.inverse[p, :g] for p, g in used])
-    bias = params.mean + params.inverse_bias[:k].sum(axis=0)
+    stacked = np.vstack([params.rotation[:k]] + [params.inverse[p, :g] for p, g in used]) * params.feature_scale
+    bias = params.mean + params.feature_scale * params.inverse_bias[:k].sum(axis=0)
     return np.asfortranarray(stacked), bias, used
 
 
@@ -347,7 +351,8 @@ def _error_plan(params: PPAParams) -> tuple[np.ndarray, np.ndarray, list[tuple[i
         (p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 :]), params.forward_bias[p, p + 1 :, None])
         for p in params.curved_steps()
     ]
-    return np.asfortranarray(params.rotation.T), (params.rotation @ params.mean)[:, None], steps
+    lin = params.input_rotation()
+    return np.asfortranarray(lin.T), (lin @ params.mean)[:, None], steps
 
 
 def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) -> np.ndarray:
@@ -387,7 +392,7 @@ def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
     rows = cols.T
     prm = params.cast(dtype)
     r = forward(rows, prm)
-    jac = np.broadcast_to(prm.rotation, (rows.shape[0], d, d)).copy()
+    jac = np.broadcast_to(prm.input_rotation(), (rows.shape[0], d, d)).copy()
     for p in range(d - 1):
         g = int(prm.degrees[p])
         slopes = basis.power_derivatives(_scaled(prm, p, r[:, p]), g, 1, prm.tails) / prm.scale[p]

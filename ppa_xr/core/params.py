@@ -17,6 +17,12 @@ components runs exactly the first ``k`` inverse steps.
 
 ``pca_rotation`` and ``pca_variance`` are the PCA solution of the same
 fitting sample (:meth:`PPAParams.pca`), the like-for-like baseline.
+
+``feature_scale`` (``D``, ones unless the model standardizes) divides the
+centred input before the map: every array above describes the map of
+``z = D^-1 (x - mean)``, so ``r = PPA(z)`` and ``x = mean + D PPA^-1(r)``.
+The kernels fold ``D`` into their first and last GEMM; errors and variances
+are then in standardized units.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from .basis import TAILS
 
 
 ARRAYS = ("mean", "rotation", "degrees", "center", "scale", "forward_bias", "forward", "inverse_bias", "inverse",
-          "explained_variance", "pca_rotation", "pca_variance")
+          "explained_variance", "pca_rotation", "pca_variance", "feature_scale")
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,12 +54,27 @@ class PPAParams:
     explained_variance: np.ndarray  # (d,) variance of each output on the fitting sample
     pca_rotation: np.ndarray  # (d, d) principal axes of the fitting sample, rows
     pca_variance: np.ndarray  # (d,) their variances
+    feature_scale: np.ndarray | None = None  # (d,) D: the map acts on D^-1 (x - mean); None is ones
     tails: str = "clamp"
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.tails not in TAILS:
             raise ValueError(f"tails must be one of {TAILS}, got {self.tails!r}")
+        if self.feature_scale is None:
+            object.__setattr__(self, "feature_scale", np.ones_like(self.mean))
+
+    @property
+    def standardized(self) -> bool:
+        return bool((self.feature_scale != 1).any())
+
+    def input_rotation(self, rows: int | None = None) -> np.ndarray:
+        """The first ``rows`` rows of ``A D^-1``: the linear part of the forward map on raw inputs."""
+        return self.rotation[:rows] / self.feature_scale
+
+    def log2_det_jacobian(self) -> float:
+        """``log2 |det dr/dx| = -sum_j log2 D_j`` (0: volume preserving unless standardized)."""
+        return -float(np.sum(np.log2(self.feature_scale)))
 
     def __getstate__(self) -> dict:
         """Pickled (e.g. into a dask graph) without the derived, cached arrays."""
@@ -83,7 +104,7 @@ class PPAParams:
             mean=self.mean, rotation=self.pca_rotation, degrees=np.ones(d - 1, np.int64), center=np.zeros(d - 1),
             scale=np.ones(d - 1), forward_bias=np.zeros((d - 1, d)), forward=np.zeros((d - 1, 1, d)),
             inverse_bias=np.zeros((d - 1, d)), inverse=np.zeros((d - 1, 1, d)), explained_variance=self.pca_variance,
-            pca_rotation=self.pca_rotation, pca_variance=self.pca_variance, tails=self.tails,
+            pca_rotation=self.pca_rotation, pca_variance=self.pca_variance, feature_scale=self.feature_scale, tails=self.tails,
         ).cast(self.mean.dtype)
 
     def scaled(self, factor: float) -> PPAParams:
@@ -99,6 +120,12 @@ class PPAParams:
         arrays["scale"] = np.where(curved, self.scale * factor, self.scale)  # straight steps have no polynomial to scale
         for name in ("explained_variance", "pca_variance"):
             arrays[name] = arrays[name] * factor**2
+        return PPAParams(**arrays, tails=self.tails)
+
+    def standardizing(self, feature_scale: np.ndarray) -> PPAParams:
+        """The map of ``D^-1 (x - mean)`` fitted on standardized data ``x / D`` (whose mean is ``mean / D``),
+        as parameters on raw ``x``."""
+        arrays = self.arrays() | {"mean": self.mean * feature_scale, "feature_scale": np.asarray(feature_scale, float)}
         return PPAParams(**arrays, tails=self.tails)
 
     def cast(self, dtype: np.dtype) -> PPAParams:
