@@ -123,8 +123,12 @@ def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | N
 
 
 def _one_chunk_along(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
-    """The core dimension as one chunk (a no-op, not even a graph layer, when it already is)."""
-    if da.chunks is not None and len(da.chunksizes[dim]) > 1:
+    """The core dimension as one chunk (a no-op, not even a graph layer, when it already is).
+
+    The data's own chunks are read (``da.chunks``), not ``chunksizes``, which
+    also demands that dask-backed coordinates agree (stackstac's per-item
+    metadata coordinates need not)."""
+    if da.chunks is not None and len(da.chunks[da.get_axis_num(dim)]) > 1:
         return da.chunk({dim: -1})
     return da
 
