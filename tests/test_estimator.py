@@ -159,3 +159,22 @@ def test_features_of_very_different_scales_warn():
     z, u, v = rng.normal(5500, 100, 2000), rng.normal(0, 0.01, 2000), rng.normal(0, 0.01, 2000)
     with pytest.warns(UserWarning, match="standard deviations differ by 1.0e\\+04"):
         PPA(degree=1).fit(np.column_stack([z, u, v]))
+
+
+def test_fit_runs_blas_on_one_thread_and_restores_the_count(curved):
+    """The fit chooses its BLAS threads (one: stable under load) and leaves the user's setting as it was."""
+    from threadpoolctl import threadpool_info
+
+    from ppa_xr.core.leading import pca_leading_vector
+
+    counts = lambda: {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}  # noqa: E731
+    seen = []
+
+    def leading(cov, residual):
+        seen.append(counts())
+        return pca_leading_vector(cov, residual)
+
+    before = counts()
+    PPA(degree=2, leading=leading).fit(curved)
+    assert seen and all(set(c.values()) == {1} for c in seen)
+    assert counts() == before
