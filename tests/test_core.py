@@ -177,6 +177,29 @@ def test_blocking_and_threads_do_not_change_results(threads, n):
     np.testing.assert_allclose(R32, ref, atol=2e-4 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("layout", ["pixel-major", "band-first"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_straight_map_written_straight_into_the_output(threads, layout, dtype):
+    """A model without polynomials (or the outputs before its first one) is one GEMM written into the
+    output: the same values as ``A D^-1 (x - mean)``, invalid pixels NaN in every component."""
+    from ppa_xr.core import kernels
+
+    X = curved_sample(40_000, d=5, seed=3)
+    for model in (PPA(degree=1).fit(X), PPA(degree=1, standardize=True).fit(X * [1, 10, 100, 1, 1])):
+        data = (X * model.scale_ if model.standardize else X).astype(dtype)
+        data[7, 2], data[11, 0], data[13] = np.nan, np.inf, -np.inf
+        cube = np.ascontiguousarray(data.T).reshape(5, 200, 200) if layout == "band-first" else data.reshape(200, 200, 5)
+        view = np.moveaxis(cube, 0, -1) if layout == "band-first" else cube
+        for k in (5, 2):
+            R = kernels.forward(view, model.params_, n_components=k, threads=threads).reshape(-1, k)
+            assert R.dtype == dtype
+            bad = ~np.isfinite(data).all(axis=1)
+            expected = ((np.where(bad[:, None], 0, data).astype(np.float64) - model.mean_) / model.scale_) @ model.components_[:k].T
+            assert np.isnan(R[bad]).all() and np.isfinite(R[~bad]).all()
+            np.testing.assert_allclose(R[~bad], expected[~bad], rtol=0, atol=(1e-10 if dtype == np.float64 else 2e-4) * np.abs(expected[~bad]).max())
+
+
 def test_params_pickle_without_their_caches(curved):
     import pickle
 

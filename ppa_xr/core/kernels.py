@@ -30,21 +30,14 @@ subset of the result. A pixel with a NaN or +-inf input is NaN in every output.
 
 from __future__ import annotations
 
-import itertools
 import numbers
 import os
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
-import scipy
-from scipy.linalg import blas
-from threadpoolctl import ThreadpoolController
 
-from . import basis
+from . import basis, blas
 from .params import PPAParams
 
 BLOCK = 16384
@@ -96,7 +89,7 @@ def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | Non
     one kernel per core."""
     threads = max(1, min(threads or os.cpu_count() or 1, -(-n_rows // BLOCK)))
     bounds = np.linspace(0, n_rows, threads + 1).astype(int)
-    with _single_blas_thread:
+    with blas.single_thread:
         if threads == 1:
             span(0, n_rows)
         else:
@@ -104,66 +97,6 @@ def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | Non
                 list(pool.map(span, bounds[:-1], bounds[1:]))
 
 
-@lru_cache(maxsize=1)
-def _scipy_blas() -> tuple[tuple[Callable[[], int], Callable[[int], object]], ...]:
-    """Get and set functions of the thread count of the BLAS behind ``scipy.linalg.blas``
-    (which every GEMM here uses), callable from any thread.
-
-    That is scipy's bundled OpenBLAS where numpy and scipy ship separate
-    libraries (the PyPI wheels), so numpy's BLAS is never touched; where they
-    are one library (conda), it is that library. A pthreads OpenBLAS is set
-    through its own functions: threadpoolctl lets only the first thread that
-    sets one change it later, so a set from a dask worker thread would turn
-    the user's own ``threadpool_limits`` into a silent no-op.
-    """
-    controller = ThreadpoolController().select(user_api="blas")
-    scipy_dirs = (Path(scipy.__file__).parent, Path(scipy.__file__).parent.parent / "scipy.libs")
-    own = [lib["filepath"] for lib in controller.info() if any(d in Path(lib["filepath"]).parents for d in scipy_dirs)]
-    return tuple(_thread_count_functions(lib) for lib in (controller.select(filepath=own) if own else controller).lib_controllers)
-
-
-def _thread_count_functions(lib) -> tuple[Callable[[], int], Callable[[int], object]]:
-    if lib.internal_api == "openblas" and lib.threading_layer != "openmp":
-        for prefix, suffix in itertools.product(("", "scipy_"), ("", "64_", "_64")):
-            get = getattr(lib.dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
-            if get is not None:
-                return get, getattr(lib.dynlib, f"{prefix}openblas_set_num_threads{suffix}")
-    return lib.get_num_threads, lib.set_num_threads
-
-
-class _SingleBlasThread:
-    """Hold scipy's BLAS at one thread while any kernel runs, and give back the
-    user's setting when the last concurrent kernel ends.
-
-    The kernels parallelise over pixels themselves (or dask does); BLAS threads
-    on their block-sized GEMMs only wait and spin (measured: up to 15x slower).
-    Concurrent kernels (dask's threads) share one count, so the library is set
-    once on entry of the first and restored on exit of the last: no global
-    change outlives a computation.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._active = 0
-        self._saved: list[int] = []
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if self._active == 0:
-                self._saved = [get() for get, _ in _scipy_blas()]
-                for _, set_threads in _scipy_blas():
-                    set_threads(1)
-            self._active += 1
-
-    def __exit__(self, *exc) -> None:
-        with self._lock:
-            self._active -= 1
-            if self._active == 0:
-                for (_, set_threads), n in zip(_scipy_blas(), self._saved):
-                    set_threads(n)
-
-
-_single_blas_thread = _SingleBlasThread()
 
 
 def _cached(params: PPAParams, key: tuple, build):
@@ -204,20 +137,26 @@ def check_components(k, d: int) -> int:
     return int(k)
 
 
-def _blockwise(x, params: PPAParams, key: tuple, build, width: int, n_feats: int, body, threads: int | None) -> np.ndarray:
+def _blockwise(
+    x, params: PPAParams, key: tuple, build, width: int, n_feats: int, body, threads: int | None, straight: bool = False
+) -> np.ndarray:
     """The frame of the forward-type kernels over blocks of pixels held as (rows, pixels).
 
     ``build(prm)`` returns the (cached) ``lin^T``, ``bias`` and the rest of the
     plan; per block ``r = lin @ block - bias`` goes into a reused buffer and
-    ``body(prm, plan, gemm, r, feats, out)`` writes the block's (width, pixels) output.
+    ``body(prm, plan, r, feats, out)`` writes the block's (width, pixels) output.
+    ``straight``: the output is ``r`` itself (no polynomial acts on it), computed
+    straight into the output where its layout allows (:func:`_rotation_into`).
     """
     d = params.n_features
     cols, dtype, feature_major = _as_columns(x, d, "x")
     prm = params.cast(dtype)
     lin_t, bias, plan = _cached(prm, key, lambda: build(prm))
     rows = lin_t.shape[1]
-    gemm = blas.get_blas_funcs("gemm", dtype=dtype)
     out, out_cols = _output(np.shape(x)[:-1], width, dtype, feature_major)
+    if straight:
+        _rotation_into(out_cols, cols, lin_t, bias, threads)
+        return out
 
     def span(lo: int, hi: int) -> None:
         size = min(BLOCK, hi - lo)
@@ -229,34 +168,48 @@ def _blockwise(x, params: PPAParams, key: tuple, build, width: int, n_feats: int
             n = block.shape[1]
             feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
             r = r_buffer[: rows * n].reshape(rows, n)
-            gemm(1.0, block.T, lin_t, beta=0.0, c=r.T, overwrite_c=1)  # r = lin @ block
+            blas.matmul_into(lin_t.T, block, r)
             r -= bias
-            body(prm, plan, gemm, r, feats, out_cols[:, start : start + n])
+            body(prm, plan, r, feats, out_cols[:, start : start + n])
             _invalid_to_nan(out_cols[:, start : start + n])
 
     _run_spans(cols.shape[1], span, threads)
     return out
 
 
+def _rotation_into(out_cols: np.ndarray, cols: np.ndarray, lin_t: np.ndarray, bias: np.ndarray, threads: int | None) -> None:
+    """``out = lin @ x - bias`` with the GEMM written straight into the output, span by span (no block
+    buffer, no copy): the map of a model without polynomials among these outputs."""
+
+    def span(lo: int, hi: int) -> None:
+        r = out_cols[:, lo:hi]
+        blas.matmul_into(lin_t.T, cols[:, lo:hi], r)
+        r -= bias
+        _invalid_to_nan(r)
+
+    _run_spans(cols.shape[1], span, threads)
+
+
 def _map_forward(x, params: PPAParams, rows: int, n_steps: int, width: int, finish, threads: int | None) -> np.ndarray:
     """Run the forward map's first ``n_steps`` steps on the first ``rows`` outputs of every
     block of ``x``; ``finish(r, out)`` turns the (rows, pixels) result into the (width, pixels) output."""
 
-    def body(prm, panels, gemm, r, feats, out) -> None:
+    def body(prm, panels, r, feats, out) -> None:
         for q1, steps, rest in panels:
             offset = 0
             for p, g, inside in steps:
                 t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[offset : offset + g])
                 if p + 1 < q1:  # r[p+1:q1] -= inside^T t
-                    gemm(-1.0, t.T, inside, beta=1.0, c=r[p + 1 : q1].T, overwrite_c=1)
+                    blas.matmul_into(inside.T, t, r[p + 1 : q1], -1.0, 1.0)
                 offset += g
             if q1 < rows:
-                gemm(-1.0, feats[:offset].T, rest, beta=1.0, c=r[q1:].T, overwrite_c=1)
+                blas.matmul_into(rest.T, feats[:offset], r[q1:], -1.0, 1.0)
         finish(r, out)
 
     n_feats = PANEL * max(int(params.degrees.max(initial=1)), 1)
     build = lambda prm: _forward_plan(prm, rows, n_steps)  # noqa: E731
-    return _blockwise(x, params, ("forward", rows, n_steps), build, width, n_feats, body, threads)
+    straight = finish is _copy and not any(p < min(n_steps, rows - 1) for p in params.curved_steps())
+    return _blockwise(x, params, ("forward", rows, n_steps), build, width, n_feats, body, threads, straight)
 
 
 def _copy(r: np.ndarray, out: np.ndarray) -> None:
@@ -300,12 +253,11 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
     cols, dtype, feature_major = _as_columns(r, k, "components")
     prm = params.cast(dtype)
     operator, bias, used = _cached(prm, ("inverse", k), lambda: _inverse_plan(prm, k))
-    gemm = blas.get_blas_funcs("gemm", dtype=dtype)
     out, out_cols = _output(r.shape[:-1], d, dtype, feature_major)
 
     def span(lo: int, hi: int) -> None:
         width = min(BLOCK, hi - lo)
-        stack, result = np.empty(operator.shape[0] * width, dtype), np.empty(d * width, dtype)
+        stack = np.empty(operator.shape[0] * width, dtype)
         for start in range(lo, hi, BLOCK):
             block = cols[:, start : min(start + BLOCK, hi)]
             n = block.shape[1]
@@ -315,11 +267,10 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
             for p, g in used:
                 basis.powers(_scaled(prm, p, s[p]), g, prm.tails, s[offset : offset + g])
                 offset += g
-            x = result[: d * n].reshape(d, n)
-            gemm(1.0, s.T, operator, beta=0.0, c=x.T, overwrite_c=1)  # x = operator^T s
+            x = out_cols[:, start : start + n]  # the GEMM writes straight into the output
+            blas.matmul_into(operator.T, s, x)
             x += bias[:, None]
-            out_cols[:, start : start + n] = x
-            _invalid_to_nan(out_cols[:, start : start + n])
+            _invalid_to_nan(x)
 
     _run_spans(cols.shape[1], span, threads)
     return out
@@ -366,7 +317,7 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
     """
     d = params.n_features
 
-    def body(prm, steps, gemm, r, feats, errors) -> None:
+    def body(prm, steps, r, feats, errors) -> None:
         first = 1  # the state of r is that of every k in [first, next curved step]
         for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
             # ||r[j:]||^2 for j = p, p-1, ..., first: the tail beyond p, then one row at a time
@@ -377,7 +328,7 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
             if coef is not None:
                 t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[:g])
                 r[p + 1 :] -= bias
-                gemm(-1.0, t.T, coef, beta=1.0, c=r[p + 1 :].T, overwrite_c=1)
+                blas.matmul_into(coef.T, t, r[p + 1 :], -1.0, 1.0)
             first = p + 1
         errors[d - 1] = 0
 

@@ -1,0 +1,140 @@
+"""The BLAS the kernels run on: scipy's library, one thread while kernels run, GEMM without the GIL.
+
+The kernels parallelise over pixels themselves (or dask does), so their
+GEMMs must (a) run on one BLAS thread each, without changing what the user
+set for the rest of the session, and (b) release the GIL, or two tasks of a
+threaded dask scheduler take turns instead of running at once (measured:
+``scipy.linalg.blas.sgemm`` in two Python threads took 0.40 s for what one
+thread did in 0.36 s; numpy's ``matmul`` scales). So :func:`matmul_into`
+calls ``cblas_?gemm`` of scipy's bundled BLAS through ``ctypes``, which
+releases the GIL, on any strided operands with one unit stride (so results
+can go straight into a view of the output). Where that library exports no
+CBLAS (another BLAS build), ``scipy.linalg.blas`` does the same work,
+holding the GIL.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import scipy
+from scipy.linalg import blas as scipy_blas
+from threadpoolctl import ThreadpoolController
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_AFFIXES = list(itertools.product(("", "scipy_"), ("", "64_", "_64")))
+
+
+@lru_cache(maxsize=1)
+def _libraries() -> tuple:
+    """threadpoolctl's controllers of the BLAS behind ``scipy.linalg.blas``: scipy's bundled OpenBLAS
+    where numpy and scipy ship separate libraries (the PyPI wheels), so numpy's BLAS is never touched;
+    where they are one library (conda), that library."""
+    controller = ThreadpoolController().select(user_api="blas")
+    scipy_dirs = (Path(scipy.__file__).parent, Path(scipy.__file__).parent.parent / "scipy.libs")
+    own = [lib["filepath"] for lib in controller.info() if any(d in Path(lib["filepath"]).parents for d in scipy_dirs)]
+    return tuple((controller.select(filepath=own) if own else controller).lib_controllers)
+
+
+def _thread_count_functions(lib) -> tuple[Callable[[], int], Callable[[int], object]]:
+    """Get and set of one library's thread count, callable from any thread. A pthreads OpenBLAS is set
+    through its own functions: threadpoolctl lets only the first thread that sets one change it later, so
+    a set from a dask worker thread would turn the user's own ``threadpool_limits`` into a silent no-op."""
+    if lib.internal_api == "openblas" and lib.threading_layer != "openmp":
+        for prefix, suffix in _AFFIXES:
+            get = getattr(lib.dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+            if get is not None:
+                return get, getattr(lib.dynlib, f"{prefix}openblas_set_num_threads{suffix}")
+    return lib.get_num_threads, lib.set_num_threads
+
+
+class _SingleThread:
+    """Hold scipy's BLAS at one thread while any kernel runs, and give back the user's setting when
+    the last concurrent kernel ends (dask's threads share one count), so no change outlives a
+    computation. BLAS threads on block-sized GEMMs only wait and spin (measured: up to 15x slower)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved: list[int] = []
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._active == 0:
+                functions = [_thread_count_functions(lib) for lib in _libraries()]
+                self._saved = [get() for get, _ in functions]
+                for _, set_threads in functions:
+                    set_threads(1)
+            self._active += 1
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0:
+                for lib, n in zip(_libraries(), self._saved):
+                    _thread_count_functions(lib)[1](n)
+
+
+single_thread = _SingleThread()
+
+
+@lru_cache(maxsize=2)
+def _cblas_gemm(dtype: np.dtype):
+    """``cblas_?gemm`` of scipy's BLAS with its ctypes signature, or None."""
+    letter, scalar = ("s", ctypes.c_float) if dtype == np.float32 else ("d", ctypes.c_double)
+    for lib in _libraries():
+        for prefix, suffix in _AFFIXES:
+            func = getattr(lib.dynlib, f"{prefix}cblas_{letter}gemm{suffix}", None)
+            if func is not None:
+                integer = ctypes.c_int64 if suffix else ctypes.c_int32
+                func.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, integer, integer, integer, scalar, ctypes.c_void_p,
+                                 integer, ctypes.c_void_p, integer, scalar, ctypes.c_void_p, integer]
+                func.restype = None
+                return func
+    return None
+
+
+def _operand(x: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """``x`` as a row-major BLAS operand: (array, transpose flag, leading dimension); copied when its
+    strides fit neither row nor column major."""
+    rows, cols = x.shape
+    size = x.itemsize
+    if cols == 1 or x.strides[1] == size:
+        lead = x.strides[0] // size if rows > 1 else cols
+        if x.strides[0] % size == 0 and lead >= cols:
+            return x, _NO_TRANS, max(lead, 1)
+    if rows == 1 or x.strides[0] == size:
+        lead = x.strides[1] // size if cols > 1 else rows
+        if x.strides[1] % size == 0 and lead >= rows:
+            return x, _TRANS, max(lead, 1)
+    return _operand(np.ascontiguousarray(x))
+
+
+def matmul_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0, beta: float = 0.0) -> None:
+    """``c = alpha a @ b + beta c`` in place, for 2-D float arrays of one dtype with any strides that
+    BLAS can address (``c`` may be a strided view of a larger output). Releases the GIL."""
+    m, n = c.shape
+    k = a.shape[1]
+    if m == 0 or n == 0:
+        return
+    func = _cblas_gemm(c.dtype)
+    if func is None:
+        result = scipy_blas.get_blas_funcs("gemm", dtype=c.dtype)(alpha, a, b, beta=beta, c=c, overwrite_c=1)
+        if not np.shares_memory(result, c):  # the wrapper had to copy ``c``: write the result back
+            c[...] = result
+        return
+    c_op, c_trans, ldc = _operand(c)
+    if c_op is not c:
+        raise ValueError("matmul_into needs an output BLAS can address (one unit stride)")
+    if c_trans == _TRANS:  # a column-major c: compute c^T = b^T a^T, which is row-major
+        matmul_into(b.T, a.T, c.T, alpha, beta)
+        return
+    a_op, a_trans, lda = _operand(a)
+    b_op, b_trans, ldb = _operand(b)
+    func(_ROW_MAJOR, a_trans, b_trans, m, n, k, alpha, a_op.ctypes.data, lda, b_op.ctypes.data, ldb, beta, c.ctypes.data, ldc)
