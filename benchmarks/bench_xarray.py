@@ -1,6 +1,7 @@
 """The lazy xarray/dask path against a PCA projection through the same path, same cube, same chunks.
 
     python benchmarks/bench_xarray.py lazy        # (a) 36-band float32 4096 x 4096, 1024 x 1024 chunks
+    python benchmarks/bench_xarray.py lazy --degree 5   # (a) with a degree-5 polynomial on every step
     python benchmarks/bench_xarray.py out-of-core # (b) > 8 GB zarr cube -> zarr, peak RSS watched
     python benchmarks/bench_xarray.py out-of-core --schedulers threads cluster  # (b) also on a 2-worker LocalCluster
 
@@ -80,7 +81,8 @@ def _once(fn) -> float:
 
 def lazy(args: argparse.Namespace) -> None:
     cube = synthetic_cube(args.size, args.chunk).persist()  # in memory, so every path reads the same chunks
-    ppa = cube.ppa.fit(n_samples=200_000, random_state=0)
+    degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)  # 5: a polynomial on every step, the worst case
+    ppa = cube.ppa.fit(n_samples=200_000, random_state=0, degree=degree)
     straight = cube.ppa.fit(n_samples=200_000, random_state=0, degree=1)
     pca = ppa.pca_
     print(f"cube {dict(cube.sizes)} float32 ({cube.nbytes / 2**30:.1f} GiB), chunks {cube.data.chunksize}; PPA degrees {ppa.degrees_.tolist()}")
@@ -172,6 +174,7 @@ def main() -> None:
     a.add_argument("--size", type=int, default=4096)
     a.add_argument("--chunk", type=int, default=1024)
     a.add_argument("--repeat", type=int, default=5)
+    a.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="PPA degree or candidates (default 1..5, selected)")
     b = sub.add_parser("out-of-core")
     b.add_argument("--size", type=int, default=7680)  # 36 x 7680^2 x 4 B = 7.9 GiB = 8.5 GB
     b.add_argument("--chunk", type=int, default=512)
