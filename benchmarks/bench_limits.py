@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import dask
 import numpy as np
+from bench_core import best_time
 from bench_xarray import pca_inverse, pca_projection, synthetic_cube
 from threadpoolctl import threadpool_limits
 
@@ -26,27 +26,18 @@ import ppa_xr  # noqa: F401
 from ppa_xr.core import blas
 
 
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def bandwidth(repeat: int) -> float:
     """Bytes per second of a 1 GiB copy (read + write)."""
     src = np.ones(2**28, np.float32)
-    dst = np.empty_like(src)
-    return 2 * src.nbytes / best(lambda: np.copyto(dst, src), repeat)
+    dst = src.copy()  # touched: no page faults in the timed copies
+    return 2 * src.nbytes / best_time(lambda: np.copyto(dst, src), repeat)
 
 
 def gemm_rate(repeat: int) -> float:
     """Single-thread sgemm flops per second at the kernels' block shape."""
     a, b, c = np.ones((36, 36), np.float32), np.ones((36, 16384), np.float32), np.empty((36, 16384), np.float32)
     with blas.single_thread:
-        seconds = best(lambda: [blas.matmul_into(a, b, c) for _ in range(100)], repeat)
+        seconds = best_time(lambda: [blas.matmul_into(a, b, c) for _ in range(100)], repeat)
     return 100 * 2 * 36 * 36 * 16384 / seconds
 
 
@@ -93,7 +84,7 @@ def main() -> None:
     with dask.config.set(scheduler="threads"), threadpool_limits(limits=1, user_api="blas"):
         for name, fn, flops in cases:
             limit = max(flops * pixels / (rate * cores), bytes_per_pixel * pixels / bw)
-            seconds = best(fn, args.repeat)
+            seconds = best_time(fn, args.repeat)
             print(f"| {name} | {flops:.0f} | {limit:.3f} s | {seconds:.3f} s | {100 * limit / seconds:.0f}% |", flush=True)
 
 
