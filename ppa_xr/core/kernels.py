@@ -97,8 +97,6 @@ def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | Non
                 list(pool.map(span, bounds[:-1], bounds[1:]))
 
 
-
-
 def _cached(params: PPAParams, key: tuple, build):
     if key not in params._cache:
         params._cache[key] = build()
@@ -146,7 +144,7 @@ def _blockwise(
     plan; per block ``r = lin @ block - bias`` goes into a reused buffer and
     ``body(prm, plan, r, feats, out)`` writes the block's (width, pixels) output.
     ``straight``: the output is ``r`` itself (no polynomial acts on it), computed
-    straight into the output where its layout allows (:func:`_rotation_into`).
+    straight into the output (:func:`_rotation_into`).
     """
     d = params.n_features
     cols, dtype, feature_major = _as_columns(x, d, "x")
@@ -163,8 +161,8 @@ def _blockwise(
         feats_buffer, r_buffer = np.empty(n_feats * size, dtype), np.empty(rows * size, dtype)
         for start in range(lo, hi, BLOCK):
             block = cols[:, start : min(start + BLOCK, hi)]
-            # C-contiguous (rows, pixels) views of reused buffers: in-place GEMMs need
-            # contiguous operands, and fresh large temporaries would cost page faults
+            # (rows, pixels) views of reused buffers: each step's row stays contiguous and
+            # in cache, and fresh large temporaries would cost page faults
             n = block.shape[1]
             feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
             r = r_buffer[: rows * n].reshape(rows, n)
