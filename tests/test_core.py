@@ -211,3 +211,21 @@ def test_params_pickle_without_their_caches(curved):
     restored = pickle.loads(pickle.dumps(model.params_))
     assert len(pickle.dumps(model.params_)) == before and restored._cache == {}
     np.testing.assert_array_equal(forward(curved, restored), model.transform(curved))
+
+
+def test_truncated_reconstruction_is_the_documented_sum():
+    """``x^ = mean + sum_{p<k} [a_p alpha_p + inverse_bias_p + T_p(alpha_p) inverse_p]`` (the params'
+    documented form, which the geometry differentiates), written out by hand, is the kernel's
+    reconstruction at every k."""
+    X = curved_sample(4000, d=5)
+    model = PPA(degree=4, random_state=0).fit(X)
+    p = model.params_
+    assert len(p.curved_steps()) >= 2
+    R = model.transform(X[:50])
+    for k in range(1, 6):
+        x = p.mean + R[:, :k] @ p.rotation[:k] + p.inverse_bias[:k].sum(axis=0)
+        for q in (q for q in p.curved_steps() if q < k):
+            g = int(p.degrees[q])
+            T = basis.powers((R[:, q] - p.center[q]) / p.scale[q], g, p.tails, np.empty((g, len(R))))
+            x += T.T @ p.inverse[q, :g]
+        np.testing.assert_allclose(model.inverse_transform(R[:, :k]), x, rtol=0, atol=1e-12 * np.abs(X).max())
