@@ -156,6 +156,12 @@ def common_units(da: xr.DataArray) -> str | None:
     return None
 
 
+def _component_units(da: xr.DataArray, model: PPA) -> str | None:
+    """The unit of the model's components and errors: the features' common unit, none for a
+    standardizing model (its components and errors are in standardized units)."""
+    return None if model.standardize else common_units(da)
+
+
 def map_kernel(
     func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, long_name: str | None,
     units: str | None = None, **kwargs: Any,
@@ -344,7 +350,7 @@ def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | No
     """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid."""
     da, dim = model_features(obj, model, dim)
     k = model.n_components_ if n_components is None else kernels.check_components(n_components, model.n_features_in_)
-    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", common_units(da), params=model.params_, n_components=k)
+    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", _component_units(da, model), params=model.params_, n_components=k)
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa"))
 
 
@@ -375,7 +381,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
     k = kernels.check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
     name = f"squared reconstruction error summed over bands, {k} PPA components"
-    units = common_units(da)
+    units = _component_units(da, model)
     out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)
     return out.rename(_name(obj, "reconstruction_error"))
 
