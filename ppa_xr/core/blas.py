@@ -42,10 +42,15 @@ def _libraries() -> tuple:
     return tuple((controller.select(filepath=own) if own else controller).lib_controllers)
 
 
-def _thread_count_functions(lib) -> tuple[Callable[[], int], Callable[[int], object]]:
-    """Get and set of one library's thread count, callable from any thread. A pthreads OpenBLAS is set
+@lru_cache(maxsize=1)
+def _thread_counts() -> tuple[tuple[Callable[[], int], Callable[[int], object]], ...]:
+    """Get and set of each library's thread count, callable from any thread. A pthreads OpenBLAS is set
     through its own functions: threadpoolctl lets only the first thread that sets one change it later, so
     a set from a dask worker thread would turn the user's own ``threadpool_limits`` into a silent no-op."""
+    return tuple(_thread_count_functions(lib) for lib in _libraries())
+
+
+def _thread_count_functions(lib) -> tuple[Callable[[], int], Callable[[int], object]]:
     if lib.internal_api == "openblas" and lib.threading_layer != "openmp":
         for prefix, suffix in _AFFIXES:
             get = getattr(lib.dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
@@ -67,9 +72,8 @@ class _SingleThread:
     def __enter__(self) -> None:
         with self._lock:
             if self._active == 0:
-                functions = [_thread_count_functions(lib) for lib in _libraries()]
-                self._saved = [get() for get, _ in functions]
-                for _, set_threads in functions:
+                self._saved = [get() for get, _ in _thread_counts()]
+                for _, set_threads in _thread_counts():
                     set_threads(1)
             self._active += 1
 
@@ -77,8 +81,8 @@ class _SingleThread:
         with self._lock:
             self._active -= 1
             if self._active == 0:
-                for lib, n in zip(_libraries(), self._saved):
-                    _thread_count_functions(lib)[1](n)
+                for (_, set_threads), n in zip(_thread_counts(), self._saved):
+                    set_threads(n)
 
 
 single_thread = _SingleThread()

@@ -64,10 +64,6 @@ class PPAParams:
         if self.feature_scale is None:
             object.__setattr__(self, "feature_scale", np.ones_like(self.mean))
 
-    @property
-    def standardized(self) -> bool:
-        return bool((self.feature_scale != 1).any())
-
     def input_rotation(self, rows: int | None = None) -> np.ndarray:
         """The first ``rows`` rows of ``A D^-1``: the linear part of the forward map on raw inputs."""
         return self.rotation[:rows] / self.feature_scale
