@@ -49,6 +49,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         :meth:`fit`, e.g. spatial blocks; random otherwise), and a higher
         degree than the lowest candidate is kept only when it lowers the
         held-out squared error by more than one standard error (groups as units).
+        The selection uses at most 20,000 rows, drawn at random from a larger
+        sample; the chosen polynomials are fitted on every row.
     tails : {"clamp", "linear", "polynomial"}
         The conditional mean beyond the projections seen in fit: held at its
         boundary value, continued along its tangent, or the raw polynomial
@@ -179,27 +181,20 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if groups is not None and np.shape(groups) != (n,):
             raise ValueError(f"groups must hold one label per sample, shape ({n},), got shape {np.shape(groups)}")
         rng = np.random.default_rng(check_random_state(self.random_state).randint(2**32))
-        X = X.astype(np.float64)
-        std = X.std(axis=0)
-        feature_scale = np.where(std > 0, std, 1.0) if self.standardize else np.ones(d)  # a constant feature stays as it is
-        if self.standardize:
-            X = X / feature_scale
-        else:
-            _warn_on_scales(std)
-        spread = np.max(np.abs(X - X.mean(axis=0)))  # fit on O(1) values: exact scaling, no under/overflow at 1e-200 or 1e200
-        factor = 2.0 ** np.round(np.log2(spread)) if spread > 0 else 1.0
         try:
             # BLAS on one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and
             # stable under load, where the default threads doubled the fit time (docs/performance.md)
             with np.errstate(over="raise", invalid="raise", divide="raise"), threadpool_limits(limits=1, user_api="blas"):
                 params = fitting.fit_params(
-                    X / factor, degrees, self.tails, self.leading, self.n_folds, groups, rng, _report_steps if progress else None,
-                    self.max_curved,
-                ).scaled(factor).standardizing(feature_scale)
+                    X, degrees, self.tails, self.leading, self.n_folds, groups, rng, _report_steps if progress else None,
+                    self.max_curved, standardize=self.standardize,
+                )
         except FloatingPointError as err:
             raise ValueError(
                 f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree"
             ) from err
+        if not self.standardize:  # the features' standard deviations, from their covariance R^T diag(lambda) R
+            _warn_on_scales(np.sqrt(params.pca_variance @ params.pca_rotation**2))
         self.params_ = params
         self.features_, self.sample_ = features, sample
         self._set_fitted(self.params_)

@@ -174,6 +174,22 @@ def test_report_compares_with_the_models_own_pca(landsat):
     assert report["mse_ppa"].attrs["units"] == "squared input units" and "summed over bands" in report["mse_ppa"].attrs["long_name"]
 
 
+def test_degrees_are_selected_on_a_subset_and_fitted_on_every_row():
+    X = curved_sample(6000, d=5)
+    full = fitting.fit_params(X, [1, 2, 3, 4, 5], rng=np.random.default_rng(0))
+    part = fitting.fit_params(X, [1, 2, 3, 4, 5], groups=np.arange(6000) // 60, rng=np.random.default_rng(0), selection_rows=1500)
+    assert part.degrees[0] == full.degrees[0] > 1
+    # the same degree along the same leading vector: the same least-squares polynomial, on every row
+    for name in ("rotation", "center", "scale", "inverse_bias", "inverse"):
+        np.testing.assert_allclose(getattr(part, name)[0], getattr(full, name)[0], rtol=1e-9, atol=1e-12, err_msg=name)
+    model = PPA.from_params(part)
+    assert np.all(model.reconstruction_mse(X) <= model.pca_.reconstruction_mse(X) * (1 + 1e-12))
+    with pytest.raises(AssertionError):  # a polynomial fitted on the selection rows alone differs
+        subset = fitting.Folds.select(None, 6000, 5, np.random.default_rng(0), 1500)[1][:1500]
+        alone = fitting.fit_params(X[subset], [full.degrees[0]], rng=np.random.default_rng(0))
+        np.testing.assert_allclose(alone.inverse[0], full.inverse[0], rtol=1e-9, atol=1e-12)
+
+
 def test_max_curved_caps_the_polynomial_steps():
     from ppa_xr.datasets import load_table
 

@@ -37,7 +37,7 @@ from functools import cached_property, partial
 import numpy as np
 import scipy.linalg
 
-from . import basis
+from . import basis, blas
 from .leading import gd_leading_vector, pca_leading_vector
 from .params import PPAParams
 
@@ -50,6 +50,9 @@ from .params import PPAParams
 SIGNIFICANCE = 1.0
 #: groups the sample is dealt into when no ``groups`` are given (iid rows)
 PSEUDO_GROUPS = 100
+#: rows the degree selection cross-validates on, drawn at random from a larger
+#: sample; the chosen polynomials are then fitted on all rows (see fit_params)
+SELECTION_ROWS = 20_000
 
 
 LeadingVector = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -100,6 +103,19 @@ class Folds:
         fold = rng.permutation(n_groups) % min(n_folds, n_groups)
         return cls(np.concatenate([[0], np.cumsum(counts)]), fold), order
 
+    @classmethod
+    def select(cls, groups: np.ndarray | None, n: int, n_folds: int, rng: np.random.Generator,
+               rows: int) -> tuple[Folds, np.ndarray]:
+        """Folds over the selection rows, at most ``rows`` of the ``n`` drawn at random (all of a smaller
+        sample), and the row order that puts them first, groups contiguous, then the rest."""
+        if n <= rows:
+            return cls.make(groups, n, n_folds, rng)
+        chosen = np.sort(rng.choice(n, rows, replace=False))
+        folds, order = cls.make(None if groups is None else np.asarray(groups).ravel()[chosen], rows, n_folds, rng)
+        rest = np.ones(n, dtype=bool)
+        rest[chosen] = False
+        return folds, np.concatenate([chosen[order], np.flatnonzero(rest)])
+
 
 def _householder_complement(e: np.ndarray) -> np.ndarray:
     """Unit vector ``u`` such that ``H = I - 2 u u^T`` maps ``e`` to ``-sign(e_0) 1_0``.
@@ -116,12 +132,12 @@ def _reflect_columns(M: np.ndarray, u: np.ndarray) -> np.ndarray:
     return (M - np.outer(M @ u, 2 * u))[:, 1:]
 
 
-def _solve_gram(gram: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Least squares from normal equations ``G W = C`` (minimum-norm if ``G`` is singular)."""
+def _solve_grams(grams: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Least squares from stacked normal equations ``G_i W_i = C_i`` (minimum-norm where ``G_i`` is singular)."""
     try:
-        return np.linalg.solve(gram, rhs)
+        return np.linalg.solve(grams, rhs)
     except np.linalg.LinAlgError:
-        return np.linalg.lstsq(gram, rhs, rcond=None)[0]
+        return np.stack([np.linalg.lstsq(g, c, rcond=None)[0] for g, c in zip(grams, rhs)])
 
 
 def _significant(diff: np.ndarray) -> np.ndarray:
@@ -165,7 +181,7 @@ class CrossValidation:
         k = degree + 1
         train_gram, train_cross = self._training
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a fold's singular fit loses, it does not fail
-            w = np.stack([_solve_gram(g[:k, :k], c[:k] @ self.frame) for g, c in zip(train_gram, train_cross)])  # (folds, k, m)
+            w = _solve_grams(train_gram[:, :k, :k], train_cross[:, :k] @ self.frame)  # (folds, k, m)
             fold = self.folds.fold
             errors = np.einsum("gkl,gkl->g", self.gram[:, :k, :k], (w @ w.transpose(0, 2, 1))[fold])
             errors -= 2 * np.einsum("gkd,gkd->g", self.cross_z[:, :k], (w @ self.frame.T)[fold])
@@ -230,11 +246,18 @@ class Residual:
     ``cov`` its covariance in that basis. The residual itself is ``Z frame``:
     a straight (PCA) step only removes a direction orthogonal to every later
     one, so ``Z`` changes only at curved steps, by a rank ``g+1`` update.
+    Its first ``rows`` rows are the selection rows, grouped contiguously.
     """
 
     Z: np.ndarray
     frame: np.ndarray
     cov: np.ndarray
+    rows: int
+
+    @property
+    def selection(self) -> np.ndarray:
+        """The selection rows of ``Z`` (a view, so it follows the updates)."""
+        return self.Z[: self.rows]
 
     def sample(self) -> np.ndarray:
         return self.Z @ self.frame
@@ -270,36 +293,40 @@ def _group_grams(designs: np.ndarray, Z: np.ndarray, bounds: np.ndarray) -> tupl
 
 
 def fit_step(
-    res: Residual, e: np.ndarray, design: np.ndarray, center: float, scale: float, gram: np.ndarray | None,
-    cross_z: np.ndarray | None, degrees: Sequence[int], folds: Folds | None,
+    res: Residual, e: np.ndarray, degree_of: Callable[[np.ndarray], int | None], tiny: float, fit_linear: bool,
 ) -> tuple[Step, bool]:
     """One PPA step with leading vector ``e`` (residual coordinates); updates ``res`` in place.
 
-    ``design`` (K x n) is ``[1, P(t)]`` of ``alpha = Z frame e``; ``gram`` and
-    ``cross_z`` are its per-group ``B^T B`` and ``B^T Z`` (None, or ``scale``
-    0 for a projection without spread: a plain rotation step). Returns the
-    step and whether it is curved.
+    ``degree_of(frame)`` gives the step's degree from the residual basis
+    after it (by cross-validation on the selection rows, or fixed); ``None``
+    is a plain rotation step, and so is degree 1 unless ``fit_linear`` (a
+    leading vector that is not an eigenvector leaves a linear trend). The
+    polynomial is then fitted on the whole sample. Returns the step and
+    whether it is curved.
     """
-    n = design.shape[1]
+    n = res.Z.shape[0]
     variance = float(e @ res.cov @ e)
+    lead = res.frame @ e
     u = _householder_complement(e)
     frame = _reflect_columns(res.frame, u)  # E_0 ... E_p
     cov = _reflect_columns(_reflect_columns(res.cov, u).T, u)
     m = frame.shape[1]
-    w, degree = np.zeros((1, m)), 1
-    if gram is not None and scale > 0:
-        degree = select_degree(CrossValidation(gram, cross_z, frame, folds), degrees) if folds is not None else degrees[0]
-        k = degree + 1
-        gram_all, cross_all = gram[:, :k, :k].sum(axis=0), cross_z[:, :k].sum(axis=0) @ frame
-        w = _least_squares(design[:k].T, lambda: res.Z @ frame, gram_all, cross_all)
-        removed = np.sum(w * (gram_all @ w))  # ||B W||^2, the residual energy the polynomial explains
-        if removed > 1e-12 * np.trace(cov) * n:
-            res.Z -= design[:k].T @ (w @ frame.T)
-            cov = cov - w.T @ (gram_all / n) @ w
-        else:  # numerically no curve (e.g. degree 1 on a PCA direction): an exact rotation step
-            w, degree = np.zeros((1, m)), 1
+    w, degree, center, scale = np.zeros((1, m)), 1, 0.0, 1.0
+    chosen = degree_of(frame)
+    if chosen is not None and (chosen > 1 or fit_linear):
+        designs, centers, scales = _designs((res.Z @ lead)[None], chosen, tiny)
+        if scales[0] > 0:
+            design = designs[0]
+            gram_all, cross_all = design @ design.T, (design @ res.Z) @ frame
+            fitted = _least_squares(design.T, lambda: res.Z @ frame, gram_all, cross_all)
+            removed = np.sum(fitted * (gram_all @ fitted))  # ||B W||^2, the residual energy the polynomial explains
+            if removed > 1e-12 * np.trace(cov) * n:
+                blas.matmul_into(design.T, fitted @ frame.T, res.Z, alpha=-1.0, beta=1.0)  # Z -= B W E^T, in place
+                cov = cov - fitted.T @ (gram_all / n) @ fitted
+                w, degree, center, scale = fitted, chosen, float(centers[0]), float(scales[0])
+            # else numerically no curve (e.g. degree 1 on a PCA direction): an exact rotation step
     res.frame, res.cov = frame, (cov + cov.T) / 2
-    return Step(e, u, w, degree, center, scale if scale > 0 else 1.0, variance), bool(w.any())
+    return Step(e, u, w, degree, center, scale, variance), bool(w.any())
 
 
 def pca_solution(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -352,14 +379,37 @@ def _held_out_cost(resid: np.ndarray, e: np.ndarray, degree: int, folds: Folds, 
 
 def _validated_leads(res: Residual, strategy: LeadingVector, degree: int, folds: Folds | None, tiny: float) -> np.ndarray:
     """A searched leading vector (PPA-GD), kept only where it beats the PCA one on held-out groups:
-    the search maximises the fit on every row, so only held-out rows can vouch for it."""
-    resid = res.sample()
+    the search maximises the fit on every row, so only held-out rows can vouch for it. Both run on the
+    selection rows."""
+    resid = res.selection @ res.frame
     searched = _oriented(res.frame @ _leading(strategy, res.cov, resid)[:, None])
     if folds is None:
         return searched
     pca = _block_leads(res, pca_leading_vector, 1, 0.0)
     costs = [_held_out_cost(resid, res.frame.T @ lead[:, 0], degree, folds, tiny) for lead in (searched, pca)]
     return searched if costs[0] < costs[1] else pca
+
+
+def _degree_choices(
+    res: Residual, leads: np.ndarray, degrees: Sequence[int], top: int, folds: Folds | None, tiny: float,
+) -> Callable[[int, np.ndarray], int | None]:
+    """``(j, frame) -> degree`` of step ``j`` of a block along ``leads`` (d x b, input space); None: a rotation.
+
+    With candidates to choose from, one GEMM gives the block's projections on
+    the selection rows and one pass their per-group Gram matrices (straight
+    steps do not change ``Z``, so they hold for the whole block).
+    """
+    if top == 1:
+        return lambda j, frame: None
+    if folds is None:
+        return lambda j, frame: degrees[0]
+    designs, _, scales = _designs(leads.T @ res.selection.T, top, tiny)
+    gram, cross = _group_grams(designs, res.selection, folds.bounds)
+
+    def degree_of(j: int, frame: np.ndarray) -> int | None:
+        return select_degree(CrossValidation(gram[:, j], cross[:, j], frame, folds), degrees) if scales[j] > 0 else None
+
+    return degree_of
 
 
 def fit_params(
@@ -372,8 +422,13 @@ def fit_params(
     rng: np.random.Generator | None = None,
     progress: Callable[[int, int], None] | None = None,
     max_curved: int | None = None,
+    selection_rows: int = SELECTION_ROWS,
+    standardize: bool = False,
 ) -> PPAParams:
     """Fit PPA on a finite float sample ``X`` (n x d); ``progress(done, total)`` is called after each step.
+
+    ``standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features' standard
+    deviations (constant features keep 1), see :meth:`PPAParams.standardizing`.
 
     ``max_curved``: after that many curved steps the rest is a plain rotation
     (PCA of the residual, no polynomial search): the fit's cost at hundreds
@@ -381,13 +436,16 @@ def fit_params(
 
     ``degrees`` are the candidates per step (see :func:`candidate_degrees`);
     with more than one, ``groups`` (one label per row, e.g. the spatial block a
-    pixel came from) are held out together in ``n_folds``-fold cross-validation.
+    pixel came from) are held out together in ``n_folds``-fold cross-validation
+    on at most ``selection_rows`` rows drawn at random (:data:`SELECTION_ROWS`).
+    Only a curved step's polynomial is then fitted on the whole sample, so a
+    straight step costs no pass over it.
 
-    Steps are prepared in blocks (:func:`_block_leads`): one GEMM gives the
-    projections of up to :data:`MAX_BLOCK` next steps and one pass their
-    per-group Gram matrices; a block ends at its first curved step (whose
-    correction changes the residual) and the next one doubles while steps
-    stay straight.
+    Steps are prepared in blocks (:func:`_block_leads`, :func:`_degree_choices`):
+    one GEMM gives the projections of up to :data:`MAX_BLOCK` next steps and
+    one pass their per-group Gram matrices; a block ends at its first curved
+    step (whose correction changes the residual) and the next one doubles
+    while steps stay straight.
     """
     degrees = candidate_degrees(degrees)
     strategy = LEADING_VECTORS[leading] if isinstance(leading, str) else leading
@@ -396,33 +454,34 @@ def fit_params(
         strategy = partial(gd_leading_vector, degree=max(degrees))
     n, d = X.shape
     rng = np.random.default_rng() if rng is None else rng
-    folds, order = Folds.make(groups, n, n_folds, rng) if len(degrees) > 1 else (None, np.arange(n))
-    bounds = folds.bounds if folds is not None else np.array([0, n])
-    mean = X.mean(axis=0)
-    Z = X[order] - mean  # the fit does not depend on the row order; groups are made contiguous
+    folds, order = Folds.select(groups, n, n_folds, rng, selection_rows) if len(degrees) > 1 else (None, None)
+    Z, mean, factor = _centred(X, order)
     cov = Z.T @ Z / n
+    unit = factor  # of the fit's values, in input units: per feature when standardizing
+    if standardize:  # D = unit: each feature's standard deviation; a constant feature keeps 1
+        std = np.sqrt(np.diag(cov))
+        feature_scale = np.where(std > 0, std, 1 / factor)
+        Z /= feature_scale
+        cov = cov / np.outer(feature_scale, feature_scale)
+        unit = factor * feature_scale
     pca = pca_solution(cov)
-    res = Residual(Z, np.eye(d), cov)
+    res = Residual(Z, np.eye(d), cov, n if folds is None else int(folds.bounds[-1]))
     total = reference = np.trace(cov)  # the sample's energy; the reference is renewed at each recompute
     tiny = 1e-12 * np.sqrt(max(reference, np.finfo(float).tiny))
     steps, frames, size, n_curved = [], [], 1, 0
     while len(steps) < d - 1:
         capped = max_curved is not None and n_curved >= max_curved  # the rest is a plain rotation
         top = 1 if capped else max(degrees)
+        chooser = strategy
         if searched and not capped and np.trace(res.cov) > 1e-9 * total:
             leads = _validated_leads(res, strategy, top, folds, tiny)
         else:  # below 1e-9 of the sample's energy a residual is float64 rounding: no direction worth searching
             chooser = pca_leading_vector if searched else strategy
             leads = _block_leads(res, chooser, min(size, d - 1 - len(steps)), 1e-6 * reference)
-        alphas = leads.T @ res.Z.T  # (b, n); straight steps do not change Z: these hold for the whole block
-        designs, centers, scales = _designs(alphas, top, tiny)
-        gram, cross = _group_grams(designs, res.Z, bounds) if top > 1 else (None, None)
+        degree_of = _degree_choices(res, leads, degrees, top, folds, tiny)
         for j in range(leads.shape[1]):
             frames.append(res.frame)
-            step, curved = fit_step(
-                res, res.frame.T @ leads[:, j], designs[j], centers[j], scales[j],
-                None if gram is None else gram[:, j], None if cross is None else cross[:, j], degrees, folds,
-            )
+            step, curved = fit_step(res, res.frame.T @ leads[:, j], partial(degree_of, j), tiny, chooser is not pca_leading_vector)
             steps.append(step)
             if progress is not None:
                 progress(len(steps), d - 1)
@@ -434,7 +493,20 @@ def fit_params(
                 n_curved += 1
                 break
         size = 1 if curved else min(2 * size, MAX_BLOCK)
-    return _compose(mean, steps, frames, res.cov[0, 0], tails, pca)
+    params = _compose(mean / unit, steps, frames, res.cov[0, 0], tails, pca)
+    return params.standardizing(unit) if standardize else params.scaled(factor)
+
+
+def _centred(X: np.ndarray, order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, float]:
+    """``Z = (X[order] - mean) / f``, a new float64 array, with ``mean`` and ``f``: a power of two near the
+    largest deviation, so the fit runs on O(1) values, exactly scaled (no under/overflow at 1e-200 or 1e200)."""
+    Z = np.array(X, dtype=np.float64) if order is None else np.asarray(X[order], dtype=np.float64)
+    mean = Z.mean(axis=0)
+    Z -= mean
+    spread = max(Z.max(), -Z.min())
+    factor = 2.0 ** np.round(np.log2(spread)) if spread > 0 else 1.0
+    Z *= 1 / factor
+    return Z, mean, factor
 
 
 def _compose(mean, steps: list[Step], frames: list[np.ndarray], last_variance: float, tails: str, pca) -> PPAParams:
