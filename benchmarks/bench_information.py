@@ -7,8 +7,11 @@
    correlation ``TC = 1/2 (sum log diag C - log det C)``. The PCA fitted on
    ``n`` samples is measured on the same samples (in sample) and on ``n``
    others (held out); the table gives the estimate minus TC, in bits.
+3. The cost of ``information_report`` (computed: totals, per-component curves
+   and the four per-pixel maps) against one forward transform of the same
+   pixels, on a curved 198-band table (``bench_fit.curved_cube``).
 
-Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198]``.
+Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198] [--report-only]``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 from scipy.special import betaln, digamma
 
 from ppa_xr import PPA
-from ppa_xr.information import ESTIMATORS, marginal_entropy, multi_information_reduction
+from ppa_xr.information import ESTIMATORS, information_report, marginal_entropy, multi_information_reduction
 
 LN2 = np.log(2)
 GAUSS = 0.5 * np.log2(2 * np.pi * np.e)
@@ -74,11 +77,34 @@ def total_correlation_table(dims: list[int], sizes: list[int]) -> None:
                   f"| {formula:.3f} | {time.perf_counter() - start:.0f} |", flush=True)
 
 
+def report_cost(sizes: list[tuple[int, int]], repeat: int = 3) -> None:
+    """``information_report`` on a dask-backed (pixel, band) cube: the report itself (its sample, densities,
+    totals and per-k curves; the maps stay lazy) and computed with its four per-pixel maps."""
+    import xarray as xr
+    from bench_fit import best_time, curved_cube
+
+    print("\n| pixels x bands | forward transform | report (maps lazy) | ratio | report computed with maps | ratio |")
+    print("|---|---|---|---|---|---|")
+    for n, d in sizes:
+        X = curved_cube(2 * n, d)
+        model = PPA(random_state=0).fit(X[:n])
+        cube = xr.DataArray(X[n:], dims=("pixel", "band")).chunk({"pixel": n // 4})
+        t_forward, _ = best_time(lambda: cube.ppa.transform(model).compute(), repeat)
+        t_lazy, _ = best_time(lambda: information_report(cube, model, n_samples=n), repeat)
+        t_report, _ = best_time(lambda: information_report(cube, model, n_samples=n).compute(), repeat)
+        print(f"| {n} x {d} | {t_forward:.3f} s | {t_lazy:.3f} s | {t_lazy / t_forward:.1f}x | {t_report:.3f} s "
+              f"| {t_report / t_forward:.1f}x |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-n", type=int, default=1_000_000)
     parser.add_argument("--dims", type=int, nargs="+", default=[10, 36, 100, 198])
+    parser.add_argument("--report-only", action="store_true", help="only the report's cost")
     args = parser.parse_args()
+    report_cost([(10_000, 198), (100_000, 36)])
+    if args.report_only:
+        return
     sizes = [n for n in (10_000, 100_000, 1_000_000) if n <= args.max_n]
     marginal_table(sizes)
     total_correlation_table(args.dims, sizes)

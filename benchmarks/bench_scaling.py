@@ -10,6 +10,7 @@
 
     python benchmarks/bench_scaling.py [--quick] [--out-of-core-size 7680]
     python benchmarks/bench_scaling.py --plot-only    # redraw the figure from the recorded JSON
+    python benchmarks/bench_scaling.py --fit-only     # rerun the fit curves, keep the other recorded results
 
 Writes ``benchmarks/results/scaling.json`` and ``docs/img/scaling.png``, and
 prints the tables. BLAS threads are reported; PCA uses numpy's default threads
@@ -104,6 +105,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, one repeat (a smoke run)")
     parser.add_argument("--out-of-core-size", type=int, default=0, help="side of the out-of-core cube (7680: 8.5 GB); 0 skips it")
     parser.add_argument("--plot-only", action="store_true", help="redraw the figure from the recorded JSON")
+    parser.add_argument("--fit-only", action="store_true", help="rerun the fit curves only, keeping the recorded others")
     args = parser.parse_args()
     name = "scaling_quick" if args.quick else "scaling"
     record, figure = ROOT / "benchmarks" / "results" / f"{name}.json", ROOT / "docs" / "img" / f"{name}.png"
@@ -115,7 +117,12 @@ def main() -> None:
     ds = [10, 32, 64] if args.quick else [10, 32, 64, 128, 256]
     print("BLAS:", "; ".join(f"{i['internal_api']} {i['num_threads']} threads ({i['filepath'].split('/')[-1]})" for i in threadpool_info() if i["user_api"] == "blas"))
     print("| n | d | PPA fit (s) | PCA() fit (s) | ratio | curved steps |\n|---|---|---|---|---|---|")
-    results = {"fit_n": fit_curve([(n, 36) for n in ns], repeat), "fit_d": fit_curve([(100_000, d) for d in ds], repeat)}
+    results = json.loads(record.read_text()) if args.fit_only else {}
+    results |= {"fit_n": fit_curve([(n, 36) for n in ns], repeat), "fit_d": fit_curve([(100_000, d) for d in ds], repeat)}
+    if args.fit_only:
+        record.write_text(json.dumps(results, indent=1))
+        plot(results, figure)
+        return
     print("\n| chunks | PPA (Mpx/s) | PCA projection (Mpx/s) | time ratio |\n|---|---|---|---|")
     with dask.config.set(scheduler="threads"):
         results["chunks"] = chunk_curve(1024 if args.quick else 2048, [128, 256, 512, 1024], repeat)

@@ -57,7 +57,8 @@ def _finite_rows(X: np.ndarray) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"expected a 2-D (samples, features) array, got shape {X.shape}")
-    X = X[np.isfinite(X).all(axis=1)]
+    finite = np.isfinite(X).all(axis=1)
+    X = X if finite.all() else X[finite]
     if len(X) < 2:
         raise ValueError("need at least 2 complete (finite) rows to estimate entropies")
     return X
@@ -86,16 +87,18 @@ class EqualMassBins:
         X = _finite_rows(X)
         n, d = X.shape
         _ranges(X)
-        S = np.sort(X, axis=0)
+        S = np.sort(X.T, axis=1)  # (d, n), each column's order statistics in a contiguous row
         index = np.unique(np.round(np.linspace(0, n - 1, min(int(bins or round(np.sqrt(n))), n - 1) + 1)).astype(int))
         spacings = np.diff(index)
-        gaps = np.diff(S, axis=0)
-        resolution = np.min(np.where(gaps > 0, gaps, np.inf), axis=0)  # the data's quantum where values tie
-        width = np.maximum(S[index[1:]] - S[index[:-1]], resolution)  # (B, d)
-        log_density = ((digamma(spacings)[:, None] - np.log((n + 1) * width)) / LN2).T
-        measure = cls(S[index].T.copy(), log_density, spacings / (n - 1), np.zeros(d), n)
-        object.__setattr__(measure, "plug_in", -measure.log2_density(X).mean(axis=0))
-        return measure
+        gaps = np.diff(S, axis=1)
+        resolution = np.min(np.where(gaps > 0, gaps, np.inf), axis=1)  # the data's quantum where values tie
+        edges = S[:, index]
+        width = np.maximum(np.diff(edges, axis=1), resolution[:, None])  # (d, B)
+        log_density = (digamma(spacings) - np.log((n + 1) * width)) / LN2
+        # values per bin: #{v >= edge} at each interior edge, differenced; the plug-in needs no lookup
+        at_least = n - np.stack([np.searchsorted(S[j], edges[j, 1:-1], side="left") for j in range(d)])
+        counts = -np.diff(np.column_stack([np.full(d, n), at_least, np.zeros(d, int)]), axis=1)
+        return cls(edges, log_density, spacings / (n - 1), -(counts * log_density).sum(axis=1) / n, n)
 
     def entropy(self) -> np.ndarray:
         """Marginal differential entropies in bits: ``-sum_b (c_b / (n-1)) log2 p_b``."""
@@ -108,18 +111,19 @@ class EqualMassBins:
     def log2_density(self, values: np.ndarray) -> np.ndarray:
         """``log2 p_j(v_j)`` per column of ``values`` (..., d); NaN stays NaN.
 
-        Beyond the fitted range a value gets half the column's lowest density:
-        finite, and below every density seen in fit.
+        A value lies in bin ``#{interior edges <= v}``. Beyond the fitted range
+        it gets half the column's lowest density: finite, and below every
+        density seen in fit.
         """
         values = np.asarray(values)
-        out = np.empty(values.shape, dtype=np.float64)
-        bins = self.log_density.shape[1]
-        for j in range(values.shape[-1]):
-            v = values[..., j]
-            b = np.clip(np.searchsorted(self.edges[j], v, side="right") - 1, 0, bins - 1)
-            inside = (v >= self.edges[j, 0]) & (v <= self.edges[j, -1])
-            out[..., j] = np.where(inside, self.log_density[j][b], self.log_density[j].min() - 1.0)
-        return np.where(np.isnan(values), np.nan, out)
+        columns = np.ascontiguousarray(np.moveaxis(values, -1, 0).reshape(values.shape[-1], -1))  # (d, pixels)
+        out = np.empty(columns.shape)
+        for j, v in enumerate(columns):
+            np.take(self.log_density[j], np.searchsorted(self.edges[j, 1:-1], v, side="right"), out=out[j])
+        low, high = self.edges[:, :1], self.edges[:, -1:]
+        out = np.where((columns < low) | (columns > high), self.log_density.min(axis=1, keepdims=True) - 1.0, out)
+        out[np.isnan(columns)] = np.nan
+        return np.moveaxis(out.reshape((-1,) + values.shape[:-1]), 0, -1)
 
 
 @dataclass(frozen=True)
@@ -232,9 +236,12 @@ class PointwiseReduction:
         """``Delta_i(x) = sum_j log2 p_rj(r_j(x)) - sum_j log2 p_xj(x_j) + log2 |det J|`` for ``x`` (..., d)."""
         return self.gain(x, kernels.forward(x, self.model.params_, threads=threads))
 
-    def gain(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
-        """``Delta_i`` of ``x`` whose transform ``r`` is already known."""
-        gain = self.outputs.log2_density(r).sum(axis=-1) - self.inputs.log2_density(np.asarray(x, dtype=r.dtype)).sum(axis=-1)
+    def gain(self, x: np.ndarray, r: np.ndarray, inputs: np.ndarray | None = None) -> np.ndarray:
+        """``Delta_i`` of ``x`` whose transform ``r`` is already known; ``inputs`` is
+        ``sum_j log2 p_xj(x_j)`` where that is known too."""
+        if inputs is None:
+            inputs = self.inputs.log2_density(np.asarray(x, dtype=r.dtype)).sum(axis=-1)
+        gain = self.outputs.log2_density(r).sum(axis=-1) - inputs
         return (gain + self.model.params_.log2_det_jacobian()).astype(r.dtype)
 
     def total(self) -> float:
@@ -246,11 +253,13 @@ class PointwiseReduction:
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None) -> np.ndarray:
     """The four per-pixel maps of a report over a chunk: (..., 4).
 
-    PCA's squared error is ``||r[k:]||^2`` of its own output (no corrections to
-    undo), so PCA costs one GEMM; PPA's needs its truncated forward pass.
+    Both measures share the input densities, looked up once. PCA's squared
+    error is ``||r[k:]||^2`` of its own output (no corrections to undo), so
+    PCA costs one GEMM; PPA's needs its truncated forward pass.
     """
-    r_pca = kernels.forward(x, pca.model.params_, threads=threads)
-    maps = [ppa(x, threads), pca.gain(x, r_pca), kernels.squared_error(x, ppa.model.params_, k, threads)]
+    r_ppa, r_pca = (kernels.forward(x, m.model.params_, threads=threads) for m in (ppa, pca))
+    inputs = ppa.inputs.log2_density(np.asarray(x, dtype=r_ppa.dtype)).sum(axis=-1)
+    maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), kernels.squared_error(x, ppa.model.params_, k, threads)]
     maps.append(np.einsum("...j,...j->...", r_pca[..., k:], r_pca[..., k:]))
     return np.stack(maps, axis=-1)
 

@@ -6,6 +6,7 @@ import pytest
 from ppa_xr import PPA
 from ppa_xr.datasets import open_landsat8_sample, open_rgb_byte
 from ppa_xr.information import (
+    EqualMassBins,
     Histograms,
     PointwiseReduction,
     information_report,
@@ -64,6 +65,21 @@ def test_pointwise_mean_equals_total(estimator):
     assert np.mean(per_pixel) == pytest.approx(measure.total(), abs=1e-9)  # the maps average to the plug-in total
     reported = multi_information_reduction(X, model.transform(X), estimator).total  # bias-corrected
     assert measure.total() == pytest.approx(reported, abs=0.02 * X.shape[1])
+
+
+def test_equal_mass_bins_lookup_with_ties_and_pixel_grids():
+    rng = np.random.default_rng(3)
+    X = np.column_stack([np.round(rng.normal(size=3000) * 3), rng.standard_t(3, size=3000)])  # quantised (ties), heavy tails
+    bins = EqualMassBins.fit(X)
+    dens = bins.log2_density(X)
+    np.testing.assert_allclose(bins.sample_entropy(), -dens.mean(axis=0), rtol=0, atol=1e-12)  # plug-in from bin counts
+    by_hand = bins.log_density[0][[np.sum(bins.edges[0, 1:-1] <= v) for v in X[:, 0]]]  # bin = #{interior edges <= v}
+    np.testing.assert_array_equal(dens[:, 0], by_hand)
+    grid = X[:2400].reshape(40, 60, 2).copy()
+    grid[0, 0, 1] = np.nan
+    out = bins.log2_density(grid)
+    assert out.shape == (40, 60, 2) and np.isnan(out[0, 0, 1]) and out[0, 0, 0] == dens[0, 0]
+    np.testing.assert_array_equal(out.reshape(-1, 2)[1:], dens[1:2400])
 
 
 def test_out_of_range_and_nan_values():
