@@ -23,6 +23,7 @@ import rasterio
 import xarray as xr
 
 from . import PPA, load_model, model_io, xarray_ops
+from .core import fitting
 from .files import check_output, replace_atomically
 from .rasters import open_band_stack
 
@@ -117,7 +118,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)
     model = cube.ppa.fit(
         dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails, max_curved=args.max_curved,
-        standardize=args.standardize, progress=True
+        selection_samples=args.selection_samples, standardize=args.standardize, progress=True
     )
     model.save(model_path, overwrite=args.overwrite)
     print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))}; degrees {model.degrees_.tolist()}")
@@ -292,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--tails", default="clamp", choices=["clamp", "linear", "polynomial"], help="beyond the fitted range (default clamp)")
     fit.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")
     fit.add_argument("--max-curved", type=int, help="at most this many steps get a polynomial (faster at hundreds of bands)")
+    fit.add_argument("--selection-samples", type=_positive, default=fitting.SELECTION_ROWS,
+                     help=f"sampled pixels the degree selection uses (default {fitting.SELECTION_ROWS})")
     fit.add_argument("--standardize", action="store_true", help="divide each band by its standard deviation first (bands in "
                      "different units); stored in the model and undone by inverse")
     command("transform", _cmd_transform, "PPA components of a cube", ("inputs", "model", "output")).add_argument(

@@ -49,8 +49,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         :meth:`fit`, e.g. spatial blocks; random otherwise), and a higher
         degree than the lowest candidate is kept only when it lowers the
         held-out squared error by more than one standard error (groups as units).
-        The selection uses at most 20,000 rows, drawn at random from a larger
-        sample; the chosen polynomials are fitted on every row.
+        The selection uses at most ``selection_samples`` rows, drawn at random
+        from a larger sample; the chosen polynomials are fitted on every row.
     tails : {"clamp", "linear", "polynomial"}
         The conditional mean beyond the projections seen in fit: held at its
         boundary value, continued along its tangent, or the raw polynomial
@@ -67,6 +67,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         At most this many steps get a polynomial; after them the fit is the
         PCA of the residual (no polynomial search), which makes fits at
         hundreds of bands fast where the curvature sits in the first steps.
+    selection_samples : int or None
+        Rows the degree selection cross-validates on, drawn at random (with
+        their groups) from a larger sample; ``None``: every row. Straight
+        steps then cost no pass over the whole sample; more rows resolve
+        fainter curves at a fit cost that grows with them.
     standardize : bool
         Divide each centred feature by its standard deviation on the fitting
         sample before the map (stored in the model as ``scale_``, undone by
@@ -102,6 +107,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         "whiten": ["boolean"],
         "standardize": ["boolean"],
         "max_curved": [Interval(numbers.Integral, 0, None, closed="left"), None],
+        "selection_samples": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "random_state": ["random_state"],
     }
 
@@ -113,6 +119,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         leading: str | Callable = "pca",
         n_folds: int = 5,
         max_curved: int | None = None,
+        selection_samples: int | None = fitting.SELECTION_ROWS,
         whiten: bool = False,
         standardize: bool = False,
         random_state: int | np.random.Generator | None = None,
@@ -123,6 +130,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.leading = leading
         self.n_folds = n_folds
         self.max_curved = max_curved
+        self.selection_samples = selection_samples
         self.whiten = whiten
         self.standardize = standardize
         self.random_state = random_state
@@ -178,6 +186,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 f"({'every training part of the cross-validation determines' if len(degrees) > 1 else 'to determine'} "
                 f"each polynomial), got {n}; pass more samples or a lower degree."
             )
+        if len(degrees) > 1 and self.selection_samples is not None and self.selection_samples < fitting.min_samples(degrees):
+            raise ValueError(
+                f"selection_samples={self.selection_samples} cannot select among degrees up to {max(degrees)}: "
+                f"pass at least {fitting.min_samples(degrees)} (or None for every sample)"
+            )
         if groups is not None and np.shape(groups) != (n,):
             raise ValueError(f"groups must hold one label per sample, shape ({n},), got shape {np.shape(groups)}")
         rng = np.random.default_rng(check_random_state(self.random_state).randint(2**32))
@@ -187,7 +200,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             with np.errstate(over="raise", invalid="raise", divide="raise"), threadpool_limits(limits=1, user_api="blas"):
                 params = fitting.fit_params(
                     X, degrees, self.tails, self.leading, self.n_folds, groups, rng, _report_steps if progress else None,
-                    self.max_curved, standardize=self.standardize,
+                    self.max_curved, n if self.selection_samples is None else self.selection_samples, self.standardize,
                 )
         except FloatingPointError as err:
             raise ValueError(

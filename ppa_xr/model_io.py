@@ -1,6 +1,6 @@
 """Model files: a fitted PPA as data (netCDF or zarr), written atomically and verified on load; never a pickle.
 
-Layout (format version 2): the arrays of :class:`~ppa_xr.core.PPAParams` as
+Layout (format version 4): the arrays of :class:`~ppa_xr.core.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
 ``power`` (max degree), each with the SHA-256 of its little-endian bytes in
 its ``sha256`` attribute; the feature labels as the ``feature`` coordinate
@@ -33,8 +33,9 @@ from .labels import FeatureLabels
 from .pixels import PixelSample
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 3  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize
-READABLE = (2, 3)  # a version 2 file is a model without standardization
+FORMAT_VERSION = 4  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+# 4: selection_samples
+READABLE = (2, 3, 4)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "feature"), "degrees": ("step",), "center": ("step",),
@@ -42,8 +43,12 @@ _DIMS = {
     "inverse_bias": ("step", "feature"), "inverse": ("step", "power", "feature"), "explained_variance": ("output",),
     "pca_rotation": ("output", "feature"), "pca_variance": ("output",), "feature_scale": ("feature",),
 }
-INIT = ("n_components", "degree", "tails", "leading", "n_folds", "max_curved", "whiten", "standardize", "random_state")
-_ADDED_IN_3 = {"feature_scale", "standardize"}  # absent from version 2 files: ones, and False
+INIT = ("n_components", "degree", "tails", "leading", "n_folds", "max_curved", "selection_samples", "whiten", "standardize",
+        "random_state")
+#: names added in a format version, absent from older files
+_ADDED = {3: {"feature_scale", "standardize"}, 4: {"selection_samples"}}
+#: the values an older file implies: no scale, no standardization, degrees selected on every row
+_DEFAULTS = {"standardize": False, "selection_samples": None}
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
 #: zarr codecs a model may use: none of them can run code when decoded
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}
@@ -112,7 +117,8 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
     if int(raw) not in READABLE:
         advice = "refit and save the model with this ppa_xr" if raw < FORMAT_VERSION else "upgrade ppa_xr"
         raise ValueError(f"{source} has model format version {raw}; this ppa_xr reads versions {list(READABLE)} ({advice})")
-    expected = [name for name in _DIMS if int(raw) >= 3 or name not in _ADDED_IN_3]
+    absent = set().union(*(names for version, names in _ADDED.items() if version > int(raw)))
+    expected = [name for name in _DIMS if name not in absent]
     foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
     if foreign:
         raise ValueError(f"{source} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
@@ -130,10 +136,10 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
             raise ValueError(f"{source} is corrupt: {name} has dtype {values.dtype}")
         if ds[name].attrs.get("sha256") != _checksum(name, values):
             raise ValueError(f"{source} is corrupt: the checksum of {name!r} does not match its values")
-    names = [name for name in INIT if int(raw) >= 3 or name not in _ADDED_IN_3]
+    names = [name for name in INIT if name not in absent]
     if not isinstance(init, dict) or set(init) != set(names):
         raise ValueError(f"{source} is corrupt: estimator_params must name exactly {names}")
-    init.setdefault("standardize", False)
+    init = {name: _DEFAULTS[name] for name in absent if name in _DEFAULTS} | init
     if init["tails"] != tails:
         raise ValueError(f"{source} is corrupt: its tails attribute {tails!r} disagrees with its parameters ({init['tails']!r})")
     params = PPAParams(**{k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}, tails=tails)

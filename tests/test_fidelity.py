@@ -1,6 +1,8 @@
 """Out-of-sample fidelity: truncated reconstruction, the one-pass error curve, honest degree
 selection, chunking-invariant sampling and a like-for-like PCA baseline."""
 
+import json
+
 import dask
 import numpy as np
 import pytest
@@ -8,7 +10,7 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppa_xr import PPA
+from ppa_xr import PPA, load_model
 from ppa_xr.core import fitting, kernels
 from ppa_xr.evaluation import relative_error_curve
 from ppa_xr.information import information_report
@@ -188,6 +190,22 @@ def test_degrees_are_selected_on_a_subset_and_fitted_on_every_row():
         subset = fitting.Folds.select(None, 6000, 5, np.random.default_rng(0), 1500)[1][:1500]
         alone = fitting.fit_params(X[subset], [full.degrees[0]], rng=np.random.default_rng(0))
         np.testing.assert_allclose(alone.inverse[0], full.inverse[0], rtol=1e-9, atol=1e-12)
+
+
+def test_selection_samples_is_a_parameter_saved_with_the_model(tmp_path):
+    X = curved_sample(6000, d=5)
+    part = PPA(random_state=0, selection_samples=1500).fit(X)
+    every = PPA(random_state=0, selection_samples=None).fit(X)
+    assert (part.degrees_ > 1).sum() < (every.degrees_ > 1).sum()  # fewer rows resolve fewer curves here
+    assert load_model(part.save(tmp_path / "m.nc")).selection_samples == 1500
+    ds = every.to_dataset()  # a format-3 file, written before the parameter, was selected on every row
+    init = json.loads(ds.attrs["estimator_params"])
+    del init["selection_samples"]
+    old = PPA.from_dataset(ds.assign_attrs(ppa_xr_format_version=3, estimator_params=json.dumps(init)))
+    assert old.selection_samples is None
+    np.testing.assert_array_equal(old.transform(X[:50]), every.transform(X[:50]))
+    with pytest.raises(ValueError, match="selection_samples=5 cannot select among degrees up to 5"):
+        PPA(selection_samples=5).fit(X)
 
 
 def test_max_curved_caps_the_polynomial_steps():
