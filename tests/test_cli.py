@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from ppa_xr import load_model
 from ppa_xr.cli import main
 from ppa_xr.datasets import rgb_byte_path
 
@@ -42,8 +43,9 @@ def test_fit_on_a_stack_of_band_files(tmp_path, capsys):
     from .test_io import write_band_files
 
     paths = [str(p) for p in write_band_files(open_landsat8_sample(), tmp_path)]
-    assert main(["fit", *paths, str(tmp_path / "m.nc"), "--n-samples", "5000", "--chunks", "160"]) == 0
+    assert main(["fit", *paths, str(tmp_path / "m.nc"), "--n-samples", "5000", "--chunks", "160", "--selection-samples", "3000"]) == 0
     assert "x 10 bands" in capsys.readouterr().out
+    assert load_model(tmp_path / "m.nc").selection_samples == 3000
     assert main(["transform", *paths, str(tmp_path / "m.nc"), str(tmp_path / "c.tif"), "--n-components", "2"]) == 0
     assert "'component': 2" in capsys.readouterr().out
 
