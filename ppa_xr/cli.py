@@ -118,7 +118,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)
     model = cube.ppa.fit(
         dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails, max_curved=args.max_curved,
-        selection_samples=args.selection_samples, standardize=args.standardize, progress=True
+        selection_samples=args.selection_samples, standardize=args.standardize, robust=args.robust, progress=True
     )
     model.save(model_path, overwrite=args.overwrite)
     print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))}; degrees {model.degrees_.tolist()}")
@@ -297,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"sampled pixels the degree selection uses (default {fitting.SELECTION_ROWS})")
     fit.add_argument("--standardize", action="store_true", help="divide each band by its standard deviation first (bands in "
                      "different units); stored in the model and undone by inverse")
+    fit.add_argument("--robust", action="store_true", help="validate curves axis by axis and fit them within robust fences "
+                     "(hundreds of bands, anomalous pixels, heavy tails)")
     command("transform", _cmd_transform, "PPA components of a cube", ("inputs", "model", "output")).add_argument(
         "--n-components", type=_positive, help="components to write (default: all)"
     )

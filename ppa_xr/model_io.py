@@ -33,9 +33,9 @@ from .labels import FeatureLabels
 from .pixels import PixelSample
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 4  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
-# 4: selection_samples
-READABLE = (2, 3, 4)  # a version 2 file is a model without standardization
+FORMAT_VERSION = 5  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+# 4: selection_samples; 5: robust
+READABLE = (2, 3, 4, 5)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "feature"), "degrees": ("step",), "center": ("step",),
@@ -44,11 +44,11 @@ _DIMS = {
     "pca_rotation": ("output", "feature"), "pca_variance": ("output",), "feature_scale": ("feature",),
 }
 INIT = ("n_components", "degree", "tails", "leading", "n_folds", "max_curved", "selection_samples", "whiten", "standardize",
-        "random_state")
+        "robust", "random_state")
 #: names added in a format version, absent from older files
-_ADDED = {3: {"feature_scale", "standardize"}, 4: {"selection_samples"}}
-#: the values an older file implies: no scale, no standardization, degrees selected on every row
-_DEFAULTS = {"standardize": False, "selection_samples": None}
+_ADDED = {3: {"feature_scale", "standardize"}, 4: {"selection_samples"}, 5: {"robust"}}
+#: the values an older file implies: no scale, no standardization, degrees selected on every row, no robust fit
+_DEFAULTS = {"standardize": False, "selection_samples": None, "robust": False}
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
 #: zarr codecs a model may use: none of them can run code when decoded
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}

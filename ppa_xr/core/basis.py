@@ -44,6 +44,32 @@ def legendre(t: np.ndarray, degree: int, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def legendre_with_tails(t: np.ndarray, degree: int, tails: str, out: np.ndarray) -> np.ndarray:
+    """:func:`legendre` with the given tails beyond ``[-1, 1]``, the map the kernels apply; ``t`` may be clipped
+    in place. ``"linear"`` adds the edge tangent, ``P_k'(+-1) = (+-1)^(k+1) k (k+1) / 2``."""
+    if tails == "polynomial":
+        return legendre(t, degree, out)
+    beyond = t - np.clip(t, -1, 1) if tails == "linear" else None
+    legendre(np.clip(t, -1, 1, out=t), degree, out)
+    if beyond is not None:
+        for k in range(1, degree + 1):
+            out[k - 1] += (k * (k + 1) / 2) * np.where(beyond > 0, 1.0, (-1.0) ** (k + 1)) * beyond
+    return out
+
+
+def fences(alpha: np.ndarray) -> tuple[float, float]:
+    """The range a robust step's polynomial is fitted on: ``[min, max]`` clipped to Tukey's far-out fences
+    ``[Q1 - 3 IQR, Q3 + 3 IQR]``. Most projections lie inside them; the few extreme ones of heavy tails and
+    anomalous pixels fall beyond, where the tails apply, so they cannot lever the polynomial that describes
+    everything else."""
+    q1, q3 = np.quantile(alpha, (0.25, 0.75))
+    return max(alpha.min(), q1 - FENCE * (q3 - q1)), min(alpha.max(), q3 + FENCE * (q3 - q1))
+
+
+#: Tukey's far-out fence, in interquartile ranges
+FENCE = 3.0
+
+
 @lru_cache(maxsize=None)
 def legendre_to_power(degree: int) -> np.ndarray:
     """``M`` with ``P_k(t) = sum_j M[k, j] t^j`` for ``k, j = 0..g``."""

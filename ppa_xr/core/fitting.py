@@ -36,6 +36,7 @@ from functools import cached_property, partial
 
 import numpy as np
 import scipy.linalg
+import scipy.stats
 
 from . import basis, blas
 from .leading import gd_leading_vector, pca_leading_vector
@@ -48,6 +49,9 @@ from .params import PPAParams
 #: Gaussian clouds (no curve to find); 2.0 gave worse held-out errors on the
 #: paper's tables (Pageblocks 78.4 vs 76.8 % of PCA) and no better spatial transfer.
 SIGNIFICANCE = 1.0
+#: robust fits (per-axis selection): chance that a step with no curve anywhere passes on some residual
+#: axis, the 1-SE rule's one-sided level shared among the axes by :func:`axis_significance`
+FALSE_GAIN = 0.16
 #: groups the sample is dealt into when no ``groups`` are given (iid rows)
 PSEUDO_GROUPS = 100
 #: rows the degree selection cross-validates on, drawn at random from a larger
@@ -140,68 +144,110 @@ def _solve_grams(grams: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         return np.stack([np.linalg.lstsq(g, c, rcond=None)[0] for g, c in zip(grams, rhs)])
 
 
-def _significant(diff: np.ndarray) -> np.ndarray:
+def axis_significance(m: int) -> float:
+    """Standard errors a held-out gain must reach on one of ``m`` axes: the one-standard-error rule's
+    one-sided level, 0.16, shared among the axes (Bonferroni), ``z = Phi^-1(1 - 0.16 / m)``. With one axis it
+    is the 1-SE rule; at 200 axes it is 3.1, so pure noise passes on some axis of a step 16% of the time
+    instead of on 30 of its axes."""
+    return float(scipy.stats.norm.isf(FALSE_GAIN / m))
+
+
+def _significant(diff: np.ndarray, z: float) -> np.ndarray:
     """Which rows of held-out error differences ``D`` (..., groups) are significantly negative.
 
-    ``T = sum_i D_i < -SIGNIFICANCE * se``, ``se^2 = G/(G-1) sum_i (D_i - T/G)^2``:
+    ``T = sum_i D_i < -z * se``, ``se^2 = G/(G-1) sum_i (D_i - T/G)^2``:
     groups are the independent units, so the spatially correlated pixels of
     one block count once.
     """
     n_groups = diff.shape[-1]
     total = diff.sum(axis=-1)
     spread = np.sqrt(n_groups / (n_groups - 1) * np.sum((diff - total[..., None] / n_groups) ** 2, axis=-1))
-    return total < -SIGNIFICANCE * spread
+    return total < -z * spread
 
 
 @dataclass(frozen=True)
 class CrossValidation:
     """Per-group Gram matrices of one step, formed once for every candidate degree and fold.
 
-    ``gram[i] = B_i^T B_i`` and ``cross_z[i] = B_i^T Z_i`` (input space); the
-    step's residual is ``Y = Z frame``, so ``B_i^T Y_i = cross_z[i] frame``.
+    ``gram[i] = B_i^T B_i`` and ``cross_z[i] = B_i^T Z_i`` (input space);
+    ``axes`` (d x m) are the principal axes of the residual after the step
+    (orthonormal, input space), so its coordinates are ``Y = Z axes`` and
+    ``B_i^T Y_i = cross_z[i] axes``.
     """
 
     gram: np.ndarray  # (groups, K, K)
     cross_z: np.ndarray  # (groups, K, d)
-    frame: np.ndarray  # (d, m)
+    axes: np.ndarray  # (d, m)
     folds: Folds
 
     @cached_property
     def _training(self) -> tuple[np.ndarray, np.ndarray]:
-        """Sums over every fold's training groups: (folds, K, K) and (folds, K, d)."""
+        """Sums over every fold's training groups: (folds, K, K) and (folds, K, m)."""
         member = np.equal.outer(np.arange(self.folds.n_folds), self.folds.fold).astype(float)  # (folds, groups)
         held_gram = np.tensordot(member, self.gram, axes=1)
-        held_cross = np.tensordot(member, self.cross_z, axes=1)
+        held_cross = np.tensordot(member, self.cross, axes=1)
         return held_gram.sum(axis=0) - held_gram, held_cross.sum(axis=0) - held_cross
 
+    @cached_property
+    def cross(self) -> np.ndarray:
+        """``B_i^T Y_i`` per group, (groups, K, m)."""
+        return self.cross_z @ self.axes
+
     def held_out(self, degree: int) -> np.ndarray:
-        """Held-out squared error of each group (groups,) up to ``||Y_i||^2`` (the same for every candidate):
-        ``tr(W^T B_i^T B_i W) - 2 tr(W^T B_i^T Y_i) = <B_i^T B_i, W W^T> - 2 <B_i^T Z_i, W frame^T>``,
-        ``W`` fitted on the other folds: O(K d) per group, whatever the residual's width."""
+        """Held-out squared error of each group along each axis (groups, m), up to ``||Y_ij||^2`` (the same
+        for every candidate): ``w_j^T B_i^T B_i w_j - 2 w_j^T B_i^T y_ij``, ``w_j`` fitted on the other folds."""
         k = degree + 1
         train_gram, train_cross = self._training
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a fold's singular fit loses, it does not fail
-            w = _solve_grams(train_gram[:, :k, :k], train_cross[:, :k] @ self.frame)  # (folds, k, m)
-            fold = self.folds.fold
-            errors = np.einsum("gkl,gkl->g", self.gram[:, :k, :k], (w @ w.transpose(0, 2, 1))[fold])
-            errors -= 2 * np.einsum("gkd,gkd->g", self.cross_z[:, :k], (w @ self.frame.T)[fold])
+            w = _solve_grams(train_gram[:, :k, :k], train_cross[:, :k])[self.folds.fold]  # (groups, k, m)
+            errors = np.einsum("gkj,gkj->gj", self.gram[:, :k, :k] @ w - 2 * self.cross[:, :k], w)
         return np.where(np.isfinite(errors), errors, np.inf)
 
 
-def select_degree(cv: CrossValidation, degrees: Sequence[int]) -> int:
-    """The candidate degree that wins the grouped cross-validation.
+@dataclass(frozen=True)
+class Choice:
+    """A step's validated polynomial: its degree, and the residual axes (d x r, input space) it predicts;
+    the other axes get the lowest candidate degree."""
 
-    ``D_i(g)`` is the held-out error difference of candidate ``g`` to the
-    lowest candidate on group ``i``; a candidate qualifies when it is
-    :func:`_significant`, and the qualifying candidate (or the lowest) with the
-    smallest held-out error wins.
+    degree: int
+    axes: np.ndarray
+    low: int
+    others: np.ndarray  # (d, m - r): the remaining axes
+
+    @classmethod
+    def every_axis(cls, degree: int, axes: np.ndarray) -> Choice:
+        return cls(degree, axes, degree, axes[:, :0])
+
+
+def select_degree(cv: CrossValidation, degrees: Sequence[int], per_axis: bool = False) -> Choice:
+    """The candidate degree, and the residual axes it predicts, that win the grouped cross-validation.
+
+    ``D_ij(g)`` is the held-out error difference of candidate ``g`` to the
+    lowest candidate on group ``i`` along the residual's principal axis ``j``.
+    By default a candidate qualifies when ``sum_j D_ij(g)`` is :func:`_significant`
+    at :data:`SIGNIFICANCE`, and the qualifying one with the largest gain
+    predicts every axis. With ``per_axis`` (``PPA(robust=True)``) an axis is predicted by ``g`` only where that difference is
+    :func:`_significant` at :func:`axis_significance`; candidate ``g`` gains ``sum_j sum_i D_ij(g)`` over
+    its axes, and the largest gain wins (the lowest candidate gains 0). Axes
+    are judged one by one because a curve's gain sits in a few of them while
+    the estimation noise of its coefficients spreads over all of them: summed
+    over hundreds of axes, the gain on a few would buy noise on the rest.
     """
-    errors = np.stack([cv.held_out(g) for g in degrees])
+    errors = np.stack([cv.held_out(g) for g in degrees])  # (candidates, groups, m)
     with np.errstate(invalid="ignore"):  # inf - inf: a candidate that failed is not significant
-        diff = errors - errors[0]
-    qualifies = _significant(diff)
-    qualifies[0] = True
-    return int(degrees[int(np.argmin(np.where(qualifies, diff.sum(axis=1), np.inf)))])
+        diff = np.moveaxis(errors - errors[0], 1, -1)  # (candidates, m, groups)
+    if not per_axis:  # the gain summed over every axis, at the 1-SE rule
+        qualifies = _significant(diff.sum(axis=1), SIGNIFICANCE)
+        qualifies[0] = True
+        best = int(np.argmin(np.where(qualifies, diff.sum(axis=(1, 2)), np.inf)))
+        return Choice.every_axis(int(degrees[best]), cv.axes)
+    qualifies = _significant(diff, axis_significance(diff.shape[1]))
+    qualifies[0] = False
+    gains = np.where(qualifies, diff.sum(axis=-1), 0.0).sum(axis=1)
+    best = int(np.argmin(gains))
+    if best == 0:
+        return Choice.every_axis(int(degrees[0]), cv.axes)
+    return Choice(int(degrees[best]), cv.axes[:, qualifies[best]], int(degrees[0]), cv.axes[:, ~qualifies[best]])
 
 
 def _least_squares(design: np.ndarray, y, gram: np.ndarray, cross: np.ndarray) -> np.ndarray:
@@ -263,22 +309,37 @@ class Residual:
         return self.Z @ self.frame
 
 
-def _designs(alphas: np.ndarray, top: int, tiny: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``[1, P_1(t), ..., P_top(t)]`` of each row of ``alphas`` (b x n) -> (b, top+1, n), with centres and scales.
+@dataclass(frozen=True)
+class Designs:
+    """How a step's polynomial basis is laid on its projections: the kernels' tails, ``tiny``, the spread
+    below which a projection counts as constant, and whether the range is fenced (robust fits)."""
 
-    A projection without spread (below ``tiny``) gets scale 0: a plain rotation step.
-    """
-    lo, hi = alphas.min(axis=1), alphas.max(axis=1)
-    spread = hi - lo > 2 * tiny
-    centers, scales = np.where(spread, (hi + lo) / 2, 0.0), np.where(spread, (hi - lo) / 2, 0.0)
-    designs = np.empty((alphas.shape[0], top + 1, alphas.shape[1]))
-    designs[:, 0] = 1
-    designs[~spread, 1:] = 0  # no spread: a rotation step, whose (unused) Gram matrices must still be finite
-    for j in np.flatnonzero(spread):
-        t = alphas[j] - centers[j]
-        t *= 1 / scales[j]
-        basis.legendre(t, top, out=designs[j, 1:])
-    return designs, centers, scales
+    tails: str
+    tiny: float
+    fenced: bool = False
+
+    def __call__(self, alphas: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``[1, P_1(t), ..., P_top(t)]`` of each row of ``alphas`` (b x n) -> (b, top+1, n), with centres and scales.
+
+        ``t`` maps the projections' range ``[min, max]`` (with ``fenced``, their
+        :func:`~ppa_xr.core.basis.fences`, except for raw polynomial tails) onto ``[-1, 1]``; beyond it the design has the
+        kernels' tails, so the fitted map is the one the kernels apply. A
+        projection without spread gets scale 0: a plain rotation step.
+        """
+        if self.tails == "polynomial" or not self.fenced:
+            lo, hi = alphas.min(axis=1), alphas.max(axis=1)
+        else:
+            lo, hi = np.array([basis.fences(a) for a in alphas]).T.reshape(2, -1)
+        spread = hi - lo > 2 * self.tiny
+        centers, scales = np.where(spread, (hi + lo) / 2, 0.0), np.where(spread, (hi - lo) / 2, 0.0)
+        designs = np.empty((alphas.shape[0], top + 1, alphas.shape[1]))
+        designs[:, 0] = 1
+        designs[~spread, 1:] = 0  # no spread: a rotation step, whose (unused) Gram matrices must still be finite
+        for j in np.flatnonzero(spread):
+            t = alphas[j] - centers[j]
+            t *= 1 / scales[j]
+            basis.legendre_with_tails(t, top, self.tails, out=designs[j, 1:])
+        return designs, centers, scales
 
 
 def _group_grams(designs: np.ndarray, Z: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -293,16 +354,19 @@ def _group_grams(designs: np.ndarray, Z: np.ndarray, bounds: np.ndarray) -> tupl
 
 
 def fit_step(
-    res: Residual, e: np.ndarray, degree_of: Callable[[np.ndarray], int | None], tiny: float, fit_linear: bool,
-) -> tuple[Step, bool]:
+    res: Residual, e: np.ndarray, choose: Callable[[np.ndarray, np.ndarray], Choice | None], designs_of: Designs, fit_linear: bool,
+    guard: Callable[[np.ndarray], bool] | None = None,
+) -> tuple[Step, bool] | None:
     """One PPA step with leading vector ``e`` (residual coordinates); updates ``res`` in place.
 
-    ``degree_of(frame)`` gives the step's degree from the residual basis
-    after it (by cross-validation on the selection rows, or fixed); ``None``
-    is a plain rotation step, and so is degree 1 unless ``fit_linear`` (a
-    leading vector that is not an eigenvector leaves a linear trend). The
-    polynomial is then fitted on the whole sample. Returns the step and
-    whether it is curved.
+    ``choose(frame, cov)`` gives the step's polynomial from the residual
+    basis after it and its covariance (by cross-validation on the selection
+    rows, or fixed); ``None`` is a plain rotation step, and so is degree 1
+    unless ``fit_linear`` (a leading vector that is not an eigenvector leaves
+    a linear trend). The polynomial is then fitted on the whole sample, on
+    the axes the choice names (the others get its lowest degree). Returns the
+    step and whether it is curved; ``None``, with ``res`` untouched, when
+    ``guard(cov)`` refuses the residual covariance the step would leave.
     """
     n = res.Z.shape[0]
     variance = float(e @ res.cov @ e)
@@ -312,21 +376,35 @@ def fit_step(
     cov = _reflect_columns(_reflect_columns(res.cov, u).T, u)
     m = frame.shape[1]
     w, degree, center, scale = np.zeros((1, m)), 1, 0.0, 1.0
-    chosen = degree_of(frame)
-    if chosen is not None and (chosen > 1 or fit_linear):
-        designs, centers, scales = _designs((res.Z @ lead)[None], chosen, tiny)
+    choice = choose(frame, cov)
+    if choice is not None and (choice.degree > 1 or fit_linear):
+        designs, centers, scales = designs_of((res.Z @ lead)[None], choice.degree)
         if scales[0] > 0:
             design = designs[0]
-            gram_all, cross_all = design @ design.T, (design @ res.Z) @ frame
-            fitted = _least_squares(design.T, lambda: res.Z @ frame, gram_all, cross_all)
+            gram_all, cross_all = design @ design.T, design @ res.Z
+            fitted = _least_squares(design.T, lambda: res.Z @ choice.axes, gram_all, cross_all @ choice.axes) @ (choice.axes.T @ frame)
+            if choice.others.shape[1] and (choice.low > 1 or fit_linear):
+                k = choice.low + 1
+                low = _least_squares(design[:k].T, lambda: res.Z @ choice.others, gram_all[:k, :k], cross_all[:k] @ choice.others)
+                fitted[:k] += low @ (choice.others.T @ frame)
             removed = np.sum(fitted * (gram_all @ fitted))  # ||B W||^2, the residual energy the polynomial explains
-            if removed > 1e-12 * np.trace(cov) * n:
-                blas.matmul_into(design.T, fitted @ frame.T, res.Z, alpha=-1.0, beta=1.0)  # Z -= B W E^T, in place
-                cov = cov - fitted.T @ (gram_all / n) @ fitted
-                w, degree, center, scale = fitted, chosen, float(centers[0]), float(scales[0])
-            # else numerically no curve (e.g. degree 1 on a PCA direction): an exact rotation step
+            if removed > 1e-12 * np.trace(cov) * n:  # else numerically no curve (e.g. degree 1 on a PCA direction)
+                w, degree, center, scale = fitted, choice.degree, float(centers[0]), float(scales[0])
+                cov = cov - w.T @ (gram_all / n) @ w
+    if guard is not None and not guard(cov):
+        return None
+    if w.any():
+        blas.matmul_into(design.T, w @ frame.T, res.Z, alpha=-1.0, beta=1.0)  # Z -= B W E^T, in place
     res.frame, res.cov = frame, (cov + cov.T) / 2
     return Step(e, u, w, degree, center, scale, variance), bool(w.any())
+
+
+def interlaced(cov: np.ndarray, pca_variance: np.ndarray, steps: int) -> bool:
+    """Whether the residual covariance after ``steps`` steps satisfies ``lambda_j(S_k) <= lambda_{j+k}(S_0)``
+    (up to rounding): the condition under which every later PCA-led step keeps the training error at or
+    below PCA's at every ``k`` (paper Property 2); a PCA-led step always meets it."""
+    values = np.linalg.eigvalsh(cov)[::-1]
+    return bool(np.all(values <= pca_variance[steps:steps + len(values)] + 1e-9 * pca_variance.sum()))
 
 
 def pca_solution(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -367,17 +445,17 @@ def _oriented(leads: np.ndarray) -> np.ndarray:
     return leads * np.sign(leads[np.argmax(np.abs(leads), axis=0), np.arange(leads.shape[1])])
 
 
-def _held_out_cost(resid: np.ndarray, e: np.ndarray, degree: int, folds: Folds, tiny: float) -> float:
+def _held_out_cost(resid: np.ndarray, e: np.ndarray, degree: int, folds: Folds, designs_of: Designs) -> float:
     """Cross-validated error of a step along ``e`` with a degree-``degree`` polynomial, ``sum ||X_i - B_i W||^2``
     over held-out groups, up to the same constant for every ``e`` (it regresses the whole residual on ``B``)."""
-    designs, _, scales = _designs((resid @ e)[None], degree, tiny)
+    designs, _, scales = designs_of((resid @ e)[None], degree)
     if scales[0] == 0:
         return np.inf
     gram, cross = _group_grams(designs, resid, folds.bounds)
     return float(CrossValidation(gram[:, 0], cross[:, 0], np.eye(resid.shape[1]), folds).held_out(degree).sum())
 
 
-def _validated_leads(res: Residual, strategy: LeadingVector, degree: int, folds: Folds | None, tiny: float) -> np.ndarray:
+def _validated_leads(res: Residual, strategy: LeadingVector, degree: int, folds: Folds | None, designs_of: Designs) -> np.ndarray:
     """A searched leading vector (PPA-GD), kept only where it beats the PCA one on held-out groups:
     the search maximises the fit on every row, so only held-out rows can vouch for it. Both run on the
     selection rows."""
@@ -386,30 +464,36 @@ def _validated_leads(res: Residual, strategy: LeadingVector, degree: int, folds:
     if folds is None:
         return searched
     pca = _block_leads(res, pca_leading_vector, 1, 0.0)
-    costs = [_held_out_cost(resid, res.frame.T @ lead[:, 0], degree, folds, tiny) for lead in (searched, pca)]
+    costs = [_held_out_cost(resid, res.frame.T @ lead[:, 0], degree, folds, designs_of) for lead in (searched, pca)]
     return searched if costs[0] < costs[1] else pca
 
 
 def _degree_choices(
-    res: Residual, leads: np.ndarray, degrees: Sequence[int], top: int, folds: Folds | None, tiny: float,
-) -> Callable[[int, np.ndarray], int | None]:
-    """``(j, frame) -> degree`` of step ``j`` of a block along ``leads`` (d x b, input space); None: a rotation.
+    res: Residual, leads: np.ndarray, degrees: Sequence[int], top: int, folds: Folds | None, designs_of: Designs,
+    per_axis: bool = False,
+) -> Callable[[int, np.ndarray, np.ndarray], Choice | None]:
+    """``(j, frame, cov) -> Choice`` of step ``j`` of a block along ``leads`` (d x b, input space), from the
+    residual basis after the step and its covariance; None: a rotation.
 
     With candidates to choose from, one GEMM gives the block's projections on
     the selection rows and one pass their per-group Gram matrices (straight
-    steps do not change ``Z``, so they hold for the whole block).
+    steps do not change ``Z``, so they hold for the whole block); with
+    ``per_axis`` each step is judged along the principal axes of its residual.
     """
     if top == 1:
-        return lambda j, frame: None
+        return lambda j, frame, cov: None
     if folds is None:
-        return lambda j, frame: degrees[0]
-    designs, _, scales = _designs(leads.T @ res.selection.T, top, tiny)
+        return lambda j, frame, cov: Choice.every_axis(degrees[0], frame)
+    designs, _, scales = designs_of(leads.T @ res.selection.T, top)
     gram, cross = _group_grams(designs, res.selection, folds.bounds)
 
-    def degree_of(j: int, frame: np.ndarray) -> int | None:
-        return select_degree(CrossValidation(gram[:, j], cross[:, j], frame, folds), degrees) if scales[j] > 0 else None
+    def choose(j: int, frame: np.ndarray, cov: np.ndarray) -> Choice | None:
+        if scales[j] == 0:
+            return None
+        axes = frame @ scipy.linalg.eigh(cov, check_finite=False)[1] if per_axis else frame
+        return select_degree(CrossValidation(gram[:, j], cross[:, j], axes, folds), degrees, per_axis)
 
-    return degree_of
+    return choose
 
 
 def fit_params(
@@ -424,11 +508,17 @@ def fit_params(
     max_curved: int | None = None,
     selection_rows: int = SELECTION_ROWS,
     standardize: bool = False,
+    robust: bool = False,
 ) -> PPAParams:
     """Fit PPA on a finite float sample ``X`` (n x d); ``progress(done, total)`` is called after each step.
 
     ``standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features' standard
     deviations (constant features keep 1), see :meth:`PPAParams.standardizing`.
+
+    ``robust``: each step's degree is validated axis by axis of its residual
+    (:func:`select_degree`) and its polynomial fitted within the projections'
+    :func:`~ppa_xr.core.basis.fences`: for hundreds of bands and scenes with
+    heavy tails or anomalous pixels (docs/fidelity.md).
 
     ``max_curved``: after that many curved steps the rest is a plain rotation
     (PCA of the residual, no polynomial search): the fit's cost at hundreds
@@ -467,21 +557,32 @@ def fit_params(
     pca = pca_solution(cov)
     res = Residual(Z, np.eye(d), cov, n if folds is None else int(folds.bounds[-1]))
     total = reference = np.trace(cov)  # the sample's energy; the reference is renewed at each recompute
-    tiny = 1e-12 * np.sqrt(max(reference, np.finfo(float).tiny))
-    steps, frames, size, n_curved = [], [], 1, 0
+    designs_of = Designs(tails, 1e-12 * np.sqrt(max(reference, np.finfo(float).tiny)), robust)
+    steps, frames, size, n_curved, searching = [], [], 1, 0, searched
     while len(steps) < d - 1:
         capped = max_curved is not None and n_curved >= max_curved  # the rest is a plain rotation
         top = 1 if capped else max(degrees)
         chooser = strategy
-        if searched and not capped and np.trace(res.cov) > 1e-9 * total:
-            leads = _validated_leads(res, strategy, top, folds, tiny)
+        if searching and not capped and np.trace(res.cov) > 1e-9 * total:
+            leads = _validated_leads(res, strategy, top, folds, designs_of)
         else:  # below 1e-9 of the sample's energy a residual is float64 rounding: no direction worth searching
             chooser = pca_leading_vector if searched else strategy
             leads = _block_leads(res, chooser, min(size, d - 1 - len(steps)), 1e-6 * reference)
-        degree_of = _degree_choices(res, leads, degrees, top, folds, tiny)
+        degree_of = _degree_choices(res, leads, degrees, top, folds, designs_of, robust)
         for j in range(leads.shape[1]):
-            frames.append(res.frame)
-            step, curved = fit_step(res, res.frame.T @ leads[:, j], partial(degree_of, j), tiny, chooser is not pca_leading_vector)
+            frame = res.frame
+            if chooser is pca_leading_vector:
+                step, curved = fit_step(res, res.frame.T @ leads[:, j], partial(degree_of, j), designs_of, False)
+            else:  # any other direction must keep Property 2 (``interlaced``), else the step is PCA-led
+                guard = partial(interlaced, pca_variance=pca[1], steps=len(steps) + 1)
+                fitted = fit_step(res, res.frame.T @ leads[:, j], partial(degree_of, j), designs_of, True, guard)
+                if fitted is None:
+                    leads = _block_leads(res, pca_leading_vector, 1, 0.0)
+                    degree_of = _degree_choices(res, leads, degrees, top, folds, designs_of, robust)
+                    fitted = fit_step(res, res.frame.T @ leads[:, 0], partial(degree_of, 0), designs_of, False)
+                step, curved = fitted
+                searching = searching and curved  # searches go on while they find curves
+            frames.append(frame)
             steps.append(step)
             if progress is not None:
                 progress(len(steps), d - 1)
