@@ -14,7 +14,7 @@ from importlib.resources import files
 
 import numpy as np
 
-__all__ = ["Table", "UCI_TABLES", "load_table", "landsat8_sample_path", "open_landsat8_sample", "rgb_byte_path", "open_rgb_byte", "open_ersst_sample"]
+__all__ = ["Table", "UCI_TABLES", "load_table", "landsat8_sample_path", "open_landsat8_sample", "rgb_byte_path", "open_rgb_byte", "open_ersst_sample", "open_abu_beach"]
 
 _DATA = files(__name__) / "data"
 UCI_TABLES = ("MagicGamma", "JapaneseVowels", "Pageblocks", "Sat", "Segmentation")
@@ -159,3 +159,15 @@ def open_ersst_sample(chunks=None):
     import xarray as xr
 
     return xr.open_dataset(_DATA / "ersst_v5_2010_2012.nc", engine="h5netcdf", chunks=chunks)
+
+
+def open_abu_beach(chunks=None):
+    """The ABU abu-beach-4 hyperspectral scene (ROSIS-03, Pavia): 102 bands x 100 x 100 px, float32 in 0..1.
+
+    A Dataset with ``reflectance`` (band, y, x) and ``anomaly`` (y, x; 1 on the
+    anomalous targets of the anomaly-detection benchmark). Kang et al., IEEE
+    TGRS 55(10), 2017 (see ``data/PROVENANCE.md``).
+    """
+    import xarray as xr
+
+    return xr.open_dataset(_DATA / "abu_beach_4.nc", engine="h5netcdf", chunks=chunks)
