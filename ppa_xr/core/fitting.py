@@ -182,25 +182,32 @@ class CrossValidation:
 
     @cached_property
     def _training(self) -> tuple[np.ndarray, np.ndarray]:
-        """Sums over every fold's training groups: (folds, K, K) and (folds, K, m)."""
+        """Sums over every fold's training groups: (folds, K, K) and, along the axes, (folds, K, m)."""
         member = np.equal.outer(np.arange(self.folds.n_folds), self.folds.fold).astype(float)  # (folds, groups)
         held_gram = np.tensordot(member, self.gram, axes=1)
-        held_cross = np.tensordot(member, self.cross, axes=1)
-        return held_gram.sum(axis=0) - held_gram, held_cross.sum(axis=0) - held_cross
+        held_cross = np.tensordot(member, self.cross_z, axes=1)
+        return held_gram.sum(axis=0) - held_gram, (held_cross.sum(axis=0) - held_cross) @ self.axes
 
     @cached_property
-    def cross(self) -> np.ndarray:
-        """``B_i^T Y_i`` per group, (groups, K, m)."""
+    def _cross(self) -> np.ndarray:
+        """``B_i^T Y_i`` per group, (groups, K, m): what the per-axis errors need (O(K d m) per group)."""
         return self.cross_z @ self.axes
 
-    def held_out(self, degree: int) -> np.ndarray:
-        """Held-out squared error of each group along each axis (groups, m), up to ``||Y_ij||^2`` (the same
-        for every candidate): ``w_j^T B_i^T B_i w_j - 2 w_j^T B_i^T y_ij``, ``w_j`` fitted on the other folds."""
+    def held_out(self, degree: int, per_axis: bool = False) -> np.ndarray:
+        """Held-out squared error of each group (groups,), or along each axis (groups, m), up to ``||Y_i||^2``
+        (the same for every candidate): ``w_j^T B_i^T B_i w_j - 2 w_j^T B_i^T y_ij``, ``w_j`` fitted on the
+        other folds. Summed over the axes it is ``<B_i^T B_i, W W^T> - 2 <B_i^T Z_i, W axes^T>``: O(K d)
+        per group, whatever the residual's width."""
         k = degree + 1
         train_gram, train_cross = self._training
+        fold = self.folds.fold
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a fold's singular fit loses, it does not fail
-            w = _solve_grams(train_gram[:, :k, :k], train_cross[:, :k])[self.folds.fold]  # (groups, k, m)
-            errors = np.einsum("gkj,gkj->gj", self.gram[:, :k, :k] @ w - 2 * self.cross[:, :k], w)
+            w = _solve_grams(train_gram[:, :k, :k], train_cross[:, :k])  # (folds, k, m)
+            if per_axis:
+                errors = np.einsum("gkj,gkj->gj", self.gram[:, :k, :k] @ w[fold] - 2 * self._cross[:, :k], w[fold])
+            else:
+                errors = np.einsum("gkl,gkl->g", self.gram[:, :k, :k], (w @ w.transpose(0, 2, 1))[fold])
+                errors -= 2 * np.einsum("gkd,gkd->g", self.cross_z[:, :k], (w @ self.axes.T)[fold])
         return np.where(np.isfinite(errors), errors, np.inf)
 
 
@@ -233,13 +240,13 @@ def select_degree(cv: CrossValidation, degrees: Sequence[int], per_axis: bool = 
     the estimation noise of its coefficients spreads over all of them: summed
     over hundreds of axes, the gain on a few would buy noise on the rest.
     """
-    errors = np.stack([cv.held_out(g) for g in degrees])  # (candidates, groups, m)
+    errors = np.stack([cv.held_out(g, per_axis) for g in degrees])  # (candidates, groups[, m])
     with np.errstate(invalid="ignore"):  # inf - inf: a candidate that failed is not significant
-        diff = np.moveaxis(errors - errors[0], 1, -1)  # (candidates, m, groups)
+        diff = np.moveaxis(errors - errors[0], 1, -1)  # (candidates, [m,] groups)
     if not per_axis:  # the gain summed over every axis, at the 1-SE rule
-        qualifies = _significant(diff.sum(axis=1), SIGNIFICANCE)
+        qualifies = _significant(diff, SIGNIFICANCE)
         qualifies[0] = True
-        best = int(np.argmin(np.where(qualifies, diff.sum(axis=(1, 2)), np.inf)))
+        best = int(np.argmin(np.where(qualifies, diff.sum(axis=1), np.inf)))
         return Choice.every_axis(int(degrees[best]), cv.axes)
     qualifies = _significant(diff, axis_significance(diff.shape[1]))
     qualifies[0] = False
