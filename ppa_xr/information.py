@@ -310,12 +310,12 @@ def information_report(
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = xarray_ops.model_features(obj, model, dim)
     k = kernels.check_components(n_components, model.n_features_in_)
-    fitted = model.sample_ if model.sample_ is not None and model.sample_.shape == tuple(da.sizes[d] for d in da.dims if d != dim) else None
+    fitted = model.sample_.of_shape(tuple(da.sizes[d] for d in da.dims if d != dim)) if model.sample_ is not None else ()
     if held_out:
-        sample = xarray_ops.sample_features(da, dim, n_samples, random_state, exclude=fitted).values.astype(np.float64)
+        sample = xarray_ops.sample_features(da, dim, n_samples, random_state, exclude=model.sample_).values.astype(np.float64)
         on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
-    elif fitted is not None:
-        sample = xarray_ops.sample_features(da, dim, fitted.size, None, seed=fitted.seed).values.astype(np.float64)
+    elif len(fitted) == 1 and fitted[0].size:
+        sample = xarray_ops.sample_features(da, dim, fitted[0].size, None, seed=fitted[0].seed).values.astype(np.float64)
         on = "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
     else:
         raise ValueError("held_out=False needs the model's fitting sample: fit it with cube.ppa.fit on this cube (or pass the fitting rows as a table with held_out=True)")

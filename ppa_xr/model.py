@@ -21,7 +21,7 @@ from .core import fitting, kernels
 from .core.basis import TAILS
 from .core.params import PPAParams
 from .labels import FeatureLabels
-from .pixels import PixelSample
+from .pixels import FitSample
 
 #: the highest polynomial degree accepted: the float64 round trip stays below
 #: 1e-12 relative up to about 15 and reaches 1e-6 at 30 (Legendre fit, monomial kernels)
@@ -166,7 +166,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return self._candidate_degrees()
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, groups=None, features: FeatureLabels | None = None, sample: PixelSample | None = None,
+    def fit(self, X, y=None, groups=None, features: FeatureLabels | None = None, sample: FitSample | None = None,
             progress: bool = False) -> PPA:
         """Fit the PPA map on ``X`` (n_samples x n_features); rows with NaN/inf are refused.
 
@@ -176,7 +176,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         neighbours then cannot vouch for a curve that does not transfer.
         ``features`` names the features in a cube (kept as ``features_``);
         ``sample`` records which pixels of it ``X`` is (kept as ``sample_``, a
-        :class:`~ppa_xr.pixels.PixelSample`), so reports can hold them out.
+        :class:`~ppa_xr.pixels.FitSample`, one entry per cube), so reports can hold them out.
         The fit runs on the data divided by a power of two near its spread,
         so tiny or huge units fit as well as unit ones. ``progress=True``
         reports each step on stderr.
@@ -240,7 +240,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._n_features_out = self.n_components_  # names "ppa0", "ppa1", ... for set_output
 
     @classmethod
-    def from_params(cls, params: PPAParams, features: FeatureLabels | None = None, sample: PixelSample | None = None, **init_params) -> PPA:
+    def from_params(cls, params: PPAParams, features: FeatureLabels | None = None, sample: FitSample | None = None, **init_params) -> PPA:
         """A fitted estimator around existing parameters (e.g. loaded from disk), its parameters validated."""
         model = cls(**init_params)
         allowed = set(model._checked(params.n_features)) | {1}

@@ -1,12 +1,12 @@
 """Model files: a fitted PPA as data (netCDF or zarr), written atomically and verified on load; never a pickle.
 
-Layout (format version 4): the arrays of :class:`~ppa_xr.core.PPAParams` as
+Layout (format version 6): the arrays of :class:`~ppa_xr.core.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
 ``power`` (max degree), each with the SHA-256 of its little-endian bytes in
 its ``sha256`` attribute; the feature labels as the ``feature`` coordinate
 (or, for a stacked dimension, one ``feature_level_<name>`` variable per
 level) and other per-feature coordinates as ``feature_coord_<name>``; the
-estimator's parameters (JSON), the feature dimension, the format name and
+estimator's parameters (JSON), the fitting sample (JSON, one record per cube), the feature dimension, the format name and
 version, the ppa_xr version and the creation date in the attributes.
 
 This module knows the file layout only; :class:`ppa_xr.PPA` builds on it
@@ -30,12 +30,12 @@ import xarray as xr
 from .core.params import PPAParams
 from .files import check_output, recover_interrupted, replace_atomically
 from .labels import FeatureLabels
-from .pixels import PixelSample
+from .pixels import FitSample, PixelSample
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 5  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
-# 4: selection_samples; 5: robust
-READABLE = (2, 3, 4, 5)  # a version 2 file is a model without standardization
+FORMAT_VERSION = 6  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+# 4: selection_samples; 5: robust; 6: the fitting sample as a list, one entry per cube (pooled fits)
+READABLE = (2, 3, 4, 5, 6)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "feature"), "degrees": ("step",), "center": ("step",),
@@ -62,7 +62,7 @@ def _checksum(name: str, values: np.ndarray) -> str:
     return hashlib.sha256(_canonical(name, values).tobytes()).hexdigest()
 
 
-def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels | None, sample: PixelSample | None = None) -> xr.Dataset:
+def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels | None, sample: FitSample | None = None) -> xr.Dataset:
     """The model as an xarray Dataset: parameters with checksums, labels, estimator parameters and provenance."""
     from . import __version__
 
@@ -91,7 +91,7 @@ def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels 
         "feature_dim": str(features.dim) if features else "",
         "feature_levels": json.dumps(list(features.levels)) if features and features.levels else "",
         "feature_variables": int(bool(features and features.variables)),
-        "fit_sample": json.dumps(dataclasses.asdict(sample)) if sample is not None else "",
+        "fit_sample": json.dumps([dataclasses.asdict(cube) for cube in sample.cubes]) if sample is not None else "",
         "title": "Principal Polynomial Analysis model (ppa_xr)",
     }
     return ds
@@ -107,7 +107,7 @@ def _allowed(name: str) -> bool:
     return name in _DIMS or name == "feature" or name.startswith((_COORD, _LEVEL))
 
 
-def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, dict[str, Any], FeatureLabels | None, PixelSample | None]:
+def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, dict[str, Any], FeatureLabels | None, FitSample | None]:
     """Parameters, estimator parameters and labels from :func:`to_dataset`'s layout, verified array by array."""
     if ds.attrs.get("ppa_xr_format") != FORMAT:
         raise ValueError(f"{source} is not a ppa_xr model: it has no ppa_xr_format={FORMAT!r} attribute")
@@ -145,17 +145,22 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
     params = PPAParams(**{k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}, tails=tails)
     _check(params, source)
     init = {k: (tuple(v) if isinstance(v, list) else v) for k, v in init.items()}
-    return params, init, _features(ds), _sample(ds, source)
+    return params, init, _features(ds), _sample(ds, source, int(raw))
 
 
-def _sample(ds: xr.Dataset, source: str) -> PixelSample | None:
-    """Which pixels the model was fitted on (None when fitted on a plain array)."""
+def _sample(ds: xr.Dataset, source: str, version: int) -> FitSample | None:
+    """Which pixels the model was fitted on (None when fitted on a plain array); one cube's record before version 6."""
     raw = ds.attrs.get("fit_sample") or ""
     if not raw:
         return None
     try:
         fields = json.loads(raw)
-        return PixelSample(int(fields["seed"]), int(fields["key_max"]), int(fields["size"]), tuple(int(v) for v in fields["shape"]))
+        cubes = fields if version >= 6 else [fields]
+        if not isinstance(cubes, list) or not cubes:
+            raise TypeError(f"expected a list of samples, got {type(cubes).__name__}")
+        return FitSample(tuple(
+            PixelSample(int(c["seed"]), int(c["key_max"]), int(c["size"]), tuple(int(v) for v in c["shape"])) for c in cubes
+        ))
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{source} is corrupt: its fit_sample attribute is not readable ({err})") from err
 

@@ -2,7 +2,10 @@
 
 A sample of a cube is its ``n`` valid pixels with the smallest keys, so the
 same cube and seed give the same sample under any chunking, and a recorded
-``(seed, largest key)`` tells whether any pixel belonged to it.
+``(seed, largest key)`` tells whether any pixel belonged to it. Pooled over
+several cubes (each with its own seed), the ``n`` smallest keys of the union
+are a uniform sample of all their valid pixels: each cube contributes in
+proportion to its valid pixels.
 """
 
 from __future__ import annotations
@@ -38,4 +41,31 @@ class PixelSample:
 
     def holds(self, index: np.ndarray) -> np.ndarray:
         """Whether each pixel (global flat index) has a key within this sample's (validity aside)."""
+        if self.size == 0:
+            return np.zeros(np.shape(index), bool)
         return pixel_keys(self.seed, index) <= np.uint64(self.key_max)
+
+
+@dataclass(frozen=True)
+class FitSample:
+    """The pixels a model was fitted on: one :class:`PixelSample` per cube, in the order the cubes
+    were given (several for a fit pooled over scenes, :func:`ppa_xr.fit_pooled`). Kept as ``sample_``."""
+
+    cubes: tuple[PixelSample, ...]
+
+    @property
+    def size(self) -> int:
+        """Pixels in the sample, over all cubes."""
+        return sum(cube.size for cube in self.cubes)
+
+    def of_shape(self, shape: tuple[int, ...]) -> tuple[PixelSample, ...]:
+        """The samples of the cubes with these pixel dims (a cube of another shape held none of its pixels)."""
+        return tuple(cube for cube in self.cubes if cube.shape == tuple(shape))
+
+
+def held_by(samples: tuple[PixelSample, ...], index: np.ndarray) -> np.ndarray:
+    """Whether each pixel (global flat index) belongs to any of ``samples``."""
+    held = np.zeros(np.shape(index), bool)
+    for sample in samples:
+        held |= sample.holds(index)
+    return held

@@ -21,7 +21,7 @@ import xarray as xr
 from .core import kernels
 from .labels import FeatureLabels
 from .model import PPA
-from .pixels import PixelSample, pixel_keys
+from .pixels import FitSample, PixelSample, held_by, pixel_keys
 
 COMPONENT = "component"
 #: above this degree a float32 round trip loses more than 1e-4 of the data's range (measured; docs/method.md)
@@ -200,10 +200,11 @@ DEFAULT_SAMPLES = 200_000
 N_BLOCKS = 100
 @dataclass(frozen=True)
 class Sample:
-    """Sampled pixels ``values`` (n, d) in key order, the spatial block of each (``groups``), valid pixels
-    seen, and which pixels they are (``drawn``)."""
+    """Sampled pixels ``values`` (n, d) in order of their ``keys``, the spatial block of each
+    (``groups``), valid pixels seen, and which pixels they are (``drawn``)."""
 
     values: np.ndarray
+    keys: np.ndarray
     groups: np.ndarray
     n_valid: int
     drawn: PixelSample
@@ -244,13 +245,11 @@ def _smallest_keys(keys: np.ndarray, *arrays: np.ndarray, n: int) -> tuple[np.nd
     return keys, *arrays
 
 
-def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int, exclude: PixelSample | None) -> tuple:
+def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int, exclude: tuple[PixelSample, ...]) -> tuple:
     """The ``n`` valid pixels of one chunk with the smallest keys (none of ``exclude``): keys, values, blocks, valid count."""
     values = block.reshape(-1, block.shape[-1])
     index, blocks = layout.index_and_block(offsets, block.shape[:-1])
-    valid = np.isfinite(values).all(axis=1)
-    if exclude is not None:
-        valid &= ~exclude.holds(index)
+    valid = np.isfinite(values).all(axis=1) & ~held_by(exclude, index)
     return *_smallest_keys(pixel_keys(seed, index[valid]), values[valid], blocks[valid], n=n), int(valid.sum())
 
 
@@ -278,45 +277,90 @@ def sample_valid_pixels(
 
 
 def sample_features(
-    da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, exclude: PixelSample | None = None,
-    seed: int | None = None,
+    da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, exclude: FitSample | None = None,
+    seed: int | None = None, max_chunks: int | None = None, empty_ok: bool = False,
 ) -> Sample:
     """:func:`sample_valid_pixels` of a cube already prepared by :func:`feature_array`.
 
-    ``exclude``: leave out the pixels of another sample of the same cube (e.g.
-    a model's fitting sample), for held-out estimates; ``seed`` replaces the
-    one drawn from ``random_state`` (to draw a recorded sample again).
-    ``n_samples=None``: up to :data:`DEFAULT_SAMPLES`, all valid pixels of a
-    smaller scene without a warning (an explicit larger request warns).
+    ``exclude``: leave out the pixels of a model's fitting sample (those it
+    recorded for a cube of this shape), for held-out estimates; ``seed``
+    replaces the one drawn from ``random_state`` (to draw a recorded sample
+    again); ``max_chunks``: read only that many chunks, chosen at random (a
+    quick sample that costs a few chunks, not a pass over the cube);
+    ``empty_ok``: return an empty sample instead of raising when no pixel is
+    valid. ``n_samples=None``: up to :data:`DEFAULT_SAMPLES`, all valid pixels
+    of a smaller scene without a warning (an explicit larger request warns).
     """
-    requested, n_samples = n_samples, DEFAULT_SAMPLES if n_samples is None else n_samples
+    rng = np.random.default_rng(random_state)
+    sample = _draw(da, dim, _checked_count(n_samples), int(rng.integers(2**63)) if seed is None else seed, exclude, max_chunks, rng)
+    if sample.n_valid == 0 and not empty_ok:
+        raise ValueError("the cube has no valid pixel (every pixel has a NaN or nodata feature)")
+    if n_samples is not None and sample.n_valid < n_samples and max_chunks is None:
+        warnings.warn(f"only {sample.n_valid} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=4)
+    return sample
+
+
+def _checked_count(n_samples: int | None) -> int:
+    n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
     if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
         raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    return int(n_samples)
+
+
+def _draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: FitSample | None, max_chunks: int | None, rng) -> Sample:
+    """The bottom-``n`` sample of the cube's valid pixels under ``seed``, in one pass over its chunks (or ``max_chunks``)."""
     layout = _Layout.of(da, dim)
-    if exclude is not None and exclude.shape != layout.shape:
-        exclude = None  # another cube: none of its pixels were in that sample
+    excluded = exclude.of_shape(layout.shape) if exclude is not None else ()
     da = da.transpose(..., dim)
-    seed = int(np.random.default_rng(random_state).integers(2**63)) if seed is None else seed
     if da.chunks is None:
-        keys, values, groups, count = _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n_samples, exclude)
+        keys, values, groups, count = _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n, excluded)
     else:
         data = da.data.rechunk({da.ndim - 1: -1})
         starts = [np.cumsum((0,) + c[:-1]) for c in data.chunks[:-1]]
         blocks = data.to_delayed()
-        parts = [
-            dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n_samples, exclude)
-            for i in np.ndindex(blocks.shape)
-        ]
-        while len(parts) > 1:  # tree reduction: at most n_samples x d per merge
+        chosen = list(np.ndindex(blocks.shape))
+        if max_chunks is not None and max_chunks < len(chosen):
+            chosen = [chosen[i] for i in np.sort(rng.choice(len(chosen), max_chunks, replace=False))]
+        parts = [dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n, excluded) for i in chosen]
+        while len(parts) > 1:  # tree reduction: at most n x d per merge
             pairs = [parts[i : i + 2] for i in range(0, len(parts), 2)]
-            parts = [dask.delayed(_merge_samples)(*pair, n_samples) if len(pair) == 2 else pair[0] for pair in pairs]
+            parts = [dask.delayed(_merge_samples)(*pair, n) if len(pair) == 2 else pair[0] for pair in pairs]
         keys, values, groups, count = dask.compute(parts[0])[0]
-    if count == 0:
-        raise ValueError("the cube has no valid pixel (every pixel has a NaN or nodata feature)")
-    if requested is not None and count < requested:
-        warnings.warn(f"only {count} valid pixels (asked for n_samples={requested}); using all of them", UserWarning, stacklevel=4)
     order = np.argsort(keys, kind="stable")
-    return Sample(values[order], groups[order], count, PixelSample(seed, int(keys.max()), len(keys), layout.shape))
+    return Sample(values[order], keys[order], groups[order], count, PixelSample(seed, int(keys.max(initial=0)), len(keys), layout.shape))
+
+
+def sample_cubes(
+    cubes: list[xr.DataArray], dim: Hashable, n_samples: int | None, random_state: int | None,
+) -> tuple[np.ndarray, np.ndarray, FitSample]:
+    """One uniform sample of the valid pixels of several cubes (any grids): rows, groups, and the sample per cube.
+
+    Each cube's pixels get keys under their own seed (the first cube's is the
+    seed a single-cube fit draws, so one cube gives :func:`sample_features`'s
+    sample); the ``n_samples`` smallest keys of the union are kept, so each
+    cube contributes in proportion to its valid pixels. A cube's share is
+    recorded as its pixels with keys up to the largest key kept from it.
+    Groups are the spatial blocks, distinct per cube.
+    """
+    n = _checked_count(n_samples)
+    seed = int(np.random.default_rng(random_state).integers(2**63))
+    seeds = [seed] + [int(np.random.default_rng([seed, i]).integers(2**63)) for i in range(1, len(cubes))]
+    samples = [_draw(da, dim, n, s, None, None, None) for da, s in zip(cubes, seeds)]
+    count = sum(sample.n_valid for sample in samples)
+    if count == 0:
+        raise ValueError(f"the {'cubes have' if len(cubes) > 1 else 'cube has'} no valid pixel (every pixel has a NaN or nodata feature)")
+    if n_samples is not None and count < n_samples:
+        warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=4)
+    keys = np.concatenate([sample.keys for sample in samples])
+    cube = np.repeat(np.arange(len(cubes)), [len(sample.keys) for sample in samples])
+    kept = np.argsort(keys, kind="stable")[:n]
+    block_span = 1 + max(int(sample.groups.max(initial=0)) for sample in samples)
+    groups = cube * block_span + np.concatenate([sample.groups for sample in samples])
+    shares = []
+    for i, sample in enumerate(samples):
+        mine = keys[kept][cube[kept] == i]
+        shares.append(PixelSample(sample.drawn.seed, int(mine.max(initial=0)), len(mine), sample.drawn.shape))
+    return np.concatenate([sample.values for sample in samples])[kept], groups[kept], FitSample(tuple(shares))
 
 
 # --------------------------------------------------------------------------- maps
@@ -337,13 +381,31 @@ def fit(
     wavelengths) as ``model.features_`` (:class:`~ppa_xr.FeatureLabels`), so
     transforms can check and reorder bands by label; repeated labels are refused.
     """
+    return fit_pooled([obj], dim, n_samples, random_state, **ppa_params)
+
+
+def fit_pooled(
+    cubes: list[xr.DataArray | xr.Dataset], dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
+    **ppa_params: Any,
+) -> PPA:
+    """Fit one :class:`~ppa_xr.PPA` on several cubes (scenes, dates; any grids), as :func:`fit` does on one.
+
+    One uniform sample of all their valid pixels (:func:`sample_cubes`: each
+    cube in proportion to its valid pixels), spatial blocks as groups, distinct
+    per cube. Every cube must hold the first cube's features (matched by
+    label). ``model.sample_.cubes`` records each cube's share, in the given
+    order, so reports on any of them hold its fitting pixels out.
+    """
+    if isinstance(cubes, (xr.DataArray, xr.Dataset)) or not len(cubes):
+        raise TypeError("fit_pooled takes a list of cubes, e.g. fit_pooled([scene_a, scene_b]); for one cube use cube.ppa.fit")
     progress = ppa_params.pop("progress", False)
     model = PPA(random_state=random_state, **ppa_params)
-    model._checked()  # bad parameters fail before the pass over the cube
-    da = feature_array(obj, dim)
-    features = FeatureLabels.of(da, dim, variables=isinstance(obj, xr.Dataset))
-    sample = sample_features(da, dim, n_samples, random_state)
-    return model.fit(sample.values, groups=sample.groups, features=features, sample=sample.drawn, progress=progress)
+    model._checked()  # bad parameters fail before the pass over the cubes
+    arrays = [feature_array(obj, dim) for obj in cubes]
+    features = FeatureLabels.of(arrays[0], dim, variables=isinstance(cubes[0], xr.Dataset))
+    arrays = [features.select(da, arrays[0].sizes[dim]) for da in arrays]
+    values, groups, sample = sample_cubes(arrays, dim, n_samples, random_state)
+    return model.fit(values, groups=groups, features=features, sample=sample, progress=progress)
 
 
 def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:
