@@ -25,9 +25,16 @@ class _PPAAccessor:
         """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.xarray_ops.sample_valid_pixels`."""
         return xarray_ops.sample_valid_pixels(self._obj, dim, n_samples, random_state, return_groups)
 
-    def transform(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:
-        """Lazy PPA components; see :func:`ppa_xr.xarray_ops.transform`."""
-        return xarray_ops.transform(self._obj, model, n_components, dim)
+    def transform(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = True) -> xr.DataArray:
+        """Lazy PPA components, after a quick check that PPA beats its PCA here; see :func:`ppa_xr.xarray_ops.transform`."""
+        return xarray_ops.transform(self._obj, model, n_components, dim, check)
+
+    def evaluate(
+        self, model: PPA, n_samples: int = xarray_ops.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
+        max_chunks: int | None = None,
+    ) -> xr.Dataset:
+        """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.xarray_ops.evaluate`."""
+        return xarray_ops.evaluate(self._obj, model, n_samples, dim, random_state, max_chunks)
 
     def inverse_transform(self, model: PPA, dim: Hashable = xarray_ops.COMPONENT) -> xr.DataArray:
         """Lazy inverse of components; see :func:`ppa_xr.xarray_ops.inverse_transform`."""

@@ -15,6 +15,7 @@ import contextlib
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import dask
@@ -118,7 +119,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)
     model = cube.ppa.fit(
         dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails, max_curved=args.max_curved,
-        selection_samples=args.selection_samples, standardize=args.standardize, robust=args.robust, progress=True
+        selection_samples=args.selection_samples, standardize=args.standardize, robust=args.robust,
+        validation=args.validation, progress=True
     )
     model.save(model_path, overwrite=args.overwrite)
     print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))}; degrees {model.degrees_.tolist()}")
@@ -297,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"sampled pixels the degree selection uses (default {fitting.SELECTION_ROWS})")
     fit.add_argument("--standardize", action="store_true", help="divide each band by its standard deviation first (bands in "
                      "different units); stored in the model and undone by inverse")
+    fit.add_argument("--validation", choices=fitting.VALIDATIONS, default="groups",
+                     help="what degree selection holds out: spatial blocks (groups, default) or regimes of the data "
+                     "(transfer: keep only curves that carry over to unlike scenes)")
     fit.add_argument("--robust", action="store_true", help="validate curves axis by axis and fit them within robust fences "
                      "(hundreds of bands, anomalous pixels, heavy tails)")
     command("transform", _cmd_transform, "PPA components of a cube", ("inputs", "model", "output")).add_argument(
@@ -315,8 +320,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run ``ppa-xr``; returns the exit status (2 with a one-line message on bad input)."""
     args = build_parser().parse_args(argv)
+
+    def one_line(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"ppa-xr {args.command}: {category.__name__}: {message}", file=sys.stderr)
+
     try:
-        with _scheduler(args.scheduler):
+        with _scheduler(args.scheduler), warnings.catch_warnings():
+            warnings.showwarning = one_line  # warnings as one line each, without the source line
             return args.func(args)
     except (ValueError, TypeError, OSError) as err:  # FileNotFoundError, FileExistsError included
         print(f"ppa-xr {args.command}: error: {err}", file=sys.stderr)

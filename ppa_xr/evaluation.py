@@ -1,4 +1,4 @@
-"""PPA against its PCA baseline on any sample: the relative reconstruction-error curve.
+"""PPA against its PCA baseline on any sample: the relative reconstruction-error curve, and whether it transfers.
 
 ``100 * e_PPA(k) / e_PCA(k)`` for ``k = 1..d-1`` retained components, with
 ``e(k)`` the squared error summed over features and averaged over samples
@@ -7,21 +7,87 @@ Errors below ``FLOOR`` times the total energy ``e(0) = mean ||x - mean||^2``
 are float64 rounding (e.g. beyond the rank of a table with exactly dependent
 columns, where both are about 1e-16) and count as that floor, so such ``k``
 read 100 instead of a ratio of rounding noise.
+
+On pixels of another scene PPA can be worse than its PCA (the curves fitted
+on one regime need not hold in another). :func:`compare_errors` tells it
+from sampling noise: with per-pixel errors ``a_i`` (PPA) and ``b_i`` (PCA) and
+``r = mean(a) / mean(b)``, the delta method gives
+``se(r) = sd(a_i - r b_i) / (sqrt(n) mean(b))``; PPA is called worse at ``k``
+when the lower bound ``r - z se`` exceeds ``1 + ALLOWANCE``, with ``z`` the
+one-sided normal quantile at ``LEVEL / m`` over the ``m`` values of ``k``
+checked (Bonferroni), so a model that transfers raises :class:`ShiftWarning`
+at most ``LEVEL`` of the time.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from statistics import NormalDist
+
 import numpy as np
 
+from .core import kernels
 from .model import PPA
 
 FLOOR = 1e-12
+#: family-wise false-alarm rate of the shift check over the k it checks
+LEVEL = 0.05
+#: PPA may be this much worse than PCA (a fraction of PCA's error) before it counts as worse: the noise allowance
+ALLOWANCE = 0.01
+
+
+class ShiftWarning(UserWarning):
+    """PPA reconstructs a cube worse than the PCA of its own fitting sample: the cube differs from that sample."""
+
+
+@dataclass(frozen=True)
+class ErrorComparison:
+    """Mean squared errors of PPA and of its baseline at ``k = 1..d-1`` on ``n`` pixels, their ratio
+    (``relative``, percent) and its standard error (``se``, percent)."""
+
+    ppa: np.ndarray
+    pca: np.ndarray
+    relative: np.ndarray
+    se: np.ndarray
+    n: int
+
+    def low(self, k_max: int | None = None) -> np.ndarray:
+        """Lower confidence bound of ``relative`` at ``k = 1..k_max``, simultaneous over them at :data:`LEVEL`."""
+        k_max = len(self.relative) if k_max is None else min(k_max, len(self.relative))
+        z = NormalDist().inv_cdf(1 - LEVEL / max(k_max, 1))
+        return self.relative[:k_max] - z * self.se[:k_max]
+
+    def worse_at(self, k_max: int | None = None) -> np.ndarray:
+        """The ``k <= k_max`` (1-based) at which PPA is significantly worse than the baseline, beyond the allowance."""
+        return np.flatnonzero(self.low(k_max) > 100 * (1 + ALLOWANCE)) + 1
+
+
+def compare_errors(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> ErrorComparison:
+    """PPA against ``baseline`` (default: its own PCA, :attr:`PPA.pca_`) on the rows of ``X``, ``k = 1..d-1``."""
+    baseline = model.pca_ if baseline is None else baseline
+    X = np.asarray(X, dtype=np.float64)
+    floor = FLOOR * np.mean(np.sum(((X - model.mean_) / model.scale_) ** 2, axis=1))
+    a = kernels.error_curve(X, model.params_)[:, :-1]
+    b = kernels.error_curve(X, baseline.params_)[:, :-1]
+    ours, theirs = np.maximum(a.mean(axis=0), floor), np.maximum(b.mean(axis=0), floor)
+    ratio, n = ours / theirs, len(X)
+    se = np.std(a - ratio * b, axis=0, ddof=1) / (np.sqrt(n) * theirs) if n > 1 else np.full_like(ratio, np.inf)
+    return ErrorComparison(a.mean(axis=0), b.mean(axis=0), 100 * ratio, 100 * se, n)
 
 
 def relative_error_curve(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> np.ndarray:
     """``100 * e_model(k) / e_baseline(k)``, ``k = 1..d-1`` (default baseline: the model's own PCA, :attr:`PPA.pca_`)."""
-    baseline = model.pca_ if baseline is None else baseline
-    X = np.asarray(X, dtype=np.float64)
-    floor = FLOOR * np.mean(np.sum(((X - model.mean_) / model.scale_) ** 2, axis=1))
-    ours, theirs = model.reconstruction_mse(X)[:-1], baseline.reconstruction_mse(X)[:-1]
-    return 100 * np.maximum(ours, floor) / np.maximum(theirs, floor)
+    return compare_errors(model, X, baseline).relative
+
+
+def shift_message(comparison: ErrorComparison, k_max: int, where: str) -> str | None:
+    """The one-line :class:`ShiftWarning` text when PPA is worse at some ``k <= k_max`` (None when it is not)."""
+    worse = comparison.worse_at(k_max)
+    if not len(worse):
+        return None
+    ks = ", ".join(map(str, worse[:6])) + (", ..." if len(worse) > 6 else "")
+    return (
+        f"PPA reconstructs this cube worse than its own PCA at k = {ks} (up to {comparison.relative[worse - 1].max():.0f}% of "
+        f"PCA's error, {where}): the cube differs from the fitting sample. Refit on it, or pool it with the fitting scenes "
+        f"(ppa_xr.fit_pooled), or use the model's PCA (model.pca_); cube.ppa.evaluate(model) shows both error curves"
+    )

@@ -38,6 +38,7 @@ estimates on pixels outside the model's fitting sample.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ import xarray as xr
 
 from scipy.special import digamma
 
+from . import evaluation
 from .core import kernels
 from .model import PPA
 
@@ -264,12 +266,6 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
     return np.stack(maps, axis=-1)
 
 
-def _pca_error_curve(R: np.ndarray) -> np.ndarray:
-    """Mean squared error of PCA keeping ``k = 1..d`` components from its outputs: ``sum_{j >= k} mean(r_j^2)``."""
-    energy = np.mean(R**2, axis=0)
-    return np.append(np.cumsum(energy[::-1])[::-1][1:], 0.0)
-
-
 _ESTIMATOR_NAMES = {
     "spacing": "m-spacing on equal-mass bins of about sqrt(n) spacings, digamma bias correction",
     "histogram": "equal-width histogram, ceil(sqrt(n)) bins, Miller-Madow",
@@ -310,7 +306,7 @@ def information_report(
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = xarray_ops.model_features(obj, model, dim)
     k = kernels.check_components(n_components, model.n_features_in_)
-    fitted = model.sample_.of_shape(tuple(da.sizes[d] for d in da.dims if d != dim)) if model.sample_ is not None else ()
+    fitted = xarray_ops.fitted_shares(da, dim, model.sample_)
     if held_out:
         sample = xarray_ops.sample_features(da, dim, n_samples, random_state, exclude=model.sample_).values.astype(np.float64)
         on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
@@ -319,12 +315,15 @@ def information_report(
         on = "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
     else:
         raise ValueError("held_out=False needs the model's fitting sample: fit it with cube.ppa.fit on this cube (or pass the fitting rows as a table with held_out=True)")
+    errors = evaluation.compare_errors(model, sample)
+    if held_out and (message := evaluation.shift_message(errors, k, f"{errors.n} held-out pixels")):
+        warnings.warn(message, evaluation.ShiftWarning, stacklevel=3)
     inputs = marginal_density(sample, estimator)
     measures, curves = {}, {}
     for method, fitted_model in (("ppa", model), ("pca", model.pca_)):  # the PCA of the model's own fitting sample
         R = fitted_model.transform(sample)
         measures[method] = PointwiseReduction.fit(fitted_model, sample, R, inputs, estimator)
-        mse = _pca_error_curve(R) if method == "pca" else fitted_model.reconstruction_mse(sample)
+        mse = np.append(getattr(errors, method), 0.0)  # k = d keeps everything
         curves[method] = {"entropy": measures[method].outputs.entropy(), "variance": R.var(axis=0), "mse": mse}
     maps = xarray_ops.map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
     report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})

@@ -34,7 +34,7 @@ from .pixels import FitSample, PixelSample
 
 FORMAT = "ppa_xr.model"
 FORMAT_VERSION = 6  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
-# 4: selection_samples; 5: robust; 6: the fitting sample as a list, one entry per cube (pooled fits)
+# 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits)
 READABLE = (2, 3, 4, 5, 6)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
@@ -44,11 +44,11 @@ _DIMS = {
     "pca_rotation": ("output", "feature"), "pca_variance": ("output",), "feature_scale": ("feature",),
 }
 INIT = ("n_components", "degree", "tails", "leading", "n_folds", "max_curved", "selection_samples", "whiten", "standardize",
-        "robust", "random_state")
+        "robust", "validation", "random_state")
 #: names added in a format version, absent from older files
-_ADDED = {3: {"feature_scale", "standardize"}, 4: {"selection_samples"}, 5: {"robust"}}
-#: the values an older file implies: no scale, no standardization, degrees selected on every row, no robust fit
-_DEFAULTS = {"standardize": False, "selection_samples": None, "robust": False}
+_ADDED = {3: {"feature_scale", "standardize"}, 4: {"selection_samples"}, 5: {"robust"}, 6: {"validation"}}
+#: the values an older file implies: no scale, no standardization, degrees selected on every row, no robust fit, groups
+_DEFAULTS = {"standardize": False, "selection_samples": None, "robust": False, "validation": "groups"}
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
 #: zarr codecs a model may use: none of them can run code when decoded
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}
@@ -159,7 +159,8 @@ def _sample(ds: xr.Dataset, source: str, version: int) -> FitSample | None:
         if not isinstance(cubes, list) or not cubes:
             raise TypeError(f"expected a list of samples, got {type(cubes).__name__}")
         return FitSample(tuple(
-            PixelSample(int(c["seed"]), int(c["key_max"]), int(c["size"]), tuple(int(v) for v in c["shape"])) for c in cubes
+            PixelSample(int(c["seed"]), int(c["key_max"]), int(c["size"]), tuple(int(v) for v in c["shape"]),
+                        (int(c["witness"][0]), str(c["witness"][1])) if c.get("witness") else None) for c in cubes
         ))
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{source} is corrupt: its fit_sample attribute is not readable ({err})") from err

@@ -10,6 +10,7 @@ proportion to its valid pixels.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,15 +30,22 @@ def pixel_keys(seed: int, index: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+def row_digest(values: np.ndarray) -> str:
+    """A short fingerprint of one pixel's feature values (SHA-256 of them as little-endian float64)."""
+    return hashlib.sha256(np.ascontiguousarray(values, dtype="<f8").tobytes()).hexdigest()[:32]
+
+
 @dataclass(frozen=True)
 class PixelSample:
     """Which pixels a sample holds: those of a cube of ``shape`` (pixel dims) whose key under
-    ``seed`` is at most ``key_max`` (and valid); ``size`` of them. Kept by a model as ``sample_``."""
+    ``seed`` is at most ``key_max`` (and valid); ``size`` of them, and a ``witness`` pixel."""
 
     seed: int
     key_max: int
     size: int
     shape: tuple[int, ...]
+    #: (flat index, :func:`row_digest`) of its pixel with the smallest key: tells the cube it was drawn from
+    witness: tuple[int, str] | None = None
 
     def holds(self, index: np.ndarray) -> np.ndarray:
         """Whether each pixel (global flat index) has a key within this sample's (validity aside)."""

@@ -18,10 +18,11 @@ import dask
 import numpy as np
 import xarray as xr
 
+from . import evaluation
 from .core import kernels
 from .labels import FeatureLabels
 from .model import PPA
-from .pixels import FitSample, PixelSample, held_by, pixel_keys
+from .pixels import FitSample, PixelSample, held_by, pixel_keys, row_digest
 
 COMPONENT = "component"
 #: above this degree a float32 round trip loses more than 1e-4 of the data's range (measured; docs/method.md)
@@ -201,11 +202,12 @@ N_BLOCKS = 100
 @dataclass(frozen=True)
 class Sample:
     """Sampled pixels ``values`` (n, d) in order of their ``keys``, the spatial block of each
-    (``groups``), valid pixels seen, and which pixels they are (``drawn``)."""
+    (``groups``), their flat ``index``, valid pixels seen, and which pixels they are (``drawn``)."""
 
     values: np.ndarray
     keys: np.ndarray
     groups: np.ndarray
+    index: np.ndarray
     n_valid: int
     drawn: PixelSample
 
@@ -238,6 +240,23 @@ class _Layout:
         return index, block
 
 
+def fitted_shares(da: xr.DataArray, dim: Hashable, sample: FitSample | None) -> tuple[PixelSample, ...]:
+    """The shares of a model's fitting sample drawn from this cube: same pixel grid, and the values
+    of the share's witness pixel (its smallest key) unchanged here, so another scene or date on the
+    same grid is not mistaken for the fitting cube (older records without a witness match by grid)."""
+    if sample is None:
+        return ()
+    pixel_dims = [d for d in da.dims if d != dim]
+    shares = sample.of_shape(tuple(da.sizes[d] for d in pixel_dims))
+    return tuple(share for share in shares if share.witness is None or _witness_holds(da, dim, pixel_dims, share.witness))
+
+
+def _witness_holds(da: xr.DataArray, dim: Hashable, pixel_dims: list, witness: tuple[int, str]) -> bool:
+    position = np.unravel_index(witness[0], [da.sizes[d] for d in pixel_dims])
+    values = np.asarray(da.isel(dict(zip(pixel_dims, map(int, position)))).transpose(dim).values)
+    return bool(np.isfinite(values).all()) and row_digest(values) == witness[1]
+
+
 def _smallest_keys(keys: np.ndarray, *arrays: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
     if len(keys) > n:
         keep = np.argpartition(keys, n)[:n]
@@ -246,15 +265,15 @@ def _smallest_keys(keys: np.ndarray, *arrays: np.ndarray, n: int) -> tuple[np.nd
 
 
 def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int, exclude: tuple[PixelSample, ...]) -> tuple:
-    """The ``n`` valid pixels of one chunk with the smallest keys (none of ``exclude``): keys, values, blocks, valid count."""
+    """The ``n`` valid pixels of one chunk with the smallest keys (none of ``exclude``): keys, values, blocks, flat indices, valid count."""
     values = block.reshape(-1, block.shape[-1])
     index, blocks = layout.index_and_block(offsets, block.shape[:-1])
     valid = np.isfinite(values).all(axis=1) & ~held_by(exclude, index)
-    return *_smallest_keys(pixel_keys(seed, index[valid]), values[valid], blocks[valid], n=n), int(valid.sum())
+    return *_smallest_keys(pixel_keys(seed, index[valid]), values[valid], blocks[valid], index[valid], n=n), int(valid.sum())
 
 
 def _merge_samples(a: tuple, b: tuple, n: int) -> tuple:
-    return *_smallest_keys(*(np.concatenate([x, y]) for x, y in zip(a[:3], b[:3])), n=n), a[3] + b[3]
+    return *_smallest_keys(*(np.concatenate([x, y]) for x, y in zip(a[:4], b[:4])), n=n), a[4] + b[4]
 
 
 def sample_valid_pixels(
@@ -310,10 +329,10 @@ def _checked_count(n_samples: int | None) -> int:
 def _draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: FitSample | None, max_chunks: int | None, rng) -> Sample:
     """The bottom-``n`` sample of the cube's valid pixels under ``seed``, in one pass over its chunks (or ``max_chunks``)."""
     layout = _Layout.of(da, dim)
-    excluded = exclude.of_shape(layout.shape) if exclude is not None else ()
+    excluded = fitted_shares(da, dim, exclude)
     da = da.transpose(..., dim)
     if da.chunks is None:
-        keys, values, groups, count = _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n, excluded)
+        keys, values, groups, index, count = _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n, excluded)
     else:
         data = da.data.rechunk({da.ndim - 1: -1})
         starts = [np.cumsum((0,) + c[:-1]) for c in data.chunks[:-1]]
@@ -325,9 +344,11 @@ def _draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: FitSample
         while len(parts) > 1:  # tree reduction: at most n x d per merge
             pairs = [parts[i : i + 2] for i in range(0, len(parts), 2)]
             parts = [dask.delayed(_merge_samples)(*pair, n) if len(pair) == 2 else pair[0] for pair in pairs]
-        keys, values, groups, count = dask.compute(parts[0])[0]
+        keys, values, groups, index, count = dask.compute(parts[0])[0]
     order = np.argsort(keys, kind="stable")
-    return Sample(values[order], keys[order], groups[order], count, PixelSample(seed, int(keys.max(initial=0)), len(keys), layout.shape))
+    values, keys, index = values[order], keys[order], index[order]
+    witness = (int(index[0]), row_digest(values[0])) if len(keys) else None
+    return Sample(values, keys, groups[order], index, count, PixelSample(seed, int(keys.max(initial=0)), len(keys), layout.shape, witness))
 
 
 def sample_cubes(
@@ -359,7 +380,8 @@ def sample_cubes(
     shares = []
     for i, sample in enumerate(samples):
         mine = keys[kept][cube[kept] == i]
-        shares.append(PixelSample(sample.drawn.seed, int(mine.max(initial=0)), len(mine), sample.drawn.shape))
+        witness = sample.drawn.witness if len(mine) else None  # its first row, the smallest key, is kept when any is
+        shares.append(PixelSample(sample.drawn.seed, int(mine.max(initial=0)), len(mine), sample.drawn.shape, witness))
     return np.concatenate([sample.values for sample in samples])[kept], groups[kept], FitSample(tuple(shares))
 
 
@@ -408,12 +430,79 @@ def fit_pooled(
     return model.fit(values, groups=groups, features=features, sample=sample, progress=progress)
 
 
-def transform(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None) -> xr.DataArray:
-    """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid."""
+def transform(
+    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = True,
+) -> xr.DataArray:
+    """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid.
+
+    ``check=True``: first compare PPA with its own PCA on a quick sample of the
+    cube (:data:`CHECK_SAMPLES` pixels from at most :data:`CHECK_CHUNKS` chunks,
+    outside the fitting sample; computed now, the transform stays lazy) and
+    raise :class:`~ppa_xr.evaluation.ShiftWarning` when PPA is worse at some
+    ``k <= n_components`` (:func:`evaluate` shows the curves).
+    """
     da, dim = model_features(obj, model, dim)
     k = model.n_components_ if n_components is None else kernels.check_components(n_components, model.n_features_in_)
+    if check:
+        warn_on_shift(da, dim, model, k)
     out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", _component_units(da, model), params=model.params_, n_components=k)
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa"))
+
+
+#: pixels the transfer check of :func:`transform` compares PPA and PCA on, and the chunks it reads them from at most
+CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
+#: fewer held-out pixels than this (a scene fitted on nearly all its pixels) leave nothing to check
+MIN_CHECK_PIXELS = 100
+
+
+def evaluate(
+    obj: xr.DataArray | xr.Dataset, model: PPA, n_samples: int = CHECK_SAMPLES, dim: Hashable | None = None,
+    random_state: int | None = 0, max_chunks: int | None = None,
+) -> xr.Dataset:
+    """PPA against its own PCA on a sample of this cube: both error curves and their ratio over ``k``, without refitting.
+
+    The sample is ``n_samples`` valid pixels outside the model's fitting
+    sample, from every chunk (one pass) or ``max_chunks`` random chunks (a
+    quick look). Returns, over ``component`` = k = 1..d-1 components kept:
+    ``error_ppa`` and ``error_pca`` (squared error summed over bands, mean over
+    pixels), ``relative_error`` (``100 e_PPA / e_PCA``) and its lower bound
+    ``relative_error_low``; ``attrs["worse_at"]`` lists the k at which PPA is
+    worse beyond sampling noise (:func:`ppa_xr.evaluation.compare_errors`).
+    """
+    da, dim = model_features(obj, model, dim)
+    sample = sample_features(da, dim, n_samples, random_state, exclude=model.sample_, max_chunks=max_chunks, empty_ok=True)
+    if sample.n_valid < 2:
+        raise ValueError(
+            f"{sample.n_valid} valid pixels of this cube lie outside the model's fitting sample"
+            f"{' in the chunks read' if max_chunks else ''}: nothing to evaluate on"
+            f"{'; pass max_chunks=None to read every chunk' if max_chunks else ' (the model saw every pixel: evaluate it on another scene)'}"
+        )
+    comparison = evaluation.compare_errors(model, sample.values)
+    units = _component_units(da, model)
+    k = xr.DataArray(np.arange(1, model.n_features_in_), dims=COMPONENT, attrs={"long_name": "components kept"})
+    error = {"long_name": "squared reconstruction error summed over bands, mean over pixels"} | ({"units": f"({units})^2"} if units else {})
+    return xr.Dataset(
+        {
+            "error_ppa": (COMPONENT, comparison.ppa, error),
+            "error_pca": (COMPONENT, comparison.pca, error | {"long_name": error["long_name"] + ", PCA of the fitting sample"}),
+            "relative_error": (COMPONENT, comparison.relative, {"long_name": "100 x PPA error / PCA error", "units": "%"}),
+            "relative_error_low": (COMPONENT, comparison.low(), {
+                "long_name": f"lower confidence bound of relative_error, simultaneous over k at {evaluation.LEVEL:.0%}", "units": "%"}),
+        },
+        coords={COMPONENT: k},
+        attrs={"n_pixels": comparison.n, "worse_at": comparison.worse_at().tolist(),
+               "pixels": "held out: valid pixels outside the model's fitting sample" + (f", from {max_chunks} random chunks" if max_chunks else "")},
+    )
+
+
+def warn_on_shift(da: xr.DataArray, dim: Hashable, model: PPA, k: int) -> None:
+    """:class:`~ppa_xr.evaluation.ShiftWarning` when PPA is worse than its PCA at some ``k' <= k`` on a quick sample."""
+    sample = sample_features(da, dim, CHECK_SAMPLES, 0, exclude=model.sample_, max_chunks=CHECK_CHUNKS, empty_ok=True)
+    if sample.n_valid >= MIN_CHECK_PIXELS:
+        comparison = evaluation.compare_errors(model, sample.values)
+        message = evaluation.shift_message(comparison, k, f"{comparison.n} pixels checked")
+        if message:
+            warnings.warn(message, evaluation.ShiftWarning, stacklevel=4)
 
 
 def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:

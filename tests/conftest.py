@@ -22,3 +22,14 @@ def landsat():
     from ppa_xr.datasets import open_landsat8_sample
 
     return open_landsat8_sample()
+
+
+def as_older_file(ds, version: int):
+    """A model Dataset as a format-``version`` file wrote it: without what later versions added (``model_io._ADDED``)."""
+    import json
+
+    from ppa_xr import model_io
+
+    added = set().union(*(names for v, names in model_io._ADDED.items() if v > version))
+    init = {k: v for k, v in json.loads(ds.attrs["estimator_params"]).items() if k not in added}
+    return ds.drop_vars([name for name in added if name in ds]).assign_attrs(ppa_xr_format_version=version, estimator_params=json.dumps(init))

@@ -2,7 +2,6 @@
 their standardized values, the scaling stored in the model and undone by the inverse; every derived
 quantity (errors, Jacobian, geometry, information, files, the CLI) consistent with it."""
 
-import json
 import warnings
 
 import numpy as np
@@ -15,7 +14,7 @@ from ppa_xr.cli import main
 from ppa_xr.geometry import derivatives
 from ppa_xr.information import multi_information_reduction
 
-from .conftest import curved_sample
+from .conftest import as_older_file, curved_sample
 
 UNITS = np.array([5500.0, 0.01, 3.0, 1e-4])  # geopotential-, wind-, temperature-, humidity-sized features
 
@@ -115,10 +114,7 @@ def test_saved_and_loaded_with_its_scaling_and_old_files_still_read(tmp_path, da
         np.testing.assert_allclose(loaded.transform(X), model.transform(X), rtol=0, atol=0)
     # a version-2 file (written before standardization existed) is a model with scale 1
     plain = PPA(random_state=0).fit(X / X.std(axis=0))
-    ds = plain.to_dataset().drop_vars("feature_scale")
-    init = json.loads(ds.attrs["estimator_params"])
-    del init["standardize"], init["selection_samples"], init["robust"]
-    old = PPA.from_dataset(ds.assign_attrs(ppa_xr_format_version=2, estimator_params=json.dumps(init)))
+    old = PPA.from_dataset(as_older_file(plain.to_dataset(), 2))
     assert not old.standardize and np.all(old.scale_ == 1)
     np.testing.assert_allclose(old.transform(X[:10] / X.std(axis=0)), plain.transform(X[:10] / X.std(axis=0)), rtol=0, atol=0)
     with pytest.raises(ValueError, match="variables \\['feature_scale'\\] are missing"):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from ppa_xr import xarray_ops
 from ppa_xr.datasets import open_rgb_byte
 
 
@@ -39,7 +40,7 @@ def test_fit_remembers_bands(model):
 def test_transform_is_lazy_and_keeps_metadata(landsat, model):
     cube = landsat.chunk({"x": 100, "y": 64})
     with dask.config.set(scheduler=_no_compute):
-        scores = cube.ppa.transform(model, n_components=4)
+        scores = cube.ppa.transform(model, n_components=4, check=False)
         back = scores.ppa.inverse_transform(model)
         err = cube.ppa.reconstruction_error(model, 2)
     assert isinstance(scores.data, dsa.Array)
@@ -55,6 +56,24 @@ def test_transform_is_lazy_and_keeps_metadata(landsat, model):
     assert back.dims == cube.dims and list(back.band.values) == list(cube.band.values)
     np.testing.assert_allclose(back.wavelength, cube.wavelength)
     assert err.dims == ("y", "x")
+
+
+def test_transform_check_reads_a_few_chunks_and_stays_lazy(landsat, model):
+    reads = []
+
+    def counted(block):
+        if block.size:  # not dask's meta probe
+            reads.append(block.shape)
+        return block
+
+    source = landsat.chunk({"x": 40, "y": 40})  # 64 chunks
+    cube = source.copy(data=source.data.map_blocks(counted, dtype=source.dtype))
+    scores = cube.ppa.transform(model, n_components=4)  # the transfer check reads a few chunks now
+    assert 0 < len(reads) <= xarray_ops.CHECK_CHUNKS + 1 < 64  # + the chunk of the fitting sample's witness pixel
+    checked = len(reads)
+    assert isinstance(scores.data, dsa.Array) and len(reads) == checked  # the transform itself computed nothing
+    scores.compute()
+    assert len(reads) == checked + 64
 
 
 @pytest.mark.parametrize("chunks", [None, {"x": 100, "y": 64}, {"band": 3, "x": 160, "y": 320}])

@@ -64,6 +64,29 @@ LeadingVector = Callable[[np.ndarray, np.ndarray], np.ndarray]
 LEADING_VECTORS: dict[str, LeadingVector] = {"pca": pca_leading_vector, "gd": gd_leading_vector}
 
 
+#: ``validation="transfer"``: the sample is cut into this many regimes, k-means clusters of its leading
+#: ``REGIME_SCORES`` principal scores, and degrees are validated leaving whole regimes out
+N_REGIMES, REGIME_SCORES = 8, 3
+#: how the degree selection groups the rows it holds out: the given groups (spatial blocks from a cube,
+#: random rows otherwise), or regimes of the data (a curve must transfer between them)
+VALIDATIONS = ("groups", "transfer")
+
+
+def regimes(X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Regime of every row: k-means (:data:`N_REGIMES` clusters) of its first :data:`REGIME_SCORES` principal scores.
+
+    Holding a regime out asks whether a curve fitted on the other regimes
+    predicts it, as a scene that differs from the fitting sample would ask.
+    """
+    from sklearn.cluster import KMeans
+
+    centred = X - X.mean(axis=0)
+    _, vectors = np.linalg.eigh(centred.T @ centred)
+    scores = centred @ vectors[:, ::-1][:, :REGIME_SCORES]
+    n_clusters = min(N_REGIMES, len(X))
+    return KMeans(n_clusters, n_init=3, random_state=int(rng.integers(2**31))).fit_predict(scores)
+
+
 def candidate_degrees(degree: int | Sequence[int]) -> list[int]:
     """The candidate degrees, sorted and without repeats: the one place they are normalised."""
     values = [degree] if np.ndim(degree) == 0 else list(degree)
