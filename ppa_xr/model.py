@@ -219,8 +219,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if groups is not None and np.shape(groups) != (n,):
             raise ValueError(f"groups must hold one label per sample, shape ({n},), got shape {np.shape(groups)}")
         rng = np.random.default_rng(check_random_state(self.random_state).randint(2**32))
-        if self.validation == "transfer" and len(degrees) > 1:
-            groups = fitting.regimes(X.astype(np.float64), rng)
         try:
             # BLAS on one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and
             # stable under load, where the default threads doubled the fit time (docs/performance.md)
@@ -228,7 +226,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 params = fitting.fit_params(
                     X, degrees, self.tails, self.leading, self.n_folds, groups, rng, _report_steps if progress else None,
                     self.max_curved, n if self.selection_samples is None else self.selection_samples, self.standardize,
-                    self.robust,
+                    self.robust, self.validation == "transfer",
                 )
         except FloatingPointError as err:
             raise ValueError(

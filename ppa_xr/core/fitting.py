@@ -249,7 +249,7 @@ class Choice:
         return cls(degree, axes, degree, axes[:, :0])
 
 
-def select_degree(cv: CrossValidation, degrees: Sequence[int], per_axis: bool = False) -> Choice:
+def select_degree(cv: CrossValidation, degrees: Sequence[int], per_axis: bool = False, unanimous: bool = False) -> Choice:
     """The candidate degree, and the residual axes it predicts, that win the grouped cross-validation.
 
     ``D_ij(g)`` is the held-out error difference of candidate ``g`` to the
@@ -262,16 +262,19 @@ def select_degree(cv: CrossValidation, degrees: Sequence[int], per_axis: bool = 
     are judged one by one because a curve's gain sits in a few of them while
     the estimation noise of its coefficients spreads over all of them: summed
     over hundreds of axes, the gain on a few would buy noise on the rest.
+    ``unanimous`` (``validation="transfer"``, groups = regimes): a candidate
+    qualifies only where it loses on no held-out group, so a curve that one
+    regime contradicts is not kept however much the others gain.
     """
     errors = np.stack([cv.held_out(g, per_axis) for g in degrees])  # (candidates, groups[, m])
     with np.errstate(invalid="ignore"):  # inf - inf: a candidate that failed is not significant
         diff = np.moveaxis(errors - errors[0], 1, -1)  # (candidates, [m,] groups)
     if not per_axis:  # the gain summed over every axis, at the 1-SE rule
-        qualifies = _significant(diff, SIGNIFICANCE)
+        qualifies = _significant(diff, SIGNIFICANCE) & ((diff <= 0).all(axis=-1) | (not unanimous))
         qualifies[0] = True
         best = int(np.argmin(np.where(qualifies, diff.sum(axis=1), np.inf)))
         return Choice.every_axis(int(degrees[best]), cv.axes)
-    qualifies = _significant(diff, axis_significance(diff.shape[1]))
+    qualifies = _significant(diff, axis_significance(diff.shape[1])) & ((diff <= 0).all(axis=-1) | (not unanimous))
     qualifies[0] = False
     gains = np.where(qualifies, diff.sum(axis=-1), 0.0).sum(axis=1)
     best = int(np.argmin(gains))
@@ -500,7 +503,7 @@ def _validated_leads(res: Residual, strategy: LeadingVector, degree: int, folds:
 
 def _degree_choices(
     res: Residual, leads: np.ndarray, degrees: Sequence[int], top: int, folds: Folds | None, designs_of: Designs,
-    per_axis: bool = False,
+    per_axis: bool = False, unanimous: bool = False,
 ) -> Callable[[int, np.ndarray, np.ndarray], Choice | None]:
     """``(j, frame, cov) -> Choice`` of step ``j`` of a block along ``leads`` (d x b, input space), from the
     residual basis after the step and its covariance; None: a rotation.
@@ -508,7 +511,8 @@ def _degree_choices(
     With candidates to choose from, one GEMM gives the block's projections on
     the selection rows and one pass their per-group Gram matrices (straight
     steps do not change ``Z``, so they hold for the whole block); with
-    ``per_axis`` each step is judged along the principal axes of its residual.
+    ``per_axis`` each step is judged along the principal axes of its residual
+    (and by every group with ``unanimous``, see :func:`select_degree`).
     """
     if top == 1:
         return lambda j, frame, cov: None
@@ -521,7 +525,7 @@ def _degree_choices(
         if scales[j] == 0:
             return None
         axes = frame @ scipy.linalg.eigh(cov, check_finite=False)[1] if per_axis else frame
-        return select_degree(CrossValidation(gram[:, j], cross[:, j], axes, folds), degrees, per_axis)
+        return select_degree(CrossValidation(gram[:, j], cross[:, j], axes, folds), degrees, per_axis, unanimous)
 
     return choose
 
@@ -539,6 +543,7 @@ def fit_params(
     selection_rows: int = SELECTION_ROWS,
     standardize: bool = False,
     robust: bool = False,
+    transfer: bool = False,
 ) -> PPAParams:
     """Fit PPA on a finite float sample ``X`` (n x d); ``progress(done, total)`` is called after each step.
 
@@ -549,6 +554,9 @@ def fit_params(
     (:func:`select_degree`) and its polynomial fitted within the projections'
     :func:`~ppa_xr.core.basis.fences`: for hundreds of bands and scenes with
     heavy tails or anomalous pixels (docs/fidelity.md).
+
+    ``transfer``: the groups are the sample's :func:`regimes`, and a curve is
+    kept only where no held-out regime contradicts it (``unanimous``).
 
     ``max_curved``: after that many curved steps the rest is a plain rotation
     (PCA of the residual, no polynomial search): the fit's cost at hundreds
@@ -574,6 +582,8 @@ def fit_params(
         strategy = partial(gd_leading_vector, degree=max(degrees))
     n, d = X.shape
     rng = np.random.default_rng() if rng is None else rng
+    if transfer and len(degrees) > 1:
+        groups = regimes(X, rng)
     folds, order = Folds.select(groups, n, n_folds, rng, selection_rows) if len(degrees) > 1 else (None, None)
     Z, mean, factor = _centred(X, order)
     cov = Z.T @ Z / n
@@ -598,7 +608,7 @@ def fit_params(
         else:  # below 1e-9 of the sample's energy a residual is float64 rounding: no direction worth searching
             chooser = pca_leading_vector if searched else strategy
             leads = _block_leads(res, chooser, min(size, d - 1 - len(steps)), 1e-6 * reference)
-        degree_of = _degree_choices(res, leads, degrees, top, folds, designs_of, robust)
+        degree_of = _degree_choices(res, leads, degrees, top, folds, designs_of, robust, transfer)
         for j in range(leads.shape[1]):
             frame = res.frame
             if chooser is pca_leading_vector:
@@ -608,7 +618,7 @@ def fit_params(
                 fitted = fit_step(res, res.frame.T @ leads[:, j], partial(degree_of, j), designs_of, True, guard)
                 if fitted is None:
                     leads = _block_leads(res, pca_leading_vector, 1, 0.0)
-                    degree_of = _degree_choices(res, leads, degrees, top, folds, designs_of, robust)
+                    degree_of = _degree_choices(res, leads, degrees, top, folds, designs_of, robust, transfer)
                     fitted = fit_step(res, res.frame.T @ leads[:, 0], partial(degree_of, 0), designs_of, False)
                 step, curved = fitted
                 searching = searching and curved  # searches go on while they find curves
