@@ -65,6 +65,8 @@ def _open(paths: list[str], chunks: int, variable: str | None) -> xr.DataArray |
             import rioxarray
 
             return rioxarray.open_rasterio(p, chunks={"x": chunks, "y": chunks})
+        if p.is_dir() and not any((p / meta).exists() for meta in ("zarr.json", ".zgroup", ".zmetadata")):
+            raise ValueError(f"input {p} is a directory but not a zarr store (no zarr.json or .zgroup); name a raster, netCDF or zarr file")
         ds = xr.open_zarr(p, decode_coords="all") if p.suffix == ".zarr" or p.is_dir() else xr.open_dataset(p, chunks={}, decode_coords="all")
     except (ValueError, FileNotFoundError):
         raise
@@ -245,9 +247,11 @@ def _scheduler(name: str):
         from distributed import Client
     except ImportError as err:
         raise ValueError("--scheduler with an address needs the distributed package: pip install 'ppa_xr[distributed]'") from err
+    if "://" not in name and ":" not in name:
+        raise ValueError(f"--scheduler {name!r}: expected threads, processes or a scheduler address such as tcp://host:8786")
     try:
         client = Client(name, timeout="10s")
-    except (OSError, TimeoutError) as err:
+    except (OSError, TimeoutError, ValueError) as err:
         raise ValueError(f"cannot reach a dask scheduler at {name} ({err}); check the address, e.g. tcp://host:8786") from err
     with client:
         print(f"running on {name}; progress on its dashboard: {client.dashboard_link}", file=sys.stderr)

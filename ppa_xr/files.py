@@ -6,7 +6,9 @@ process killed at any moment leaves either the old file or the new one.
 A directory (a zarr store) cannot be renamed over another atomically; the
 old one is first renamed to a hidden backup sibling, which
 :func:`recover_interrupted` puts back if the process dies before the new one
-is in place.
+is in place. Model saves and loads of one path take turns through a lock
+file beside it (``.<name>.lock``, :func:`locked`), so the hidden siblings a
+save finds are those of killed processes, never of a save still running.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from pathlib import Path
+
+from filelock import FileLock
 
 _TMP, _OLD = ".tmp-", ".old-"
 
@@ -56,10 +61,33 @@ def _remove(path: Path) -> None:
     shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
 
 
+@contextmanager
+def locked(path: str | os.PathLike, reading: bool = False):
+    """Hold the lock of ``path`` (a ``.<name>.lock`` file beside it; released when the process dies).
+
+    ``reading``: where no lock file can be made (a read-only directory, where
+    nothing is being saved either), go on without one.
+    """
+    path = Path(path)
+    lock = FileLock(path.with_name(f".{path.name}.lock"))
+    try:
+        lock.acquire()
+    except OSError:
+        if not reading:
+            raise
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def replace_atomically(path: Path, write: Callable[[Path], None]) -> Path:
     """Run ``write(tmp)`` on a hidden sibling, flush it, and move it to ``path`` (replacing what is there).
 
-    The caller has decided that ``path`` may be replaced (see :func:`check_output`).
+    The caller has decided that ``path`` may be replaced (see :func:`check_output`),
+    and holds its lock (:func:`locked`) where other processes may save there too.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}{_TMP}{uuid.uuid4().hex[:8]}")

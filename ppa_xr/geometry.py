@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .core import basis
+from .core import basis, kernels
 from .model import PPA
 
 
@@ -40,19 +40,24 @@ def _check_component(model: PPA, component: int) -> int:
 def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> np.ndarray:
     """``d^k x / d r_q^k`` along the ``component``-th curvilinear feature through each point, k = 1..order -> (n, order, d).
 
-    ``order`` defaults to ``d``, what the full Frenet-Serret frame needs.
+    ``order`` (1..d) defaults to ``d``, what the full Frenet-Serret frame needs.
+    The curves are those of the map in input space and units: ``whiten`` (a
+    scaling of the outputs) does not change them, and a standardizing model's
+    curves, fitted in standardized units, are carried back to input units.
     """
     check_is_fitted(model)
     q = _check_component(model, component)
     X = model._check_input(X).astype(np.float64)
     params = model.params_
     d = params.n_features
+    if order is not None and (isinstance(order, bool) or not isinstance(order, (int, np.integer)) or not 1 <= order <= d):
+        raise ValueError(f"order must be an integer in [1, {d}] (1: the tangent c'), got {order!r}")
     order = d if order is None else int(order)
     out = np.zeros((len(X), order, d))
     out[:, 0] = params.rotation[q]
     if q < d - 1 and q in params.curved_steps():
         g = int(params.degrees[q])
-        t = (model.transform(X)[:, q] - params.center[q]) / params.scale[q]
+        t = (kernels.forward(X, params, q + 1)[:, q] - params.center[q]) / params.scale[q]  # r_q, whatever whiten says
         for k in range(1, min(order, g) + 1):
             out[:, k - 1] += basis.power_derivatives(t, g, k, params.tails).T @ params.inverse[q, :g] / params.scale[q] ** k
     return out * params.feature_scale  # x = mean + D z: a standardizing model's curves in input units
@@ -122,9 +127,11 @@ def principal_grid(model: PPA, n_components: int = 1, points: int = 25, spread: 
     k = int(n_components)
     if not 1 <= k <= min(3, model.n_features_in_):
         raise ValueError(f"n_components must be 1, 2 or 3 (at most d), got {n_components!r}")
+    if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
+        raise ValueError(f"points must be an integer of at least 2 (grid points per component), got {points!r}")
     axes = [np.linspace(-spread, spread, points) * np.sqrt(model.explained_variance_[q]) for q in range(k)]
     grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, k)
-    values = model.inverse_transform(grid / np.sqrt(model.explained_variance_[:k]) if model.whiten else grid)
+    values = kernels.inverse(grid, model.params_)  # in the map's own output units, whatever whiten says
     return values.reshape((points,) * k + (model.n_features_in_,))
 
 

@@ -111,7 +111,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     Attributes
     ----------
     mean_, degrees_ (d-1 ints), components_ (the ``d x d`` rotation ``A``,
-    rows = leading vectors in input space), explained_variance_,
+    rows = leading vectors in input space), explained_variance_ (each
+    output's variance on the fitting sample, dividing by ``n``: the
+    quantity the reconstruction errors and Property 2 are stated in;
+    scikit-learn's PCA divides by ``n - 1``, larger by ``n / (n - 1)``),
     explained_variance_ratio_, n_features_in_, params_ (the kernels' arrays),
     pca_ (PCA of the same fitting sample, the like-for-like baseline),
     scale_ (the features' standard deviations with ``standardize=True``, else ones).
@@ -283,7 +286,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """Save as data: netCDF (``.nc``) or zarr (``.zarr``), written atomically.
 
         An existing path is replaced only when it holds a ppa_xr model and
-        ``overwrite=True``; anything else there is never touched.
+        ``overwrite=True``; anything else there is never touched (a model
+        store holding other files is refused). Concurrent saves and loads of
+        one path take turns on a hidden lock file beside it
+        (``.<name>.lock``): the last save wins whole.
         """
         return model_io.write(self.to_dataset(), path, format, overwrite)
 
@@ -319,10 +325,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _check_input(self, X) -> np.ndarray:
         check_is_fitted(self)
-        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32], ensure_all_finite="allow-nan")
+        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)  # NaN / inf rows give NaN
 
     def transform(self, X) -> np.ndarray:
-        """PPA coordinates (n_samples x n_components); rows with NaN give NaN."""
+        """PPA coordinates (n_samples x n_components); rows with NaN or inf give NaN (as on cubes)."""
         X = self._check_input(X)
         R = kernels.forward(X, self.params_, self.n_components_)
         return R / self._spread(R.shape[1], R.dtype) if self.whiten else R
@@ -344,7 +350,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
         if not 1 <= R.shape[1] <= self.n_features_in_:
             raise ValueError(f"expected 1 to {self.n_features_in_} components per row, got {R.shape[1]}.")
-        if not np.issubdtype(R.dtype, np.floating):
+        if R.dtype.kind not in "iuf":
+            raise TypeError(f"components must be real numbers, got dtype {R.dtype}")
+        if R.dtype.kind != "f":
             R = R.astype(np.float64)
         return kernels.inverse(R * self._spread(R.shape[1], R.dtype) if self.whiten else R, self.params_)
 

@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 from .core.params import PPAParams
-from .files import check_output, recover_interrupted, replace_atomically
+from .files import check_output, locked, recover_interrupted, replace_atomically
 from .labels import FeatureLabels
 from .pixels import FitSample, PixelSample
 
@@ -103,6 +103,11 @@ def _portable(values) -> np.ndarray:
     return values.astype(object) if values.dtype.kind == "U" else values
 
 
+def _in_store(name: str) -> bool:
+    """Whether an entry of a zarr store is one a model writes (its metadata, or an array of :func:`_allowed`)."""
+    return name in ("zarr.json", ".zattrs", ".zgroup", ".zmetadata") or _allowed(name)
+
+
 def _allowed(name: str) -> bool:
     return name in _DIMS or name == "feature" or name.startswith((_COORD, _LEVEL))
 
@@ -122,6 +127,10 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
     foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
     if foreign:
         raise ValueError(f"{source} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
+    later = sorted(name for name in absent if name in ds.variables)
+    if later:
+        raise ValueError(f"{source} is inconsistent: a format-{int(raw)} file cannot hold {later} (added in a later version); "
+                         "it was altered or mislabelled: save the model again with ppa_xr")
     missing = [name for name in expected if name not in ds]
     if missing:
         raise ValueError(f"{source} is corrupt or truncated: variables {missing} are missing")
@@ -143,9 +152,11 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
     if init["tails"] != tails:
         raise ValueError(f"{source} is corrupt: its tails attribute {tails!r} disagrees with its parameters ({init['tails']!r})")
     params = PPAParams(**{k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}, tails=tails)
+    if not init["standardize"] and np.any(params.feature_scale != 1):
+        raise ValueError(f"{source} is inconsistent: it holds feature scales but says standardize=false")
     _check(params, source)
     init = {k: (tuple(v) if isinstance(v, list) else v) for k, v in init.items()}
-    return params, init, _features(ds), _sample(ds, source, int(raw))
+    return params, init, _features(ds, source), _sample(ds, source, int(raw))
 
 
 def _sample(ds: xr.Dataset, source: str, version: int) -> FitSample | None:
@@ -166,11 +177,16 @@ def _sample(ds: xr.Dataset, source: str, version: int) -> FitSample | None:
         raise ValueError(f"{source} is corrupt: its fit_sample attribute is not readable ({err})") from err
 
 
-def _features(ds: xr.Dataset) -> FeatureLabels | None:
+def _features(ds: xr.Dataset, source: str) -> FeatureLabels | None:
     dim = ds.attrs.get("feature_dim") or None
     if dim is None:
         return None
-    levels = tuple(json.loads(ds.attrs["feature_levels"])) if ds.attrs.get("feature_levels") else None
+    try:
+        levels = tuple(str(v) for v in json.loads(ds.attrs["feature_levels"])) if ds.attrs.get("feature_levels") else None
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{source} is corrupt: its feature_levels attribute is not a JSON list of names ({err})") from err
+    if levels and any(_LEVEL + level not in ds for level in levels):
+        raise ValueError(f"{source} is corrupt: the levels {list(levels)} of its feature labels are not all stored")
     if levels:
         labels = np.empty(ds.sizes["feature"], dtype=object)
         labels[:] = list(zip(*(ds[_LEVEL + level].values.tolist() for level in levels)))
@@ -229,6 +245,12 @@ def check_path(path: str | os.PathLike, format: str | None, overwrite: bool, inp
     engine(path, format)
     if path.exists() and not _is_model(path):
         raise FileExistsError(f"{path} exists and is not a ppa_xr model; refusing to replace it, choose another path")
+    foreign = sorted(p.name for p in path.iterdir() if not _in_store(p.name)) if path.is_dir() else []
+    if foreign:
+        raise FileExistsError(
+            f"{path} holds a ppa_xr model and files a model does not write ({', '.join(foreign)}); replacing the store would "
+            "delete them: move them out of it, or save to another path"
+        )
     return check_output(path, [path.suffix.lower()], inputs, overwrite, what="model")
 
 
@@ -243,7 +265,8 @@ def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, ov
         else:
             ds.to_netcdf(tmp, engine="h5netcdf")
 
-    return replace_atomically(path, save)
+    with locked(path):  # concurrent saves take turns: the last one wins whole
+        return replace_atomically(path, save)
 
 
 def _codecs(path: Path) -> set[str]:
@@ -272,10 +295,15 @@ def _codecs(path: Path) -> set[str]:
 def read(path: str | os.PathLike, format: str | None = None) -> xr.Dataset:
     """Open a model file and load its variables, after checking that nothing in it can run code."""
     path = Path(path)
+    with locked(path, reading=True):  # a save in progress finishes first
+        return _read(path, format)
+
+
+def _read(path: Path, format: str | None) -> xr.Dataset:
     if recover_interrupted(path):
         import warnings
 
-        warnings.warn(f"{path}: an earlier save was interrupted; the previous model was put back", UserWarning, stacklevel=3)
+        warnings.warn(f"{path}: an earlier save was interrupted; the previous model was put back", UserWarning, stacklevel=4)
     if not path.exists():
         raise FileNotFoundError(f"no model at {path}")
     kind = "zarr" if format is None and path.is_dir() else engine(path, format)

@@ -88,7 +88,7 @@ def _masked_float(da: xr.DataArray) -> xr.DataArray:
         raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
     dtype = np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32
     nodata = da.rio.nodata
-    out = da if da.dtype == dtype else da.astype(dtype)  # +-inf pixels become NaN in the kernels
+    out = da.copy(deep=False) if da.dtype == dtype else da.astype(dtype)  # never the caller's object; +-inf become NaN in the kernels
     if nodata is not None and not np.isnan(nodata):
         out = out.where(da != nodata)
     out.attrs = {k: v for k, v in da.attrs.items() if k not in ("_FillValue", "missing_value")}
@@ -510,9 +510,19 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
     (a Dataset with one variable per feature when the model was fitted on a Dataset)."""
     if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
         raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
+    if scores.dtype.kind not in "iuf":
+        raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
     k, d = scores.sizes[dim], model.n_features_in_
     if k > d:
         raise ValueError(f"{k} components given, the model has {d}")
+    if dim in scores.coords:  # matched by label, as bands are: components 1..k in any order
+        labels = scores[dim].values
+        if sorted(labels.tolist()) != list(range(1, k + 1)):
+            raise ValueError(
+                f"the inverse needs the first k components, labelled 1..{k} along {dim!r}, got {labels.tolist()}: each PPA "
+                f"step is undone from the ones before it, so components cannot be skipped (keep 1..k, e.g. scores.sel({dim}=slice(1, {k})))"
+            )
+        scores = scores.sortby(dim)
     scores = _one_chunk_along(scores, dim)
     features = model.features_ or FeatureLabels("band")
     out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_).drop_vars(dim, errors="ignore"))

@@ -52,7 +52,8 @@ def test_overwriting_a_model_needs_overwrite(tmp_path, model, landsat):
         np.testing.assert_array_equal(ppa_xr.load_model(path).params_.forward, model.params_.forward)
         other.save(path, overwrite=True)
         np.testing.assert_array_equal(ppa_xr.load_model(path).params_.forward, other.params_.forward)
-        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+        hidden = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+        assert f".{name}.lock" in hidden and set(hidden) <= {".m.nc.lock", ".m.zarr.lock"}  # no temporary left; the locks
 
 
 def _save_forever(models, path):

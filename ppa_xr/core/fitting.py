@@ -585,7 +585,7 @@ def fit_params(
     if transfer and len(degrees) > 1:
         groups = regimes(X, rng)
     folds, order = Folds.select(groups, n, n_folds, rng, selection_rows) if len(degrees) > 1 else (None, None)
-    Z, mean, factor = _centred(X, order)
+    Z, mean, factor = _centred(X, order, per_feature=standardize)
     cov = Z.T @ Z / n
     unit = factor  # of the fit's values, in input units: per feature when standardizing
     if standardize:  # D = unit: each feature's standard deviation; a constant feature keeps 1
@@ -638,16 +638,18 @@ def fit_params(
     return params.standardizing(unit) if standardize else params.scaled(factor)
 
 
-def _centred(X: np.ndarray, order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, float]:
+def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
     """``Z = (X[order] - mean) / f``, a new float64 array, with ``mean`` and ``f``: a power of two near the
-    largest deviation, so the fit runs on O(1) values, exactly scaled (no under/overflow at 1e-200 or 1e200)."""
+    largest deviation, so the fit runs on O(1) values, exactly scaled (no under/overflow at 1e-200 or 1e200).
+    ``per_feature`` (standardizing fits): one power of two per feature, so a feature at 1e-150 beside one
+    at 1e150 keeps its values (their variances are computed apart)."""
     Z = np.array(X, dtype=np.float64) if order is None else np.asarray(X[order], dtype=np.float64)
     mean = Z.mean(axis=0)
     Z -= mean
-    spread = max(Z.max(), -Z.min())
-    factor = 2.0 ** np.round(np.log2(spread)) if spread > 0 else 1.0
+    spread = np.abs(Z).max(axis=0) if per_feature else np.abs(Z).max()
+    factor = np.where(spread > 0, 2.0 ** np.round(np.log2(np.where(spread > 0, spread, 1.0))), 1.0)
     Z *= 1 / factor
-    return Z, mean, factor
+    return Z, mean, factor if per_feature else factor[()]
 
 
 def _compose(mean, steps: list[Step], frames: list[np.ndarray], last_variance: float, tails: str, pca) -> PPAParams:

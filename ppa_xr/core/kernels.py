@@ -347,4 +347,5 @@ def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
         slopes = basis.power_derivatives(_scaled(prm, p, r[:, p]), g, 1, prm.tails) / prm.scale[p]
         shear = slopes.T @ prm.forward[p, :g, p + 1 :]  # d r[p+1:] / d r_p
         jac[:, p + 1 :, :] -= shear[:, :, None] * jac[:, p, None, :]
+    jac[~np.isfinite(r).all(axis=1)] = np.nan  # an invalid point has no derivative: NaN in every entry, as in every output
     return jac.reshape(np.shape(x)[:-1] + (d, d))
