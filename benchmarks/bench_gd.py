@@ -36,7 +36,7 @@ def main() -> None:
             start = time.perf_counter()
             models[label] = PPA(leading=leading, random_state=0).fit(X[train])
             times[label] = time.perf_counter() - start
-        mi = {(label, part, est): multi_information_reduction(X[rows], m.transform(X[rows]), est).per_dimension
+        mi = {(label, part, est): multi_information_reduction(X[rows], m, est).per_dimension
               for label, m in models.items() for part, rows, est in (("in", train, "histogram"), ("out", ~train, "spacing"))}
         print(f"| {name} | {times['PPA']:.2f} | {times['GD']:.2f} | {mi['PPA', 'in', 'histogram']:.3f} / {mi['GD', 'in', 'histogram']:.3f} / "
               f"{PAPER_GD[name]:.2f} | {mi['PPA', 'out', 'spacing']:.3f} / {mi['GD', 'out', 'spacing']:.3f} |", flush=True)

@@ -7,11 +7,17 @@
    correlation ``TC = 1/2 (sum log diag C - log det C)``. The PCA fitted on
    ``n`` samples is measured on the same samples (in sample) and on ``n``
    others (held out); the table gives the estimate minus TC, in bits.
-3. The cost of ``information_report`` (computed: totals, per-component curves
+3. Quantized bands: the Gaussian of 2. (d = 10) and the same dependence with
+   uniform marginals (a Gaussian copula), each band quantized to L equal cells
+   over its range, n = 50,000 to fit a PCA and 50,000 held out: the
+   dequantized estimate against the true TC (Gaussian, percent) or the
+   estimate before quantization (uniform, bits: its total can be near 0), mean
+   and worst of 5 covariances.
+4. The cost of ``information_report`` (computed: totals, per-component curves
    and the four per-pixel maps) against one forward transform of the same
    pixels, on a curved 198-band table (``bench_fit.curved_cube``).
 
-Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198] [--report-only]``.
+Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198] [--only report,quantized,truth]``.
 """
 
 from __future__ import annotations
@@ -77,6 +83,30 @@ def total_correlation_table(dims: list[int], sizes: list[int]) -> None:
                   f"| {formula:.3f} | {time.perf_counter() - start:.0f} |", flush=True)
 
 
+def quantized_table(levels=(4096, 256, 64, 16), seeds: int = 5) -> None:
+    from scipy.stats import norm
+
+    print("\nQuantized bands, d = 10: dequantized estimate minus reference (mean over 5 covariances; worst)")
+    print("| marginals | reference | " + " | ".join(f"L = {L}" for L in levels) + " |")
+    print("|---|---|" + "---|" * len(levels))
+    for name in ("Gaussian", "uniform"):
+        errors = {L: [] for L in levels}
+        for seed in range(seeds):
+            X, tc = gaussian(10, 100_000, seed)
+            if name == "uniform":
+                X = norm.cdf(X / X.std(axis=0))
+                tc = multi_information_reduction(X[50_000:], PPA(degree=1).fit(X[:50_000])).total
+            low, high = X.min(axis=0), X.max(axis=0)
+            for L in levels:
+                Q = np.minimum(np.floor((X - low) / (high - low) * L), L - 1)
+                estimate = multi_information_reduction(Q[50_000:], PPA(degree=1).fit(Q[:50_000])).total
+                errors[L].append(100 * (estimate / tc - 1) if name == "Gaussian" else estimate - tc)
+        reference = "true TC, % of it" if name == "Gaussian" else "estimate unquantized, bits (total)"
+        digits = 1 if name == "Gaussian" else 3
+        cells = [f"{np.mean(e):+.{digits}f} ({max(e, key=abs):+.{digits}f})" for e in errors.values()]
+        print(f"| {name} | {reference} | " + " | ".join(cells) + " |", flush=True)
+
+
 def report_cost(sizes: list[tuple[int, int]], repeat: int = 3) -> None:
     """``information_report`` on a dask-backed (pixel, band) cube: the report itself (its sample, densities,
     totals and per-k curves; the maps stay lazy) and computed with its four per-pixel maps."""
@@ -100,14 +130,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-n", type=int, default=1_000_000)
     parser.add_argument("--dims", type=int, nargs="+", default=[10, 36, 100, 198])
-    parser.add_argument("--report-only", action="store_true", help="only the report's cost")
+    parser.add_argument("--only", default="report,quantized,truth", help="parts to run (comma separated)")
     args = parser.parse_args()
-    report_cost([(10_000, 198), (100_000, 36)])
-    if args.report_only:
-        return
-    sizes = [n for n in (10_000, 100_000, 1_000_000) if n <= args.max_n]
-    marginal_table(sizes)
-    total_correlation_table(args.dims, sizes)
+    parts = args.only.split(",")
+    if "report" in parts:
+        report_cost([(10_000, 198), (100_000, 36)])
+    if "quantized" in parts:
+        quantized_table()
+    if "truth" in parts:
+        sizes = [n for n in (10_000, 100_000, 1_000_000) if n <= args.max_n]
+        marginal_table(sizes)
+        total_correlation_table(args.dims, sizes)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def one_table(name: str, realisations: int, max_rows: int | None) -> dict[str, n
         for part, rows in (("train", train), ("test", ~train)):
             for method, model in (("pca", pca), ("ppa", ppa)):
                 for estimator in ESTIMATORS:
-                    mi = multi_information_reduction(X[rows], model.transform(X[rows]), estimator).per_dimension
+                    mi = multi_information_reduction(X[rows], model, estimator).per_dimension
                     out[f"mi_{method}_{part}_{estimator}"].append(mi)
             out[f"rel_{part}"].append(relative_error_curve(ppa, X[rows], pca))
     return {key: np.array(values) for key, values in out.items()}

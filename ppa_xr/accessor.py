@@ -49,7 +49,7 @@ class _PPAAccessor:
         return xarray_ops.reconstruction_error(self._obj, model, n_components, dim)
 
     def information_report(
-        self, model: PPA, n_components: int = 1, dim: Hashable | None = None, n_samples: int = 100_000, random_state: int | None = 0,
+        self, model: PPA, n_components: int = 1, dim: Hashable | None = None, n_samples: int | None = None, random_state: int | None = 0,
         estimator: str = "spacing", held_out: bool = True,
     ) -> xr.Dataset:
         """PPA vs PCA redundancy reduction and errors; see :func:`ppa_xr.information.information_report`."""

@@ -17,9 +17,8 @@ Two marginal entropy estimators (``estimator=``):
   ``psi(c) - log((n+1) w)``, and ``h = -sum_b (c_b / (n-1)) log p_b``.
   Measured within 0.018 bits of the truth for Gaussian, uniform, lognormal,
   Student-t(3) and x^3-of-Gaussian marginals at n = 1e5
-  (``benchmarks/bench_information.py``). Tied values (quantised data) are
-  spread over the data's resolution: a width is never below the smallest
-  positive gap of its column.
+  (``benchmarks/bench_information.py``). A width is never below the smallest
+  positive gap of its column, so tied values give a finite density.
 * ``"histogram"``: the estimator of the paper's authors' group (RBIG code),
   an equal-width histogram of ``ceil(sqrt(n))`` bins over ``[min, max]``, the
   plug-in entropy, the Miller-Madow correction ``(m - 1) / (2 n ln 2)`` bits
@@ -28,6 +27,21 @@ Two marginal entropy estimators (``estimator=``):
   x^3-of-Gaussian at n = 1e5.
 
 Both give a density, so the per-pixel maps use the same estimator as the totals.
+
+Quantized bands (integer digital numbers: uint8 RGB, 12-bit in uint16,
+int16 radiance, ratios of small counts) have no differential entropy: a
+discrete value has a mass, not a density, and a spacing or histogram
+estimate of it is arbitrary (a 256-level Gaussian read +205%, a 64-level one
+-367%). A column with fewer distinct values than half its rows
+(:func:`discrete_columns`) is dequantized instead: each value is spread
+uniformly over its cell, halfway to the neighbouring values
+(:func:`dequantized`; ``x + u Delta``, ``u ~ U(-1/2, 1/2)``, on a grid of step
+``Delta``). The figures are those of this dequantized density: its marginal
+entropy is the discrete entropy plus ``log2 Delta``, it tends to the
+continuous density as ``Delta -> 0``, and its multi-information is that of the
+signal plus the (independent) quantization noise, slightly below the
+signal's (docs/information.md). The per-pixel maps evaluate the same
+densities at the pixels' values, whose mean over a cell is the cell's density.
 
 Held out by default: a map fitted on a sample and measured on the same
 sample looks better than it is, by about ``d (d - 1) / (4 n ln 2)`` bits for a
@@ -39,8 +53,9 @@ estimates on pixels outside the model's fitting sample.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -53,6 +68,8 @@ from .core import kernels
 from .model import PPA
 
 LN2 = np.log(2.0)
+#: a column whose distinct values are fewer than this share of its rows, all on one grid, is quantized
+QUANTIZED_SHARE = 0.5
 
 
 def _finite_rows(X: np.ndarray) -> np.ndarray:
@@ -200,18 +217,71 @@ class MIReduction:
     per_dimension: float
 
 
-def multi_information_reduction(X: np.ndarray, R: np.ndarray, estimator: str = "spacing", log2_det_jacobian: float = 0.0) -> MIReduction:
+def discrete_columns(X: np.ndarray) -> np.ndarray:
+    """Which columns take few distinct values, fewer than :data:`QUANTIZED_SHARE` of their rows -> (d,) bool:
+    integer digital numbers, scaled integers (reflectance stored to 1e-4), ratios of small counts."""
+    X = np.asarray(X, dtype=np.float64)
+    return np.array([len(np.unique(column[np.isfinite(column)])) <= QUANTIZED_SHARE * len(column) for column in X.T], dtype=bool)
+
+
+def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 0) -> np.ndarray:
+    """A sample of the dequantized density: each value of a :func:`discrete_columns` column spread uniformly over its cell.
+
+    A value's cell reaches halfway to the neighbouring distinct values (and
+    as far beyond the first and last as their inner half): on a regular grid
+    of step ``Delta`` that is ``x + u Delta``, ``u ~ U(-1/2, 1/2)``. Continuous
+    columns are returned as they are.
+    """
+    rng = np.random.default_rng(random_state)
+    X = np.array(X, dtype=np.float64)
+    for j in np.flatnonzero(discrete_columns(X)):
+        column = X[:, j]
+        finite = np.isfinite(column)
+        values = np.unique(column[finite])
+        if len(values) < 2:
+            continue  # a constant column has no cell to spread over (and no entropy)
+        middles = (values[1:] + values[:-1]) / 2
+        bounds = np.concatenate([[2 * values[0] - middles[0]], middles, [2 * values[-1] - middles[-1]]])
+        cell = np.searchsorted(values, column[finite])
+        column[finite] = bounds[cell] + rng.random(len(cell)) * (bounds[cell + 1] - bounds[cell])
+    return X
+
+
+def multi_information_reduction(
+    X: np.ndarray, R: np.ndarray | PPA | Callable[[np.ndarray], np.ndarray], estimator: str = "spacing",
+    log2_det_jacobian: float | None = None,
+) -> MIReduction:
     """``Delta I = sum_j h(x_j) - sum_j h(r_j) + log2 |det J|`` in bits for ``R = T(X)``, ``det J`` constant.
 
-    PPA and PCA have ``|det J| = 1``, so the Jacobian term vanishes; a
-    standardizing model has ``log2 |det J| = -sum_j log2 D_j``
-    (``model.params_.log2_det_jacobian()``). Pass
-    samples the map was not fitted on: on its own fitting sample the figure
-    is biased up by about ``d (d - 1) / (4 n ln 2)`` bits (module docstring).
+    ``R`` is the transformed sample, or the map ``T`` itself: a fitted
+    :class:`~ppa_xr.PPA` (its map, whatever ``whiten`` says, and its
+    ``log2 |det J|``) or a callable. Quantized columns of ``X``
+    (:func:`discrete_columns`) have no differential entropy; with the map
+    they are dequantized first (:func:`dequantized`) and ``T`` applied to
+    that, with ``R`` given they are refused. PPA and PCA have ``|det J| = 1``;
+    a standardizing model has ``log2 |det J| = -sum_j log2 D_j``
+    (``model.params_.log2_det_jacobian()``). Pass samples the map was not
+    fitted on: on its own fitting sample the figure is biased up by about
+    ``d (d - 1) / (4 n ln 2)`` bits (module docstring).
     """
-    X, R = np.asarray(X), np.asarray(R)
+    X = np.asarray(X)
+    discrete = discrete_columns(X)
+    given = not (isinstance(R, PPA) or callable(R))
+    if not given:
+        if isinstance(R, PPA):
+            log2_det_jacobian = R.params_.log2_det_jacobian() if log2_det_jacobian is None else log2_det_jacobian
+            R = partial(kernels.forward, params=R.params_)
+        X = dequantized(X) if discrete.any() else X
+        R = R(X)
+    R = np.asarray(R)
     if X.shape != R.shape:
         raise ValueError(f"X and R must have the same shape (R = T(X), all components), got {X.shape} and {R.shape}")
+    if given and discrete.any():
+        raise ValueError(
+            f"columns {np.flatnonzero(discrete).tolist()} of X are quantized (integer-valued): their differential entropy is "
+            "undefined; pass the map instead of its output (multi_information_reduction(X, model)), so they are dequantized first"
+        )
+    log2_det_jacobian = 0.0 if log2_det_jacobian is None else log2_det_jacobian
     rows = np.isfinite(X).all(axis=1) & np.isfinite(R).all(axis=1)
     total = float(np.sum(marginal_entropy(X[rows], estimator)) - np.sum(marginal_entropy(R[rows], estimator))) + log2_det_jacobian
     return MIReduction(total, total / X.shape[1])
@@ -277,7 +347,7 @@ def information_report(
     model: PPA,
     n_components: int = 1,
     dim: Hashable | None = None,
-    n_samples: int = 100_000,
+    n_samples: int | None = None,
     random_state: int | None = 0,
     estimator: str = "spacing",
     held_out: bool = True,
@@ -298,7 +368,15 @@ def information_report(
     numpy table (samples x features) is treated as a cube of ``pixel`` x
     ``band``: pass rows the model was not fitted on. ``held_out=False``
     estimates on the model's own fitting sample (the in-sample figure).
-    ``report.attrs["estimated_on"]`` says which.
+    ``report.attrs["estimated_on"]`` says which. When fewer than
+    :data:`MIN_HELD_OUT` valid pixels lie outside the fitting sample (a small
+    scene fitted on all its pixels), the report is estimated on the fitting
+    sample and warns with the size of that bias.
+
+    Quantized bands (integer digital numbers; :func:`discrete_columns`) are
+    dequantized for the densities (:func:`dequantized`, seeded by
+    ``random_state``), so every figure is that of the dequantized density
+    (module docstring); ``report.attrs["dequantized"]`` flags them (1 per band). ``n_samples`` defaults to :data:`REPORT_SAMPLES`.
     """
     from . import xarray_ops
 
@@ -306,23 +384,17 @@ def information_report(
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = xarray_ops.model_features(obj, model, dim)
     k = kernels.check_components(n_components, model.n_features_in_)
-    fitted = xarray_ops.fitted_shares(da, dim, model.sample_)
-    if held_out:
-        sample = xarray_ops.sample_features(da, dim, n_samples, random_state, exclude=model.sample_).values.astype(np.float64)
-        on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
-    elif len(fitted) == 1 and fitted[0].size:
-        sample = xarray_ops.sample_features(da, dim, fitted[0].size, None, seed=fitted[0].seed).values.astype(np.float64)
-        on = "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
-    else:
-        raise ValueError("held_out=False needs the model's fitting sample: fit it with cube.ppa.fit on this cube (or pass the fitting rows as a table with held_out=True)")
+    sample, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
     errors = evaluation.compare_errors(model, sample)
-    if held_out and (message := evaluation.shift_message(errors, k, f"{errors.n} held-out pixels")):
+    if on.startswith("held out") and (message := evaluation.shift_message(errors, k, f"{errors.n} held-out pixels")):
         warnings.warn(message, evaluation.ShiftWarning, stacklevel=3)
-    inputs = marginal_density(sample, estimator)
+    discrete = discrete_columns(sample)
+    smooth = dequantized(sample, random_state) if discrete.any() else sample  # densities of quantized bands
+    inputs = marginal_density(smooth, estimator)
     measures, curves = {}, {}
     for method, fitted_model in (("ppa", model), ("pca", model.pca_)):  # the PCA of the model's own fitting sample
-        R = fitted_model.transform(sample)
-        measures[method] = PointwiseReduction.fit(fitted_model, sample, R, inputs, estimator)
+        R = kernels.forward(smooth, fitted_model.params_)  # the map itself: whitening is not part of it
+        measures[method] = PointwiseReduction.fit(fitted_model, smooth, R, inputs, estimator)
         mse = np.append(getattr(errors, method), 0.0)  # k = d keeps everything
         curves[method] = {"entropy": measures[method].outputs.entropy(), "variance": R.var(axis=0), "mse": mse}
     maps = xarray_ops.map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
@@ -338,7 +410,8 @@ def information_report(
         _add(report, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
     report["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
     report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
-    report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on)
+    report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
+                        dequantized=discrete.astype(np.int8))
     return report
 
 
@@ -351,6 +424,35 @@ _DESCRIPTIONS = {  # variable stem -> (long name, units)
     "total_mi_reduction": ("multi-information reduction (sample)", "bit"),
     "mi_reduction_per_dim": ("multi-information reduction per dimension (sample)", "bit"),
 }
+
+
+#: pixels a report samples when ``n_samples`` is not given; fewer held-out pixels than ``MIN_HELD_OUT`` are too few
+#: for stable marginal densities, and the report falls back to the fitting sample (with a warning stating the bias)
+REPORT_SAMPLES, MIN_HELD_OUT = 100_000, 1000
+
+
+def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int | None, random_state, held_out: bool) -> tuple[np.ndarray, str]:
+    """The report's pixels (float64) and what they are: held out where enough are, else the fitting sample."""
+    from . import xarray_ops
+
+    fitted = xarray_ops.fitted_shares(da, dim, model.sample_)
+    if held_out:
+        drawn = xarray_ops.sample_features(da, dim, n_samples, random_state, exclude=model.sample_, empty_ok=bool(fitted),
+                                           default=REPORT_SAMPLES)
+        if drawn.n_valid >= MIN_HELD_OUT or not fitted:
+            on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
+            return drawn.values.astype(np.float64), on
+        d, n = model.n_features_in_, sum(share.size for share in fitted)
+        warnings.warn(
+            f"only {drawn.n_valid} valid pixels lie outside the model's fitting sample (at least {MIN_HELD_OUT} are needed): "
+            f"the report uses the fitting sample, whose redundancy reduction is biased up by about d (d - 1) / (4 n ln 2) = "
+            f"{d * (d - 1) / (4 * n * LN2):.2g} bits; for a held-out report fit on fewer pixels (n_samples) or report on another scene",
+            UserWarning, stacklevel=4,
+        )
+    elif not any(share.size for share in fitted):
+        raise ValueError("held_out=False needs the model's fitting sample: fit it with cube.ppa.fit on this cube (or pass the fitting rows as a table with held_out=True)")
+    values = np.concatenate([xarray_ops.sample_features(da, dim, share.size, None, seed=share.seed).values for share in fitted if share.size])
+    return values.astype(np.float64), "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
 
 
 def _add(report: xr.Dataset, stem: str, method: str, values: xr.DataArray, standardized: bool = False, **fmt: Any) -> None:

@@ -297,7 +297,7 @@ def sample_valid_pixels(
 
 def sample_features(
     da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, exclude: FitSample | None = None,
-    seed: int | None = None, max_chunks: int | None = None, empty_ok: bool = False,
+    seed: int | None = None, max_chunks: int | None = None, empty_ok: bool = False, default: int = DEFAULT_SAMPLES,
 ) -> Sample:
     """:func:`sample_valid_pixels` of a cube already prepared by :func:`feature_array`.
 
@@ -307,11 +307,11 @@ def sample_features(
     again); ``max_chunks``: read only that many chunks, chosen at random (a
     quick sample that costs a few chunks, not a pass over the cube);
     ``empty_ok``: return an empty sample instead of raising when no pixel is
-    valid. ``n_samples=None``: up to :data:`DEFAULT_SAMPLES`, all valid pixels
-    of a smaller scene without a warning (an explicit larger request warns).
+    valid. ``n_samples=None``: up to ``default`` pixels, all valid pixels of
+    a smaller scene without a warning (an explicit larger request warns).
     """
     rng = np.random.default_rng(random_state)
-    sample = _draw(da, dim, _checked_count(n_samples), int(rng.integers(2**63)) if seed is None else seed, exclude, max_chunks, rng)
+    sample = _draw(da, dim, _checked_count(default if n_samples is None else n_samples), int(rng.integers(2**63)) if seed is None else seed, exclude, max_chunks, rng)
     if sample.n_valid == 0 and not empty_ok:
         raise ValueError("the cube has no valid pixel (every pixel has a NaN or nodata feature)")
     if n_samples is not None and sample.n_valid < n_samples and max_chunks is None:

@@ -93,3 +93,63 @@ def test_in_sample_bias_follows_the_documented_formula():
         excess.append(in_sample - held_out)
     formula = d * (d - 1) / (4 * n * LN2)
     assert 0.5 * formula < np.mean(excess) < 2 * formula  # measured: 0.29 bits against 0.23
+
+
+def _rounded(X, levels):
+    """Each band quantized as a sensor does: ``levels`` equal cells over its range, numbered 0..levels-1."""
+    low, high = X.min(axis=0), X.max(axis=0)
+    return np.minimum(np.floor((X - low) / (high - low) * levels), levels - 1)
+
+
+@pytest.mark.parametrize("levels, tolerance", [(256, 0.02), (64, 0.05)])
+def test_quantized_gaussian_bands_keep_their_total_correlation(levels, tolerance):
+    """A Gaussian with known total correlation, each band rounded to a uint8-like grid: dequantized, PCA recovers it."""
+    X, tc = gaussian(10, 100_000, 2)
+    Q = _rounded(X, levels)
+    pca = PPA(degree=1).fit(Q[:50_000])
+    assert multi_information_reduction(Q[50_000:], pca).total == pytest.approx(tc, rel=tolerance)
+    with pytest.raises(ValueError, match=r"columns \[0, 1, .*\] of X are quantized.*pass the map"):
+        multi_information_reduction(Q[50_000:], pca.transform(Q[50_000:]))  # an output cannot be dequantized
+
+
+@pytest.mark.parametrize("levels, tolerance", [(256, 0.03), (64, 0.10)])
+def test_quantized_uniform_marginals_match_the_unrounded_estimate(levels, tolerance):
+    """The same dependence with uniform marginals (a Gaussian copula): quantized, against the estimate before."""
+    from scipy.stats import norm
+
+    X, _ = gaussian(10, 100_000, 2)
+    U = norm.cdf(X / X.std(axis=0))
+    unrounded = multi_information_reduction(U[50_000:], PPA(degree=1).fit(U[:50_000])).total
+    Q = _rounded(U, levels)
+    assert multi_information_reduction(Q[50_000:], PPA(degree=1).fit(Q[:50_000])).total == pytest.approx(unrounded, rel=tolerance)
+
+
+def test_discrete_columns_are_spread_over_their_cells_and_continuous_ones_left_alone():
+    from ppa_xr.information import dequantized, discrete_columns
+
+    rng = np.random.default_rng(0)
+    counts = rng.integers(1, 6, size=(5000, 2))
+    X = np.column_stack([rng.integers(0, 256, 5000), rng.integers(0, 40, 5000) * 0.25 + 3, counts[:, 0] / counts[:, 1],
+                         rng.normal(size=5000), rng.integers(0, 5000, 5000) * 1.0])
+    np.testing.assert_array_equal(discrete_columns(X), [True, True, True, False, False])  # the last: as many levels as rows
+    Y = dequantized(X)
+    np.testing.assert_array_equal(Y[:, 3:], X[:, 3:])
+    assert np.abs(Y[:, 0] - X[:, 0]).max() <= 0.5 and np.abs(Y[:, 1] - X[:, 1]).max() <= 0.125  # within the grid's cell
+    assert len(np.unique(Y[:, 2])) == 5000 and (Y[:, 0] - X[:, 0]).std() == pytest.approx(np.sqrt(1 / 12), rel=0.05)
+    values = np.unique(X[:, 2])  # ratios of small counts: an irregular grid, each value keeps its own cell
+    cell = np.searchsorted((values[1:] + values[:-1]) / 2, Y[:, 2])
+    np.testing.assert_array_equal(values[cell], X[:, 2])
+
+
+def test_report_on_a_uint8_scene_is_dequantized_and_its_maps_agree_with_the_totals():
+    from ppa_xr.datasets import open_rgb_byte
+
+    cube = open_rgb_byte(masked=True)
+    model = cube.ppa.fit(n_samples=20_000, random_state=0)
+    report = cube.ppa.information_report(model, n_components=2, n_samples=20_000).compute()
+    np.testing.assert_array_equal(report.attrs["dequantized"], [1, 1, 1])
+    for method in ("ppa", "pca"):
+        total = float(report[f"mi_reduction_per_dim_{method}"])
+        assert 0 < total < 8  # bits per band of an 8-bit scene: no negative or inflated figures
+        mean_map = float(report[f"mi_reduction_{method}"].mean()) / 3
+        assert mean_map == pytest.approx(total, abs=0.05)
