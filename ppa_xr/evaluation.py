@@ -66,7 +66,7 @@ def compare_errors(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> Er
     """PPA against ``baseline`` (default: its own PCA, :attr:`PPA.pca_`) on the rows of ``X``, ``k = 1..d-1``."""
     baseline = model.pca_ if baseline is None else baseline
     X = np.asarray(X, dtype=np.float64)
-    floor = FLOOR * np.mean(np.sum(((X - model.mean_) / model.scale_) ** 2, axis=1))
+    floor = FLOOR * np.mean(np.sum(model.params_.whiten(X) ** 2, axis=1))
     a = kernels.error_curve(X, model.params_)[:, :-1]
     b = kernels.error_curve(X, baseline.params_)[:, :-1]
     ours, theirs = np.maximum(a.mean(axis=0), floor), np.maximum(b.mean(axis=0), floor)

@@ -42,8 +42,8 @@ def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> 
 
     ``order`` (1..d) defaults to ``d``, what the full Frenet-Serret frame needs.
     The curves are those of the map in input space and units: ``whiten`` (a
-    scaling of the outputs) does not change them, and a standardizing model's
-    curves, fitted in standardized units, are carried back to input units.
+    scaling of the outputs) does not change them, and a whitening model's
+    curves (standardized or noise-whitened units) are carried back to input units.
     """
     check_is_fitted(model)
     q = _check_component(model, component)
@@ -60,7 +60,7 @@ def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> 
         t = (kernels.forward(X, params, q + 1)[:, q] - params.center[q]) / params.scale[q]  # r_q, whatever whiten says
         for k in range(1, min(order, g) + 1):
             out[:, k - 1] += basis.power_derivatives(t, g, k, params.tails).T @ params.inverse[q, :g] / params.scale[q] ** k
-    return out * params.feature_scale  # x = mean + D z: a standardizing model's curves in input units
+    return out @ params.unwhitening().T if params.whitened else out  # x = mean + W^-1 z: curves in input units
 
 
 def _frame_and_diagonal(model: PPA, X, component: int) -> tuple[np.ndarray, np.ndarray]:

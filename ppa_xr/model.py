@@ -80,6 +80,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         errors are then in standardized units (squared errors divided by each
         feature's variance), reconstructions in input units; the map's
         Jacobian gains ``D^-1``, which the information measures account for.
+    noise_cov : array-like of shape (d, d), optional
+        The noise covariance of the features (from a dark frame, a uniform
+        area, or shift differences: ``cube.ppa.fit(noise="shift")``,
+        :func:`ppa_xr.noise.shift_difference_covariance`). The map then acts
+        on the noise-whitened ``W (x - mean)`` (``W N W^T = I``), so
+        components come ordered by signal-to-noise ratio (``snr_``):
+        ``degree=1`` is the minimum noise fraction transform (MNF, Green et
+        al. 1988), curved degrees a noise-adjusted PPA. Errors and variances
+        are in noise units; the inverse returns input units. Not combined
+        with ``standardize`` (noise whitening already scales every direction).
     robust : bool
         For hundreds of bands and scenes with heavy tails or anomalous pixels:
         each step's degree is validated separately along every principal axis
@@ -117,7 +127,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     scikit-learn's PCA divides by ``n - 1``, larger by ``n / (n - 1)``),
     explained_variance_ratio_, n_features_in_, params_ (the kernels' arrays),
     pca_ (PCA of the same fitting sample, the like-for-like baseline),
-    scale_ (the features' standard deviations with ``standardize=True``, else ones).
+    scale_ (the features' standard deviations with ``standardize=True``, ones
+    without whitening, None with ``noise_cov``), whitening_ (``W``, d x d: the
+    map acts on ``W (x - mean)``), noise_cov_ and snr_ (with ``noise_cov``:
+    each component's signal-to-noise ratio, ``explained_variance_ - 1``, to
+    first order for curved steps; descending).
     """
 
     _parameter_constraints: dict = {
@@ -129,6 +143,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         "whiten": ["boolean"],
         "standardize": ["boolean"],
         "robust": ["boolean"],
+        "noise_cov": ["array-like", None],
         "validation": [StrOptions(set(fitting.VALIDATIONS))],
         "max_curved": [Interval(numbers.Integral, 0, None, closed="left"), None],
         "selection_samples": [Interval(numbers.Integral, 2, None, closed="left"), None],
@@ -147,6 +162,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         whiten: bool = False,
         standardize: bool = False,
         robust: bool = False,
+        noise_cov: np.ndarray | None = None,
         validation: str = "groups",
         random_state: int | np.random.Generator | None = None,
     ) -> None:
@@ -160,6 +176,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.whiten = whiten
         self.standardize = standardize
         self.robust = robust
+        self.noise_cov = noise_cov
         self.validation = validation
         self.random_state = random_state
 
@@ -169,16 +186,24 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"degree must be an int in [1, {MAX_DEGREE}] or a non-empty sequence of them, got {self.degree!r}")
         return fitting.candidate_degrees(degrees)
 
-    def _check_n_components(self, n_features: int) -> None:
-        if self.n_components is not None:
-            kernels.check_components(self.n_components, n_features)
-
     def _checked(self, n_features: int | None = None) -> list[int]:
         """Every parameter checked outside ``fit`` (before a pass over a cube, or on load): the candidate degrees."""
         self._validate_params()
+        if self.standardize and self.noise_cov is not None:
+            raise ValueError("pass standardize=True or noise_cov, not both: noise whitening already puts every direction in noise units")
         if n_features is not None:
-            self._check_n_components(n_features)
+            if self.n_components is not None:
+                kernels.check_components(self.n_components, n_features)
+            self._noise_cov(n_features)
         return self._candidate_degrees()
+
+    def _noise_cov(self, n_features: int) -> np.ndarray | None:
+        if self.noise_cov is None:
+            return None
+        N = np.asarray(self.noise_cov, dtype=np.float64)
+        if N.shape != (n_features, n_features):
+            raise ValueError(f"noise_cov must be ({n_features}, {n_features}) for {n_features} features, got shape {N.shape}")
+        return N
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, groups=None, features: FeatureLabels | None = None, sample: FitSample | None = None,
@@ -206,8 +231,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n, d = X.shape
         if d < 2:
             raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
-        self._check_n_components(d)
-        degrees = self._candidate_degrees()
+        degrees = self._checked(d)
         if n < fitting.min_samples(degrees):
             raise ValueError(
                 f"degree up to {max(degrees)} needs at least {fitting.min_samples(degrees)} samples "
@@ -229,13 +253,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 params = fitting.fit_params(
                     X, degrees, self.tails, self.leading, self.n_folds, groups, rng, _report_steps if progress else None,
                     self.max_curved, n if self.selection_samples is None else self.selection_samples, self.standardize,
-                    self.robust, self.validation == "transfer",
+                    self.robust, self.validation == "transfer", self._noise_cov(d),
                 )
         except FloatingPointError as err:
             raise ValueError(
                 f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree"
             ) from err
-        if not self.standardize:  # the features' standard deviations, from their covariance R^T diag(lambda) R
+        if not (self.standardize or self.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
             _warn_on_scales(np.sqrt(params.pca_variance @ params.pca_rotation**2))
         self.params_ = params
         self.features_, self.sample_ = features, sample
@@ -244,7 +268,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _set_fitted(self, params: PPAParams) -> None:
         self.mean_ = params.mean
-        self.scale_ = params.feature_scale
+        W = params.whitening
+        self.whitening_ = W
+        self.scale_ = 1 / np.diag(W) if np.count_nonzero(W - np.diag(np.diag(W))) == 0 else None
+        if self.noise_cov is not None:
+            self.noise_cov_ = np.asarray(self.noise_cov, dtype=np.float64)
+            self.snr_ = params.explained_variance - 1
         self.components_ = params.rotation
         self.degrees_ = params.degrees
         self.explained_variance_ = params.explained_variance
@@ -318,7 +347,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """PCA of the same fitting sample (a fitted ``PPA(degree=1)``): the like-for-like baseline."""
         check_is_fitted(self)
         pca = PPA.from_params(self.params_.pca(), self.features_, self.sample_, n_components=self.n_components, degree=1, tails=self.tails,
-                              standardize=self.standardize)
+                              standardize=self.standardize, noise_cov=self.noise_cov)
         if hasattr(self, "feature_names_in_"):
             pca.feature_names_in_ = self.feature_names_in_
         return pca

@@ -33,22 +33,28 @@ from .labels import FeatureLabels
 from .pixels import FitSample, PixelSample
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 6  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
-# 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits)
-READABLE = (2, 3, 4, 5, 6)  # a version 2 file is a model without standardization
+FORMAT_VERSION = 7  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+# 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits);
+# 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov
+READABLE = (2, 3, 4, 5, 6, 7)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "feature"), "degrees": ("step",), "center": ("step",),
     "scale": ("step",), "forward_bias": ("step", "output"), "forward": ("step", "power", "output"),
     "inverse_bias": ("step", "feature"), "inverse": ("step", "power", "feature"), "explained_variance": ("output",),
-    "pca_rotation": ("output", "feature"), "pca_variance": ("output",), "feature_scale": ("feature",),
+    "pca_rotation": ("output", "feature"), "pca_variance": ("output",), "whitening": ("whitened", "feature"),
 }
+#: the noise covariance of a noise-whitening model (the estimator's ``noise_cov``; absent otherwise)
+_NOISE = "noise_cov"
+#: arrays of older formats: the standardizing scales ``D`` (versions 3-6), read as ``whitening = diag(1 / D)``
+_LEGACY = {"feature_scale": (3, 6)}
 INIT = ("n_components", "degree", "tails", "leading", "n_folds", "max_curved", "selection_samples", "whiten", "standardize",
-        "robust", "validation", "random_state")
+        "robust", "noise_cov", "validation", "random_state")
 #: names added in a format version, absent from older files
-_ADDED = {3: {"feature_scale", "standardize"}, 4: {"selection_samples"}, 5: {"robust"}, 6: {"validation"}}
+_ADDED = {3: {"feature_scale", "standardize"}, 4: {"selection_samples"}, 5: {"robust"}, 6: {"validation"},
+          7: {"whitening", "noise_cov"}}
 #: the values an older file implies: no scale, no standardization, degrees selected on every row, no robust fit, groups
-_DEFAULTS = {"standardize": False, "selection_samples": None, "robust": False, "validation": "groups"}
+_DEFAULTS = {"standardize": False, "selection_samples": None, "robust": False, "validation": "groups", "noise_cov": None}
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
 #: zarr codecs a model may use: none of them can run code when decoded
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}
@@ -73,6 +79,10 @@ def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels 
     init["degree"] = int(degree) if isinstance(degree, numbers.Integral) else [int(g) for g in degree]
     init["random_state"] = int(seed) if isinstance(seed, numbers.Integral) else None  # a RandomState is state
     ds = xr.Dataset({name: (dims, getattr(params, name), {"sha256": _checksum(name, getattr(params, name))}) for name, dims in _DIMS.items()})
+    if init["noise_cov"] is not None:  # an array: a variable, named in the parameters by true
+        noise = np.asarray(init["noise_cov"], dtype=np.float64)
+        ds[_NOISE] = (("noise", "feature"), noise, {"sha256": _checksum(_NOISE, noise)})
+        init["noise_cov"] = True
     if features is not None and features.labels is not None:
         if features.levels:
             for i, level in enumerate(features.levels):
@@ -109,7 +119,7 @@ def _in_store(name: str) -> bool:
 
 
 def _allowed(name: str) -> bool:
-    return name in _DIMS or name == "feature" or name.startswith((_COORD, _LEVEL))
+    return name in _DIMS or name in _LEGACY or name in (_NOISE, "feature") or name.startswith((_COORD, _LEVEL))
 
 
 def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, dict[str, Any], FeatureLabels | None, FitSample | None]:
@@ -123,11 +133,11 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
         advice = "refit and save the model with this ppa_xr" if raw < FORMAT_VERSION else "upgrade ppa_xr"
         raise ValueError(f"{source} has model format version {raw}; this ppa_xr reads versions {list(READABLE)} ({advice})")
     absent = set().union(*(names for version, names in _ADDED.items() if version > int(raw)))
-    expected = [name for name in _DIMS if name not in absent]
+    expected = [name for name in _DIMS if name not in absent] + [n for n, (low, high) in _LEGACY.items() if low <= raw <= high]
     foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
     if foreign:
         raise ValueError(f"{source} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
-    later = sorted(name for name in absent if name in ds.variables)
+    later = sorted(name for name in absent | {n for n, (_, high) in _LEGACY.items() if raw > high} if name in ds.variables)
     if later:
         raise ValueError(f"{source} is inconsistent: a format-{int(raw)} file cannot hold {later} (added in a later version); "
                          "it was altered or mislabelled: save the model again with ppa_xr")
@@ -151,12 +161,48 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
     init = {name: _DEFAULTS[name] for name in absent if name in _DEFAULTS} | init
     if init["tails"] != tails:
         raise ValueError(f"{source} is corrupt: its tails attribute {tails!r} disagrees with its parameters ({init['tails']!r})")
-    params = PPAParams(**{k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}, tails=tails)
-    if not init["standardize"] and np.any(params.feature_scale != 1):
-        raise ValueError(f"{source} is inconsistent: it holds feature scales but says standardize=false")
+    init["noise_cov"] = _noise(ds, init["noise_cov"], source)
+    arrays = {k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}
+    if "feature_scale" in arrays:
+        scales = arrays.pop("feature_scale")
+        if not (np.isfinite(scales).all() and (scales > 0).all()):
+            raise ValueError(f"{source} is corrupt: its feature scales are not positive")
+        arrays["whitening"] = np.diag(1 / scales)
+    params = PPAParams(**arrays, tails=tails)
     _check(params, source)
+    _check_whitening(params.whitening, init, source)
     init = {k: (tuple(v) if isinstance(v, list) else v) for k, v in init.items()}
     return params, init, _features(ds, source), _sample(ds, source, int(raw))
+
+
+def _noise(ds: xr.Dataset, flag, source: str) -> np.ndarray | None:
+    """The noise covariance a noise-whitening model stores as a variable (its parameter says true)."""
+    if flag is None or flag is False:
+        if _NOISE in ds:
+            raise ValueError(f"{source} is inconsistent: it holds a noise covariance its parameters do not name")
+        return None
+    if flag is not True or _NOISE not in ds:
+        raise ValueError(f"{source} is corrupt: its noise covariance is missing or misdeclared")
+    values = np.asarray(ds[_NOISE].values)
+    if values.dtype.kind != "f" or ds[_NOISE].attrs.get("sha256") != _checksum(_NOISE, values):
+        raise ValueError(f"{source} is corrupt: the checksum of {_NOISE!r} does not match its values")
+    return values.astype(np.float64)
+
+
+def _check_whitening(W: np.ndarray, init: dict[str, Any], source: str) -> None:
+    """``W`` must be what the parameters say: the identity, positive diagonal scales, or a noise whitening."""
+    d = W.shape[0]
+    diagonal = not np.count_nonzero(W - np.diag(np.diag(W)))
+    if init["noise_cov"] is not None:
+        product = W @ init["noise_cov"] @ W.T  # W N W^T: a multiple of the identity
+        ok = np.allclose(product, np.eye(d) * np.trace(product) / d, rtol=1e-6, atol=1e-9 * abs(np.trace(product)) / d)
+    elif init["standardize"]:
+        ok = diagonal and (np.diag(W) > 0).all()
+    else:
+        ok = np.array_equal(W, np.eye(d))
+    if not ok:
+        what = "noise whitening" if init["noise_cov"] is not None else "standardization" if init["standardize"] else "no whitening"
+        raise ValueError(f"{source} is inconsistent: its whitening matrix does not match its parameters ({what})")
 
 
 def _sample(ds: xr.Dataset, source: str, version: int) -> FitSample | None:
@@ -198,7 +244,7 @@ def _features(ds: xr.Dataset, source: str) -> FeatureLabels | None:
 
 def _check(params: PPAParams, source: str) -> None:
     d = params.n_features
-    sizes = {"feature": d, "output": d, "step": d - 1, "power": params.forward.shape[1]}
+    sizes = {"feature": d, "output": d, "whitened": d, "step": d - 1, "power": params.forward.shape[1]}
     wrong = [name for name, dims in _DIMS.items() if getattr(params, name).shape != tuple(sizes[k] for k in dims)]
     if wrong:
         raise ValueError(f"{source} is corrupt: the shapes of {wrong} do not fit d = {d}")
@@ -208,7 +254,7 @@ def _check(params: PPAParams, source: str) -> None:
         if not np.allclose(getattr(params, name) @ getattr(params, name).T, np.eye(d), atol=1e-8):
             raise ValueError(f"{source} is corrupt: {name} is not orthogonal")
     if (params.degrees < 1).any() or params.degrees.max(initial=1) > params.forward.shape[1] or (params.scale <= 0).any() \
-            or (params.feature_scale <= 0).any():
+            or not np.linalg.matrix_rank(params.whitening) == d:
         raise ValueError(f"{source} is corrupt: degrees or scales out of range")
 
 

@@ -32,4 +32,9 @@ def as_older_file(ds, version: int):
 
     added = set().union(*(names for v, names in model_io._ADDED.items() if v > version))
     init = {k: v for k, v in json.loads(ds.attrs["estimator_params"]).items() if k not in added}
-    return ds.drop_vars([name for name in added if name in ds]).assign_attrs(ppa_xr_format_version=version, estimator_params=json.dumps(init))
+    old = ds.drop_vars([name for name in added if name in ds])
+    low, high = model_io._LEGACY["feature_scale"]
+    if low <= version <= high:  # those versions stored the standardizing scales D, W = diag(1 / D)
+        scales = 1 / np.diag(ds["whitening"].values)
+        old["feature_scale"] = ("feature", scales, {"sha256": model_io._checksum("feature_scale", scales)})
+    return old.assign_attrs(ppa_xr_format_version=version, estimator_params=json.dumps(init))

@@ -97,17 +97,17 @@ def test_standardize_keeps_features_at_extreme_scales():
 
 
 def test_inconsistent_model_files_are_refused(cube_model):
+    from ppa_xr import model_io
+
     ds = cube_model.to_dataset()
     old = as_older_file(ds, 2)
-    old["feature_scale"] = ds["feature_scale"] * 2  # a version-2 file cannot carry scales
+    old["feature_scale"] = ("feature", np.full(10, 2.0))  # a version-2 file cannot carry scales
     with pytest.raises(ValueError, match=r"format-2 file cannot hold \['feature_scale'\]"):
         PPA.from_dataset(old)
     scaled = ds.copy()
-    values = ds["feature_scale"].values * 2
-    from ppa_xr import model_io
-
-    scaled["feature_scale"] = ds["feature_scale"].copy(data=values).assign_attrs(sha256=model_io._checksum("feature_scale", values))
-    with pytest.raises(ValueError, match="holds feature scales but says standardize=false"):
+    values = ds["whitening"].values / 2
+    scaled["whitening"] = ds["whitening"].copy(data=values).assign_attrs(sha256=model_io._checksum("whitening", values))
+    with pytest.raises(ValueError, match=r"whitening matrix does not match its parameters \(no whitening\)"):
         PPA.from_dataset(scaled)
     levels = ds.assign_attrs(feature_levels="[not json")
     with pytest.raises(ValueError, match="dataset is corrupt: its feature_levels attribute"):

@@ -117,15 +117,20 @@ def test_saved_and_loaded_with_its_scaling_and_old_files_still_read(tmp_path, da
     old = PPA.from_dataset(as_older_file(plain.to_dataset(), 2))
     assert not old.standardize and np.all(old.scale_ == 1)
     np.testing.assert_allclose(old.transform(X[:10] / X.std(axis=0)), plain.transform(X[:10] / X.std(axis=0)), rtol=0, atol=0)
-    with pytest.raises(ValueError, match="variables \\['feature_scale'\\] are missing"):
-        PPA.from_dataset(model.to_dataset().drop_vars("feature_scale"))
+    with pytest.raises(ValueError, match="variables \\['whitening'\\] are missing"):
+        PPA.from_dataset(model.to_dataset().drop_vars("whitening"))
+    with pytest.raises(ValueError, match="variables \\['feature_scale'\\] are missing"):  # a format 3-6 file needs its scales
+        PPA.from_dataset(as_older_file(model.to_dataset(), 5).drop_vars("feature_scale"))
     broken = model.to_dataset()
-    values = -broken["feature_scale"].values
+    values = -broken["whitening"].values
     from ppa_xr import model_io
 
-    broken["feature_scale"] = broken["feature_scale"].copy(data=values).assign_attrs(sha256=model_io._checksum("feature_scale", values))
-    with pytest.raises(ValueError, match="out of range"):
+    broken["whitening"] = broken["whitening"].copy(data=values).assign_attrs(sha256=model_io._checksum("whitening", values))
+    with pytest.raises(ValueError, match=r"does not match its parameters \(standardization\)"):
         PPA.from_dataset(broken)
+    old = PPA.from_dataset(as_older_file(model.to_dataset(), 5))  # format 5 stored D itself
+    np.testing.assert_allclose(old.scale_, model.scale_, rtol=1e-15)
+    np.testing.assert_allclose(old.transform(X[:10]), model.transform(X[:10]), rtol=1e-12)
 
 
 def test_cli_standardize(tmp_path, data, capsys):

@@ -544,11 +544,15 @@ def fit_params(
     standardize: bool = False,
     robust: bool = False,
     transfer: bool = False,
+    noise_cov: np.ndarray | None = None,
 ) -> PPAParams:
     """Fit PPA on a finite float sample ``X`` (n x d); ``progress(done, total)`` is called after each step.
 
     ``standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features' standard
-    deviations (constant features keep 1), see :meth:`PPAParams.standardizing`.
+    deviations (constant features keep 1); ``noise_cov``: fit on the
+    noise-whitened ``W (x - mean)`` (:func:`noise_whitening`), so components
+    come ordered by signal-to-noise ratio (MNF with ``degree=1``). Both are a
+    whitening ``W`` kept in the parameters (:meth:`PPAParams.prewhitened`).
 
     ``robust``: each step's degree is validated axis by axis of its residual
     (:func:`select_degree`) and its polynomial fitted within the projections'
@@ -587,13 +591,21 @@ def fit_params(
     folds, order = Folds.select(groups, n, n_folds, rng, selection_rows) if len(degrees) > 1 else (None, None)
     Z, mean, factor = _centred(X, order, per_feature=standardize)
     cov = Z.T @ Z / n
-    unit = factor  # of the fit's values, in input units: per feature when standardizing
-    if standardize:  # D = unit: each feature's standard deviation; a constant feature keeps 1
+    whitening = None  # W of the fit's values z = W (x - mean), when not a power-of-two scaling
+    if standardize:  # W = D^-1: each feature's standard deviation D; a constant feature keeps 1
         std = np.sqrt(np.diag(cov))
         feature_scale = np.where(std > 0, std, 1 / factor)
         Z /= feature_scale
         cov = cov / np.outer(feature_scale, feature_scale)
-        unit = factor * feature_scale
+        whitening = np.diag(1 / (factor * feature_scale))
+    elif noise_cov is not None:  # W = Lambda^-1/2 U^T, then a power of two for O(1) values
+        W = noise_whitening(noise_cov) * factor
+        Z = Z @ W.T
+        spread = np.abs(Z).max()
+        unit = 2.0 ** np.round(np.log2(spread)) if spread > 0 else 1.0
+        Z /= unit
+        cov = Z.T @ Z / n
+        whitening = W / (factor * unit)
     pca = pca_solution(cov)
     res = Residual(Z, np.eye(d), cov, n if folds is None else int(folds.bounds[-1]))
     total = reference = np.trace(cov)  # the sample's energy; the reference is renewed at each recompute
@@ -634,8 +646,29 @@ def fit_params(
                 n_curved += 1
                 break
         size = 1 if curved else min(2 * size, MAX_BLOCK)
-    params = _compose(mean / unit, steps, frames, res.cov[0, 0], tails, pca)
-    return params.standardizing(unit) if standardize else params.scaled(factor)
+    if whitening is None:
+        return _compose(mean / factor, steps, frames, res.cov[0, 0], tails, pca).scaled(factor)
+    return _compose(whitening @ mean, steps, frames, res.cov[0, 0], tails, pca).prewhitened(whitening)
+
+
+def noise_whitening(noise_cov: np.ndarray) -> np.ndarray:
+    """``W = Lambda^-1/2 U^T`` for the noise covariance ``N = U Lambda U^T``: ``W N W^T = I`` (MNF's first step).
+
+    Refuses a covariance that is not symmetric positive definite (a band
+    without noise, or fewer noise samples than bands, make it singular).
+    """
+    N = np.asarray(noise_cov, dtype=np.float64)
+    if N.ndim != 2 or N.shape[0] != N.shape[1] or not np.isfinite(N).all():
+        raise ValueError(f"noise_cov must be a finite square (d, d) matrix, got shape {N.shape}")
+    if not np.allclose(N, N.T, rtol=1e-8, atol=1e-12 * np.abs(N).max()):
+        raise ValueError("noise_cov must be symmetric (a covariance matrix)")
+    values, vectors = np.linalg.eigh((N + N.T) / 2)
+    if values.min() <= 1e-12 * values.max():
+        raise ValueError(
+            f"noise_cov is singular or not positive definite (eigenvalues {values.min():.3g} .. {values.max():.3g}): every "
+            "band needs some noise; estimate it from more pixels, or add a small diagonal, e.g. N + 1e-6 * trace(N) / d * I"
+        )
+    return vectors.T / np.sqrt(values)[:, None]
 
 
 def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:

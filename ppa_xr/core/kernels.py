@@ -18,9 +18,9 @@ With ``A`` the composed rotation and ``T_p`` the monomial features of step
 * Jacobian: ``dr/dx = L A`` with ``L`` unit lower-triangular (a product of
   shears), so ``|det| = 1``.
 
-A standardizing model (``feature_scale`` ``D``) maps ``D^-1 (x - mean)``:
-``A D^-1`` replaces ``A`` in the first GEMM and the inverse's operator and
-constant are scaled by ``D`` (:mod:`ppa_xr.core.params`).
+A whitening model (standardizing or noise-whitening, ``W``) maps
+``W (x - mean)``: ``A W`` replaces ``A`` in the first GEMM and the inverse's
+operator and constant are multiplied by ``W^-1`` (:mod:`ppa_xr.core.params`).
 
 Pixels are processed in blocks of :data:`BLOCK` held transposed (components x
 pixels), so each step reads and writes contiguous rows that stay in cache.
@@ -229,8 +229,12 @@ def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, li
     (exact rotations) contribute nothing and are left out too.
     """
     used = [(p, int(params.degrees[p])) for p in params.curved_steps() if p < k]
-    stacked = np.vstack([params.rotation[:k]] + [params.inverse[p, :g] for p, g in used]) * params.feature_scale
-    bias = params.mean + params.feature_scale * params.inverse_bias[:k].sum(axis=0)
+    stacked = np.vstack([params.rotation[:k]] + [params.inverse[p, :g] for p, g in used])
+    bias = params.inverse_bias[:k].sum(axis=0)
+    if params.whitened:  # x - mean = W^-1 z, as rows: z @ W^-T
+        back = params.unwhitening().T
+        stacked, bias = stacked @ back, bias @ back
+    bias = params.mean + bias
     return np.asfortranarray(stacked), bias, used
 
 

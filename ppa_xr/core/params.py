@@ -18,11 +18,14 @@ components runs exactly the first ``k`` inverse steps.
 ``pca_rotation`` and ``pca_variance`` are the PCA solution of the same
 fitting sample (:meth:`PPAParams.pca`), the like-for-like baseline.
 
-``feature_scale`` (``D``, ones unless the model standardizes) divides the
-centred input before the map: every array above describes the map of
-``z = D^-1 (x - mean)``, so ``r = PPA(z)`` and ``x = mean + D PPA^-1(r)``.
-The kernels fold ``D`` into their first and last GEMM; errors and variances
-are then in standardized units.
+``whitening`` (``W``, the identity unless the model standardizes or
+whitens the noise) acts on the centred input before the map: every array
+above describes the map of ``z = W (x - mean)``, so ``r = PPA(z)`` and
+``x = mean + W^-1 PPA^-1(r)``. Standardizing is ``W = D^-1`` (``D`` the
+features' standard deviations), noise whitening ``W = Lambda^-1/2 U^T`` from
+the noise covariance ``N = U Lambda U^T``. The kernels fold ``W`` into their
+first and last GEMM; errors and variances are then in whitened units, and
+``log2 |det dr/dx| = log2 |det W|``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from .basis import TAILS
 
 
 ARRAYS = ("mean", "rotation", "degrees", "center", "scale", "forward_bias", "forward", "inverse_bias", "inverse",
-          "explained_variance", "pca_rotation", "pca_variance", "feature_scale")
+          "explained_variance", "pca_rotation", "pca_variance", "whitening")
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,23 +57,41 @@ class PPAParams:
     explained_variance: np.ndarray  # (d,) variance of each output on the fitting sample
     pca_rotation: np.ndarray  # (d, d) principal axes of the fitting sample, rows
     pca_variance: np.ndarray  # (d,) their variances
-    feature_scale: np.ndarray | None = None  # (d,) D: the map acts on D^-1 (x - mean); None is ones
+    whitening: np.ndarray | None = None  # (d, d) W: the map acts on W (x - mean); None is the identity
     tails: str = "clamp"
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.tails not in TAILS:
             raise ValueError(f"tails must be one of {TAILS}, got {self.tails!r}")
-        if self.feature_scale is None:
-            object.__setattr__(self, "feature_scale", np.ones_like(self.mean))
+        if self.whitening is None:
+            object.__setattr__(self, "whitening", np.eye(self.mean.shape[0], dtype=self.mean.dtype))
+
+    def _cached(self, name: str, make):
+        if name not in self._cache:
+            self._cache[name] = make()
+        return self._cache[name]
+
+    @property
+    def whitened(self) -> bool:
+        """Whether ``W`` is other than the identity (a standardizing or noise-whitening model)."""
+        return self._cached("whitened", lambda: not np.array_equal(self.whitening, np.eye(self.n_features)))
 
     def input_rotation(self, rows: int | None = None) -> np.ndarray:
-        """The first ``rows`` rows of ``A D^-1``: the linear part of the forward map on raw inputs."""
-        return self.rotation[:rows] / self.feature_scale
+        """The first ``rows`` rows of ``A W``: the linear part of the forward map on raw inputs."""
+        return self._cached("input_rotation", lambda: self.rotation @ self.whitening if self.whitened else self.rotation)[:rows]
+
+    def unwhitening(self) -> np.ndarray:
+        """``W^-1``: whitened coordinates back to input units (``x - mean = W^-1 z``)."""
+        return self._cached("unwhitening", lambda: np.linalg.inv(self.whitening) if self.whitened else self.whitening)
+
+    def whiten(self, x: np.ndarray) -> np.ndarray:
+        """``z = W (x - mean)`` of points ``x`` (..., d): the space the map, its errors and variances live in."""
+        return (x - self.mean) @ self.whitening.T
 
     def log2_det_jacobian(self) -> float:
-        """``log2 |det dr/dx| = -sum_j log2 D_j`` (0: volume preserving unless standardized)."""
-        return -float(np.sum(np.log2(self.feature_scale)))
+        """``log2 |det dr/dx| = log2 |det W|`` (0: volume preserving unless standardized or noise-whitened)."""
+        return float(np.linalg.slogdet(self.whitening)[1] / np.log(2)) if self.whitened else 0.0
 
     def __getstate__(self) -> dict:
         """Pickled (e.g. into a dask graph) without the derived, cached arrays."""
@@ -90,9 +111,7 @@ class PPAParams:
 
     def pca(self) -> PPAParams:
         """The PCA map of the same fitting sample, as PPA parameters with no polynomial."""
-        if "pca" not in self._cache:
-            self._cache["pca"] = self._pca()
-        return self._cache["pca"]
+        return self._cached("pca", self._pca)
 
     def _pca(self) -> PPAParams:
         d = self.n_features
@@ -100,7 +119,7 @@ class PPAParams:
             mean=self.mean, rotation=self.pca_rotation, degrees=np.ones(d - 1, np.int64), center=np.zeros(d - 1),
             scale=np.ones(d - 1), forward_bias=np.zeros((d - 1, d)), forward=np.zeros((d - 1, 1, d)),
             inverse_bias=np.zeros((d - 1, d)), inverse=np.zeros((d - 1, 1, d)), explained_variance=self.pca_variance,
-            pca_rotation=self.pca_rotation, pca_variance=self.pca_variance, feature_scale=self.feature_scale, tails=self.tails,
+            pca_rotation=self.pca_rotation, pca_variance=self.pca_variance, whitening=self.whitening, tails=self.tails,
         ).cast(self.mean.dtype)
 
     def scaled(self, factor: float) -> PPAParams:
@@ -118,10 +137,10 @@ class PPAParams:
             arrays[name] = arrays[name] * factor**2
         return PPAParams(**arrays, tails=self.tails)
 
-    def standardizing(self, feature_scale: np.ndarray) -> PPAParams:
-        """The map of ``D^-1 (x - mean)`` fitted on standardized data ``x / D`` (whose mean is ``mean / D``),
-        as parameters on raw ``x``."""
-        arrays = self.arrays() | {"mean": self.mean * feature_scale, "feature_scale": np.asarray(feature_scale, float)}
+    def prewhitened(self, whitening: np.ndarray) -> PPAParams:
+        """The map of ``W (x - mean)`` fitted on whitened data ``W x`` (whose mean is ``W mean``), as parameters on raw ``x``."""
+        whitening = np.asarray(whitening, dtype=float)
+        arrays = self.arrays() | {"mean": np.linalg.solve(whitening, self.mean), "whitening": whitening}
         return PPAParams(**arrays, tails=self.tails)
 
     def cast(self, dtype: np.dtype) -> PPAParams:
