@@ -122,7 +122,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     model = cube.ppa.fit(
         dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails, max_curved=args.max_curved,
         selection_samples=args.selection_samples, standardize=args.standardize, robust=args.robust,
-        validation=args.validation, progress=True
+        validation=args.validation, noise=args.noise, progress=True
     )
     model.save(model_path, overwrite=args.overwrite)
     print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))}; degrees {model.degrees_.tolist()}")
@@ -303,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"sampled pixels the degree selection uses (default {fitting.SELECTION_ROWS})")
     fit.add_argument("--standardize", action="store_true", help="divide each band by its standard deviation first (bands in "
                      "different units); stored in the model and undone by inverse")
+    fit.add_argument("--noise", choices=("shift",), help="noise-adjusted PPA (MNF with --degree 1): whiten the noise "
+                     "estimated from differences of neighbouring pixels, so components come ordered by signal-to-noise ratio")
     fit.add_argument("--validation", choices=fitting.VALIDATIONS, default="groups",
                      help="what degree selection holds out: spatial blocks (groups, default) or regimes of the data "
                      "(transfer: keep only curves that carry over to unlike scenes)")

@@ -22,6 +22,7 @@ from . import evaluation
 from .core import kernels
 from .labels import FeatureLabels
 from .model import PPA
+from .noise import shift_difference_covariance
 from .pixels import FitSample, PixelSample, held_by, pixel_keys, row_digest
 
 COMPONENT = "component"
@@ -402,6 +403,12 @@ def fit(
     The model keeps the labels along ``dim`` and its other coordinates (e.g.
     wavelengths) as ``model.features_`` (:class:`~ppa_xr.FeatureLabels`), so
     transforms can check and reorder bands by label; repeated labels are refused.
+
+    ``noise="shift"`` estimates the noise covariance from differences of
+    neighbouring pixels (:func:`ppa_xr.noise.shift_difference_covariance`, one
+    more pass over the cube) and fits a noise-adjusted PPA on it
+    (``PPA(noise_cov=...)``: MNF with ``degree=1``); ``noise=<(d, d) array>``
+    gives the covariance directly, in the cube's band order.
     """
     return fit_pooled([obj], dim, n_samples, random_state, **ppa_params)
 
@@ -420,12 +427,17 @@ def fit_pooled(
     """
     if isinstance(cubes, (xr.DataArray, xr.Dataset)) or not len(cubes):
         raise TypeError("fit_pooled takes a list of cubes, e.g. fit_pooled([scene_a, scene_b]); for one cube use cube.ppa.fit")
-    progress = ppa_params.pop("progress", False)
-    model = PPA(random_state=random_state, **ppa_params)
-    model._checked()  # bad parameters fail before the pass over the cubes
+    progress, noise = ppa_params.pop("progress", False), ppa_params.pop("noise", None)
+    if isinstance(noise, str) and noise != "shift":
+        raise ValueError(f"noise must be 'shift' (estimated from neighbouring pixels) or a (d, d) noise covariance, got {noise!r}")
+    PPA(random_state=random_state, **ppa_params, noise_cov=None if noise is None else np.eye(2))._checked()  # fail before any pass
     arrays = [feature_array(obj, dim) for obj in cubes]
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(cubes[0], xr.Dataset))
     arrays = [features.select(da, arrays[0].sizes[dim]) for da in arrays]
+    if noise is not None:
+        ppa_params["noise_cov"] = shift_difference_covariance(arrays, dim) if isinstance(noise, str) else noise
+    model = PPA(random_state=random_state, **ppa_params)
+    model._checked(arrays[0].sizes[dim])
     values, groups, sample = sample_cubes(arrays, dim, n_samples, random_state)
     return model.fit(values, groups=groups, features=features, sample=sample, progress=progress)
 

@@ -591,21 +591,20 @@ def fit_params(
     folds, order = Folds.select(groups, n, n_folds, rng, selection_rows) if len(degrees) > 1 else (None, None)
     Z, mean, factor = _centred(X, order, per_feature=standardize)
     cov = Z.T @ Z / n
-    whitening = None  # W of the fit's values z = W (x - mean), when not a power-of-two scaling
+    whitening, unit = None, 1.0  # the fit's values are W (x - mean) / unit, with W = I / factor unless whitening
     if standardize:  # W = D^-1: each feature's standard deviation D; a constant feature keeps 1
         std = np.sqrt(np.diag(cov))
         feature_scale = np.where(std > 0, std, 1 / factor)
         Z /= feature_scale
         cov = cov / np.outer(feature_scale, feature_scale)
         whitening = np.diag(1 / (factor * feature_scale))
-    elif noise_cov is not None:  # W = Lambda^-1/2 U^T, then a power of two for O(1) values
-        W = noise_whitening(noise_cov) * factor
-        Z = Z @ W.T
+    elif noise_cov is not None:  # W = Lambda^-1/2 U^T (noise in unit variance), then a power of two for O(1) values
+        whitening = noise_whitening(noise_cov)
+        Z = Z @ (whitening * factor).T
         spread = np.abs(Z).max()
         unit = 2.0 ** np.round(np.log2(spread)) if spread > 0 else 1.0
         Z /= unit
         cov = Z.T @ Z / n
-        whitening = W / (factor * unit)
     pca = pca_solution(cov)
     res = Residual(Z, np.eye(d), cov, n if folds is None else int(folds.bounds[-1]))
     total = reference = np.trace(cov)  # the sample's energy; the reference is renewed at each recompute
@@ -648,7 +647,7 @@ def fit_params(
         size = 1 if curved else min(2 * size, MAX_BLOCK)
     if whitening is None:
         return _compose(mean / factor, steps, frames, res.cov[0, 0], tails, pca).scaled(factor)
-    return _compose(whitening @ mean, steps, frames, res.cov[0, 0], tails, pca).prewhitened(whitening)
+    return _compose(whitening @ mean / unit, steps, frames, res.cov[0, 0], tails, pca).scaled(unit).prewhitened(whitening)
 
 
 def noise_whitening(noise_cov: np.ndarray) -> np.ndarray:

@@ -19,6 +19,12 @@ least-squares curves at hundreds of bands, can be switched on:
   (targets of anomaly-detection scenes), far from the materials.
 
 The clean signal is returned too (``signal``), for denoising benchmarks.
+
+:func:`make_noisy_scene` lays such curved signal out on a raster: a few
+spatially smooth latent factors (so neighbouring pixels differ mostly by
+noise, as MNF's shift-difference noise estimate assumes), or with
+``edges=True`` piecewise-constant regions with sharp boundaries (where that
+assumption fails), and band-dependent noise.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import xarray as xr
 
 
 @dataclass(frozen=True)
@@ -80,3 +87,50 @@ def make_curved_mixture(
     std *= noise_level / std.mean()
     draws = rng.standard_normal((n_samples, n_bands)) if noise == "gaussian" else rng.standard_t(2, (n_samples, n_bands))
     return SyntheticCube(signal + draws * std, signal, material, std)
+
+
+@dataclass(frozen=True)
+class SyntheticScene:
+    """A noisy raster (``cube``: band x y x), its noise-free ``signal`` (same layout) and the noise's std per band."""
+
+    cube: xr.DataArray
+    signal: xr.DataArray
+    noise_std: np.ndarray
+
+
+def _smooth_fields(rng: np.random.Generator, count: int, shape: tuple[int, int], sigma: float) -> np.ndarray:
+    """``count`` spatially smooth random fields (count x height x width) in [-1, 1]."""
+    from scipy.ndimage import gaussian_filter
+
+    fields = np.stack([gaussian_filter(rng.standard_normal(shape), sigma, mode="wrap") for _ in range(count)])
+    return fields / np.abs(fields).max(axis=(1, 2), keepdims=True)
+
+
+def make_noisy_scene(
+    height: int = 64,
+    width: int = 64,
+    n_bands: int = 150,
+    n_factors: int = 3,
+    noise_level: float = 0.05,
+    noise_range: float = 10.0,
+    edges: bool = False,
+    random_state: int | None = 0,
+) -> SyntheticScene:
+    """A raster whose clean signal is known: ``x = mu + sum_j (t_j u_j + t_j^2 v_j)`` over ``n_factors``
+    latent fields ``t_j`` (spatially smooth, or with ``edges`` piecewise constant in four levels),
+    smooth spectra ``mu, u_j, v_j``, plus Gaussian noise whose standard deviation varies ``noise_range``
+    times across the bands (mean ``noise_level``)."""
+    rng = np.random.default_rng(random_state)
+    wavelengths = np.linspace(0, 1, n_bands)
+    t = _smooth_fields(rng, n_factors, (height, width), sigma=min(height, width) / 8)
+    if edges:
+        t = np.round(1.5 * t) / 1.5  # four levels with sharp boundaries between them
+    mean = 1.0 + 0.5 * _smooth_spectra(rng, 1, wavelengths)[0]
+    linear, quadratic = 0.3 * _smooth_spectra(rng, n_factors, wavelengths), 0.2 * _smooth_spectra(rng, n_factors, wavelengths)
+    signal = mean[:, None, None] + np.tensordot(linear, t, axes=(0, 0)) + np.tensordot(quadratic, t**2, axes=(0, 0))
+    std = np.geomspace(1, noise_range, n_bands)[rng.permutation(n_bands)]
+    std *= noise_level / std.mean()
+    noisy = signal + rng.standard_normal(signal.shape) * std[:, None, None]
+    coords = {"band": np.arange(1, n_bands + 1), "y": np.arange(height, dtype=float), "x": np.arange(width, dtype=float)}
+    make = lambda values, name: xr.DataArray(values, dims=("band", "y", "x"), coords=coords, name=name)  # noqa: E731
+    return SyntheticScene(make(noisy, "radiance"), make(signal, "signal"), std)

@@ -1,0 +1,78 @@
+"""The noise of a cube from differences of neighbouring pixels (the estimate MNF starts from).
+
+Where the signal varies slowly from a pixel to the next, the difference of
+two neighbours is mostly noise: ``x_i - x_j = n_i - n_j`` with covariance
+``2 N`` for independent noise of covariance ``N``. So
+
+    N ~ cov(x_i - x_j) / 2
+
+over every pair of horizontally and vertically adjacent pixels (Green et al.
+1988; Spectral Python's ``noise_from_diffs`` takes one direction), each
+direction about its own mean difference (a smooth trend shifts it), pairs
+with a NaN or nodata pixel skipped. The sums are a dask reduction: one pass
+over the chunks, any chunking (the result agrees to rounding). Where the
+scene has sharp edges the differences also hold signal, and ``N`` is too
+large there (measured in docs/hyperspectral.md): give a noise covariance
+from a dark frame or a uniform area instead (``PPA(noise_cov=...)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import dask
+import dask.array as dsa
+import numpy as np
+import xarray as xr
+
+#: dimension names taken as the spatial axes whose neighbours are differenced
+SPATIAL = ("x", "y", "lon", "lat", "longitude", "latitude")
+
+
+def _spatial_axes(da: xr.DataArray, dim: Hashable) -> list[int]:
+    pixel_dims = [d for d in da.dims if d != dim]
+    named = [d for d in pixel_dims if str(d) in SPATIAL]
+    chosen = named if len(named) == 2 else pixel_dims[-2:]
+    if len(chosen) < 1 or all(da.sizes[d] < 2 for d in chosen):
+        raise ValueError(f"shift differences need neighbouring pixels along spatial dims; the cube's pixel dims are {pixel_dims}")
+    return [da.get_axis_num(d) for d in chosen if da.sizes[d] >= 2]
+
+
+def _moments(da: xr.DataArray, dim: Hashable) -> list[tuple]:
+    """Lazy ``(sum d d^T, sum d, count)`` of the neighbour differences ``d / sqrt(2)`` along each spatial axis."""
+    da = da.transpose(*[d for d in da.dims if d != dim], dim)
+    data = da.data if isinstance(da.data, dsa.Array) else dsa.from_array(np.asarray(da.data))
+    data = data.astype(np.float64)
+    lead = tuple(range(data.ndim - 1))
+    out = []
+    for axis in _spatial_axes(da, dim):
+        upper = tuple(slice(1, None) if i == axis else slice(None) for i in range(data.ndim))
+        lower = tuple(slice(None, -1) if i == axis else slice(None) for i in range(data.ndim))
+        diff = (data[upper] - data[lower]) / np.sqrt(2)
+        valid = dsa.isfinite(diff).all(axis=-1)
+        diff = dsa.where(valid[..., None], diff, 0.0)
+        out.append((dsa.tensordot(diff, diff, axes=(lead, lead)), diff.sum(axis=lead), valid.sum()))
+    return out
+
+
+def shift_difference_covariance(cubes: xr.DataArray | Sequence[xr.DataArray], dim: Hashable = "band") -> np.ndarray:
+    """The noise covariance ``N`` (d x d) of one cube, or pooled over several, from neighbour differences (module docstring).
+
+    ``cubes``: DataArrays with the features along ``dim``, prepared by
+    :func:`ppa_xr.xarray_ops.feature_array` (floats, nodata as NaN), all in
+    the same feature order. Computed now, in one pass over their chunks.
+    """
+    cubes = [cubes] if isinstance(cubes, xr.DataArray) else list(cubes)
+    moments = dask.compute([_moments(da, dim) for da in cubes])[0]
+    d = cubes[0].sizes[dim]
+    scatter, count = np.zeros((d, d)), 0
+    for second, first, n in (m for per_cube in moments for m in per_cube):
+        if n > 1:
+            scatter += second - np.outer(first, first) / n
+            count += int(n) - 1
+    if count < d:
+        raise ValueError(
+            f"only {count} neighbour pairs with every feature valid, fewer than the {d} features: the noise covariance "
+            "cannot be estimated; give one (noise_cov=...) from a dark frame or a uniform area"
+        )
+    return scatter / count
