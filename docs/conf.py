@@ -69,6 +69,7 @@ def _fast_argv(gallery_conf, script_vars) -> list[str]:
         "helix_curvatures": ["--fast", *out],
         "principal_curves": out,
         "tails_extrapolation": ["--realisations", "1"],
+        "hyperspectral_mnf": out,
     }[name]
 
 

@@ -409,6 +409,8 @@ def information_report(
         _add(report, "total_mi_reduction", method, xr.DataArray(total))
         _add(report, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
     report["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
+    if model.noise_cov is not None:  # noise-adjusted: components come ordered by signal-to-noise ratio
+        report["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
     report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
     report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
                         dequantized=discrete.astype(np.int8))

@@ -1,0 +1,132 @@
+"""Noise-adjusted PPA: MNF equivalence with Spectral Python, the shift-difference noise estimate, files, round trips, denoising."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from ppa_xr import PPA, load_model
+from ppa_xr.cli import main
+from ppa_xr.datasets.synthetic import make_noisy_scene
+from ppa_xr.information import multi_information_reduction
+from ppa_xr.noise import shift_difference_covariance
+from ppa_xr.xarray_ops import feature_array
+
+from .test_information_truth import gaussian
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return make_noisy_scene(48, 48, n_bands=40, random_state=0)
+
+
+def _pixels(cube: xr.DataArray) -> np.ndarray:
+    return cube.transpose("y", "x", "band").values.reshape(-1, cube.sizes["band"])
+
+
+def test_degree_1_is_spectral_pythons_mnf(scene):
+    spectral = pytest.importorskip("spectral")
+    image = scene.cube.transpose("y", "x", "band").values
+    stats, noise = spectral.calc_stats(image), spectral.noise_from_diffs(image)
+    theirs = spectral.mnf(stats, noise)
+    X = _pixels(scene.cube)
+    model = PPA(degree=1, noise_cov=noise.cov).fit(X)
+    ours, reference = model.transform(X), theirs.reduce(image, num=40).reshape(-1, 40)
+    ours *= np.sign(np.sum(ours * reference, axis=0))  # components are defined up to sign
+    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-6 * np.abs(reference).max())
+    n = len(X)  # spectral's covariance divides by n - 1, ours by n (PPA.explained_variance_)
+    np.testing.assert_allclose(1 / ((model.snr_ + 1) * n / (n - 1)), 1 / theirs.napc.eigenvalues, rtol=1e-6)  # noise fractions
+    assert np.all(np.diff(model.snr_) <= 0)  # ordered by signal-to-noise ratio
+
+
+def test_shift_estimate_is_chunk_invariant_and_skips_invalid_pairs(scene):
+    cube = feature_array(scene.cube, "band")
+    whole = shift_difference_covariance(cube)
+    for chunks in ({"x": 7, "y": 13}, {"x": 48, "y": 5, "band": 9}):
+        np.testing.assert_allclose(shift_difference_covariance(cube.chunk(chunks)), whole, rtol=1e-12, atol=0)
+    holed = cube.copy(data=cube.values.copy())
+    holed[:, 10:20, 5] = np.nan  # every pair touching these pixels drops out
+    values = holed.transpose("y", "x", "band").values
+    pairs = [(values[:, 1:] - values[:, :-1]).reshape(-1, 40), (values[1:] - values[:-1]).reshape(-1, 40)]
+    scatter = sum(np.cov(p[np.isfinite(p).all(axis=1)].T, ddof=1) * (np.isfinite(p).all(axis=1).sum() - 1) for p in pairs)
+    count = sum(np.isfinite(p).all(axis=1).sum() - 1 for p in pairs)
+    np.testing.assert_allclose(shift_difference_covariance(holed.chunk({"x": 16})), scatter / count / 2, rtol=1e-10)
+    ratio = np.sqrt(np.diag(whole)) / scene.noise_std  # a smooth scene: the differences are mostly noise
+    assert 0.9 < np.median(ratio) < 1.2
+
+
+def test_cube_fit_with_shift_noise_saves_loads_and_inverts(tmp_path, scene):
+    model = scene.cube.chunk({"x": 16}).ppa.fit(noise="shift", random_state=0, n_samples=2000)
+    np.testing.assert_allclose(model.noise_cov_, shift_difference_covariance(feature_array(scene.cube, "band")), rtol=1e-12)
+    W, N = model.whitening_, model.noise_cov_
+    np.testing.assert_allclose(W @ N @ W.T, np.eye(40), atol=1e-9)
+    assert model.scale_ is None and model.pca_.noise_cov is not None  # the like-for-like baseline is MNF
+    X = _pixels(scene.cube)[:500]
+    np.testing.assert_allclose(model.inverse_transform(model.transform(X)), X, rtol=0, atol=1e-9 * np.abs(X).max())
+    np.testing.assert_allclose(np.linalg.slogdet(model.jacobian(X[:3]))[1], np.linalg.slogdet(W)[1], rtol=1e-9)
+    for name in ("m.nc", "m.zarr"):
+        loaded = load_model(model.save(tmp_path / name))
+        np.testing.assert_array_equal(loaded.noise_cov_, N)
+        np.testing.assert_array_equal(loaded.transform(X), model.transform(X))
+        np.testing.assert_array_equal(loaded.snr_, model.snr_)
+
+
+def test_the_information_measures_count_the_whitening():
+    """MNF of Gaussian data leaves uncorrelated Gaussian outputs: it removes the whole total correlation,
+    which only holds with the whitening's log-determinant counted."""
+    X, tc = gaussian(10, 100_000, 4)
+    noise = np.diag(np.linspace(0.1, 1.0, 10))
+    model = PPA(degree=1, noise_cov=noise).fit(X[:50_000])
+    assert model.params_.log2_det_jacobian() == pytest.approx(-0.5 * np.log2(np.linalg.det(noise)))
+    assert multi_information_reduction(X[50_000:], model).total == pytest.approx(tc, rel=0.005)
+
+
+def test_bad_noise_covariances_are_refused():
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    with pytest.raises(ValueError, match="standardize=True or noise_cov, not both"):
+        PPA(standardize=True, noise_cov=np.eye(3)).fit(X)
+    with pytest.raises(ValueError, match=r"noise_cov must be \(3, 3\) for 3 features"):
+        PPA(noise_cov=np.eye(2)).fit(X)
+    with pytest.raises(ValueError, match="singular or not positive definite.*add a small diagonal"):
+        PPA(noise_cov=np.diag([1.0, 1.0, 0.0])).fit(X)
+    with pytest.raises(ValueError, match="symmetric"):
+        PPA(noise_cov=np.array([[1.0, 0.5, 0], [0, 1, 0], [0, 0, 1]])).fit(X)
+    cube = xr.DataArray(X.T.reshape(3, 15, 20), dims=("band", "y", "x"))
+    with pytest.raises(ValueError, match="noise must be 'shift'"):
+        cube.ppa.fit(noise="dark")
+
+
+def test_noise_adjusted_ppa_denoises_at_least_as_well_as_mnf_and_mnf_as_pca():
+    """The clean signal is known: each method's error to it on unseen pixels, at the k validated on others."""
+    scene = make_noisy_scene(64, 64, n_bands=100, random_state=1)
+    X, S = _pixels(scene.cube), _pixels(scene.signal)
+    noise = shift_difference_covariance(feature_array(scene.cube, "band"))
+    order = np.random.default_rng(1).permutation(len(X))
+    fit, val, test = order[:2500], order[2500:3300], order[3300:]
+
+    def best(model):
+        model.fit(X[fit])
+        errors = [[np.mean(np.sum((model.reconstruct(X[i], k) - S[i]) ** 2, axis=1)) for k in range(1, 12)] for i in (val, test)]
+        return errors[1][int(np.argmin(errors[0]))]
+
+    pca, mnf = best(PPA(degree=1)), best(PPA(degree=1, noise_cov=noise))
+    curved = best(PPA(noise_cov=noise, robust=True, random_state=0))
+    assert curved <= mnf <= pca
+    assert mnf < 0.5 * pca  # whitening the band-dependent noise is worth most of the error
+
+
+def test_cli_fit_with_shift_noise(tmp_path, scene, capsys):
+    scene.cube.to_dataset().to_netcdf(tmp_path / "scene.nc")
+    assert main(["fit", str(tmp_path / "scene.nc"), str(tmp_path / "m.nc"), "--variable", "radiance", "--noise", "shift",
+                 "--degree", "1", "--n-samples", "1000"]) == 0
+    model = load_model(tmp_path / "m.nc")
+    assert model.noise_cov_.shape == (40, 40) and np.all(np.diff(model.snr_) <= 0)
+
+
+def test_report_of_a_noise_adjusted_model_shows_snr_and_counts_the_whitening(scene):
+    model = scene.cube.ppa.fit(noise="shift", degree=1, random_state=0, n_samples=1000)
+    report = scene.cube.ppa.information_report(model, n_components=2).compute()
+    np.testing.assert_array_equal(report["snr_ppa"].values, model.snr_)
+    assert report["snr_ppa"].dims == ("component",)
+    for method in ("ppa", "pca"):  # the PCA baseline is MNF itself here: the same figure
+        assert np.isfinite(float(report[f"total_mi_reduction_{method}"]))
+    assert float(report["total_mi_reduction_ppa"]) == pytest.approx(float(report["total_mi_reduction_pca"]), abs=1e-9)
