@@ -10,7 +10,8 @@ over every pair of horizontally and vertically adjacent pixels (Green et al.
 1988; Spectral Python's ``noise_from_diffs`` takes one direction), each
 direction about its own mean difference (a smooth trend shifts it), pairs
 with a NaN or nodata pixel skipped. The sums are a dask reduction: one pass
-over the chunks, any chunking (the result agrees to rounding). Where the
+over the chunks (shared with the pixel sample in ``cube.ppa.fit``), any
+chunking (the result agrees to rounding). Where the
 scene has sharp edges the differences also hold signal, and ``N`` is too
 large there (measured in docs/hyperspectral.md): give a noise covariance
 from a dark frame or a uniform area instead (``PPA(noise_cov=...)``).
@@ -38,8 +39,8 @@ def _spatial_axes(da: xr.DataArray, dim: Hashable) -> list[int]:
     return [da.get_axis_num(d) for d in chosen if da.sizes[d] >= 2]
 
 
-def _moments(da: xr.DataArray, dim: Hashable) -> list[tuple]:
-    """Lazy ``(sum d d^T, sum d, count)`` of the neighbour differences ``d / sqrt(2)`` along each spatial axis."""
+def noise_moments(da: xr.DataArray, dim: Hashable) -> list[tuple]:
+    """Lazy ``(sum d d^T, sum d, count)`` of the neighbour differences ``d / sqrt(2)`` along each spatial axis of one cube."""
     da = da.transpose(*[d for d in da.dims if d != dim], dim)
     data = da.data if isinstance(da.data, dsa.Array) else dsa.from_array(np.asarray(da.data))
     data = data.astype(np.float64)
@@ -60,11 +61,15 @@ def shift_difference_covariance(cubes: xr.DataArray | Sequence[xr.DataArray], di
 
     ``cubes``: DataArrays with the features along ``dim``, prepared by
     :func:`ppa_xr.xarray_ops.feature_array` (floats, nodata as NaN), all in
-    the same feature order. Computed now, in one pass over their chunks.
+    the same feature order. Computed now, in one pass over their chunks
+    (``cube.ppa.fit(noise="shift")`` computes it in the sampling's pass).
     """
     cubes = [cubes] if isinstance(cubes, xr.DataArray) else list(cubes)
-    moments = dask.compute([_moments(da, dim) for da in cubes])[0]
-    d = cubes[0].sizes[dim]
+    return noise_covariance(dask.compute([noise_moments(da, dim) for da in cubes])[0], cubes[0].sizes[dim])
+
+
+def noise_covariance(moments: list[list[tuple]], d: int) -> np.ndarray:
+    """``N`` from the computed :func:`noise_moments` of each cube: the pooled covariance of the differences."""
     scatter, count = np.zeros((d, d)), 0
     for second, first, n in (m for per_cube in moments for m in per_cube):
         if n > 1:

@@ -22,7 +22,7 @@ from . import evaluation
 from .core import kernels
 from .labels import FeatureLabels
 from .model import PPA
-from .noise import shift_difference_covariance
+from .noise import noise_covariance, noise_moments
 from .pixels import FitSample, PixelSample, held_by, pixel_keys, row_digest
 
 COMPONENT = "component"
@@ -329,23 +329,31 @@ def _checked_count(n_samples: int | None) -> int:
 
 def _draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: FitSample | None, max_chunks: int | None, rng) -> Sample:
     """The bottom-``n`` sample of the cube's valid pixels under ``seed``, in one pass over its chunks (or ``max_chunks``)."""
+    return _drawn(dask.compute(_lazy_draw(da, dim, n, seed, exclude, max_chunks, rng))[0], seed, _Layout.of(da, dim))
+
+
+def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: FitSample | None, max_chunks: int | None, rng):
+    """:func:`_draw`'s reduction, not yet computed (a delayed tuple, or the tuple itself for an in-memory cube)."""
     layout = _Layout.of(da, dim)
     excluded = fitted_shares(da, dim, exclude)
     da = da.transpose(..., dim)
     if da.chunks is None:
-        keys, values, groups, index, count = _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n, excluded)
-    else:
-        data = da.data.rechunk({da.ndim - 1: -1})
-        starts = [np.cumsum((0,) + c[:-1]) for c in data.chunks[:-1]]
-        blocks = data.to_delayed()
-        chosen = list(np.ndindex(blocks.shape))
-        if max_chunks is not None and max_chunks < len(chosen):
-            chosen = [chosen[i] for i in np.sort(rng.choice(len(chosen), max_chunks, replace=False))]
-        parts = [dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n, excluded) for i in chosen]
-        while len(parts) > 1:  # tree reduction: at most n x d per merge
-            pairs = [parts[i : i + 2] for i in range(0, len(parts), 2)]
-            parts = [dask.delayed(_merge_samples)(*pair, n) if len(pair) == 2 else pair[0] for pair in pairs]
-        keys, values, groups, index, count = dask.compute(parts[0])[0]
+        return _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n, excluded)
+    data = da.data.rechunk({da.ndim - 1: -1})
+    starts = [np.cumsum((0,) + c[:-1]) for c in data.chunks[:-1]]
+    blocks = data.to_delayed()
+    chosen = list(np.ndindex(blocks.shape))
+    if max_chunks is not None and max_chunks < len(chosen):
+        chosen = [chosen[i] for i in np.sort(rng.choice(len(chosen), max_chunks, replace=False))]
+    parts = [dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n, excluded) for i in chosen]
+    while len(parts) > 1:  # tree reduction: at most n x d per merge
+        pairs = [parts[i : i + 2] for i in range(0, len(parts), 2)]
+        parts = [dask.delayed(_merge_samples)(*pair, n) if len(pair) == 2 else pair[0] for pair in pairs]
+    return parts[0]
+
+
+def _drawn(result: tuple, seed: int, layout: _Layout) -> Sample:
+    keys, values, groups, index, count = result
     order = np.argsort(keys, kind="stable")
     values, keys, index = values[order], keys[order], index[order]
     witness = (int(index[0]), row_digest(values[0])) if len(keys) else None
@@ -353,8 +361,8 @@ def _draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: FitSample
 
 
 def sample_cubes(
-    cubes: list[xr.DataArray], dim: Hashable, n_samples: int | None, random_state: int | None,
-) -> tuple[np.ndarray, np.ndarray, FitSample]:
+    cubes: list[xr.DataArray], dim: Hashable, n_samples: int | None, random_state: int | None, along: Any = None,
+) -> tuple[np.ndarray, np.ndarray, FitSample, Any]:
     """One uniform sample of the valid pixels of several cubes (any grids): rows, groups, and the sample per cube.
 
     Each cube's pixels get keys under their own seed (the first cube's is the
@@ -362,12 +370,15 @@ def sample_cubes(
     sample); the ``n_samples`` smallest keys of the union are kept, so each
     cube contributes in proportion to its valid pixels. A cube's share is
     recorded as its pixels with keys up to the largest key kept from it.
-    Groups are the spatial blocks, distinct per cube.
+    Groups are the spatial blocks, distinct per cube. ``along``: other lazy
+    reductions over the same cubes (e.g. the noise estimate's), computed in
+    the same pass over their chunks and returned last.
     """
     n = _checked_count(n_samples)
     seed = int(np.random.default_rng(random_state).integers(2**63))
     seeds = [seed] + [int(np.random.default_rng([seed, i]).integers(2**63)) for i in range(1, len(cubes))]
-    samples = [_draw(da, dim, n, s, None, None, None) for da, s in zip(cubes, seeds)]
+    results, along = dask.compute([_lazy_draw(da, dim, n, s, None, None, None) for da, s in zip(cubes, seeds)], along)
+    samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
     count = sum(sample.n_valid for sample in samples)
     if count == 0:
         raise ValueError(f"the {'cubes have' if len(cubes) > 1 else 'cube has'} no valid pixel (every pixel has a NaN or nodata feature)")
@@ -383,7 +394,7 @@ def sample_cubes(
         mine = keys[kept][cube[kept] == i]
         witness = sample.drawn.witness if len(mine) else None  # its first row, the smallest key, is kept when any is
         shares.append(PixelSample(sample.drawn.seed, int(mine.max(initial=0)), len(mine), sample.drawn.shape, witness))
-    return np.concatenate([sample.values for sample in samples])[kept], groups[kept], FitSample(tuple(shares))
+    return np.concatenate([sample.values for sample in samples])[kept], groups[kept], FitSample(tuple(shares)), along
 
 
 # --------------------------------------------------------------------------- maps
@@ -405,8 +416,8 @@ def fit(
     transforms can check and reorder bands by label; repeated labels are refused.
 
     ``noise="shift"`` estimates the noise covariance from differences of
-    neighbouring pixels (:func:`ppa_xr.noise.shift_difference_covariance`, one
-    more pass over the cube) and fits a noise-adjusted PPA on it
+    neighbouring pixels (:func:`ppa_xr.noise.shift_difference_covariance`, in
+    the sampling's pass over the chunks) and fits a noise-adjusted PPA on it
     (``PPA(noise_cov=...)``: MNF with ``degree=1``); ``noise=<(d, d) array>``
     gives the covariance directly, in the cube's band order.
     """
@@ -434,11 +445,12 @@ def fit_pooled(
     arrays = [feature_array(obj, dim) for obj in cubes]
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(cubes[0], xr.Dataset))
     arrays = [features.select(da, arrays[0].sizes[dim]) for da in arrays]
+    shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
+    values, groups, sample, shift = sample_cubes(arrays, dim, n_samples, random_state, along=shift)
     if noise is not None:
-        ppa_params["noise_cov"] = shift_difference_covariance(arrays, dim) if isinstance(noise, str) else noise
+        ppa_params["noise_cov"] = noise_covariance(shift, arrays[0].sizes[dim]) if shift is not None else noise
     model = PPA(random_state=random_state, **ppa_params)
     model._checked(arrays[0].sizes[dim])
-    values, groups, sample = sample_cubes(arrays, dim, n_samples, random_state)
     return model.fit(values, groups=groups, features=features, sample=sample, progress=progress)
 
 

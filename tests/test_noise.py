@@ -130,3 +130,18 @@ def test_report_of_a_noise_adjusted_model_shows_snr_and_counts_the_whitening(sce
     for method in ("ppa", "pca"):  # the PCA baseline is MNF itself here: the same figure
         assert np.isfinite(float(report[f"total_mi_reduction_{method}"]))
     assert float(report["total_mi_reduction_ppa"]) == pytest.approx(float(report["total_mi_reduction_pca"]), abs=1e-3)
+
+
+def test_the_shift_estimate_shares_the_sampling_pass(scene):
+    reads = []
+
+    def counted(block):
+        if block.size:  # not dask's meta probe
+            reads.append(block.shape)
+        return block
+
+    source = scene.cube.chunk({"x": 12, "y": 12})  # 16 chunks
+    cube = source.copy(data=source.data.map_blocks(counted, dtype=source.dtype))
+    model = cube.ppa.fit(noise="shift", degree=1, n_samples=1000, random_state=0)
+    assert len(reads) == 16  # every chunk read once, for the sample and the noise together
+    np.testing.assert_allclose(model.noise_cov_, shift_difference_covariance(feature_array(scene.cube, "band")), rtol=1e-12)
