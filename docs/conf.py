@@ -70,6 +70,7 @@ def _fast_argv(gallery_conf, script_vars) -> list[str]:
         "principal_curves": out,
         "tails_extrapolation": ["--realisations", "1"],
         "hyperspectral_mnf": out,
+        "report_figure": out,
     }[name]
 
 

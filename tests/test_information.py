@@ -117,9 +117,27 @@ def test_report_on_a_raster(tmp_path):
     assert computed["entropy_input"].dims == ("band",)
     table = summary_table(computed)
     assert "| multi-information reduction (bits) |" in table and table.count("\n") > 10
+    import matplotlib.pyplot as plt
+
+    before = plt.get_fignums()
     fig = plot_report(computed)
+    assert plt.get_fignums() == before  # not registered with pyplot: a notebook draws it once
     fig.savefig(tmp_path / "report.png")
     assert (tmp_path / "report.png").stat().st_size > 10_000
+    maps = [ax for ax in fig.axes if ax.get_xlabel() == "x (m)"]
+    assert len(maps) == 4 and all(ax.get_ylabel() == "y (m)" for ax in maps)
+    assert all(not ax.xaxis.get_major_formatter().get_offset() for ax in maps)  # no stray 1e6 offset
+    assert "PPA minus PCA" in maps[1].get_title() and "PPA minus PCA" in maps[3].get_title()
+    curve = next(ax for ax in fig.axes if ax.get_xlabel() == "components kept k")
+    assert all(float(t).is_integer() for t in curve.get_xticks())
+
+
+def test_summary_of_many_bands_fits_a_screen():
+    X = curved_sample(4000, d=30)
+    model = PPA(degree=(1, 2), random_state=0).fit(X[:2000])
+    table = summary_table(information_report(X[2000:], model, n_components=3))
+    assert table.count("reconstruction error per pixel, k =") == 10 and "k = 11 to 29" in table
+    assert "mean over k = 1..29, worst k" in table and table.count("\n") < 20
 
 
 def test_report_maps_are_nan_on_invalid_pixels():
