@@ -11,7 +11,7 @@ from pathlib import Path
 
 import ppa_xr
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(os.environ.get("PPA_XR_ROOT") or Path(__file__).resolve().parent.parent)  # the tests build a copy of docs/
 
 project = "ppa_xr"
 author = "ppa_xr developers"

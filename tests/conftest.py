@@ -1,5 +1,10 @@
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# property tests are reproducible and leave no example database in the repository
+settings.register_profile("ppa_xr", derandomize=True, database=None)
+settings.load_profile("ppa_xr")
 
 
 def curved_sample(n: int, d: int = 4, noise: float = 0.05, seed: int = 0) -> np.ndarray:

@@ -43,7 +43,7 @@ def test_dataset_in_dataset_out(landsat):
     model = ds.ppa.fit(n_samples=5000, random_state=0)
     back = ds.ppa.transform(model).ppa.inverse_transform(model)
     assert isinstance(back, xr.Dataset) and list(back.data_vars) == list(ds.data_vars)
-    np.testing.assert_allclose(back["B4"].values, ds["B4"].values, rtol=1e-3)
+    np.testing.assert_allclose(back["B4"].values, ds["B4"].values, rtol=5e-6)  # float32 round trip: measured 4.4e-7
 
 
 def test_cli_band_stacks_travel_between_scenes_and_outputs_describe_bands(tmp_path, capsys):
@@ -98,7 +98,8 @@ def test_stackstac_style_cube_fits_pooled_over_time(landsat):
     _, groups = cube.ppa.sample(n_samples=20_000, random_state=0, return_groups=True)
     assert len(np.unique(groups)) == 100  # blocks over x/y, each spanning every time
     per_time = [cube.isel(time=t).ppa.fit(n_samples=5000, random_state=0) for t in range(3)]  # one model per time step
-    assert len({tuple(m.degrees_) for m in per_time}) >= 1 and all(m.n_features_in_ == 10 for m in per_time)
+    assert all(m.n_features_in_ == 10 and m.sample_.cubes[0].shape == (320, 320) for m in per_time)
+    assert not np.array_equal(per_time[0].mean_, per_time[1].mean_)  # each fitted on its own time step's pixels
 
 
 def test_odc_stac_style_dataset(landsat):

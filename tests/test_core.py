@@ -56,7 +56,7 @@ def test_float32_stays_float32(curved):
     R = model.transform(X32)
     assert R.dtype == np.float32
     assert model.inverse_transform(R).dtype == np.float32
-    np.testing.assert_allclose(R, model.transform(curved), rtol=0, atol=1e-3 * np.abs(R).max())
+    np.testing.assert_allclose(R, model.transform(curved), rtol=0, atol=5e-6 * np.abs(R).max())  # measured 5.2e-7: float32 rounding
 
 
 @pytest.mark.parametrize("name", ["Segmentation", "Pageblocks"])

@@ -142,3 +142,23 @@ def test_json_of_the_sample_is_readable(tmp_path, cube_model):
     record = json.loads(ds.attrs["fit_sample"])
     assert isinstance(record, list) and record[0]["size"] == 5000 and len(record[0]["witness"]) == 2
     assert ppa_xr.PPA.from_dataset(ds).sample_ == cube_model.sample_
+
+
+def test_a_model_without_checksums_is_refused(cube_model):
+    ds = cube_model.to_dataset()
+    ds["rotation"].attrs.pop("sha256")
+    with pytest.raises(ValueError, match="checksum of 'rotation' does not match"):
+        PPA.from_dataset(ds)
+
+
+def test_overwrite_never_writes_over_an_input(tmp_path, cube_model, capsys):
+    from ppa_xr.datasets import landsat8_sample_path
+
+    scene = tmp_path / "scene.tif"
+    scene.write_bytes(open(landsat8_sample_path(), "rb").read())
+    before = scene.read_bytes()
+    model = cube_model.save(tmp_path / "m.nc")
+    assert main(["transform", str(scene), str(model), str(scene), "--overwrite"]) == 2
+    assert "is also an input" in capsys.readouterr().err
+    assert main(["transform", str(scene), str(model), str(model), "--overwrite"]) == 2  # the model is an input too
+    assert scene.read_bytes() == before and load_model(model).degrees_.tolist() == cube_model.degrees_.tolist()
