@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from ppa_xr import PPA
-from ppa_xr.core import basis, forward, inverse, jacobian
+from ppa_xr.core import basis, forward, inverse, jacobian, kernels
 
 from .conftest import curved_sample
 
@@ -229,3 +229,15 @@ def test_truncated_reconstruction_is_the_documented_sum():
             T = basis.powers((R[:, q] - p.center[q]) / p.scale[q], g, p.tails, np.empty((g, len(R))))
             x += T.T @ p.inverse[q, :g]
         np.testing.assert_allclose(model.inverse_transform(R[:, :k]), x, rtol=0, atol=1e-12 * np.abs(X).max())
+
+
+def test_a_strided_band_first_view_gets_a_band_first_output():
+    """A slice of a (band, y, x) raster, as dask hands to a task, is band-major though not contiguous: its output
+    must be band-major (contiguous per component), or every consumer pays for a transpose."""
+    X = curved_sample(3000, d=4)
+    model = PPA(degree=2, random_state=0).fit(X)
+    raster = np.moveaxis(curved_sample(64 * 64, d=4).reshape(64, 64, 4), -1, 0).copy()  # (band, y, x), contiguous
+    view = np.moveaxis(raster[:, 8:40, 16:48], 0, -1)  # (y, x, band): a strided band-first slice
+    out = kernels.forward(view, model.params_)
+    assert np.moveaxis(out, -1, 0).flags.c_contiguous
+    np.testing.assert_allclose(out.reshape(-1, 4), kernels.forward(view.reshape(-1, 4), model.params_), rtol=1e-12, atol=1e-12)

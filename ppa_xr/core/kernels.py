@@ -55,7 +55,9 @@ def _as_columns(x: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.dt
         raise ValueError(f"{what} must have {width} values along its last axis, got shape {x.shape}")
     dtype = np.dtype(np.float32) if x.dtype == np.float32 else np.dtype(np.float64)
     moved = np.moveaxis(x, -1, 0)
-    feature_major = x.ndim > 1 and moved.flags.c_contiguous and not x.flags.c_contiguous
+    # by the strides, not by contiguity: a strided view of a band-first chunk (a slice of a larger raster,
+    # as dask hands out slices of an in-memory cube) is band-major too, and gets a band-major output
+    feature_major = x.ndim > 1 and x.size > 0 and abs(x.strides[-1]) > max(abs(s) for s in x.strides[:-1])
     return moved.reshape(width, -1).astype(dtype, copy=False), dtype, feature_major
 
 

@@ -1,0 +1,88 @@
+"""The lazy path under dask's schedulers: ppa_xr's transform against a plain map_blocks projection, side by side.
+
+Cube: 36 bands x 1536 x 1536 float32 with curved bands (bands 2..36 carry
+random multiples of ``b1^2`` and ``b1^3``), chunks of 512 x 512, held three ways:
+in memory (``.chunk()``: dask hands each task a strided slice), in a zarr
+store and in a tiled GeoTIFF (each chunk read contiguous). Models: PCA
+(``degree=1``) and PPA (degrees 1..5), both fitted on 50,000 sampled pixels.
+The baseline is ``dask.array.map_blocks`` of ``V x - V mean`` with the fitted
+PCA, BLAS threads as the user has them. Each cell is the best of 3
+interleaved runs; the ratio is ppa_xr / projection in the same process.
+
+Run by hand: ``python benchmarks/bench_parallel.py [--side 1536] [--repeat 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import dask
+import dask.array as dsa
+import numpy as np
+import xarray as xr
+
+from ppa_xr import PPA
+
+
+def curved_cube(side: int, d: int = 36) -> xr.DataArray:
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(d, side, side)).astype(np.float32)
+    data[1:] += (data[0] ** 2)[None] * rng.normal(size=(d - 1, 1, 1)).astype(np.float32)
+    data[1:] += 0.3 * (data[0] ** 3)[None] * rng.normal(size=(d - 1, 1, 1)).astype(np.float32)
+    coords = {"band": np.arange(1, d + 1), "y": np.arange(side, 0, -1.0), "x": np.arange(side, dtype=float)}
+    return xr.DataArray(data, dims=("band", "y", "x"), coords=coords, name="cube")
+
+
+def sources(cube: xr.DataArray, folder: Path) -> dict[str, xr.DataArray]:
+    import rioxarray
+
+    cube.to_dataset().to_zarr(folder / "cube.zarr", mode="w", encoding={"cube": {"chunks": (cube.sizes["band"], 512, 512)}})
+    cube.rio.write_crs("EPSG:32632").rio.to_raster(folder / "cube.tif", tiled=True, blockxsize=512, blockysize=512)
+    return {
+        "memory (.chunk)": cube.chunk({"y": 512, "x": 512}),
+        "zarr": xr.open_zarr(folder / "cube.zarr")["cube"],
+        "GeoTIFF": rioxarray.open_rasterio(folder / "cube.tif", chunks={"band": -1, "x": 512, "y": 512}),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--side", type=int, default=1536)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    cube = curved_cube(args.side)
+    sample = cube.ppa.sample(n_samples=50_000, random_state=0)
+    models = {"degree=1": PPA(degree=1).fit(sample), "PPA (1..5)": PPA(degree=(1, 2, 3, 4, 5), random_state=0).fit(sample)}
+    pca = models["degree=1"].pca_
+    V, offset = pca.components_.astype(np.float32), (pca.components_ @ pca.mean_).astype(np.float32)
+    print(f"{cube.sizes['band']} x {args.side} x {args.side} float32, chunks 512 x 512; PPA curved steps: "
+          f"{int((models['PPA (1..5)'].degrees_ > 1).sum())}")
+    print("\n| source | scheduler | projection | degree=1 | ratio | PPA (1..5) | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, source in sources(cube, Path(tmp)).items():
+            data = source.transpose("band", "y", "x").data
+
+            def projection(data=data):
+                return dsa.map_blocks(lambda b: np.tensordot(V, b, axes=(1, 0)) - offset[:, None, None], data, dtype=np.float32).compute()
+
+            runs = {"projection": projection} | {label: (lambda m=m, s=source: s.ppa.transform(m, check=False).data.compute())
+                                                 for label, m in models.items()}
+            for scheduler in ("threads", "sync"):
+                with dask.config.set(scheduler=scheduler):
+                    times = {label: np.inf for label in runs}
+                    for _ in range(args.repeat):  # interleaved: every run sees the same machine state
+                        for label, run in runs.items():
+                            start = time.perf_counter()
+                            run()
+                            times[label] = min(times[label], time.perf_counter() - start)
+                base = times["projection"]
+                print(f"| {name} | {scheduler} | {base:.3f} s | {times['degree=1']:.3f} s | {times['degree=1'] / base:.2f}x "
+                      f"| {times['PPA (1..5)']:.3f} s | {times['PPA (1..5)'] / base:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
