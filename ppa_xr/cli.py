@@ -25,11 +25,14 @@ import xarray as xr
 
 from . import PPA, load_model, model_io, xarray_ops
 from .core import fitting
+from .core.basis import TAILS
 from .files import check_output, replace_atomically
 from .rasters import open_band_stack
 
 
 RASTER_SUFFIXES = (".tif", ".tiff", ".vrt", ".jp2")
+#: the estimator's defaults: the options that set its parameters default to them
+_DEFAULTS = PPA().get_params()
 OUTPUT_SUFFIXES = (".tif", ".tiff", ".nc", ".zarr")
 
 
@@ -295,17 +298,18 @@ def build_parser() -> argparse.ArgumentParser:
     fit = command("fit", _cmd_fit, "fit a model on sampled pixels", ("inputs", "model"))
     fit.add_argument("--dim", default="band", help="the band/feature dimension (default band)")
     fit.add_argument("--n-samples", type=_positive, help="pixels sampled for the fit (default: up to 200000)")
-    fit.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="polynomial degree, or candidates (default 1 2 3 4 5)")
-    fit.add_argument("--tails", default="clamp", choices=["clamp", "linear", "polynomial"], help="beyond the fitted range (default clamp)")
+    fit.add_argument("--degree", type=int, nargs="+", default=list(_DEFAULTS["degree"]),
+                     help=f"polynomial degree, or candidates (default {' '.join(map(str, _DEFAULTS['degree']))})")
+    fit.add_argument("--tails", default=_DEFAULTS["tails"], choices=TAILS, help=f"beyond the fitted range (default {_DEFAULTS['tails']})")
     fit.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")
     fit.add_argument("--max-curved", type=int, help="at most this many steps get a polynomial (faster at hundreds of bands)")
-    fit.add_argument("--selection-samples", type=_positive, default=fitting.SELECTION_ROWS,
-                     help=f"sampled pixels the degree selection uses (default {fitting.SELECTION_ROWS})")
+    fit.add_argument("--selection-samples", type=_positive, default=_DEFAULTS["selection_samples"],
+                     help=f"sampled pixels the degree selection uses (default {_DEFAULTS['selection_samples']})")
     fit.add_argument("--standardize", action="store_true", help="divide each band by its standard deviation first (bands in "
                      "different units); stored in the model and undone by inverse")
     fit.add_argument("--noise", choices=("shift",), help="noise-adjusted PPA (MNF with --degree 1): whiten the noise "
                      "estimated from differences of neighbouring pixels, so components come ordered by signal-to-noise ratio")
-    fit.add_argument("--validation", choices=fitting.VALIDATIONS, default="groups",
+    fit.add_argument("--validation", choices=fitting.VALIDATIONS, default=_DEFAULTS["validation"],
                      help="what degree selection holds out: spatial blocks (groups, default) or regimes of the data "
                      "(transfer: keep only curves that carry over to unlike scenes)")
     fit.add_argument("--robust", action="store_true", help="validate curves axis by axis and fit them within robust fences "

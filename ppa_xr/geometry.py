@@ -47,7 +47,7 @@ def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> 
     """
     check_is_fitted(model)
     q = _check_component(model, component)
-    X = model._check_input(X).astype(np.float64)
+    X = model.check_input(X).astype(np.float64)
     params = model.params_
     d = params.n_features
     if order is not None and (isinstance(order, bool) or not isinstance(order, (int, np.integer)) or not 1 <= order <= d):

@@ -186,8 +186,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"degree must be an int in [1, {MAX_DEGREE}] or a non-empty sequence of them, got {self.degree!r}")
         return fitting.candidate_degrees(degrees)
 
-    def _checked(self, n_features: int | None = None) -> list[int]:
-        """Every parameter checked outside ``fit`` (before a pass over a cube, or on load): the candidate degrees."""
+    def check_params(self, n_features: int | None = None) -> list[int]:
+        """Check every parameter without fitting (before a pass over a cube, or on load), with the
+        shapes that depend on ``n_features`` when given; returns the candidate degrees.
+
+        Raises ValueError (scikit-learn's ``InvalidParameterError`` included) naming the parameter.
+        """
         self._validate_params()
         if self.standardize and self.noise_cov is not None:
             raise ValueError("pass standardize=True or noise_cov, not both: noise whitening already puts every direction in noise units")
@@ -231,7 +235,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n, d = X.shape
         if d < 2:
             raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
-        degrees = self._checked(d)
+        degrees = self.check_params(d)
         if n < fitting.min_samples(degrees):
             raise ValueError(
                 f"degree up to {max(degrees)} needs at least {fitting.min_samples(degrees)} samples "
@@ -251,9 +255,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             # stable under load, where the default threads doubled the fit time (docs/performance.md)
             with np.errstate(over="raise", invalid="raise", divide="raise"), threadpool_limits(limits=1, user_api="blas"):
                 params = fitting.fit_params(
-                    X, degrees, self.tails, self.leading, self.n_folds, groups, rng, _report_steps if progress else None,
-                    self.max_curved, n if self.selection_samples is None else self.selection_samples, self.standardize,
-                    self.robust, self.validation == "transfer", self._noise_cov(d),
+                    X, degrees, tails=self.tails, leading=self.leading, n_folds=self.n_folds, groups=groups, rng=rng,
+                    progress=_report_steps if progress else None, max_curved=self.max_curved,
+                    selection_rows=n if self.selection_samples is None else self.selection_samples, standardize=self.standardize,
+                    robust=self.robust, transfer=self.validation == "transfer", noise_cov=self._noise_cov(d),
                 )
         except FloatingPointError as err:
             raise ValueError(
@@ -287,7 +292,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def from_params(cls, params: PPAParams, features: FeatureLabels | None = None, sample: FitSample | None = None, **init_params) -> PPA:
         """A fitted estimator around existing parameters (e.g. loaded from disk), its parameters validated."""
         model = cls(**init_params)
-        allowed = set(model._checked(params.n_features)) | {1}
+        allowed = set(model.check_params(params.n_features)) | {1}
         if not set(params.degrees.tolist()) <= allowed:
             raise ValueError(f"the fitted degrees {sorted(set(params.degrees.tolist()))} are not among the candidates {sorted(allowed)}")
         if params.tails != model.tails:
@@ -305,7 +310,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     @classmethod
     def from_dataset(cls, ds, source: str = "dataset") -> PPA:
         """The model of :meth:`to_dataset`, every array and parameter checked; a damaged one raises ValueError."""
-        params, init, features, sample = model_io.from_dataset(ds, source)
+        params, init, features, sample = model_io.from_dataset(ds, cls._get_param_names(), source)
         try:
             return cls.from_params(params, features, sample, **init)
         except ValueError as err:  # sklearn's InvalidParameterError included
@@ -352,13 +357,15 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             pca.feature_names_in_ = self.feature_names_in_
         return pca
 
-    def _check_input(self, X) -> np.ndarray:
+    def check_input(self, X) -> np.ndarray:
+        """``X`` as the fitted model takes it: 2-D, the fitted number of features, float32 or float64
+        (other numbers as float64); rows with NaN or inf are kept (every map gives them NaN)."""
         check_is_fitted(self)
         return validate_data(self, X, reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)  # NaN / inf rows give NaN
 
     def transform(self, X) -> np.ndarray:
         """PPA coordinates (n_samples x n_components); rows with NaN or inf give NaN (as on cubes)."""
-        X = self._check_input(X)
+        X = self.check_input(X)
         R = kernels.forward(X, self.params_, self.n_components_)
         return R / self._spread(R.shape[1], R.dtype) if self.whiten else R
 
@@ -377,8 +384,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         R = np.asarray(X)
         if R.ndim != 2:
             raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
-        if not 1 <= R.shape[1] <= self.n_features_in_:
-            raise ValueError(f"expected 1 to {self.n_features_in_} components per row, got {R.shape[1]}.")
+        kernels.check_components(R.shape[1], self.n_features_in_, "the number of components per row")
         if R.dtype.kind not in "iuf":
             raise TypeError(f"components must be real numbers, got dtype {R.dtype}")
         if R.dtype.kind != "f":
@@ -387,11 +393,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def jacobian(self, X) -> np.ndarray:
         """Analytic Jacobian ``dr/dx`` (n_samples x d x d); ``|det| = 1`` (``prod 1 / scale_`` with ``standardize=True``)."""
-        return kernels.jacobian(self._check_input(X), self.params_)
+        return kernels.jacobian(self.check_input(X), self.params_)
 
     def reconstruct(self, X, n_components: int) -> np.ndarray:
         """Reconstruction of ``X`` from its first ``n_components`` PPA components (see :meth:`inverse_transform`)."""
-        return kernels.reconstruct(self._check_input(X), self.params_, n_components)
+        return kernels.reconstruct(self.check_input(X), self.params_, n_components)
 
     def reconstruction_mse(self, X) -> np.ndarray:
         """Reconstruction error keeping ``k = 1..d`` components -> (d,), in squared input units.
@@ -402,7 +408,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         error is divided by its variance, ``scale_**2``. All ``d`` values come
         from one forward pass.
         """
-        X = self._check_input(X)
+        X = self.check_input(X)
         return np.mean(kernels.error_curve(X, self.params_), axis=0)
 
     def __repr__(self, N_CHAR_MAX: int = 700) -> str:

@@ -22,11 +22,13 @@ import json
 import numbers
 import os
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from ._version import VERSION
 from .core.params import PPAParams
 from .files import check_output, locked, recover_interrupted, replace_atomically
 from .labels import FeatureLabels
@@ -48,8 +50,6 @@ _DIMS = {
 _NOISE = "noise_cov"
 #: arrays of older formats: the standardizing scales ``D`` (versions 3-6), read as ``whitening = diag(1 / D)``
 _LEGACY = {"feature_scale": (3, 6)}
-INIT = ("n_components", "degree", "tails", "leading", "n_folds", "max_curved", "selection_samples", "whiten", "standardize",
-        "robust", "noise_cov", "validation", "random_state")
 #: names added in a format version, absent from older files
 _ADDED = {3: {"feature_scale", "standardize"}, 4: {"selection_samples"}, 5: {"robust"}, 6: {"validation"},
           7: {"whitening", "noise_cov"}}
@@ -70,9 +70,7 @@ def _checksum(name: str, values: np.ndarray) -> str:
 
 def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels | None, sample: FitSample | None = None) -> xr.Dataset:
     """The model as an xarray Dataset: parameters with checksums, labels, estimator parameters and provenance."""
-    from . import __version__
-
-    init = {name: init[name] for name in INIT}
+    init = dict(init)  # the estimator's get_params(): every parameter, whatever the estimator names
     if not isinstance(init["leading"], str):
         raise ValueError("a model with a callable leading-vector strategy cannot be saved as data; register it by name instead")
     degree, seed = init["degree"], init["random_state"]
@@ -94,7 +92,7 @@ def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels 
     ds.attrs = {
         "ppa_xr_format": FORMAT,
         "ppa_xr_format_version": FORMAT_VERSION,
-        "ppa_xr_version": __version__,
+        "ppa_xr_version": VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "tails": params.tails,
         "estimator_params": json.dumps(init),
@@ -122,8 +120,12 @@ def _allowed(name: str) -> bool:
     return name in _DIMS or name in _LEGACY or name in (_NOISE, "feature") or name.startswith((_COORD, _LEVEL))
 
 
-def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, dict[str, Any], FeatureLabels | None, FitSample | None]:
-    """Parameters, estimator parameters and labels from :func:`to_dataset`'s layout, verified array by array."""
+def from_dataset(
+    ds: xr.Dataset, parameters: Sequence[str], source: str = "dataset",
+) -> tuple[PPAParams, dict[str, Any], FeatureLabels | None, FitSample | None]:
+    """Parameters, estimator parameters and labels from :func:`to_dataset`'s layout, verified array by array;
+    ``parameters``: the estimator's parameter names (those of its ``__init__``), of which a file of an older
+    format lacks those added since (:data:`_ADDED`)."""
     if ds.attrs.get("ppa_xr_format") != FORMAT:
         raise ValueError(f"{source} is not a ppa_xr model: it has no ppa_xr_format={FORMAT!r} attribute")
     raw = ds.attrs.get("ppa_xr_format_version")
@@ -155,7 +157,7 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, di
             raise ValueError(f"{source} is corrupt: {name} has dtype {values.dtype}")
         if ds[name].attrs.get("sha256") != _checksum(name, values):
             raise ValueError(f"{source} is corrupt: the checksum of {name!r} does not match its values")
-    names = [name for name in INIT if name not in absent]
+    names = [name for name in parameters if name not in absent]
     if not isinstance(init, dict) or set(init) != set(names):
         raise ValueError(f"{source} is corrupt: estimator_params must name exactly {names}")
     init = {name: _DEFAULTS[name] for name in absent if name in _DEFAULTS} | init

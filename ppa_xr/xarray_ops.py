@@ -441,7 +441,7 @@ def fit_pooled(
     progress, noise = ppa_params.pop("progress", False), ppa_params.pop("noise", None)
     if isinstance(noise, str) and noise != "shift":
         raise ValueError(f"noise must be 'shift' (estimated from neighbouring pixels) or a (d, d) noise covariance, got {noise!r}")
-    PPA(random_state=random_state, **ppa_params, noise_cov=None if noise is None else np.eye(2))._checked()  # fail before any pass
+    PPA(random_state=random_state, **ppa_params, noise_cov=None if noise is None else np.eye(2)).check_params()  # fail before any pass
     arrays = [feature_array(obj, dim) for obj in cubes]
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(cubes[0], xr.Dataset))
     arrays = [features.select(da, arrays[0].sizes[dim]) for da in arrays]
@@ -450,7 +450,7 @@ def fit_pooled(
     if noise is not None:
         ppa_params["noise_cov"] = noise_covariance(shift, arrays[0].sizes[dim]) if shift is not None else noise
     model = PPA(random_state=random_state, **ppa_params)
-    model._checked(arrays[0].sizes[dim])
+    model.check_params(arrays[0].sizes[dim])
     return model.fit(values, groups=groups, features=features, sample=sample, progress=progress)
 
 
@@ -536,9 +536,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
         raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
     if scores.dtype.kind not in "iuf":
         raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
-    k, d = scores.sizes[dim], model.n_features_in_
-    if k > d:
-        raise ValueError(f"{k} components given, the model has {d}")
+    k, d = kernels.check_components(scores.sizes[dim], model.n_features_in_, f"the number of components along {dim!r}"), model.n_features_in_
     if dim in scores.coords:  # matched by label, as bands are: components 1..k in any order
         labels = scores[dim].values
         if sorted(labels.tolist()) != list(range(1, k + 1)):

@@ -533,6 +533,7 @@ def _degree_choices(
 def fit_params(
     X: np.ndarray,
     degrees: Sequence[int],
+    *,
     tails: str = "clamp",
     leading: str | LeadingVector = "pca",
     n_folds: int = 5,

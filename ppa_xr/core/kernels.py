@@ -130,10 +130,11 @@ def _forward_plan(params: PPAParams, rows: int, n_steps: int):
     return np.asfortranarray(lin.T), bias[:, None], panels
 
 
-def check_components(k, d: int) -> int:
-    """``k`` as an int in ``[1, d]``; anything else (0, 2.7, True, "3") is an error. The one check of a component count."""
+def check_components(k, d: int, what: str = "n_components") -> int:
+    """``k`` as an int in ``[1, d]``; anything else (0, 2.7, True, "3") is an error naming ``what``.
+    The one check of a component count (asked for, or given to an inverse)."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= d:
-        raise ValueError(f"n_components must be an integer in [1, {d}], got {k!r}")
+        raise ValueError(f"{what} must be an integer in [1, {d}], got {k!r}")
     return int(k)
 
 
