@@ -6,6 +6,6 @@ from .evaluation import ShiftWarning
 from .labels import FeatureLabels
 from .model import PPA, load_model
 from .rasters import open_band_stack
-from .xarray_ops import fit_pooled
+from .cube import fit_pooled
 
 __all__ = ["PPA", "FeatureLabels", "ShiftWarning", "__version__", "datasets", "fit_pooled", "load_model", "open_band_stack"]

@@ -7,7 +7,8 @@ from typing import Any
 
 import xarray as xr
 
-from . import information, xarray_ops
+from . import information
+from .cube import fitting, inputs, maps, sampling, transfer
 from .model import PPA
 
 
@@ -18,35 +19,35 @@ class _PPAAccessor:
         self._obj = obj
 
     def fit(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None, **ppa_params: Any) -> PPA:
-        """Fit PPA on a random sample of valid pixels; see :func:`ppa_xr.xarray_ops.fit`."""
-        return xarray_ops.fit(self._obj, dim, n_samples, random_state, **ppa_params)
+        """Fit PPA on a random sample of valid pixels; see :func:`ppa_xr.cube.fitting.fit`."""
+        return fitting.fit(self._obj, dim, n_samples, random_state, **ppa_params)
 
     def sample(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None, return_groups: bool = False):
-        """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.xarray_ops.sample_valid_pixels`."""
-        return xarray_ops.sample_valid_pixels(self._obj, dim, n_samples, random_state, return_groups)
+        """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.cube.sampling.sample_valid_pixels`."""
+        return sampling.sample_valid_pixels(self._obj, dim, n_samples, random_state, return_groups)
 
     def transform(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = True) -> xr.DataArray:
-        """Lazy PPA components, after a quick check that PPA beats its PCA here; see :func:`ppa_xr.xarray_ops.transform`."""
-        return xarray_ops.transform(self._obj, model, n_components, dim, check)
+        """Lazy PPA components, after a quick check that PPA beats its PCA here; see :func:`ppa_xr.cube.maps.transform`."""
+        return maps.transform(self._obj, model, n_components, dim, check)
 
     def evaluate(
-        self, model: PPA, n_samples: int = xarray_ops.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
+        self, model: PPA, n_samples: int = transfer.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
         max_chunks: int | None = None,
     ) -> xr.Dataset:
-        """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.xarray_ops.evaluate`."""
-        return xarray_ops.evaluate(self._obj, model, n_samples, dim, random_state, max_chunks)
+        """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.cube.transfer.evaluate`."""
+        return transfer.evaluate(self._obj, model, n_samples, dim, random_state, max_chunks)
 
-    def inverse_transform(self, model: PPA, dim: Hashable = xarray_ops.COMPONENT) -> xr.DataArray:
-        """Lazy inverse of components; see :func:`ppa_xr.xarray_ops.inverse_transform`."""
-        return xarray_ops.inverse_transform(self._obj, model, dim)
+    def inverse_transform(self, model: PPA, dim: Hashable = inputs.COMPONENT) -> xr.DataArray:
+        """Lazy inverse of components; see :func:`ppa_xr.cube.maps.inverse_transform`."""
+        return maps.inverse_transform(self._obj, model, dim)
 
     def reconstruct(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
-        """Lazy ``n_components`` reconstruction; see :func:`ppa_xr.xarray_ops.reconstruct`."""
-        return xarray_ops.reconstruct(self._obj, model, n_components, dim)
+        """Lazy ``n_components`` reconstruction; see :func:`ppa_xr.cube.maps.reconstruct`."""
+        return maps.reconstruct(self._obj, model, n_components, dim)
 
     def reconstruction_error(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
-        """Lazy per-pixel squared error map; see :func:`ppa_xr.xarray_ops.reconstruction_error`."""
-        return xarray_ops.reconstruction_error(self._obj, model, n_components, dim)
+        """Lazy per-pixel squared error map; see :func:`ppa_xr.cube.maps.reconstruction_error`."""
+        return maps.reconstruction_error(self._obj, model, n_components, dim)
 
     def information_report(
         self, model: PPA, n_components: int = 1, dim: Hashable | None = None, n_samples: int | None = None, random_state: int | None = 0,

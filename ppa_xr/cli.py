@@ -23,7 +23,8 @@ import numpy as np
 import rasterio
 import xarray as xr
 
-from . import PPA, load_model, model_io, xarray_ops
+from . import PPA, load_model, model_io
+from .cube.inputs import common_units
 from .core import fitting
 from .core.basis import TAILS
 from .files import check_output, replace_atomically
@@ -93,7 +94,7 @@ def _write(da: xr.DataArray, path: Path) -> None:
             bands = da[da.dims[0]].values  # band descriptions: component numbers, or the input's band names
             names = [f"PPA component {v}" for v in bands] if da.dims[0] == "component" else [str(v) for v in bands]
             da.assign_attrs(long_name=tuple(names)).rio.to_raster(tmp, lock=_file_lock(), tiled=True, compress="deflate", driver="GTiff")
-            units = xarray_ops.common_units(da)
+            units = common_units(da)
             if units:  # rioxarray writes band descriptions, not units
                 with rasterio.open(tmp, "r+") as dst:
                     dst.units = (units,) * dst.count

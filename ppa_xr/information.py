@@ -64,6 +64,9 @@ import xarray as xr
 from scipy.special import digamma
 
 from . import evaluation
+from .cube.inputs import model_features
+from .cube.maps import map_kernel
+from .cube.sampling import fitted_shares, sample_features
 from .core import kernels
 from .model import PPA
 
@@ -378,11 +381,9 @@ def information_report(
     ``random_state``), so every figure is that of the dequantized density
     (module docstring); ``report.attrs["dequantized"]`` flags them (1 per band). ``n_samples`` defaults to :data:`REPORT_SAMPLES`.
     """
-    from . import xarray_ops
-
     if isinstance(obj, np.ndarray):
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
-    da, dim = xarray_ops.model_features(obj, model, dim)
+    da, dim = model_features(obj, model, dim)
     k = kernels.check_components(n_components, model.n_features_in_)
     sample, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
     errors = evaluation.compare_errors(model, sample)
@@ -397,7 +398,7 @@ def information_report(
         measures[method] = PointwiseReduction.fit(fitted_model, smooth, R, inputs, estimator)
         mse = np.append(getattr(errors, method), 0.0)  # k = d keeps everything
         curves[method] = {"entropy": measures[method].outputs.entropy(), "variance": R.var(axis=0), "mse": mse}
-    maps = xarray_ops.map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
+    maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
     report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
         _add(report, stem, method, maps.isel(map=i, drop=True), model.standardize, k=k)
@@ -435,11 +436,9 @@ REPORT_SAMPLES, MIN_HELD_OUT = 100_000, 1000
 
 def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int | None, random_state, held_out: bool) -> tuple[np.ndarray, str]:
     """The report's pixels (float64) and what they are: held out where enough are, else the fitting sample."""
-    from . import xarray_ops
-
-    fitted = xarray_ops.fitted_shares(da, dim, model.sample_)
+    fitted = fitted_shares(da, dim, model.sample_)
     if held_out:
-        drawn = xarray_ops.sample_features(da, dim, n_samples, random_state, exclude=model.sample_, empty_ok=bool(fitted),
+        drawn = sample_features(da, dim, n_samples, random_state, exclude=model.sample_, empty_ok=bool(fitted),
                                            default=REPORT_SAMPLES)
         if drawn.n_valid >= MIN_HELD_OUT or not fitted:
             on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
@@ -453,7 +452,7 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
         )
     elif not any(share.size for share in fitted):
         raise ValueError("held_out=False needs the model's fitting sample: fit it with cube.ppa.fit on this cube (or pass the fitting rows as a table with held_out=True)")
-    values = np.concatenate([xarray_ops.sample_features(da, dim, share.size, None, seed=share.seed).values for share in fitted if share.size])
+    values = np.concatenate([sample_features(da, dim, share.size, None, seed=share.seed).values for share in fitted if share.size])
     return values.astype(np.float64), "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
 
 

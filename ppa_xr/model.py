@@ -216,7 +216,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         ``groups`` (n_samples,) labels samples that must be held out together
         when degrees are selected, e.g. the spatial block of each pixel (see
-        :func:`ppa_xr.xarray_ops.fit`, which passes them): correlated
+        :func:`ppa_xr.cube.fitting.fit`, which passes them): correlated
         neighbours then cannot vouch for a curve that does not transfer.
         ``features`` names the features in a cube (kept as ``features_``);
         ``sample`` records which pixels of it ``X`` is (kept as ``sample_``, a

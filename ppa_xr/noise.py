@@ -60,7 +60,7 @@ def shift_difference_covariance(cubes: xr.DataArray | Sequence[xr.DataArray], di
     """The noise covariance ``N`` (d x d) of one cube, or pooled over several, from neighbour differences (module docstring).
 
     ``cubes``: DataArrays with the features along ``dim``, prepared by
-    :func:`ppa_xr.xarray_ops.feature_array` (floats, nodata as NaN), all in
+    :func:`ppa_xr.cube.inputs.feature_array` (floats, nodata as NaN), all in
     the same feature order. Computed now, in one pass over their chunks
     (``cube.ppa.fit(noise="shift")`` computes it in the sampling's pass).
     """

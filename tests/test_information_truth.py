@@ -72,11 +72,11 @@ def test_report_is_held_out_by_default():
     assert held.attrs["estimated_on"].startswith("held out: pixels outside")
     assert inside.attrs["sample_size"] == model.sample_.size == 20_000
     # the fitting sample and the report's sample share no pixel
-    from ppa_xr import xarray_ops
+    from ppa_xr.cube import inputs, sampling
 
-    da = xarray_ops.feature_array(cube, "band")
-    fit = xarray_ops.sample_features(da, "band", 20_000, 0)
-    report = xarray_ops.sample_features(da, "band", 20_000, 0, exclude=model.sample_)
+    da = inputs.feature_array(cube, "band")
+    fit = sampling.sample_features(da, "band", 20_000, 0)
+    report = sampling.sample_features(da, "band", 20_000, 0, exclude=model.sample_)
     rows = lambda v: {tuple(r) for r in v.tolist()}  # noqa: E731
     assert len(rows(fit.values) & rows(report.values)) < 20  # only repeated pixel values can coincide
 

@@ -9,7 +9,7 @@ from ppa_xr.cli import main
 from ppa_xr.datasets.synthetic import make_noisy_scene
 from ppa_xr.information import multi_information_reduction
 from ppa_xr.noise import shift_difference_covariance
-from ppa_xr.xarray_ops import feature_array
+from ppa_xr.cube.inputs import feature_array
 
 from .test_information_truth import gaussian
 

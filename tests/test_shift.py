@@ -7,7 +7,8 @@ import pytest
 import xarray as xr
 
 import ppa_xr
-from ppa_xr import PPA, ShiftWarning, load_model, xarray_ops
+from ppa_xr import PPA, ShiftWarning, load_model
+from ppa_xr.cube import inputs, maps, sampling
 from ppa_xr.datasets import open_abu_beach
 from ppa_xr.evaluation import ALLOWANCE, compare_errors
 from ppa_xr.pixels import held_by
@@ -48,7 +49,7 @@ def test_shift_warning_fires_on_a_shifted_scene_and_names_k_and_the_fix(abu, rig
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         left.ppa.transform(right_model, n_components=worse[0] - 1, check=False)
-        ppa_xr.xarray_ops.transform(left, right_model, n_components=max(worse[0] - 1, 1))  # only k below the first bad one
+        maps.transform(left, right_model, n_components=max(worse[0] - 1, 1))  # only k below the first bad one
     assert not _shift_warnings(record)
 
 
@@ -112,10 +113,10 @@ def test_pooled_fit_over_cubes_with_different_grids(tmp_path, landsat):
     for cube, share in zip((a, b), shares):
         index = np.arange(cube.sizes["y"] * cube.sizes["x"])
         assert held_by((share,), index).sum() == share.size  # the record names exactly the pixels drawn
-        assert xarray_ops.fitted_shares(xarray_ops.model_features(cube, model, None)[0], "band", model.sample_) == (share,)
+        assert sampling.fitted_shares(inputs.model_features(cube, model, None)[0], "band", model.sample_) == (share,)
         assert cube.ppa.evaluate(model).relative_error.max() <= 100 + 100 * ALLOWANCE  # the pooled model holds on each
     shifted = a + 1  # the same grid, other values: not the fitting cube
-    assert xarray_ops.fitted_shares(shifted, "band", model.sample_) == ()
+    assert sampling.fitted_shares(shifted, "band", model.sample_) == ()
     loaded = load_model(model.save(tmp_path / "pooled.nc"))
     assert loaded.sample_ == model.sample_
     np.testing.assert_array_equal(loaded.transform(np.ones((1, 10))), model.transform(np.ones((1, 10))))

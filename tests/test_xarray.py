@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from ppa_xr import xarray_ops
+from ppa_xr.cube import transfer
 from ppa_xr.datasets import open_rgb_byte
 
 
@@ -69,7 +69,7 @@ def test_transform_check_reads_a_few_chunks_and_stays_lazy(landsat, model):
     source = landsat.chunk({"x": 40, "y": 40})  # 64 chunks
     cube = source.copy(data=source.data.map_blocks(counted, dtype=source.dtype))
     scores = cube.ppa.transform(model, n_components=4)  # the transfer check reads a few chunks now
-    assert 0 < len(reads) <= xarray_ops.CHECK_CHUNKS + 1 < 64  # + the chunk of the fitting sample's witness pixel
+    assert 0 < len(reads) <= transfer.CHECK_CHUNKS + 1 < 64  # + the chunk of the fitting sample's witness pixel
     checked = len(reads)
     assert isinstance(scores.data, dsa.Array) and len(reads) == checked  # the transform itself computed nothing
     scores.compute()

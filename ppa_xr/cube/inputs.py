@@ -1,0 +1,123 @@
+"""A cube as features: floating values along one dimension, nodata as NaN, the model's features by label."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Hashable
+
+import numpy as np
+import xarray as xr
+
+from ..labels import FeatureLabels
+from ..model import PPA
+
+COMPONENT = "component"
+
+
+#: above this degree a float32 round trip loses more than 1e-4 of the data's range (measured; docs/method.md)
+FLOAT32_MAX_DEGREE = 15
+
+
+def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray:
+    """The cube as a floating DataArray with features along ``dim``; nodata -> NaN.
+
+    A Dataset's data variables become the features, in ``obj.data_vars`` order,
+    with their names as the labels of ``dim``. Values equal to a declared
+    nodata (rioxarray's ``nodata`` / ``_FillValue`` of a file opened unmasked)
+    become NaN. Floats stay as they are; 8/16-bit integers become float32 and
+    wider integers float64, so no value is rounded.
+    """
+    if isinstance(obj, xr.Dataset):
+        if not obj.data_vars:
+            raise ValueError("the Dataset has no data variables to use as features")
+        shapes = {name: obj[name].dims for name in obj.data_vars}
+        if len(set(shapes.values())) > 1:
+            raise ValueError(f"all data variables must share their dimensions to be stacked as features, got {shapes}")
+        if dim in obj.dims:
+            raise ValueError(f"the Dataset already has a dimension {dim!r}; pass another dim for its variables")
+        masked = obj.map(_masked_float, keep_attrs=True)
+        stacked = masked.to_dataarray(dim=dim)
+        stacked.attrs = dict(obj.attrs)
+        return stacked
+    if not isinstance(obj, xr.DataArray):
+        raise TypeError(f"expected an xarray DataArray or Dataset, got {type(obj).__name__}")
+    if dim not in obj.dims:
+        raise ValueError(
+            f"the cube has no dimension {dim!r} (its dims are {tuple(obj.dims)}); pass dim= naming the band/feature "
+            f"dimension, or rename yours, e.g. cube.rename({{'bands': {dim!r}}})"
+        )
+    return _masked_float(described_bands(obj, dim))
+
+
+def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
+    """Bands labelled by the file's band descriptions where rioxarray left its default labels 1..n.
+
+    ``rioxarray.open_rasterio`` numbers the bands 1..n and keeps the
+    descriptions (e.g. ``B1 .. B11``) in ``long_name``; the same scene opened
+    another way (``open_landsat8_sample``, a band stack, a Dataset) is
+    labelled by name. Using the descriptions makes a model fitted either way
+    apply to the other.
+    """
+    names = da.attrs.get("long_name")
+    n = da.sizes[dim]
+    default = dim in da.coords and np.array_equal(da[dim].values, np.arange(1, n + 1))
+    if default and isinstance(names, (tuple, list)) and len(names) == n and len({str(v) for v in names}) == n:
+        da = da.assign_coords({dim: [str(v) for v in names]})
+        da.attrs = {k: v for k, v in da.attrs.items() if k != "long_name"}
+    return da
+
+
+def _masked_float(da: xr.DataArray) -> xr.DataArray:
+    import rioxarray  # noqa: F401  (registers .rio)
+
+    if da.dtype.kind not in "iufb":
+        raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
+    dtype = np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32
+    nodata = da.rio.nodata
+    out = da.copy(deep=False) if da.dtype == dtype else da.astype(dtype)  # never the caller's object; +-inf become NaN in the kernels
+    if nodata is not None and not np.isnan(nodata):
+        out = out.where(da != nodata)
+    out.attrs = {k: v for k, v in da.attrs.items() if k not in ("_FillValue", "missing_value")}
+    return out
+
+
+def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None) -> tuple[xr.DataArray, Hashable]:
+    """Features of ``obj`` in the order the model was fitted on, band dim as one chunk."""
+    features = model.features_ or FeatureLabels(dim or "band")
+    if dim is not None and dim != features.dim:
+        features = features.renamed(dim)
+    da = features.select(feature_array(obj, features.dim), model.n_features_in_)
+    if da.dtype == np.float32 and model.degrees_.max() > FLOAT32_MAX_DEGREE:
+        warnings.warn(
+            f"the model has degree {model.degrees_.max()} steps: in float32 the round trip loses up to about 1e-3 of the data's "
+            f"range at degree 20 (1.4e-5 at 15); use cube.astype('float64') where the inverse must be exact",
+            UserWarning, stacklevel=3,
+        )
+    return _one_chunk_along(da, features.dim), features.dim
+
+
+def _one_chunk_along(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
+    """The core dimension as one chunk (a no-op, not even a graph layer, when it already is).
+
+    The data's own chunks are read (``da.chunks``), not ``chunksizes``, which
+    also demands that dask-backed coordinates agree (stackstac's per-item
+    metadata coordinates need not)."""
+    if da.chunks is not None and len(da.chunks[da.get_axis_num(dim)]) > 1:
+        return da.chunk({dim: -1})
+    return da
+
+
+def common_units(da: xr.DataArray) -> str | None:
+    """The one unit all features share (``units`` as a string, or rioxarray's per-band tuple of equal
+    strings), else None: PPA components are then in that unit, as PCA's are."""
+    units = da.attrs.get("units")
+    if isinstance(units, str):
+        return units or None
+    if isinstance(units, (tuple, list, np.ndarray)) and len(units) and all(isinstance(u, str) and u == units[0] for u in units):
+        return units[0] or None
+    return None
+
+def _component_units(da: xr.DataArray, model: PPA) -> str | None:
+    """The unit of the model's components and errors: the features' common unit, none for a
+    standardizing model (its components and errors are in standardized units)."""
+    return None if model.standardize else common_units(da)

@@ -1,0 +1,146 @@
+"""The core kernels mapped lazily over a cube's chunks, with CRS, nodata and units carried.
+
+Every map here is a core kernel mapped over the chunks (:func:`map_kernel`),
+with the band (feature) dimension as one chunk: every other dimension (y, x,
+time, ...) and its chunks are left as they are, each chunk reaches the kernel
+as it lies in memory, and nothing is computed until asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from functools import partial
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ..core import kernels
+from ..labels import FeatureLabels
+from ..model import PPA
+from .inputs import COMPONENT, _component_units, _one_chunk_along, common_units, model_features
+from .transfer import warn_on_shift
+
+# attributes that describe the values of the input bands, wrong for components or errors
+_VALUE_ATTRS = ("long_name", "units", "scale_factor", "add_offset", "valid_range", "valid_min", "valid_max", "description", "standard_name")
+
+
+def _copy_geo(src: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
+    """Carry rioxarray's CRS and transform explicitly; NaN marks invalid pixels of ``out``."""
+    from rioxarray.exceptions import RioXarrayError
+
+    try:
+        crs, transform, spatial = src.rio.crs, src.rio.transform(recalc=False), {src.rio.x_dim, src.rio.y_dim}
+    except RioXarrayError:  # no x/y dimensions: not a raster
+        return out
+    if crs is None or not spatial <= set(out.dims):
+        return out
+    return out.rio.write_crs(crs).rio.write_transform(transform).rio.write_nodata(np.nan, encoded=False)
+
+
+def _threads(da: xr.DataArray) -> int | None:
+    """Kernel threads: one per task under dask (the scheduler is parallel), all cores otherwise."""
+    return 1 if da.chunks is not None else None
+
+
+def _apply_block(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict) -> np.ndarray:
+    """A kernel on one chunk whose features lie along ``axis``: a view with them last (no copy;
+    a band-first raster chunk is then feature-major, the kernels' fast layout), the result put back."""
+    out = func(np.moveaxis(block, axis, -1), **kwargs)
+    return np.moveaxis(out, -1, axis) if keep else out
+
+
+
+def map_kernel(
+    func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, long_name: str | None,
+    units: str | None = None, **kwargs: Any,
+) -> xr.DataArray:
+    """A kernel mapped over the chunks, ``in_dim`` replaced by ``out_dim`` (or dropped), other dims and chunks kept.
+
+    ``in_dim`` must be one chunk. Each chunk is handed to the kernel as it is
+    in memory (``dask.array.map_blocks``, not ``apply_ufunc``, whose
+    ``apply_gufunc`` would first copy every chunk into a pixel-major array);
+    the kernel and its parameters enter the graph once. With a ``long_name``
+    the output holds other quantities than the input, so the input's value
+    attributes (units, scale, band names) are replaced by it and ``units``.
+    """
+    axis, keep = da.get_axis_num(in_dim), out_dim is not None
+    block = partial(_apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs})
+    if da.chunks is None:
+        data = block(da.values)
+    else:
+        chunks = tuple((size,) if i == axis else c for i, c in enumerate(da.data.chunks)) if keep else None
+        data = da.data.map_blocks(
+            block, dtype=da.dtype, chunks=chunks, drop_axis=[] if keep else axis,
+            meta=np.empty((0,) * (da.ndim if keep else da.ndim - 1), da.dtype),
+        )
+    dims = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or keep]
+    coords = {name: coord for name, coord in da.coords.items() if in_dim not in coord.dims}
+    attrs = dict(da.attrs)
+    if long_name is not None:
+        attrs = {k: v for k, v in attrs.items() if k not in _VALUE_ATTRS} | {"long_name": long_name} | ({"units": units} if units else {})
+    return _copy_geo(da, xr.DataArray(data, dims=dims, coords=coords, attrs=attrs, name=da.name))
+
+
+def transform(
+    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = True,
+) -> xr.DataArray:
+    """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid.
+
+    ``check=True``: first compare PPA with its own PCA on a quick sample of the
+    cube (:data:`CHECK_SAMPLES` pixels from at most :data:`CHECK_CHUNKS` chunks,
+    outside the fitting sample; computed now, the transform stays lazy) and
+    raise :class:`~ppa_xr.evaluation.ShiftWarning` when PPA is worse at some
+    ``k <= n_components`` (:func:`evaluate` shows the curves).
+    """
+    da, dim = model_features(obj, model, dim)
+    k = model.n_components_ if n_components is None else kernels.check_components(n_components, model.n_features_in_)
+    if check:
+        warn_on_shift(da, dim, model, k)
+    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", _component_units(da, model), params=model.params_, n_components=k)
+    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa"))
+
+
+def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
+    """Lazy map of ``k <= d`` components back to the fitted band dimension and labels
+    (a Dataset with one variable per feature when the model was fitted on a Dataset)."""
+    if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
+        raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
+    if scores.dtype.kind not in "iuf":
+        raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
+    k, d = kernels.check_components(scores.sizes[dim], model.n_features_in_, f"the number of components along {dim!r}"), model.n_features_in_
+    if dim in scores.coords:  # matched by label, as bands are: components 1..k in any order
+        labels = scores[dim].values
+        if sorted(labels.tolist()) != list(range(1, k + 1)):
+            raise ValueError(
+                f"the inverse needs the first k components, labelled 1..{k} along {dim!r}, got {labels.tolist()}: each PPA "
+                f"step is undone from the ones before it, so components cannot be skipped (keep 1..k, e.g. scores.sel({dim}=slice(1, {k})))"
+            )
+        scores = scores.sortby(dim)
+    scores = _one_chunk_along(scores, dim)
+    features = model.features_ or FeatureLabels("band")
+    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_).drop_vars(dim, errors="ignore"))
+    return out.to_dataset(dim=features.dim) if features.variables else out
+
+
+def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
+    """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk)."""
+    k = kernels.check_components(n_components, model.n_features_in_)
+    da, dim = model_features(obj, model, dim)
+    out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
+    return (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction"))
+
+
+def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
+    """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept."""
+    k = kernels.check_components(n_components, model.n_features_in_)
+    da, dim = model_features(obj, model, dim)
+    name = f"squared reconstruction error summed over bands, {k} PPA components"
+    units = _component_units(da, model)
+    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)
+    return out.rename(_name(obj, "reconstruction_error"))
+
+
+def _name(obj: xr.DataArray | xr.Dataset, what: str) -> str:
+    name = getattr(obj, "name", None)
+    return f"{name}_{what}" if isinstance(name, str) else what

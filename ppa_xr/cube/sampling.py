@@ -1,0 +1,227 @@
+"""Uniform samples of a cube's valid pixels: bottom-k by pixel key, one pass over the chunks, any chunking.
+
+A pixel is valid when every feature is finite and not nodata. Every pixel
+gets a uniform key, a hash of the seed and its global index
+(:func:`ppa_xr.pixels.pixel_keys`), and the ``n`` smallest keys are kept, merged
+in a tree over the chunks: the same cube and seed give the same sample under
+any chunking and scheduler. Pooled over several cubes (:func:`sample_cubes`),
+the smallest keys of the union are a uniform sample of all their pixels.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import numpy as np
+import xarray as xr
+
+from ..pixels import FitSample, PixelSample, held_by, pixel_keys, row_digest
+from .inputs import feature_array
+
+#: pixels sampled when ``n_samples`` is not given
+DEFAULT_SAMPLES = 200_000
+
+
+#: spatial blocks a cube is cut into for the degree selection's grouped cross-validation
+N_BLOCKS = 100
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Sampled pixels ``values`` (n, d) in order of their ``keys``, the spatial block of each
+    (``groups``), their flat ``index``, valid pixels seen, and which pixels they are (``drawn``)."""
+
+    values: np.ndarray
+    keys: np.ndarray
+    groups: np.ndarray
+    index: np.ndarray
+    n_valid: int
+    drawn: PixelSample
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Global shape of the pixel dims and how many blocks each is cut into (1: not blocked)."""
+
+    shape: tuple[int, ...]
+    tiles: tuple[int, ...]
+
+    @classmethod
+    def of(cls, da: xr.DataArray, dim: Hashable) -> _Layout:
+        """Blocks over the raster's x/y dims when it has them (pixels of one place at other times
+        share a block), else over every pixel dim, about :data:`N_BLOCKS` in all."""
+        pixel_dims = [d for d in da.dims if d != dim]
+        spatial = [d for d in pixel_dims if str(d) in ("x", "y", "lon", "lat", "longitude", "latitude")]
+        blocked = [d for d in (spatial if len(spatial) == 2 else pixel_dims) if da.sizes[d] > 1]
+        per_dim = N_BLOCKS ** (1 / max(len(blocked), 1))
+        tiles = tuple(max(1, min(da.sizes[d], round(per_dim))) if d in blocked else 1 for d in pixel_dims)
+        return cls(tuple(da.sizes[d] for d in pixel_dims), tiles)
+
+    def index_and_block(self, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Global flat index and block id of every pixel of a chunk at ``offsets`` (C order)."""
+        index, block = np.zeros(1, np.int64), np.zeros(1, np.int64)
+        for start, size, total, tiles in zip(offsets, sizes, self.shape, self.tiles):
+            position = np.arange(start, start + size, dtype=np.int64)
+            index = np.add.outer(index * total, position).ravel()
+            block = np.add.outer(block * tiles, position * tiles // total).ravel()
+        return index, block
+
+
+def fitted_shares(da: xr.DataArray, dim: Hashable, sample: FitSample | None) -> tuple[PixelSample, ...]:
+    """The shares of a model's fitting sample drawn from this cube: same pixel grid, and the values
+    of the share's witness pixel (its smallest key) unchanged here, so another scene or date on the
+    same grid is not mistaken for the fitting cube (older records without a witness match by grid)."""
+    if sample is None:
+        return ()
+    pixel_dims = [d for d in da.dims if d != dim]
+    shares = sample.of_shape(tuple(da.sizes[d] for d in pixel_dims))
+    return tuple(share for share in shares if share.witness is None or _witness_holds(da, dim, pixel_dims, share.witness))
+
+
+def _witness_holds(da: xr.DataArray, dim: Hashable, pixel_dims: list, witness: tuple[int, str]) -> bool:
+    position = np.unravel_index(witness[0], [da.sizes[d] for d in pixel_dims])
+    values = np.asarray(da.isel(dict(zip(pixel_dims, map(int, position)))).transpose(dim).values)
+    return bool(np.isfinite(values).all()) and row_digest(values) == witness[1]
+
+
+def _smallest_keys(keys: np.ndarray, *arrays: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
+    if len(keys) > n:
+        keep = np.argpartition(keys, n)[:n]
+        return keys[keep], *(a[keep] for a in arrays)
+    return keys, *arrays
+
+
+def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int, exclude: tuple[PixelSample, ...]) -> tuple:
+    """The ``n`` valid pixels of one chunk with the smallest keys (none of ``exclude``): keys, values, blocks, flat indices, valid count."""
+    values = block.reshape(-1, block.shape[-1])
+    index, blocks = layout.index_and_block(offsets, block.shape[:-1])
+    valid = np.isfinite(values).all(axis=1) & ~held_by(exclude, index)
+    return *_smallest_keys(pixel_keys(seed, index[valid]), values[valid], blocks[valid], index[valid], n=n), int(valid.sum())
+
+
+def _merge_samples(a: tuple, b: tuple, n: int) -> tuple:
+    return *_smallest_keys(*(np.concatenate([x, y]) for x, y in zip(a[:4], b[:4])), n=n), a[4] + b[4]
+
+
+def sample_valid_pixels(
+    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
+    return_groups: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """A uniform random sample (without replacement) of valid pixels, as ``(n, d)``.
+
+    A pixel is valid when every feature is finite and not nodata. Every pixel
+    gets a uniform key, a hash of ``random_state`` and its global index
+    (:func:`pixel_keys`), and the ``n_samples`` smallest keys are kept (a
+    bottom-k sample), in key order: one pass over the chunks, merged in a tree,
+    memory about ``n_samples x d`` per chunk in flight; the cube itself is never
+    loaded. The same cube and seed give the same sample under any chunking and
+    scheduler. With ``return_groups`` the spatial block of each sampled pixel
+    (about :data:`N_BLOCKS` blocks over x/y) is returned too.
+    """
+    sample = sample_features(feature_array(obj, dim), dim, n_samples, random_state)
+    return (sample.values, sample.groups) if return_groups else sample.values
+
+
+def sample_features(
+    da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, exclude: FitSample | None = None,
+    seed: int | None = None, max_chunks: int | None = None, empty_ok: bool = False, default: int = DEFAULT_SAMPLES,
+) -> Sample:
+    """:func:`sample_valid_pixels` of a cube already prepared by :func:`feature_array`.
+
+    ``exclude``: leave out the pixels of a model's fitting sample (those it
+    recorded for a cube of this shape), for held-out estimates; ``seed``
+    replaces the one drawn from ``random_state`` (to draw a recorded sample
+    again); ``max_chunks``: read only that many chunks, chosen at random (a
+    quick sample that costs a few chunks, not a pass over the cube);
+    ``empty_ok``: return an empty sample instead of raising when no pixel is
+    valid. ``n_samples=None``: up to ``default`` pixels, all valid pixels of
+    a smaller scene without a warning (an explicit larger request warns).
+    """
+    rng = np.random.default_rng(random_state)
+    sample = _draw(da, dim, _checked_count(default if n_samples is None else n_samples), int(rng.integers(2**63)) if seed is None else seed, exclude, max_chunks, rng)
+    if sample.n_valid == 0 and not empty_ok:
+        raise ValueError("the cube has no valid pixel (every pixel has a NaN or nodata feature)")
+    if n_samples is not None and sample.n_valid < n_samples and max_chunks is None:
+        warnings.warn(f"only {sample.n_valid} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=4)
+    return sample
+
+
+def _checked_count(n_samples: int | None) -> int:
+    n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
+    if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    return int(n_samples)
+
+
+def _draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: FitSample | None, max_chunks: int | None, rng) -> Sample:
+    """The bottom-``n`` sample of the cube's valid pixels under ``seed``, in one pass over its chunks (or ``max_chunks``)."""
+    return _drawn(dask.compute(_lazy_draw(da, dim, n, seed, exclude, max_chunks, rng))[0], seed, _Layout.of(da, dim))
+
+
+def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: FitSample | None, max_chunks: int | None, rng):
+    """:func:`_draw`'s reduction, not yet computed (a delayed tuple, or the tuple itself for an in-memory cube)."""
+    layout = _Layout.of(da, dim)
+    excluded = fitted_shares(da, dim, exclude)
+    da = da.transpose(..., dim)
+    if da.chunks is None:
+        return _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n, excluded)
+    data = da.data.rechunk({da.ndim - 1: -1})
+    starts = [np.cumsum((0,) + c[:-1]) for c in data.chunks[:-1]]
+    blocks = data.to_delayed()
+    chosen = list(np.ndindex(blocks.shape))
+    if max_chunks is not None and max_chunks < len(chosen):
+        chosen = [chosen[i] for i in np.sort(rng.choice(len(chosen), max_chunks, replace=False))]
+    parts = [dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n, excluded) for i in chosen]
+    while len(parts) > 1:  # tree reduction: at most n x d per merge
+        pairs = [parts[i : i + 2] for i in range(0, len(parts), 2)]
+        parts = [dask.delayed(_merge_samples)(*pair, n) if len(pair) == 2 else pair[0] for pair in pairs]
+    return parts[0]
+
+
+def _drawn(result: tuple, seed: int, layout: _Layout) -> Sample:
+    keys, values, groups, index, count = result
+    order = np.argsort(keys, kind="stable")
+    values, keys, index = values[order], keys[order], index[order]
+    witness = (int(index[0]), row_digest(values[0])) if len(keys) else None
+    return Sample(values, keys, groups[order], index, count, PixelSample(seed, int(keys.max(initial=0)), len(keys), layout.shape, witness))
+
+
+def sample_cubes(
+    cubes: list[xr.DataArray], dim: Hashable, n_samples: int | None, random_state: int | None, along: Any = None,
+) -> tuple[np.ndarray, np.ndarray, FitSample, Any]:
+    """One uniform sample of the valid pixels of several cubes (any grids): rows, groups, and the sample per cube.
+
+    Each cube's pixels get keys under their own seed (the first cube's is the
+    seed a single-cube fit draws, so one cube gives :func:`sample_features`'s
+    sample); the ``n_samples`` smallest keys of the union are kept, so each
+    cube contributes in proportion to its valid pixels. A cube's share is
+    recorded as its pixels with keys up to the largest key kept from it.
+    Groups are the spatial blocks, distinct per cube. ``along``: other lazy
+    reductions over the same cubes (e.g. the noise estimate's), computed in
+    the same pass over their chunks and returned last.
+    """
+    n = _checked_count(n_samples)
+    seed = int(np.random.default_rng(random_state).integers(2**63))
+    seeds = [seed] + [int(np.random.default_rng([seed, i]).integers(2**63)) for i in range(1, len(cubes))]
+    results, along = dask.compute([_lazy_draw(da, dim, n, s, None, None, None) for da, s in zip(cubes, seeds)], along)
+    samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
+    count = sum(sample.n_valid for sample in samples)
+    if count == 0:
+        raise ValueError(f"the {'cubes have' if len(cubes) > 1 else 'cube has'} no valid pixel (every pixel has a NaN or nodata feature)")
+    if n_samples is not None and count < n_samples:
+        warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=4)
+    keys = np.concatenate([sample.keys for sample in samples])
+    cube = np.repeat(np.arange(len(cubes)), [len(sample.keys) for sample in samples])
+    kept = np.argsort(keys, kind="stable")[:n]
+    block_span = 1 + max(int(sample.groups.max(initial=0)) for sample in samples)
+    groups = cube * block_span + np.concatenate([sample.groups for sample in samples])
+    shares = []
+    for i, sample in enumerate(samples):
+        mine = keys[kept][cube[kept] == i]
+        witness = sample.drawn.witness if len(mine) else None  # its first row, the smallest key, is kept when any is
+        shares.append(PixelSample(sample.drawn.seed, int(mine.max(initial=0)), len(mine), sample.drawn.shape, witness))
+    return np.concatenate([sample.values for sample in samples])[kept], groups[kept], FitSample(tuple(shares)), along
