@@ -1,0 +1,157 @@
+"""The information report of a cube: PPA against its own PCA, totals, per component and per pixel (lazy maps)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .. import evaluation
+from ..core import kernels
+from ..cube.inputs import model_features
+from ..cube.maps import map_kernel
+from ..cube.sampling import fitted_shares, sample_features
+from ..model import PPA
+from .estimators import LN2, PointwiseReduction, dequantized, discrete_columns, marginal_density
+
+def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None) -> np.ndarray:
+    """The four per-pixel maps of a report over a chunk: (..., 4).
+
+    Both measures share the input densities, looked up once. PCA's squared
+    error is ``||r[k:]||^2`` of its own output (no corrections to undo), so
+    PCA costs one GEMM; PPA's needs its truncated forward pass.
+    """
+    r_ppa, r_pca = (kernels.forward(x, m.model.params_, threads=threads) for m in (ppa, pca))
+    inputs = ppa.inputs.log2_density(np.asarray(x, dtype=r_ppa.dtype)).sum(axis=-1)
+    maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), kernels.squared_error(x, ppa.model.params_, k, threads)]
+    maps.append(np.einsum("...j,...j->...", r_pca[..., k:], r_pca[..., k:]))
+    return np.stack(maps, axis=-1)
+
+
+_ESTIMATOR_NAMES = {
+    "spacing": "m-spacing on equal-mass bins of about sqrt(n) spacings, digamma bias correction",
+    "histogram": "equal-width histogram, ceil(sqrt(n)) bins, Miller-Madow",
+}
+
+
+def information_report(
+    obj: xr.DataArray | xr.Dataset | np.ndarray,
+    model: PPA,
+    n_components: int = 1,
+    dim: Hashable | None = None,
+    n_samples: int | None = None,
+    random_state: int | None = 0,
+    estimator: str = "spacing",
+    held_out: bool = True,
+) -> xr.Dataset:
+    """PPA vs PCA: redundancy reduction and reconstruction error, totals, per component and per pixel.
+
+    The PCA baseline is the model's own (:attr:`PPA.pca_`, fitted on the same
+    sample as the PPA model). A random sample of valid pixels (one pass over
+    the cube, made now) gives the marginal densities and the per-component
+    statistics; the per-pixel maps stay lazy and are computed in one pass
+    over the cube when the report is computed.
+
+    ``held_out=True`` (default) draws that sample from pixels outside the
+    model's fitting sample (which a model fitted with ``cube.ppa.fit``
+    records), so the figures are not biased by the fit (:mod:`ppa_xr.information.estimators`). A
+    model fitted on a plain array, or another cube than its own, has no
+    recorded pixels there: the given pixels are taken as held out. A 2-D
+    numpy table (samples x features) is treated as a cube of ``pixel`` x
+    ``band``: pass rows the model was not fitted on. ``held_out=False``
+    estimates on the model's own fitting sample (the in-sample figure).
+    ``report.attrs["estimated_on"]`` says which. When fewer than
+    :data:`MIN_HELD_OUT` valid pixels lie outside the fitting sample (a small
+    scene fitted on all its pixels), the report is estimated on the fitting
+    sample and warns with the size of that bias.
+
+    Quantized bands (integer digital numbers; :func:`discrete_columns`) are
+    dequantized for the densities (:func:`dequantized`, seeded by
+    ``random_state``), so every figure is that of the dequantized density
+    (:mod:`ppa_xr.information.estimators`); ``report.attrs["dequantized"]`` flags them (1 per band). ``n_samples`` defaults to :data:`REPORT_SAMPLES`.
+    """
+    if isinstance(obj, np.ndarray):
+        obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
+    da, dim = model_features(obj, model, dim)
+    k = kernels.check_components(n_components, model.n_features_in_)
+    sample, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
+    errors = evaluation.compare_errors(model, sample)
+    if on.startswith("held out") and (message := evaluation.shift_message(errors, k, f"{errors.n} held-out pixels")):
+        warnings.warn(message, evaluation.ShiftWarning, stacklevel=3)
+    discrete = discrete_columns(sample)
+    smooth = dequantized(sample, random_state) if discrete.any() else sample  # densities of quantized bands
+    inputs = marginal_density(smooth, estimator)
+    measures, curves = {}, {}
+    for method, fitted_model in (("ppa", model), ("pca", model.pca_)):  # the PCA of the model's own fitting sample
+        R = kernels.forward(smooth, fitted_model.params_)  # the map itself: whitening is not part of it
+        measures[method] = PointwiseReduction.fit(fitted_model, smooth, R, inputs, estimator)
+        mse = np.append(getattr(errors, method), 0.0)  # k = d keeps everything
+        curves[method] = {"entropy": measures[method].outputs.entropy(), "variance": R.var(axis=0), "mse": mse}
+    maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
+    report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
+    for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
+        _add(report, stem, method, maps.isel(map=i, drop=True), model.standardize, k=k)
+    entropy_input = inputs.entropy()
+    for method, values in curves.items():
+        for stem, curve in values.items():
+            _add(report, stem, method, xr.DataArray(curve, dims="component"), model.standardize)
+        total = float(entropy_input.sum() - values["entropy"].sum()) + model.params_.log2_det_jacobian()  # = multi_information_reduction
+        _add(report, "total_mi_reduction", method, xr.DataArray(total))
+        _add(report, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
+    report["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
+    if model.noise_cov is not None:  # noise-adjusted: components come ordered by signal-to-noise ratio
+        report["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
+    report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
+    report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
+                        dequantized=discrete.astype(np.int8))
+    return report
+
+
+_DESCRIPTIONS = {  # variable stem -> (long name, units)
+    "mi_reduction": ("pointwise multi-information reduction Delta_i", "bit"),
+    "error": ("squared reconstruction error summed over bands, {k} components kept", "squared input units"),
+    "entropy": ("marginal entropy of each component (sample)", "bit"),
+    "variance": ("variance of each component (sample)", "squared input units"),
+    "mse": ("reconstruction error per pixel (squared error summed over bands, mean over the sample) keeping components 1..k", "squared input units"),
+    "total_mi_reduction": ("multi-information reduction (sample)", "bit"),
+    "mi_reduction_per_dim": ("multi-information reduction per dimension (sample)", "bit"),
+}
+
+
+#: pixels a report samples when ``n_samples`` is not given; fewer held-out pixels than ``MIN_HELD_OUT`` are too few
+#: for stable marginal densities, and the report falls back to the fitting sample (with a warning stating the bias)
+REPORT_SAMPLES, MIN_HELD_OUT = 100_000, 1000
+
+
+def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int | None, random_state, held_out: bool) -> tuple[np.ndarray, str]:
+    """The report's pixels (float64) and what they are: held out where enough are, else the fitting sample."""
+    fitted = fitted_shares(da, dim, model.sample_)
+    if held_out:
+        drawn = sample_features(da, dim, n_samples, random_state, exclude=model.sample_, empty_ok=bool(fitted),
+                                           default=REPORT_SAMPLES)
+        if drawn.n_valid >= MIN_HELD_OUT or not fitted:
+            on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
+            return drawn.values.astype(np.float64), on
+        d, n = model.n_features_in_, sum(share.size for share in fitted)
+        warnings.warn(
+            f"only {drawn.n_valid} valid pixels lie outside the model's fitting sample (at least {MIN_HELD_OUT} are needed): "
+            f"the report uses the fitting sample, whose redundancy reduction is biased up by about d (d - 1) / (4 n ln 2) = "
+            f"{d * (d - 1) / (4 * n * LN2):.2g} bits; for a held-out report fit on fewer pixels (n_samples) or report on another scene",
+            UserWarning, stacklevel=4,
+        )
+    elif not any(share.size for share in fitted):
+        raise ValueError("held_out=False needs the model's fitting sample: fit it with cube.ppa.fit on this cube (or pass the fitting rows as a table with held_out=True)")
+    values = np.concatenate([sample_features(da, dim, share.size, None, seed=share.seed).values for share in fitted if share.size])
+    return values.astype(np.float64), "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
+
+
+def _add(report: xr.Dataset, stem: str, method: str, values: xr.DataArray, standardized: bool = False, **fmt: Any) -> None:
+    """``report[stem_method] = values`` with its long name and units (squared standardized units for a
+    standardizing model: squared errors divided by each feature's variance)."""
+    long_name, units = _DESCRIPTIONS[stem]
+    if standardized:
+        units = units.replace("input units", "standardized units")
+    report[f"{stem}_{method}"] = values.assign_attrs(long_name=f"{long_name.format(**fmt)}, {method.upper()}", units=units)

@@ -1,0 +1,103 @@
+"""A report as people read it: a markdown summary that fits a screen, and a figure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+#: reconstruction-error rows a summary shows before summarising the rest (a 198-band cube gives 197 k)
+SUMMARY_ROWS = 10
+
+
+def summary_table(report: xr.Dataset) -> str:
+    """A markdown table of the report's totals and reconstruction errors, PPA beside PCA, that fits a screen:
+    the errors for the first :data:`SUMMARY_ROWS` k, then the ratio's mean and worst over every k."""
+    get = lambda name: float(report[name].values)  # noqa: E731
+    k = int(report.attrs["n_components"])
+    lines = [
+        "| measure | PCA | PPA |",
+        "|---|---|---|",
+        f"| multi-information reduction (bits) | {get('total_mi_reduction_pca'):.4f} | {get('total_mi_reduction_ppa'):.4f} |",
+        f"| per dimension (bits) | {get('mi_reduction_per_dim_pca'):.4f} | {get('mi_reduction_per_dim_ppa'):.4f} |",
+    ]
+    pca, ppa = report["mse_pca"].values[:-1], report["mse_ppa"].values[:-1]  # k = 1..d-1 (k = d keeps everything)
+    for j in range(min(len(pca), SUMMARY_ROWS)):
+        lines.append(f"| reconstruction error per pixel, k = {j + 1} | {pca[j]:.6g} | {ppa[j]:.6g} |")
+    ratio = 100 * ppa / np.where(pca > 0, pca, np.inf)
+    if len(pca) > SUMMARY_ROWS:
+        lines.append(f"| ... k = {SUMMARY_ROWS + 1} to {len(pca)} | (report['mse_pca']) | (report['mse_ppa']) |")
+    lines.append(f"| 100 x PPA / PCA error: mean over k = 1..{len(pca)}, worst k | 100 | {ratio.mean():.1f}, "
+                 f"{ratio.max():.1f} (k = {int(np.argmax(ratio)) + 1}) |")
+    lines.append(f"| mean of the error map, k = {k} | {float(report['error_pca'].mean()):.6g} | {float(report['error_ppa'].mean()):.6g} |")
+    lines.append("\nReconstruction errors: squared error summed over bands, mean over pixels (squared input units).")
+    return "\n".join(lines)
+
+
+def _map(fig, slot, data: xr.DataArray, title: str, units: str, **kwargs) -> None:
+    """One map panel: equal aspect, plain coordinates with their unit, the colour bar below it."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax = fig.add_subplot(slot)
+    data.plot(ax=ax, cbar_kwargs={"orientation": "horizontal", "label": units, "pad": 0.1, "shrink": 0.9}, **kwargs)
+    ax.set_title(title, fontsize=10)
+    ax.set_aspect("equal")
+    ax.ticklabel_format(useOffset=False, style="plain")
+    for axis, name in ((ax.xaxis, data.dims[1]), (ax.yaxis, data.dims[0])):
+        axis.set_major_locator(MaxNLocator(3))
+        axis.set_label_text(f"{name} ({_coordinate_units(data, name)})" if _coordinate_units(data, name) else str(name))
+    ax.tick_params(labelsize=8)
+
+
+def _coordinate_units(data: xr.DataArray, name) -> str | None:
+    """A coordinate's unit: its ``units`` attribute, else the linear unit of a projected CRS (metre for UTM)."""
+    units = data[name].attrs.get("units") if name in data.coords else None
+    if units is None and str(name) in ("x", "y"):
+        try:
+            crs = data.rio.crs
+            units = crs.linear_units if crs is not None and crs.is_projected else None
+        except Exception:  # no rioxarray CRS on this array
+            units = None
+    return {"metre": "m", "meter": "m"}.get(units, units)
+
+
+def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: Any):
+    """The report as a figure (a ``matplotlib.figure.Figure``, shown once in a notebook): maps of the
+    redundancy removed per pixel and of the squared error, each for PPA and as PPA minus PCA (green: PPA
+    removes more redundancy; blue: PPA reconstructs better), and the per-component curves (marginal entropy;
+    error per pixel for k = 1..d-1)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    k = int(report.attrs["n_components"])
+    spatial = report["mi_reduction_ppa"].ndim == 2
+    fig = Figure(figsize=figure_kwargs.pop("figsize", (17, 10) if spatial else (12, 4.5)), layout="constrained", **figure_kwargs)
+    grid = fig.add_gridspec(2 if spatial else 1, 4, height_ratios=(1.5, 1) if spatial else None)
+    if spatial:
+        unit = report["error_ppa"].attrs.get("units", "squared input units")
+        for i, (stem, label, units, cmap) in enumerate((("mi_reduction", "redundancy removed", "bit", "PRGn"),
+                                                         ("error", f"squared error, k = {k}", unit, "RdBu_r"))):
+            ppa = report[f"{stem}_ppa"]
+            low, high = np.nanpercentile(ppa.values, [2, 98])
+            _map(fig, grid[0, 2 * i], ppa, f"{label}, PPA", units, vmin=low, vmax=high)
+            difference = ppa - report[f"{stem}_pca"]
+            bound = float(np.nanpercentile(np.abs(difference.values), 98)) or 1.0
+            better = "green: PPA removes more" if stem == "mi_reduction" else "blue: PPA better"
+            _map(fig, grid[0, 2 * i + 1], difference, f"{label}, PPA minus PCA\n({better})", units, vmin=-bound, vmax=bound, cmap=cmap)
+    comp = report["component"].values
+    curves = (("entropy", "marginal entropy (bit)", "component", comp),
+              ("mse", "error per pixel (squared, summed over bands)", "components kept k", comp[:-1]))
+    for i, (stem, label, xlabel, ks) in enumerate(curves):
+        ax = fig.add_subplot(grid[-1, 2 * i : 2 * i + 2])
+        for method in ("pca", "ppa"):
+            ax.plot(ks, report[f"{stem}_{method}"].values[: len(ks)], marker="o" if len(ks) <= 40 else None, label=method.upper())
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(label)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if stem == "mse":
+            ax.set_yscale("log")
+        ax.legend()
+    totals = ", ".join(f"{m.upper()} {float(report[f'mi_reduction_per_dim_{m}']):.3f}" for m in ("ppa", "pca"))
+    fig.suptitle(title or f"PPA against PCA: redundancy removed per dimension (bits) {totals}\n{report.attrs.get('estimated_on', '')}", fontsize=11)
+    return fig
