@@ -348,6 +348,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return self.features_.coords if self.features_ else {}
 
     @property
+    def whitened_units_(self) -> str | None:
+        """What components, variances and errors are measured in when not the input's units:
+        ``"standardized units"`` (``standardize=True``), ``"noise units"`` (``noise_cov``), else None."""
+        check_is_fitted(self)
+        return "standardized units" if self.standardize else "noise units" if self.noise_cov is not None else None
+
+    @property
     def pca_(self) -> PPA:
         """PCA of the same fitting sample (a fitted ``PPA(degree=1)``): the like-for-like baseline."""
         check_is_fitted(self)

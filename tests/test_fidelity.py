@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from ppa_xr import PPA, load_model
 from ppa_xr.core import fitting, kernels
+from ppa_xr.core.leading import pca_leading_vector
 from ppa_xr.evaluation import relative_error_curve
 from ppa_xr.information import information_report
 
@@ -126,12 +127,12 @@ def test_leading_vector_strategy_gets_the_residual_and_is_checked():
 
     def leading(cov, resid):
         seen.append((cov.shape, resid.shape))
-        return fitting.pca_leading_vector(cov)
+        return pca_leading_vector(cov)
 
     PPA(leading=leading, degree=2).fit(X)
     assert seen == [((4, 4), (1000, 4)), ((3, 3), (1000, 3)), ((2, 2), (1000, 2))]
     with pytest.raises(ValueError, match="finite unit vector"):
-        PPA(leading=lambda cov, resid: 2 * fitting.pca_leading_vector(cov)).fit(X)
+        PPA(leading=lambda cov, resid: 2 * pca_leading_vector(cov)).fit(X)
 
 
 def test_same_sample_and_model_under_any_chunking_and_scheduler(landsat):

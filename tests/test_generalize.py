@@ -49,8 +49,7 @@ def test_gd_searches_only_while_it_finds_curves(monkeypatch):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(fitting, "gd_leading_vector", counted)
-    monkeypatch.setitem(fitting.LEADING_VECTORS, "gd", counted)
+    monkeypatch.setitem(fitting.LEADING_VECTORS, "gd", leading.Strategy(counted, searches=True))
     model = PPA(leading="gd", random_state=0).fit(load_table("Sat").normalised()[:2000])
     curved = int((model.degrees_ > 1).sum())
     assert len(calls) <= curved + 1 < 35

@@ -39,7 +39,7 @@ import scipy.linalg
 import scipy.stats
 
 from . import basis, blas
-from .leading import gd_leading_vector, pca_leading_vector
+from .leading import LEADING_VECTORS, PCA, Strategy
 from .params import PPAParams
 
 #: a curved step must beat the lowest candidate degree on held-out data by
@@ -60,8 +60,6 @@ SELECTION_ROWS = 20_000
 
 
 LeadingVector = Callable[[np.ndarray, np.ndarray], np.ndarray]
-#: leading-vector strategies by name (see :mod:`ppa_xr.core.leading`)
-LEADING_VECTORS: dict[str, LeadingVector] = {"pca": pca_leading_vector, "gd": gd_leading_vector}
 
 
 #: ``validation="transfer"``: the sample is cut into this many regimes, k-means clusters of its leading
@@ -306,8 +304,8 @@ class Step:
     variance: float
 
 
-def _leading(strategy: LeadingVector, cov: np.ndarray, resid: np.ndarray) -> np.ndarray:
-    e = np.asarray(strategy(cov, resid), dtype=np.float64)
+def _leading(strategy: Strategy, cov: np.ndarray, resid: np.ndarray) -> np.ndarray:
+    e = np.asarray(strategy.find(cov, resid), dtype=np.float64)
     if e.shape != (cov.shape[0],) or not np.isfinite(e).all() or abs(np.linalg.norm(e) - 1) > 1e-8:
         raise ValueError(
             f"the leading-vector strategy must return a finite unit vector of length {cov.shape[0]}, got shape "
@@ -452,7 +450,7 @@ def pca_solution(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 MAX_BLOCK = 32
 
 
-def _block_leads(res: Residual, strategy: LeadingVector, size: int, floor: float) -> np.ndarray:
+def _block_leads(res: Residual, strategy: Strategy, size: int, floor: float) -> np.ndarray:
     """Leading vectors in input space (d x b, largest entry positive, as sklearn's svd_flip) of the next
     steps, assuming those before each are straight.
 
@@ -463,7 +461,7 @@ def _block_leads(res: Residual, strategy: LeadingVector, size: int, floor: float
     from the sample so small eigenvectors stay accurate. Any other strategy
     sees its residual step by step.
     """
-    if strategy is pca_leading_vector:
+    if strategy.is_pca:
         m = res.cov.shape[0]
         values, vectors = scipy.linalg.eigh(res.cov, subset_by_index=(m - size, m - 1), check_finite=False)
         remaining = np.trace(res.cov) - np.cumsum(values[::-1])
@@ -488,7 +486,7 @@ def _held_out_cost(resid: np.ndarray, e: np.ndarray, degree: int, folds: Folds, 
     return float(CrossValidation(gram[:, 0], cross[:, 0], np.eye(resid.shape[1]), folds).held_out(degree).sum())
 
 
-def _validated_leads(res: Residual, strategy: LeadingVector, degree: int, folds: Folds | None, designs_of: Designs) -> np.ndarray:
+def _validated_leads(res: Residual, strategy: Strategy, degree: int, folds: Folds | None, designs_of: Designs) -> np.ndarray:
     """A searched leading vector (PPA-GD), kept only where it beats the PCA one on held-out groups:
     the search maximises the fit on every row, so only held-out rows can vouch for it. Both run on the
     selection rows."""
@@ -496,7 +494,7 @@ def _validated_leads(res: Residual, strategy: LeadingVector, degree: int, folds:
     searched = _oriented(res.frame @ _leading(strategy, res.cov, resid)[:, None])
     if folds is None:
         return searched
-    pca = _block_leads(res, pca_leading_vector, 1, 0.0)
+    pca = _block_leads(res, PCA, 1, 0.0)
     costs = [_held_out_cost(resid, res.frame.T @ lead[:, 0], degree, folds, designs_of) for lead in (searched, pca)]
     return searched if costs[0] < costs[1] else pca
 
@@ -581,10 +579,7 @@ def fit_params(
     while steps stay straight.
     """
     degrees = candidate_degrees(degrees)
-    strategy = LEADING_VECTORS[leading] if isinstance(leading, str) else leading
-    searched = strategy is gd_leading_vector  # PPA-GD: a search, validated against the PCA direction
-    if searched:  # it optimises the error after the highest candidate polynomial
-        strategy = partial(gd_leading_vector, degree=max(degrees))
+    strategy = (LEADING_VECTORS[leading] if isinstance(leading, str) else Strategy(leading)).for_degree(max(degrees))
     n, d = X.shape
     rng = np.random.default_rng() if rng is None else rng
     if transfer and len(degrees) > 1:
@@ -610,7 +605,7 @@ def fit_params(
     res = Residual(Z, np.eye(d), cov, n if folds is None else int(folds.bounds[-1]))
     total = reference = np.trace(cov)  # the sample's energy; the reference is renewed at each recompute
     designs_of = Designs(tails, 1e-12 * np.sqrt(max(reference, np.finfo(float).tiny)), robust)
-    steps, frames, size, n_curved, searching = [], [], 1, 0, searched
+    steps, frames, size, n_curved, searching = [], [], 1, 0, strategy.searches
     while len(steps) < d - 1:
         capped = max_curved is not None and n_curved >= max_curved  # the rest is a plain rotation
         top = 1 if capped else max(degrees)
@@ -618,18 +613,18 @@ def fit_params(
         if searching and not capped and np.trace(res.cov) > 1e-9 * total:
             leads = _validated_leads(res, strategy, top, folds, designs_of)
         else:  # below 1e-9 of the sample's energy a residual is float64 rounding: no direction worth searching
-            chooser = pca_leading_vector if searched else strategy
+            chooser = PCA if strategy.searches else strategy
             leads = _block_leads(res, chooser, min(size, d - 1 - len(steps)), 1e-6 * reference)
         degree_of = _degree_choices(res, leads, degrees, top, folds, designs_of, robust, transfer)
         for j in range(leads.shape[1]):
             frame = res.frame
-            if chooser is pca_leading_vector:
+            if chooser.is_pca:
                 step, curved = fit_step(res, res.frame.T @ leads[:, j], partial(degree_of, j), designs_of, False)
             else:  # any other direction must keep Property 2 (``interlaced``), else the step is PCA-led
                 guard = partial(interlaced, pca_variance=pca[1], steps=len(steps) + 1)
                 fitted = fit_step(res, res.frame.T @ leads[:, j], partial(degree_of, j), designs_of, True, guard)
                 if fitted is None:
-                    leads = _block_leads(res, pca_leading_vector, 1, 0.0)
+                    leads = _block_leads(res, PCA, 1, 0.0)
                     degree_of = _degree_choices(res, leads, degrees, top, folds, designs_of, robust, transfer)
                     fitted = fit_step(res, res.frame.T @ leads[:, 0], partial(degree_of, 0), designs_of, False)
                 step, curved = fitted

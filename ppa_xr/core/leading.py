@@ -23,6 +23,10 @@ sample ``X`` (n x m, centred) and returns a unit vector.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
 import numpy as np
 import scipy.linalg
 
@@ -101,3 +105,30 @@ def gd_leading_vector(cov: np.ndarray, resid: np.ndarray, degree: int = 3) -> np
         if value > best_value:
             best, best_value = e, value
     return best
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A leading-vector strategy and what the fit may assume of it.
+
+    ``find(cov, resid) -> unit vector``. ``is_pca``: it is the residual's top
+    eigenvector, so a block of straight steps comes from one eigendecomposition
+    and Property 2 holds by construction; any other direction is checked by
+    the interlacing guard (:func:`ppa_xr.core.fitting.interlaced`).
+    ``searches``: a search validated against the PCA direction on held-out
+    groups (PPA-GD), told the highest candidate degree (``find(cov, resid,
+    degree=g)``) and stopped at its first straight step.
+    """
+
+    find: Callable[..., np.ndarray]
+    is_pca: bool = False
+    searches: bool = False
+
+    def for_degree(self, degree: int) -> Strategy:
+        """The strategy as the fit calls it: a search is told the polynomial degree it optimises for."""
+        return Strategy(partial(self.find, degree=degree), self.is_pca, self.searches) if self.searches else self
+
+
+PCA = Strategy(pca_leading_vector, is_pca=True)
+#: strategies by name (``PPA(leading=...)``); a callable ``(cov, resid) -> unit vector`` is ``Strategy(callable)``
+LEADING_VECTORS = {"pca": PCA, "gd": Strategy(gd_leading_vector, searches=True)}

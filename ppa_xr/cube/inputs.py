@@ -118,6 +118,6 @@ def common_units(da: xr.DataArray) -> str | None:
     return None
 
 def _component_units(da: xr.DataArray, model: PPA) -> str | None:
-    """The unit of the model's components and errors: the features' common unit, none for a
-    standardizing model (its components and errors are in standardized units)."""
-    return None if model.standardize else common_units(da)
+    """The unit of the model's components and errors: the features' common unit, none for a whitening
+    model (standardizing or noise-whitening: its components and errors are in whitened units)."""
+    return None if model.params_.whitened else common_units(da)

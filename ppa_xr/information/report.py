@@ -93,11 +93,11 @@ def information_report(
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
     report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
-        _add(report, stem, method, maps.isel(map=i, drop=True), model.standardize, k=k)
+        _add(report, stem, method, maps.isel(map=i, drop=True), model.whitened_units_, k=k)
     entropy_input = inputs.entropy()
     for method, values in curves.items():
         for stem, curve in values.items():
-            _add(report, stem, method, xr.DataArray(curve, dims="component"), model.standardize)
+            _add(report, stem, method, xr.DataArray(curve, dims="component"), model.whitened_units_)
         total = float(entropy_input.sum() - values["entropy"].sum()) + model.params_.log2_det_jacobian()  # = multi_information_reduction
         _add(report, "total_mi_reduction", method, xr.DataArray(total))
         _add(report, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
@@ -148,10 +148,10 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
     return values.astype(np.float64), "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
 
 
-def _add(report: xr.Dataset, stem: str, method: str, values: xr.DataArray, standardized: bool = False, **fmt: Any) -> None:
-    """``report[stem_method] = values`` with its long name and units (squared standardized units for a
-    standardizing model: squared errors divided by each feature's variance)."""
+def _add(report: xr.Dataset, stem: str, method: str, values: xr.DataArray, whitened: str | None = None, **fmt: Any) -> None:
+    """``report[stem_method] = values`` with its long name and units (``whitened``: the whitened units
+    a standardizing or noise-whitening model measures errors in, :attr:`PPA.whitened_units_`)."""
     long_name, units = _DESCRIPTIONS[stem]
-    if standardized:
-        units = units.replace("input units", "standardized units")
+    if whitened:
+        units = units.replace("input units", whitened)
     report[f"{stem}_{method}"] = values.assign_attrs(long_name=f"{long_name.format(**fmt)}, {method.upper()}", units=units)
