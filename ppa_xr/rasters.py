@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from .cube.inputs import masked_float
+
 
 def open_band_stack(
     paths: Sequence[str | os.PathLike], bands: Sequence[Hashable] | None = None, chunks=None, masked: bool = False
@@ -46,7 +48,9 @@ def open_band_stack(
     nodata = {layer.rio.nodata for layer in layers}
     if len(nodata) > 1:  # one nodata per band: mask each with its own
         dtype = np.result_type(np.float32, *(layer.dtype for layer in layers))
-        layers = [_masked(layer, dtype) for layer in layers]
+        layers = [masked_float(layer, dtype) for layer in layers]
+        for layer in layers:
+            layer.encoding.pop("_FillValue", None)  # masked layers hold NaN; an integer fill value no longer applies
     cube = xr.concat([layer.squeeze("band", drop=True) for layer in layers], dim="band", combine_attrs="drop_conflicts")
     cube = cube.assign_coords(band=bands)
     return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
@@ -58,13 +62,3 @@ def band_name(path: str | os.PathLike) -> str:
     stem = Path(path).stem
     match = re.search(r"_(B\d+[A-Z]?)$", stem, flags=re.IGNORECASE)
     return match.group(1).upper() if match else stem
-
-
-def _masked(layer: xr.DataArray, dtype: np.dtype) -> xr.DataArray:
-    nodata = layer.rio.nodata
-    out = layer.astype(dtype)
-    if nodata is not None and not np.isnan(nodata):
-        out = out.where(layer != nodata)
-    out.attrs = {k: v for k, v in layer.attrs.items() if k not in ("_FillValue", "missing_value")}
-    out.encoding.pop("_FillValue", None)
-    return out.rio.write_nodata(np.nan, encoded=False)

@@ -35,7 +35,7 @@ def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray
             raise ValueError(f"all data variables must share their dimensions to be stacked as features, got {shapes}")
         if dim in obj.dims:
             raise ValueError(f"the Dataset already has a dimension {dim!r}; pass another dim for its variables")
-        masked = obj.map(_masked_float, keep_attrs=True)
+        masked = obj.map(masked_float, keep_attrs=True)
         stacked = masked.to_dataarray(dim=dim)
         stacked.attrs = dict(obj.attrs)
         return stacked
@@ -46,7 +46,7 @@ def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray
             f"the cube has no dimension {dim!r} (its dims are {tuple(obj.dims)}); pass dim= naming the band/feature "
             f"dimension, or rename yours, e.g. cube.rename({{'bands': {dim!r}}})"
         )
-    return _masked_float(described_bands(obj, dim))
+    return masked_float(described_bands(obj, dim))
 
 
 def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
@@ -67,12 +67,16 @@ def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
     return da
 
 
-def _masked_float(da: xr.DataArray) -> xr.DataArray:
+def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArray:
+    """``da`` as floats with its declared nodata (rioxarray's ``nodata`` / ``_FillValue``) as NaN, a new
+    object without the nodata attributes; ``dtype`` by default float32 for 8/16-bit integers and float32
+    data, float64 otherwise (no value is rounded). The one nodata masking (cubes and band stacks)."""
     import rioxarray  # noqa: F401  (registers .rio)
 
     if da.dtype.kind not in "iufb":
         raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
-    dtype = np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32
+    if dtype is None:
+        dtype = np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32
     nodata = da.rio.nodata
     out = da.copy(deep=False) if da.dtype == dtype else da.astype(dtype)  # never the caller's object; +-inf become NaN in the kernels
     if nodata is not None and not np.isnan(nodata):
