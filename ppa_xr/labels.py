@@ -70,8 +70,10 @@ class FeatureLabels:
                 if missing or extra:
                     raise ValueError(
                         f"the model was fitted on the {n_features} features {want} along {self.dim!r}, the cube has {have} "
-                        f"({missing} missing, {extra} not in the model); select the model's features "
-                        f"(Python: cube.sel({self.dim}={want}); command line: --bands NAME ... or --match-bands position)"
+                        f"({missing} missing, {extra} not in the model); select the model's features by label "
+                        f"(Python: cube.sel({self.dim}={want}); command line: --bands NAME ...), or, when the cube holds the "
+                        f"model's bands in its order under other labels (e.g. a file's 1..n), label them as the model's "
+                        f"(Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: --match-bands position)"
                     )
                 da = da.isel({self.dim: [have.index(label) for label in want]})  # same features, another order
         if da.sizes[self.dim] != n_features:

@@ -16,13 +16,15 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from . import model_io
+from . import display, model_io
 from .core import fitting, kernels
 from .core.basis import TAILS
 from .core.params import PPAParams
 from .labels import FeatureLabels
 from .pixels import FitSample
 
+#: rows of the fitting sample the stored error curve against PCA (``fit_error_ratio_``) is measured on
+SUMMARY_ROWS = 20_000
 #: the highest polynomial degree accepted: the float64 round trip stays below
 #: 1e-12 relative up to about 15 and reaches 1e-6 at 30 (Legendre fit, monomial kernels)
 MAX_DEGREE = 20
@@ -269,6 +271,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.params_ = params
         self.features_, self.sample_ = features, sample
         self._set_fitted(self.params_)
+        rows = X if n <= SUMMARY_ROWS else X[rng.choice(n, SUMMARY_ROWS, replace=False)]
+        ours, theirs = (kernels.error_curve(rows, p).mean(axis=0)[:-1] for p in (params, params.pca()))
+        self.fit_error_ratio_ = 100 * ours / np.where(theirs > 0, theirs, np.inf) + np.where(theirs > 0, 0.0, 100.0)
         return self
 
     def _set_fitted(self, params: PPAParams) -> None:
@@ -301,6 +306,43 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         model.features_, model.sample_ = features, sample
         model._set_fitted(params)
         return model
+
+    def to_xarray(self):
+        """The fitted results as labelled xarray objects (an ``xr.Dataset``), as xeofs users expect.
+
+        Returns
+        -------
+        xr.Dataset
+            ``components`` (component x feature: the leading vectors, rows of
+            ``components_``) with the feature labels and coordinates of the cube
+            the model was fitted on, ``explained_variance`` and
+            ``explained_variance_ratio`` (component), ``snr`` (component, with
+            ``noise_cov``) and ``degree`` (step: the polynomial degree of each
+            step; 1 is straight). ``components`` are in whitened units for a
+            standardizing or noise-whitening model (``whitened_units_``).
+
+        Examples
+        --------
+        >>> model.to_xarray().explained_variance_ratio.sel(component=slice(1, 3))  # doctest: +SKIP
+        """
+        import xarray as xr
+
+        check_is_fitted(self)
+        d = self.n_features_in_
+        features = self.features_ or FeatureLabels("feature")
+        component = {"component": np.arange(1, d + 1)}
+        ds = xr.Dataset(
+            {
+                "components": (("component", features.dim), self.components_, {"long_name": "leading vectors in input space (rows of A)"}),
+                "explained_variance": ("component", self.explained_variance_, {"long_name": "variance of each component on the fitting sample"}),
+                "explained_variance_ratio": ("component", self.explained_variance_ratio_, {"long_name": "share of the total variance"}),
+                "degree": ("step", self.degrees_, {"long_name": "polynomial degree of each step (1: straight)"}),
+            },
+            coords=component | {"step": np.arange(1, d)},
+        )
+        if self.noise_cov is not None:
+            ds["snr"] = ("component", self.snr_, {"long_name": "signal-to-noise ratio of each component"})
+        return ds.assign(components=features.attach(ds["components"]))
 
     def to_dataset(self):
         """The fitted model as an ``xr.Dataset``: its arrays (with checksums), labels, parameters and provenance."""
@@ -419,16 +461,14 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return np.mean(kernels.error_curve(X, self.params_), axis=0)
 
     def __repr__(self, N_CHAR_MAX: int = 700) -> str:
-        """scikit-learn's repr of the parameters, and for a fitted model what it holds."""
+        """scikit-learn's repr of the parameters, and for a fitted model its summary (:mod:`ppa_xr.display`)."""
         text = super().__repr__(N_CHAR_MAX)
-        if not hasattr(self, "params_"):
-            return text
-        labels = self.feature_labels_
-        names = ", ".join(map(str, labels[:8])) + (", ..." if len(labels) > 8 else "") if labels is not None else "unlabelled"
-        degrees = ", ".join(map(str, self.degrees_[:12])) + (", ..." if len(self.degrees_) > 12 else "")
-        size = f", fitted on {self.sample_.size} sampled pixels" if self.sample_ is not None else ""
-        return (f"{text}\n  d = {self.n_features_in_} features ({names}), degrees per step [{degrees}], "
-                f"tails {self.tails!r}{size}")
+        return f"{text}\n{display.text(self)}" if hasattr(self, "params_") else text
+
+    def _html_repr(self) -> str:
+        """In a notebook: the fitted model's summary above scikit-learn's parameter widget."""
+        widget = super()._html_repr()
+        return display.html_table(self) + widget if hasattr(self, "params_") else widget
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -75,8 +75,8 @@ def test_cli_band_stacks_travel_between_scenes_and_outputs_describe_bands(tmp_pa
 def test_fitted_repr_says_what_the_model_holds(landsat):
     model = landsat.ppa.fit(n_samples=3000, random_state=0)
     text = repr(model)
-    assert text.startswith("PPA(") and "d = 10 features (B1, B2, B3, B4, B5, B6, B7, B9, ...)" in text
-    assert "tails 'clamp'" in text and "fitted on 3000 sampled pixels" in text and "degrees per step [" in text
+    assert text.startswith("PPA(") and "features: 10 (B1, B2, B3, B4, B5, B6, B7, B9, B10, B11) along 'band'" in text
+    assert "tails: clamp" in text and "fitting sample: 3000 pixels" in text and "degrees per step: [" in text
     assert repr(ppa_xr.PPA(degree=2)) == "PPA(degree=2)"
 
 

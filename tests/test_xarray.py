@@ -196,3 +196,25 @@ def test_non_numeric_features_are_refused():
     cube = xr.DataArray(np.array([["a", "b"], ["c", "d"]]), dims=("y", "band"))
     with pytest.raises(TypeError, match="must be numeric"):
         cube.ppa.fit()
+
+
+def test_labelled_results_and_the_notebook_summary(landsat, model):
+    results = model.to_xarray()
+    assert results.components.dims == ("component", "band") and list(results.band.values) == list(landsat.band.values)
+    np.testing.assert_allclose(results.wavelength, landsat.wavelength)
+    np.testing.assert_array_equal(results.components.sel(band="B4"), model.components_[:, list(landsat.band.values).index("B4")])
+    assert results.degree.sizes["step"] == 9 and float(results.explained_variance_ratio.sum()) == pytest.approx(1.0)
+    text = repr(model)
+    assert "features: 10 (B1, B2" in text and "degrees per step: [" in text and "error vs its PCA (fitting sample): k=1:" in text
+    html = model._repr_mimebundle_()["text/html"]
+    assert html.startswith("<div><strong>PPA, fitted</strong><table>") and "fitting sample" in html and "sk-" in html  # then sklearn's widget
+    assert np.all(model.fit_error_ratio_ <= 100 + 1e-6)  # Property 2 on the fitting sample, as the summary shows it
+
+
+def test_band_mismatch_hint_works_when_copied(landsat, model):
+    numbered = landsat.assign_coords(band=np.arange(1, 11))  # a file's bands, labelled 1..n
+    with pytest.raises(ValueError, match=r"cube.assign_coords\(band=model.feature_labels_\)") as info:
+        numbered.ppa.transform(model)
+    hint = str(info.value).split("Python: ")[-1].split(";")[0]
+    fixed = eval(hint, {"cube": numbered, "model": model})  # the hint, run as written
+    np.testing.assert_array_equal(fixed.ppa.transform(model, check=False).values, landsat.ppa.transform(model, check=False).values)

@@ -1,0 +1,60 @@
+"""How a fitted model shows itself: one summary, as a line of text (``repr``) and as HTML (notebooks).
+
+The facts shown: the features and their labels, the degree of each step,
+the tails, the whitening (standardized or noise units), the fitting sample
+(its size and cubes) and the fitting sample's error curve against its own
+PCA, ``100 e_PPA(k) / e_PCA(k)``, measured when the model was fitted
+(``fit_error_ratio_``; a model read from a file does not carry it:
+``cube.ppa.evaluate(model)`` measures it on any cube).
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+#: features, steps and error-curve entries a summary lists before eliding the rest
+SHOWN = 12
+
+
+def _elided(values, n: int = SHOWN) -> str:
+    values = list(values)
+    return ", ".join(map(str, values[:n])) + (", ..." if len(values) > n else "")
+
+
+def facts(model) -> dict[str, str]:
+    """The summary of a fitted :class:`~ppa_xr.PPA`, name -> text, in display order."""
+    labels = model.feature_labels_
+    sample = model.sample_
+    out = {
+        "features": f"{model.n_features_in_} ({_elided(labels) if labels is not None else 'unlabelled'})"
+        + (f" along {model.feature_dim_!r}" if model.feature_dim_ is not None else ""),
+        "degrees per step": f"[{_elided(model.degrees_.tolist())}], {int((model.degrees_ > 1).sum())} curved",
+        "tails": model.tails,
+        "units": model.whitened_units_ or "input units",
+    }
+    if sample is not None:
+        cubes = len(sample.cubes)
+        out["fitting sample"] = f"{sample.size} pixels" + (f" pooled over {cubes} cubes" if cubes > 1 else "")
+    if model.noise_cov is not None:
+        out["SNR per component"] = _elided(np.round(model.snr_, 2).tolist())
+    curve = getattr(model, "fit_error_ratio_", None)
+    out["error vs its PCA (fitting sample)"] = (
+        _elided(f"k={k}: {v:.1f}%" for k, v in enumerate(curve, start=1)) if curve is not None else "not stored (cube.ppa.evaluate(model))"
+    )
+    return out
+
+
+def text(model) -> str:
+    """The summary as indented lines, for ``repr``."""
+    return "\n".join(f"  {name}: {value}" for name, value in facts(model).items())
+
+
+def html_table(model) -> str:
+    """The summary as an HTML table, shown above scikit-learn's parameter widget in a notebook."""
+    rows = "".join(
+        f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(name)}</th><td style='text-align:left'>{html.escape(value)}</td></tr>"
+        for name, value in facts(model).items()
+    )
+    return f"<div><strong>PPA, fitted</strong><table>{rows}</table></div>"
