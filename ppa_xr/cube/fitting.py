@@ -20,7 +20,7 @@ def fit(
 ) -> PPA:
     """Fit :class:`~ppa_xr.PPA` on a random sample of the valid pixels of a cube.
 
-    ``progress=True`` reports the fit's steps on stderr (the sampling pass is a
+    ``progress=True`` shows a progress bar of the fit's steps (the sampling pass is a
     dask computation: see its progress with ``dask.diagnostics.ProgressBar``
     or the distributed dashboard). Degree selection holds out whole spatial
     blocks (:func:`sample_valid_pixels`),
