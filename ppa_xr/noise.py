@@ -14,7 +14,8 @@ over the chunks (shared with the pixel sample in ``cube.ppa.fit``), any
 chunking (the result agrees to rounding). Where the
 scene has sharp edges the differences also hold signal, and ``N`` is too
 large there (measured in docs/hyperspectral.md): give a noise covariance
-from a dark frame or a uniform area instead (``PPA(noise_cov=...)``).
+from a dark frame or a uniform area instead (``PPA(noise_cov=...)``, or
+``cube.ppa.fit(noise=<that area as a cube>)``: :func:`sample_covariance`).
 """
 
 from __future__ import annotations
@@ -81,3 +82,16 @@ def noise_covariance(moments: list[list[tuple]], d: int) -> np.ndarray:
             "cannot be estimated; give one (noise_cov=...) from a dark frame or a uniform area"
         )
     return scatter / count
+
+
+def sample_covariance(noise: xr.DataArray, dim: Hashable = "band") -> np.ndarray:
+    """The covariance (d x d, ``n - 1``) of the valid pixels of a noise sample: a dark frame, or a uniform
+    area where the signal is constant, prepared by :func:`ppa_xr.cube.inputs.feature_array`. Computed now."""
+    values = np.asarray(noise.transpose(..., dim).values, dtype=np.float64).reshape(-1, noise.sizes[dim])
+    values = values[np.isfinite(values).all(axis=1)]
+    if len(values) <= noise.sizes[dim]:
+        raise ValueError(
+            f"the noise sample has {len(values)} valid pixels for {noise.sizes[dim]} bands: its covariance would be "
+            "singular; give a larger dark frame or uniform area (more pixels than bands)"
+        )
+    return np.cov(values, rowvar=False)

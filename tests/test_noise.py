@@ -145,3 +145,14 @@ def test_the_shift_estimate_shares_the_sampling_pass(scene):
     model = cube.ppa.fit(noise="shift", degree=1, n_samples=1000, random_state=0)
     assert len(reads) == 16  # every chunk read once, for the sample and the noise together
     np.testing.assert_allclose(model.noise_cov_, shift_difference_covariance(feature_array(scene.cube, "band")), rtol=1e-12)
+
+
+def test_a_noise_sample_gives_the_covariance(scene):
+    rng = np.random.default_rng(3)
+    dark = xr.DataArray(rng.normal(size=(40, 30, 30)) * scene.noise_std[:, None, None], dims=("band", "y", "x"),
+                        coords={"band": scene.cube.band.values[::-1]})  # the bands in another order: matched by label
+    model = scene.cube.ppa.fit(noise=dark, degree=1, n_samples=1000, random_state=0)
+    expected = np.cov(_pixels(dark.sel(band=scene.cube.band.values)), rowvar=False)
+    np.testing.assert_allclose(model.noise_cov_, expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="valid pixels for 40 bands.*more pixels than bands"):
+        scene.cube.ppa.fit(noise=dark.isel(x=slice(0, 1), y=slice(0, 20)), degree=1)

@@ -10,7 +10,7 @@ import xarray as xr
 
 from ..labels import FeatureLabels
 from ..model import PPA
-from ..noise import noise_covariance, noise_moments
+from ..noise import noise_covariance, noise_moments, sample_covariance
 from .inputs import feature_array
 from .sampling import sample_cubes
 
@@ -35,7 +35,9 @@ def fit(
     neighbouring pixels (:func:`ppa_xr.noise.shift_difference_covariance`, in
     the sampling's pass over the chunks) and fits a noise-adjusted PPA on it
     (``PPA(noise_cov=...)``: MNF with ``degree=1``); ``noise=<(d, d) array>``
-    gives the covariance directly, in the cube's band order.
+    gives the covariance directly, in the cube's band order, and
+    ``noise=<cube of noise>`` (a dark frame, a uniform area; same bands,
+    matched by label) the covariance of its valid pixels.
     """
     return fit_pooled([obj], dim, n_samples, random_state, **ppa_params)
 
@@ -63,7 +65,9 @@ def fit_pooled(
     arrays = [features.select(da, arrays[0].sizes[dim]) for da in arrays]
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
     values, groups, sample, shift = sample_cubes(arrays, dim, n_samples, random_state, along=shift)
-    if noise is not None:
+    if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
+        ppa_params["noise_cov"] = sample_covariance(features.select(feature_array(noise, dim), arrays[0].sizes[dim]), dim)
+    elif noise is not None:
         ppa_params["noise_cov"] = noise_covariance(shift, arrays[0].sizes[dim]) if shift is not None else noise
     model = PPA(random_state=random_state, **ppa_params)
     model.check_params(arrays[0].sizes[dim])
