@@ -6,8 +6,11 @@ in memory (``.chunk()``: dask hands each task a strided slice), in a zarr
 store and in a tiled GeoTIFF (each chunk read contiguous). Models: PCA
 (``degree=1``) and PPA (degrees 1..5), both fitted on 50,000 sampled pixels.
 The baseline is ``dask.array.map_blocks`` of ``V x - V mean`` with the fitted
-PCA, BLAS threads as the user has them. Each cell is the best of 3
-interleaved runs; the ratio is ppa_xr / projection in the same process.
+PCA, BLAS threads as the user has them. Schedulers: threads (all cores),
+threads on one worker thread (for the thread scaling), synchronous, and a
+``distributed.LocalCluster`` of 2 single-threaded worker processes. Each
+cell is the best of 3 interleaved runs; the ratio is ppa_xr / projection in
+the same process.
 
 Run by hand: ``python benchmarks/bench_parallel.py [--side 1536] [--repeat 3]``.
 """
@@ -15,6 +18,7 @@ Run by hand: ``python benchmarks/bench_parallel.py [--side 1536] [--repeat 3]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +38,25 @@ def curved_cube(side: int, d: int = 36) -> xr.DataArray:
     data[1:] += 0.3 * (data[0] ** 3)[None] * rng.normal(size=(d - 1, 1, 1)).astype(np.float32)
     coords = {"band": np.arange(1, d + 1), "y": np.arange(side, 0, -1.0), "x": np.arange(side, dtype=float)}
     return xr.DataArray(data, dims=("band", "y", "x"), coords=coords, name="cube")
+
+
+#: "threads 1": the threaded scheduler on one worker thread (thread scaling = its time / "threads"'s)
+SCHEDULERS = ("threads", "threads 1", "sync", "cluster")
+
+
+@contextlib.contextmanager
+def scheduled(name: str):
+    """The scheduler of a row: dask's threads (all cores, or one), synchronous, or a LocalCluster of
+    2 single-threaded workers (processes)."""
+    if name == "cluster":
+        from distributed import Client, LocalCluster
+
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster):
+            yield
+        return
+    settings = {"scheduler": "threads", "num_workers": 1} if name == "threads 1" else {"scheduler": name}
+    with dask.config.set(**settings):
+        yield
 
 
 def sources(cube: xr.DataArray, folder: Path) -> dict[str, xr.DataArray]:
@@ -71,8 +94,8 @@ def main() -> None:
 
             runs = {"projection": projection} | {label: (lambda m=m, s=source: s.ppa.transform(m, check=False).data.compute())
                                                  for label, m in models.items()}
-            for scheduler in ("threads", "sync"):
-                with dask.config.set(scheduler=scheduler):
+            for scheduler in SCHEDULERS:
+                with scheduled(scheduler):
                     times = {label: np.inf for label in runs}
                     for _ in range(args.repeat):  # interleaved: every run sees the same machine state
                         for label, run in runs.items():

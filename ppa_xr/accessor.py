@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import inspect
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import xarray as xr
@@ -12,24 +13,39 @@ from .cube import fitting, inputs, maps, sampling, transfer
 from .model import PPA
 
 
+def _delegates_to(func: Callable) -> Callable:
+    """Give an accessor method the documentation of the function it delegates to, after its own line,
+    so ``help(cube.ppa.fit)`` and the API pages show the parameters (the cube is the function's first argument)."""
+
+    def document(method: Callable) -> Callable:
+        method.__doc__ = f"{method.__doc__}\n\n{inspect.cleandoc(func.__doc__ or '')}"
+        return method
+
+    return document
+
+
 class _PPAAccessor:
     __slots__ = ("_obj",)
 
     def __init__(self, obj: xr.DataArray | xr.Dataset) -> None:
         self._obj = obj
 
+    @_delegates_to(fitting.fit)
     def fit(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None, **ppa_params: Any) -> PPA:
         """Fit PPA on a random sample of valid pixels; see :func:`ppa_xr.cube.fitting.fit`."""
         return fitting.fit(self._obj, dim, n_samples, random_state, **ppa_params)
 
+    @_delegates_to(sampling.sample_valid_pixels)
     def sample(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None, return_groups: bool = False):
         """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.cube.sampling.sample_valid_pixels`."""
         return sampling.sample_valid_pixels(self._obj, dim, n_samples, random_state, return_groups)
 
+    @_delegates_to(maps.transform)
     def transform(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = True) -> xr.DataArray:
         """Lazy PPA components, after a quick check that PPA beats its PCA here; see :func:`ppa_xr.cube.maps.transform`."""
         return maps.transform(self._obj, model, n_components, dim, check)
 
+    @_delegates_to(transfer.evaluate)
     def evaluate(
         self, model: PPA, n_samples: int = transfer.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
         max_chunks: int | None = None,
@@ -37,18 +53,22 @@ class _PPAAccessor:
         """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.cube.transfer.evaluate`."""
         return transfer.evaluate(self._obj, model, n_samples, dim, random_state, max_chunks)
 
+    @_delegates_to(maps.inverse_transform)
     def inverse_transform(self, model: PPA, dim: Hashable = inputs.COMPONENT) -> xr.DataArray:
         """Lazy inverse of components; see :func:`ppa_xr.cube.maps.inverse_transform`."""
         return maps.inverse_transform(self._obj, model, dim)
 
+    @_delegates_to(maps.reconstruct)
     def reconstruct(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
         """Lazy ``n_components`` reconstruction; see :func:`ppa_xr.cube.maps.reconstruct`."""
         return maps.reconstruct(self._obj, model, n_components, dim)
 
+    @_delegates_to(maps.reconstruction_error)
     def reconstruction_error(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
         """Lazy per-pixel squared error map; see :func:`ppa_xr.cube.maps.reconstruction_error`."""
         return maps.reconstruction_error(self._obj, model, n_components, dim)
 
+    @_delegates_to(information.information_report)
     def information_report(
         self, model: PPA, n_components: int = 1, dim: Hashable | None = None, n_samples: int | None = None, random_state: int | None = 0,
         estimator: str = "spacing", held_out: bool = True,

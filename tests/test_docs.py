@@ -28,3 +28,15 @@ def test_docs_site_builds_without_warnings(tmp_path):
     assert (html / "generated" / "ppa_xr.PPA.html").is_file()
     gallery = (html / "auto_examples" / "paper_tables.html").read_text()
     assert "fast mode" in gallery  # the example ran at build time and its output is on the page
+
+
+def test_accessor_methods_carry_the_documentation_they_delegate_to():
+    import xarray as xr
+
+    import ppa_xr  # noqa: F401  (registers .ppa)
+    from ppa_xr.cube import fitting, maps
+
+    cube = xr.DataArray([[[0.0]]], dims=("band", "y", "x"))
+    assert fitting.fit.__doc__.strip().splitlines()[0] in cube.ppa.fit.__doc__
+    assert "check=True" in cube.ppa.transform.__doc__ and maps.transform.__doc__.strip().splitlines()[0] in cube.ppa.transform.__doc__
+    assert "held_out" in cube.ppa.information_report.__doc__ and len(cube.ppa.evaluate.__doc__.splitlines()) > 5
