@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import dask
@@ -72,6 +73,8 @@ def sources(cube: xr.DataArray, folder: Path) -> dict[str, xr.DataArray]:
 
 
 def main() -> None:
+    warnings.filterwarnings("ignore", message="Sending large graph")  # the in-memory cube travels to the cluster with its graph
+    warnings.filterwarnings("ignore", message="Consolidated metadata")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--side", type=int, default=1536)
     parser.add_argument("--repeat", type=int, default=3)
