@@ -38,6 +38,38 @@ def fit(
     gives the covariance directly, in the cube's band order, and
     ``noise=<cube of noise>`` (a dark frame, a uniform area; same bands,
     matched by label) the covariance of its valid pixels.
+
+    Parameters
+    ----------
+    obj : xr.DataArray or xr.Dataset
+        The cube: features along ``dim`` (a Dataset's data variables are the
+        features), any other dimensions are pixels; nodata and NaN pixels are skipped.
+    dim : hashable
+        The feature (band) dimension of a DataArray, or the name given to a
+        Dataset's variables.
+    n_samples : int, optional
+        Pixels to sample (default up to 200,000; all of a smaller scene).
+    random_state : int, optional
+        Seeds the pixel sample and the folds: the same seed gives the same model under any chunking.
+    **ppa_params
+        :class:`~ppa_xr.PPA` parameters (``degree``, ``robust``, ``standardize``, ...),
+        ``noise`` (see above) and ``progress``.
+
+    Returns
+    -------
+    PPA
+        The fitted model, with ``features_`` (the labels) and ``sample_`` (which pixels it saw).
+
+    Raises
+    ------
+    ValueError
+        Bad parameters (before any pass over the cube), no valid pixel, repeated labels.
+
+    Examples
+    --------
+    >>> from ppa_xr.datasets import open_landsat8_sample
+    >>> cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
+    >>> model = cube.ppa.fit(n_samples=20_000, random_state=0)  # doctest: +SKIP
     """
     return fit_pooled([obj], dim, n_samples, random_state, **ppa_params)
 
@@ -53,6 +85,22 @@ def fit_pooled(
     per cube. Every cube must hold the first cube's features (matched by
     label). ``model.sample_.cubes`` records each cube's share, in the given
     order, so reports on any of them hold its fitting pixels out.
+
+    Parameters
+    ----------
+    cubes : list of xr.DataArray or xr.Dataset
+        The scenes or dates, on any grids, with the same features.
+    dim, n_samples, random_state, **ppa_params
+        As in :func:`fit`; ``noise="shift"`` pools the neighbour differences of every cube.
+
+    Returns
+    -------
+    PPA
+        One model for all the cubes.
+
+    Examples
+    --------
+    >>> model = ppa_xr.fit_pooled([scene_2021, scene_2022], n_samples=100_000)  # doctest: +SKIP
     """
     if isinstance(cubes, (xr.DataArray, xr.Dataset)) or not len(cubes):
         raise TypeError("fit_pooled takes a list of cubes, e.g. fit_pooled([scene_a, scene_b]); for one cube use cube.ppa.fit")

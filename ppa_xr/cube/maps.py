@@ -91,7 +91,31 @@ def transform(
     cube (:data:`CHECK_SAMPLES` pixels from at most :data:`CHECK_CHUNKS` chunks,
     outside the fitting sample; computed now, the transform stays lazy) and
     raise :class:`~ppa_xr.evaluation.ShiftWarning` when PPA is worse at some
-    ``k <= n_components`` (:func:`evaluate` shows the curves).
+    ``k <= n_components`` (:func:`~ppa_xr.cube.evaluate` shows the curves).
+
+    Parameters
+    ----------
+    obj : xr.DataArray or xr.Dataset
+        A cube with the model's features (matched by label, reordered if needed).
+    model : PPA
+        A fitted model.
+    n_components : int, optional
+        Components to return, 1..d (default: the model's ``n_components_``).
+    dim : hashable, optional
+        The feature dimension, when it is not the one the model was fitted along.
+    check : bool
+        Run the transfer check first (a few chunks read now).
+
+    Returns
+    -------
+    xr.DataArray
+        Lazy components: ``component`` (1..k) in place of the feature dimension, other
+        dimensions, chunks, CRS and transform kept.
+
+    Examples
+    --------
+    >>> scores = cube.ppa.transform(model, n_components=3)  # doctest: +SKIP
+    >>> scores.rio.to_raster("components.tif")  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
     k = model.n_components_ if n_components is None else kernels.check_components(n_components, model.n_features_in_)
@@ -103,7 +127,28 @@ def transform(
 
 def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
     """Lazy map of ``k <= d`` components back to the fitted band dimension and labels
-    (a Dataset with one variable per feature when the model was fitted on a Dataset)."""
+    (a Dataset with one variable per feature when the model was fitted on a Dataset).
+
+    Parameters
+    ----------
+    scores : xr.DataArray
+        Components 1..k along ``dim`` (any order: they are matched by label), as
+        :func:`transform` returns them, computed, stored or edited.
+    model : PPA
+        The model that produced them.
+    dim : hashable
+        Their dimension.
+
+    Returns
+    -------
+    xr.DataArray or xr.Dataset
+        The k-component reconstruction in input units, lazy.
+
+    Raises
+    ------
+    ValueError
+        Components that are not 1..k (each step is undone from the ones before it).
+    """
     if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
         raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
     if scores.dtype.kind not in "iuf":
@@ -124,7 +169,27 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
 
 
 def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
-    """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk)."""
+    """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk).
+
+    The same values as ``inverse_transform(transform(obj, model, k), model)``
+    in one pass: denoising, or checking what k components keep.
+
+    Parameters
+    ----------
+    obj : xr.DataArray or xr.Dataset
+        A cube with the model's features.
+    model : PPA
+        A fitted model.
+    n_components : int
+        Components kept, 1..d.
+    dim : hashable, optional
+        The feature dimension, when not the fitted one.
+
+    Returns
+    -------
+    xr.DataArray
+        The reconstruction, the cube's layout and labels, lazy.
+    """
     k = kernels.check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
     out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
@@ -132,7 +197,25 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
 
 
 def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
-    """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept."""
+    """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept.
+
+    Parameters
+    ----------
+    obj : xr.DataArray or xr.Dataset
+        A cube with the model's features.
+    model : PPA
+        A fitted model.
+    n_components : int
+        Components kept, 1..d.
+    dim : hashable, optional
+        The feature dimension, when not the fitted one.
+
+    Returns
+    -------
+    xr.DataArray
+        One value per pixel (the feature dimension dropped), in squared input
+        units (whitened units for a standardizing or noise-whitening model), lazy.
+    """
     k = kernels.check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
     name = f"squared reconstruction error summed over bands, {k} PPA components"

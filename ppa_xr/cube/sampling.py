@@ -115,12 +115,30 @@ def sample_valid_pixels(
 
     A pixel is valid when every feature is finite and not nodata. Every pixel
     gets a uniform key, a hash of ``random_state`` and its global index
-    (:func:`pixel_keys`), and the ``n_samples`` smallest keys are kept (a
+    (:func:`ppa_xr.pixels.pixel_keys`), and the ``n_samples`` smallest keys are kept (a
     bottom-k sample), in key order: one pass over the chunks, merged in a tree,
     memory about ``n_samples x d`` per chunk in flight; the cube itself is never
     loaded. The same cube and seed give the same sample under any chunking and
     scheduler. With ``return_groups`` the spatial block of each sampled pixel
     (about :data:`N_BLOCKS` blocks over x/y) is returned too.
+
+    Parameters
+    ----------
+    obj : xr.DataArray or xr.Dataset
+        The cube, features along ``dim``.
+    dim : hashable
+        The feature dimension.
+    n_samples : int, optional
+        Pixels to draw (default up to 200,000; all of a smaller scene).
+    random_state : int, optional
+        Seeds the keys.
+    return_groups : bool
+        Also return each pixel's spatial block.
+
+    Returns
+    -------
+    np.ndarray or tuple of np.ndarray
+        The pixels ``(n, d)`` in key order (and their blocks ``(n,)``).
     """
     sample = sample_features(feature_array(obj, dim), dim, n_samples, random_state)
     return (sample.values, sample.groups) if return_groups else sample.values

@@ -34,6 +34,36 @@ def evaluate(
     pixels), ``relative_error`` (``100 e_PPA / e_PCA``) and its lower bound
     ``relative_error_low``; ``attrs["worse_at"]`` lists the k at which PPA is
     worse beyond sampling noise (:func:`ppa_xr.evaluation.compare_errors`).
+
+    Parameters
+    ----------
+    obj : xr.DataArray or xr.Dataset
+        The cube to judge the model on.
+    model : PPA
+        A fitted model.
+    n_samples : int
+        Pixels to compare on.
+    dim : hashable, optional
+        The feature dimension, when not the fitted one.
+    random_state : int, optional
+        Seeds the sample (and the chunks read).
+    max_chunks : int, optional
+        Read only that many random chunks.
+
+    Returns
+    -------
+    xr.Dataset
+        The error curves over ``component`` = k, computed.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 2 valid pixels outside the fitting sample.
+
+    Examples
+    --------
+    >>> curves = other_scene.ppa.evaluate(model)  # doctest: +SKIP
+    >>> curves.relative_error.plot()  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
     sample = sample_features(da, dim, n_samples, random_state, exclude=model.sample_, max_chunks=max_chunks, empty_ok=True)

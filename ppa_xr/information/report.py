@@ -71,7 +71,37 @@ def information_report(
     Quantized bands (integer digital numbers; :func:`discrete_columns`) are
     dequantized for the densities (:func:`dequantized`, seeded by
     ``random_state``), so every figure is that of the dequantized density
-    (:mod:`ppa_xr.information.estimators`); ``report.attrs["dequantized"]`` flags them (1 per band). ``n_samples`` defaults to :data:`REPORT_SAMPLES`.
+    (:mod:`ppa_xr.information.estimators`); ``report.attrs["dequantized"]`` flags them (1 per band).
+
+    Parameters
+    ----------
+    obj : xr.DataArray, xr.Dataset or np.ndarray
+        The cube (or a samples x features table).
+    model : PPA
+        A fitted model; its own PCA (``model.pca_``) is the baseline.
+    n_components : int
+        Components kept for the error maps.
+    dim : hashable, optional
+        The feature dimension, when not the fitted one.
+    n_samples : int, optional
+        Pixels for the densities and curves (default :data:`REPORT_SAMPLES`).
+    random_state : int, optional
+        Seeds the sample and the dequantization.
+    estimator : {"spacing", "histogram"}
+        The marginal entropy estimator.
+    held_out : bool
+        Estimate on pixels outside the fitting sample (default) or on it.
+
+    Returns
+    -------
+    xr.Dataset
+        Totals, per-component curves (computed) and four per-pixel maps (lazy);
+        ``summary_table`` and ``plot_report`` present it.
+
+    Examples
+    --------
+    >>> report = cube.ppa.information_report(model, n_components=3).compute()  # doctest: +SKIP
+    >>> print(ppa_xr.information.summary_table(report))  # doctest: +SKIP
     """
     if isinstance(obj, np.ndarray):
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
