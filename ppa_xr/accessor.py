@@ -79,13 +79,25 @@ class _PPAAccessor:
 
 @xr.register_dataarray_accessor("ppa")
 class PPADataArrayAccessor(_PPAAccessor):
-    """``da.ppa``: PPA on a DataArray whose features lie along one dimension (default ``band``)."""
+    """``da.ppa``: PPA on a DataArray whose features lie along one dimension (default ``band``).
+
+    Parameters
+    ----------
+    obj : xr.DataArray or xr.Dataset
+        The object ``.ppa`` is read from (xarray passes it).
+    """
 
     __slots__ = ()
 
 
 @xr.register_dataset_accessor("ppa")
 class PPADatasetAccessor(_PPAAccessor):
-    """``ds.ppa``: PPA on a Dataset whose data variables are the features."""
+    """``ds.ppa``: PPA on a Dataset whose data variables are the features.
+
+    Parameters
+    ----------
+    obj : xr.DataArray or xr.Dataset
+        The object ``.ppa`` is read from (xarray passes it).
+    """
 
     __slots__ = ()

@@ -43,7 +43,19 @@ class ShiftWarning(UserWarning):
 @dataclass(frozen=True)
 class ErrorComparison:
     """Mean squared errors of PPA and of its baseline at ``k = 1..d-1`` on ``n`` pixels, their ratio
-    (``relative``, percent) and its standard error (``se``, percent)."""
+    (``relative``, percent) and its standard error (``se``, percent).
+
+    Parameters
+    ----------
+    ppa, pca : np.ndarray
+        (d-1,) mean squared errors keeping k = 1..d-1 components.
+    relative : np.ndarray
+        ``100 ppa / pca``.
+    se : np.ndarray
+        Standard error of ``relative`` (delta method).
+    n : int
+        Pixels compared.
+    """
 
     ppa: np.ndarray
     pca: np.ndarray
@@ -63,7 +75,22 @@ class ErrorComparison:
 
 
 def compare_errors(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> ErrorComparison:
-    """PPA against ``baseline`` (default: its own PCA, :attr:`PPA.pca_`) on the rows of ``X``, ``k = 1..d-1``."""
+    """PPA against ``baseline`` (default: its own PCA, :attr:`PPA.pca_`) on the rows of ``X``, ``k = 1..d-1``.
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    X : array-like of shape (n, d)
+        Samples to compare on.
+    baseline : PPA, optional
+        Default: the model's own PCA.
+
+    Returns
+    -------
+    ErrorComparison
+        Both mean error curves, their ratio and its standard error.
+    """
     baseline = model.pca_ if baseline is None else baseline
     X = np.asarray(X, dtype=np.float64)
     floor = FLOOR * np.mean(np.sum(model.params_.whiten(X) ** 2, axis=1))
@@ -83,7 +110,22 @@ def compare_errors(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> Er
 
 
 def relative_error_curve(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> np.ndarray:
-    """``100 * e_model(k) / e_baseline(k)``, ``k = 1..d-1`` (default baseline: the model's own PCA, :attr:`PPA.pca_`)."""
+    """``100 * e_model(k) / e_baseline(k)``, ``k = 1..d-1`` (default baseline: the model's own PCA, :attr:`PPA.pca_`).
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    X : array-like of shape (n, d)
+        Samples, ideally not used to fit.
+    baseline : PPA, optional
+        Another model to compare against.
+
+    Returns
+    -------
+    np.ndarray
+        (d-1,) percentages; below 100 PPA wins.
+    """
     return compare_errors(model, X, baseline).relative
 
 

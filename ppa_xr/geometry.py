@@ -44,6 +44,22 @@ def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> 
     The curves are those of the map in input space and units: ``whiten`` (a
     scaling of the outputs) does not change them, and a whitening model's
     curves (standardized or noise-whitened units) are carried back to input units.
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    X : array-like of shape (n, d)
+        Points in input space.
+    component : int
+        Which curvilinear feature (1..d).
+    order : int, optional
+        Derivatives 1..order (default d).
+
+    Returns
+    -------
+    np.ndarray
+        (n, order, d), in input units.
     """
     check_is_fitted(model)
     q = _check_component(model, component)
@@ -82,6 +98,20 @@ def frenet_frame(model: PPA, X, component: int = 1) -> np.ndarray:
     Where the curve spans fewer than ``d`` dimensions (a polynomial of degree
     ``g`` has ``c^(k) = 0`` for ``k > g``), the remaining rows complete the
     frame to an orthonormal basis.
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    X : array-like of shape (n, d)
+        Points in input space.
+    component : int
+        Which curvilinear feature (1..d).
+
+    Returns
+    -------
+    np.ndarray
+        (n, d, d) orthonormal frames, rows tangent, normal, binormal, ...
     """
     return np.transpose(_frame_and_diagonal(model, X, component)[0], (0, 2, 1))
 
@@ -91,6 +121,20 @@ def curvatures(model: PPA, X, component: int = 1) -> np.ndarray:
 
     ``chi_1`` is the curvature, ``chi_2`` (in 3-d) the torsion; those beyond
     the span of the curve are 0.
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    X : array-like of shape (n, d)
+        Points in input space.
+    component : int
+        Which curvilinear feature (1..d).
+
+    Returns
+    -------
+    np.ndarray
+        (n, d-1) generalised curvatures (the last carries the sign of the torsion).
     """
     _, diag = _frame_and_diagonal(model, X, component)
     speed = diag[:, :1]
@@ -108,6 +152,18 @@ def metric(model: PPA, X) -> np.ndarray:
     which a displacement along a curvilinear feature counts in units of that
     feature's spread. ``PPA(whiten=True)`` gives features whose Euclidean
     distances are this metric to first order (for k-NN in a Pipeline).
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    X : array-like of shape (n, d)
+        Points in input space.
+
+    Returns
+    -------
+    np.ndarray
+        (n, d, d) symmetric positive definite matrices; NaN for invalid points.
     """
     J = model.jacobian(X)
     variance = np.maximum(model.explained_variance_, np.finfo(float).tiny)
@@ -122,6 +178,22 @@ def principal_grid(model: PPA, n_components: int = 1, points: int = 25, spread: 
     components at their mean (0), mapped back by the truncated inverse
     (docs/method.md): the curve, surface or volume PPA's first features trace
     through the data.
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    n_components : {1, 2, 3}
+        A curve, a surface or a volume.
+    points : int
+        Grid points per component (at least 2).
+    spread : float
+        Half-width of the grid in standard deviations.
+
+    Returns
+    -------
+    np.ndarray
+        ``(points,) * n_components + (d,)`` points in input space.
     """
     check_is_fitted(model)
     k = int(n_components)
@@ -141,6 +213,26 @@ def plot_principal_curves(model: PPA, X, pairs=((0, 1),), labels=None, max_point
     ``X``: the data (a table, or sampled pixels, e.g. ``cube.ppa.sample()``);
     ``pairs``: (i, j) input dimensions per panel; ``labels``: names of the
     input dimensions. Needs matplotlib (``ppa_xr[plot]``); returns the figure.
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    X : array-like of shape (n, d)
+        The data to draw behind the curves.
+    pairs : sequence of (int, int)
+        Feature pairs, one panel each.
+    labels : sequence of str, optional
+        Feature names for the axes.
+    max_points : int
+        At most this many points drawn.
+    **figure_kwargs
+        Passed to the figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The panels.
     """
     import matplotlib.pyplot as plt
 

@@ -27,6 +27,19 @@ class FeatureLabels:
     ``levels`` names the levels when the labels are tuples of a stacked
     (MultiIndex) dimension, as in EOF analysis with grid cells as features;
     ``variables``: the features were a Dataset's data variables.
+
+    Parameters
+    ----------
+    dim : hashable
+        The feature dimension.
+    labels : np.ndarray, optional
+        One label per feature (None: features by position).
+    coords : dict of str to np.ndarray
+        Other per-feature coordinates (e.g. wavelengths).
+    levels : tuple of str, optional
+        Level names of a stacked (MultiIndex) dimension.
+    variables : bool
+        The features were a Dataset's data variables.
     """
 
     dim: Hashable

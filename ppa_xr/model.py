@@ -502,5 +502,23 @@ def _progress_bar(steps: int):
 
 
 def load_model(path: str | os.PathLike, format: str | None = None) -> PPA:
-    """Read a model written by :meth:`PPA.save` (same as :meth:`PPA.load`)."""
+    """Read a model written by :meth:`PPA.save` (same as :meth:`PPA.load`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.nc`` or ``.zarr`` model written by :meth:`PPA.save`.
+    format : {"netcdf", "zarr"}, optional
+        When the suffix does not say.
+
+    Returns
+    -------
+    PPA
+        The fitted model, every array checked against its checksum.
+
+    Raises
+    ------
+    ValueError
+        A corrupt, truncated, foreign or newer-format file, named.
+    """
     return PPA.load(path, format)

@@ -64,6 +64,23 @@ def shift_difference_covariance(cubes: xr.DataArray | Sequence[xr.DataArray], di
     :func:`ppa_xr.cube.inputs.feature_array` (floats, nodata as NaN), all in
     the same feature order. Computed now, in one pass over their chunks
     (``cube.ppa.fit(noise="shift")`` computes it in the sampling's pass).
+
+    Parameters
+    ----------
+    cubes : xr.DataArray or sequence of xr.DataArray
+        The cube(s).
+    dim : hashable
+        The feature dimension.
+
+    Returns
+    -------
+    np.ndarray
+        (d, d) noise covariance.
+
+    Raises
+    ------
+    ValueError
+        Fewer valid neighbour pairs than features.
     """
     cubes = [cubes] if isinstance(cubes, xr.DataArray) else list(cubes)
     return noise_covariance(dask.compute([noise_moments(da, dim) for da in cubes])[0], cubes[0].sizes[dim])
@@ -86,7 +103,25 @@ def noise_covariance(moments: list[list[tuple]], d: int) -> np.ndarray:
 
 def sample_covariance(noise: xr.DataArray, dim: Hashable = "band") -> np.ndarray:
     """The covariance (d x d, ``n - 1``) of the valid pixels of a noise sample: a dark frame, or a uniform
-    area where the signal is constant, prepared by :func:`ppa_xr.cube.inputs.feature_array`. Computed now."""
+    area where the signal is constant, prepared by :func:`ppa_xr.cube.inputs.feature_array`. Computed now.
+
+    Parameters
+    ----------
+    noise : xr.DataArray
+        The noise sample, features along ``dim``.
+    dim : hashable
+        The feature dimension.
+
+    Returns
+    -------
+    np.ndarray
+        (d, d) covariance.
+
+    Raises
+    ------
+    ValueError
+        No more valid pixels than bands.
+    """
     values = np.asarray(noise.transpose(..., dim).values, dtype=np.float64).reshape(-1, noise.sizes[dim])
     values = values[np.isfinite(values).all(axis=1)]
     if len(values) <= noise.sizes[dim]:

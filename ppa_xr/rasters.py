@@ -24,6 +24,25 @@ def open_band_stack(
     must have one band and the same grid (shape, CRS and transform). When the
     files declare different nodata values, each band's own nodata becomes NaN
     (a float cube with NaN as its nodata), so no nodata pixel is used as data.
+
+    Parameters
+    ----------
+    paths : sequence of path
+        One single-band raster per band, on one grid.
+    bands : sequence, optional
+        Band labels (default: :func:`band_name` of each file).
+    chunks, masked
+        Passed to :func:`rioxarray.open_rasterio`.
+
+    Returns
+    -------
+    xr.DataArray
+        ``(band, y, x)``, lazy when ``chunks`` is given.
+
+    Raises
+    ------
+    ValueError
+        Files on different grids, with several bands, repeated, or labels that repeat.
     """
     import rioxarray
 

@@ -31,7 +31,22 @@ TAILS = ("clamp", "linear", "polynomial")
 
 
 def legendre(t: np.ndarray, degree: int, out: np.ndarray) -> np.ndarray:
-    """Write ``P_1..P_g`` at ``t`` (n,) into ``out`` (g, n), by ``(k+1) P_{k+1} = (2k+1) t P_k - k P_{k-1}``."""
+    """Write ``P_1..P_g`` at ``t`` (n,) into ``out`` (g, n), by ``(k+1) P_{k+1} = (2k+1) t P_k - k P_{k-1}``.
+
+    Parameters
+    ----------
+    t : np.ndarray
+        (n,) points, in [-1, 1] inside the fitted range.
+    degree : int
+        Highest degree.
+    out : np.ndarray
+        (degree, n) buffer written in place.
+
+    Returns
+    -------
+    np.ndarray
+        ``out``: ``P_1(t) .. P_degree(t)``.
+    """
     out[0] = t
     if degree > 1:
         np.multiply(t, t, out=out[1])
@@ -81,7 +96,24 @@ def legendre_to_power(degree: int) -> np.ndarray:
 
 
 def powers(t: np.ndarray, degree: int, tails: str, out: np.ndarray) -> np.ndarray:
-    """Write ``t^1..t^g`` with the given tails into ``out`` (g, n); ``t`` (n,) may be clipped in place."""
+    """Write ``t^1..t^g`` with the given tails into ``out`` (g, n); ``t`` (n,) may be clipped in place.
+
+    Parameters
+    ----------
+    t : np.ndarray
+        (n,) scaled projections.
+    degree : int
+        Highest power.
+    tails : {"clamp", "linear", "polynomial"}
+        The behaviour beyond [-1, 1].
+    out : np.ndarray
+        (degree, n) buffer written in place.
+
+    Returns
+    -------
+    np.ndarray
+        ``out``: ``t^1 .. t^degree`` with the tails applied.
+    """
     if tails == "polynomial":
         base = t
     else:

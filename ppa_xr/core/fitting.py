@@ -577,6 +577,30 @@ def fit_params(
     one pass their per-group Gram matrices; a block ends at its first curved
     step (whose correction changes the residual) and the next one doubles
     while steps stay straight.
+
+    Parameters
+    ----------
+    X : np.ndarray
+        (n, d) finite samples.
+    degrees : sequence of int
+        Candidate degrees.
+    tails, leading, n_folds, max_curved, standardize, robust, noise_cov
+        As in :class:`ppa_xr.PPA`.
+    groups : np.ndarray, optional
+        (n,) labels held out together.
+    rng : np.random.Generator, optional
+        Folds and draws.
+    progress : callable, optional
+        ``progress(done, total)`` after each step.
+    selection_rows : int
+        Rows the degree selection cross-validates on.
+    transfer : bool
+        ``validation="transfer"``.
+
+    Returns
+    -------
+    PPAParams
+        The fitted parameters.
     """
     degrees = candidate_degrees(degrees)
     strategy = (LEADING_VECTORS[leading] if isinstance(leading, str) else Strategy(leading)).for_degree(max(degrees))

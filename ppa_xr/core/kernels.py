@@ -218,7 +218,24 @@ def _copy(r: np.ndarray, out: np.ndarray) -> None:
 
 
 def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
-    """PPA coordinates ``r[..., :n_components]`` of ``x`` (``...`` x d); float32 stays float32."""
+    """PPA coordinates ``r[..., :n_components]`` of ``x`` (``...`` x d); float32 stays float32.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
+    params : PPAParams
+        The fitted parameters.
+    n_components : int, optional
+        Outputs to return, 1..d (default d).
+    threads : int, optional
+        Kernel threads (default: all cores; the cube layer passes 1 per dask task).
+
+    Returns
+    -------
+    np.ndarray
+        (``...`` x k); NaN where a point has a NaN or inf.
+    """
     d = params.n_features
     k = d if n_components is None else check_components(n_components, d)
     return _map_forward(x, params, k, d - 1, k, _copy, threads)
@@ -249,6 +266,20 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
     inverse steps run, ``x^ = mean + sum_{p<k} [a_p alpha_p + h_p(alpha_p)]``.
     The squared error is then that residual's energy, never above PCA's on the
     fitting sample.
+
+    Parameters
+    ----------
+    r : np.ndarray
+        The first k PPA coordinates (``...`` x k).
+    params : PPAParams
+        The fitted parameters.
+    threads : int, optional
+        Kernel threads (default: all cores; the cube layer passes 1 per dask task).
+
+    Returns
+    -------
+    np.ndarray
+        (``...`` x d) points in input space.
     """
     d = params.n_features
     r = np.asarray(r)
@@ -282,7 +313,24 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
 
 
 def reconstruct(x: np.ndarray, params: PPAParams, n_components: int, threads: int | None = None) -> np.ndarray:
-    """``x`` rebuilt from its first ``n_components`` components: ``inverse(forward(x)[..., :k])``."""
+    """``x`` rebuilt from its first ``n_components`` components: ``inverse(forward(x)[..., :k])``.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
+    params : PPAParams
+        The fitted parameters.
+    n_components : int
+        Components kept, 1..d.
+    threads : int, optional
+        Kernel threads (default: all cores; the cube layer passes 1 per dask task).
+
+    Returns
+    -------
+    np.ndarray
+        (``...`` x d) reconstructions.
+    """
     return inverse(forward(x, params, n_components, threads), params, threads)
 
 
@@ -292,6 +340,22 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
     The rows ``k..d-1`` of the forward map after its first ``k`` steps are an
     orthogonal image of the residual after step ``k``, so the error is their
     squared norm: one truncated forward pass, no inverse.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
+    params : PPAParams
+        The fitted parameters.
+    n_components : int
+        Components kept, 1..d.
+    threads : int, optional
+        Kernel threads (default: all cores; the cube layer passes 1 per dask task).
+
+    Returns
+    -------
+    np.ndarray
+        (``...``) squared errors (whitened units for a whitening model).
     """
     d = params.n_features
     k = check_components(n_components, d)
@@ -319,6 +383,20 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
     (one pass over the rows after the next curved step, then a row at a time);
     then that step's correction is applied. Entry ``k-1`` equals
     :func:`squared_error` with ``k`` components (and 0 at ``k = d``).
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
+    params : PPAParams
+        The fitted parameters.
+    threads : int, optional
+        Kernel threads (default: all cores; the cube layer passes 1 per dask task).
+
+    Returns
+    -------
+    np.ndarray
+        (``...`` x d) squared errors keeping k = 1..d components.
     """
     d = params.n_features
 
@@ -342,7 +420,20 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
 
 
 def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
-    """Analytic ``dr/dx`` at every point of ``x`` (``...`` x d) -> (``...`` x d x d)."""
+    """Analytic ``dr/dx`` at every point of ``x`` (``...`` x d) -> (``...`` x d x d).
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
+    params : PPAParams
+        The fitted parameters.
+
+    Returns
+    -------
+    np.ndarray
+        (``...`` x d x d); all NaN where a point is invalid.
+    """
     d = params.n_features
     cols, dtype, _ = _as_columns(x, d, "x")
     rows = cols.T

@@ -37,7 +37,20 @@ GD_ITERATIONS = 60
 
 
 def pca_leading_vector(cov: np.ndarray, resid: np.ndarray | None = None) -> np.ndarray:
-    """The PCA-based solution: the leading eigenvector of the residual covariance."""
+    """The PCA-based solution: the leading eigenvector of the residual covariance.
+
+    Parameters
+    ----------
+    cov : np.ndarray
+        (m, m) covariance of the residual.
+    resid : np.ndarray, optional
+        Unused: the PCA direction needs only ``cov``.
+
+    Returns
+    -------
+    np.ndarray
+        (m,) unit vector.
+    """
     m = cov.shape[0]
     return scipy.linalg.eigh(cov, subset_by_index=(m - 1, m - 1), check_finite=False)[1][:, 0]
 
@@ -94,6 +107,20 @@ def gd_leading_vector(cov: np.ndarray, resid: np.ndarray, degree: int = 3) -> np
 
     Starts from the top :data:`GD_STARTS` eigenvectors of ``cov``; returns the
     best end point, or the PCA solution if nothing beats it.
+
+    Parameters
+    ----------
+    cov : np.ndarray
+        (m, m) covariance of the residual.
+    resid : np.ndarray
+        (n, m) centred residual sample.
+    degree : int
+        The polynomial degree the search optimises for.
+
+    Returns
+    -------
+    np.ndarray
+        (m,) unit vector, never worse than the PCA one on ``resid``.
     """
     m = cov.shape[0]
     if m == 1:

@@ -43,7 +43,21 @@ ARRAYS = ("mean", "rotation", "degrees", "center", "scale", "forward_bias", "for
 
 @dataclass(frozen=True, eq=False)
 class PPAParams:
-    """Fitted parameters of a PPA map on ``d`` features."""
+    """Fitted parameters of a PPA map on ``d`` features.
+
+    Parameters
+    ----------
+    mean, rotation, degrees, center, scale, forward_bias, forward, inverse_bias, inverse : np.ndarray
+        The map (module docstring, shapes in the field comments).
+    explained_variance : np.ndarray
+        (d,) variance of each output on the fitting sample.
+    pca_rotation, pca_variance : np.ndarray
+        The PCA of the same sample, the baseline.
+    whitening : np.ndarray, optional
+        (d, d) ``W``; None is the identity.
+    tails : {"clamp", "linear", "polynomial"}
+        The polynomials' behaviour beyond the fitted range.
+    """
 
     mean: np.ndarray  # (d,)
     rotation: np.ndarray  # (d, d), rows are the leading vectors A

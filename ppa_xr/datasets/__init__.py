@@ -24,7 +24,21 @@ _VOWEL_SPEAKERS = {"ae.train": [30] * 9, "ae.test": [31, 35, 88, 44, 29, 24, 40,
 
 @dataclass(frozen=True)
 class Table:
-    """A feature table: ``data`` (n x d float64), class ``target`` (n,), and where it came from."""
+    """A feature table: ``data`` (n x d float64), class ``target`` (n,), and where it came from.
+
+    Parameters
+    ----------
+    name : str
+        The table's name.
+    data : np.ndarray
+        (n, d) features.
+    target : np.ndarray
+        (n,) class labels.
+    feature_names : tuple of str
+        One per feature.
+    provenance : str
+        Source and licence.
+    """
 
     name: str
     data: np.ndarray
@@ -104,7 +118,23 @@ _SOURCES = {
 
 
 def load_table(name: str) -> Table:
-    """Load one of the paper's UCI tables by name (one of :data:`UCI_TABLES`)."""
+    """Load one of the paper's UCI tables by name (one of :data:`UCI_TABLES`).
+
+    Parameters
+    ----------
+    name : str
+        "MagicGamma", "JapaneseVowels", "Pageblocks", "Sat" or "Segmentation".
+
+    Returns
+    -------
+    Table
+        The table with its provenance.
+
+    Raises
+    ------
+    ValueError
+        An unknown name, with the known ones.
+    """
     if name not in _LOADERS:
         raise ValueError(f"unknown table {name!r}; choose one of {UCI_TABLES}")
     data, target, names = _LOADERS[name]()
@@ -118,13 +148,25 @@ LANDSAT8_WAVELENGTH_UM = (0.443, 0.482, 0.562, 0.655, 0.865, 1.609, 2.201, 1.373
 
 def landsat8_sample_path() -> str:
     """Path of the bundled Landsat 8 sample: 10 bands (B1-B7, B9-B11), 320 x 320 px at 30 m,
-    uint16, EPSG:32616, nodata 0, DEFLATE GeoTIFF (scene LC80200392015216LGN00, US public domain)."""
+    uint16, EPSG:32616, nodata 0, DEFLATE GeoTIFF (scene LC80200392015216LGN00, US public domain).
+
+    Returns
+    -------
+    str
+        The path of the GeoTIFF inside the installed package.
+    """
     return str(_DATA / "landsat8_sample.tif")
 
 
 def rgb_byte_path() -> str:
     """Path of rasterio's RGB.byte.tif test scene (Landsat 7 ETM+ subset, 3 bands uint8, 718 x 791 px
-    at 300 m, EPSG:32618, nodata 0; BSD-3-Clause rasterio, Landsat US public domain), DEFLATE re-encoded."""
+    at 300 m, EPSG:32618, nodata 0; BSD-3-Clause rasterio, Landsat US public domain), DEFLATE re-encoded.
+
+    Returns
+    -------
+    str
+        The path of the GeoTIFF inside the installed package.
+    """
     return str(_DATA / "rgb_byte.tif")
 
 
@@ -132,6 +174,18 @@ def open_landsat8_sample(chunks=None, masked: bool = False):
     """The Landsat 8 sample as a (band, y, x) DataArray labelled by band name, with wavelengths.
 
     ``chunks`` and ``masked`` are passed to :func:`rioxarray.open_rasterio`.
+
+    Parameters
+    ----------
+    chunks : dict or int, optional
+        dask chunks (None: loaded lazily without dask, read on access).
+    masked : bool
+        Nodata (0) as NaN.
+
+    Returns
+    -------
+    xr.DataArray
+        (band, y, x) uint16 (float with ``masked``), bands labelled B1..B11, with ``wavelength``.
     """
     import rioxarray
 
@@ -141,7 +195,20 @@ def open_landsat8_sample(chunks=None, masked: bool = False):
 
 
 def open_rgb_byte(chunks=None, masked: bool = False):
-    """RGB.byte.tif as a (band, y, x) DataArray (bands 1, 2, 3), nodata 0 (NaN when ``masked``)."""
+    """RGB.byte.tif as a (band, y, x) DataArray (bands 1, 2, 3), nodata 0 (NaN when ``masked``).
+
+    Parameters
+    ----------
+    chunks : dict or int, optional
+        dask chunks (None: loaded lazily without dask, read on access).
+    masked : bool
+        Nodata (0) as NaN.
+
+    Returns
+    -------
+    xr.DataArray
+        (band, y, x) uint8 (float with ``masked``).
+    """
     import rioxarray
 
     return rioxarray.open_rasterio(rgb_byte_path(), chunks=chunks, masked=masked).rename("rgb")
@@ -155,6 +222,16 @@ def open_ersst_sample(chunks=None):
     seasonal cycle, as EOF analysis would. Source: xarray-tutorial's
     ``sst.mnmean.nc``; "No constraints on data access or use" (NOAA); cite
     Huang et al. 2017, doi:10.1175/JCLI-D-16-0836.1.
+
+    Parameters
+    ----------
+    chunks : dict or int, optional
+        dask chunks (None: loaded lazily without dask, read on access).
+
+    Returns
+    -------
+    xr.Dataset
+        ``sst`` (time, lat, lon).
     """
     import xarray as xr
 
@@ -167,6 +244,16 @@ def open_abu_beach(chunks=None):
     A Dataset with ``reflectance`` (band, y, x) and ``anomaly`` (y, x; 1 on the
     anomalous targets of the anomaly-detection benchmark). Kang et al., IEEE
     TGRS 55(10), 2017 (see ``data/PROVENANCE.md``).
+
+    Parameters
+    ----------
+    chunks : dict or int, optional
+        dask chunks (None: loaded lazily without dask, read on access).
+
+    Returns
+    -------
+    xr.Dataset
+        ``reflectance`` (band, y, x) and ``anomaly`` (y, x).
     """
     import xarray as xr
 

@@ -37,7 +37,19 @@ import xarray as xr
 
 @dataclass(frozen=True)
 class SyntheticCube:
-    """Pixels (n x bands), their noise-free signal, the material of each pixel (-1: anomaly), the noise's std per band."""
+    """Pixels (n x bands), their noise-free signal, the material of each pixel (-1: anomaly), the noise's std per band.
+
+    Parameters
+    ----------
+    data : np.ndarray
+        (n, bands) noisy pixels.
+    signal : np.ndarray
+        (n, bands) their noise-free signal.
+    material : np.ndarray
+        (n,) material of each pixel (-1: anomaly).
+    noise_std : np.ndarray
+        (bands,) the noise's standard deviation.
+    """
 
     data: np.ndarray
     signal: np.ndarray
@@ -64,7 +76,28 @@ def make_curved_mixture(
     random_state: int | None = 0,
 ) -> SyntheticCube:
     """Draw a curved mixture (see the module docstring); ``noise_level`` is the noise's mean standard deviation
-    relative to the materials' mean spectra (about 1)."""
+    relative to the materials' mean spectra (about 1).
+
+    Parameters
+    ----------
+    n_samples, n_bands, n_materials : int
+        Pixels, bands and materials.
+    noise : {"gaussian", "student"}
+        Gaussian, or Student-t with 2 degrees of freedom (heavy tails).
+    noise_level : float
+        Mean noise standard deviation.
+    noise_range : float
+        Ratio of the largest to the smallest band's noise.
+    anomalies : float
+        Fraction of pixels replaced by foreign spectra.
+    random_state : int, optional
+        Seed.
+
+    Returns
+    -------
+    SyntheticCube
+        The pixels, their signal, materials and noise level.
+    """
     if noise not in ("gaussian", "student"):
         raise ValueError(f"noise must be 'gaussian' or 'student', got {noise!r}")
     if not 0 <= anomalies < 1:
@@ -91,7 +124,17 @@ def make_curved_mixture(
 
 @dataclass(frozen=True)
 class SyntheticScene:
-    """A noisy raster (``cube``: band x y x), its noise-free ``signal`` (same layout) and the noise's std per band."""
+    """A noisy raster (``cube``: band x y x), its noise-free ``signal`` (same layout) and the noise's std per band.
+
+    Parameters
+    ----------
+    cube : xr.DataArray
+        (band, y, x) noisy scene.
+    signal : xr.DataArray
+        Its noise-free signal.
+    noise_std : np.ndarray
+        (band,) the noise's standard deviation.
+    """
 
     cube: xr.DataArray
     signal: xr.DataArray
@@ -119,7 +162,24 @@ def make_noisy_scene(
     """A raster whose clean signal is known: ``x = mu + sum_j (t_j u_j + t_j^2 v_j)`` over ``n_factors``
     latent fields ``t_j`` (spatially smooth, or with ``edges`` piecewise constant in four levels),
     smooth spectra ``mu, u_j, v_j``, plus Gaussian noise whose standard deviation varies ``noise_range``
-    times across the bands (mean ``noise_level``)."""
+    times across the bands (mean ``noise_level``).
+
+    Parameters
+    ----------
+    height, width, n_bands, n_factors : int
+        Raster size, bands and latent factors.
+    noise_level, noise_range : float
+        Mean noise standard deviation, and the ratio of the largest to the smallest band's.
+    edges : bool
+        Piecewise-constant factors with sharp boundaries.
+    random_state : int, optional
+        Seed.
+
+    Returns
+    -------
+    SyntheticScene
+        The noisy cube, its signal and the noise level per band.
+    """
     rng = np.random.default_rng(random_state)
     wavelengths = np.linspace(0, 1, n_bands)
     t = _smooth_fields(rng, n_factors, (height, width), sigma=min(height, width) / 8)

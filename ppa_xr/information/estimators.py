@@ -88,7 +88,21 @@ def _ranges(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class EqualMassBins:
-    """The m-spacing estimator on equal-mass bins of each column (see the module docstring)."""
+    """The m-spacing estimator on equal-mass bins of each column (see the module docstring).
+
+    Parameters
+    ----------
+    edges : np.ndarray
+        (d, B+1) order statistics bounding the bins.
+    log_density : np.ndarray
+        (d, B) bias-corrected log2 density in each bin.
+    weights : np.ndarray
+        (B,) share of the spacings in each bin.
+    plug_in : np.ndarray
+        (d,) ``-mean log2 p`` over the fitting sample.
+    n : int
+        Rows it was fitted on.
+    """
 
     edges: np.ndarray  # (d, B+1) order statistics bounding the bins
     log_density: np.ndarray  # (d, B) bias-corrected log2 density in each bin
@@ -142,7 +156,17 @@ class EqualMassBins:
 
 @dataclass(frozen=True)
 class Histograms:
-    """Equal-width marginal histograms of a sample: ``ceil(sqrt(n))`` bins per column over [min, max]."""
+    """Equal-width marginal histograms of a sample: ``ceil(sqrt(n))`` bins per column over [min, max].
+
+    Parameters
+    ----------
+    low, width : np.ndarray
+        (d,) left edge and bin width of each column.
+    counts : np.ndarray
+        (d, bins) counts.
+    n : int
+        Rows it was fitted on.
+    """
 
     low: np.ndarray  # (d,)
     width: np.ndarray  # (d,)
@@ -193,14 +217,45 @@ ESTIMATORS = {"spacing": EqualMassBins, "histogram": Histograms}
 
 
 def marginal_density(X: np.ndarray, estimator: str = "spacing") -> EqualMassBins | Histograms:
-    """The marginal densities of a sample, by ``"spacing"`` (default) or ``"histogram"``."""
+    """The marginal densities of a sample, by ``"spacing"`` (default) or ``"histogram"``.
+
+    Parameters
+    ----------
+    X : np.ndarray
+        (n, d) samples; rows with NaN are ignored.
+    estimator : {"spacing", "histogram"}
+        The estimator (module docstring).
+
+    Returns
+    -------
+    EqualMassBins or Histograms
+        Densities with ``entropy()`` and ``log2_density(values)``.
+    """
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got {estimator!r}")
     return ESTIMATORS[estimator].fit(X)
 
 
 def marginal_entropy(X: np.ndarray, estimator: str = "spacing") -> np.ndarray:
-    """Differential entropy in bits of each column of ``X`` (n x d), rows with NaN ignored."""
+    """Differential entropy in bits of each column of ``X`` (n x d), rows with NaN ignored.
+
+    Parameters
+    ----------
+    X : np.ndarray
+        (n, d) samples; rows with NaN are ignored.
+    estimator : {"spacing", "histogram"}
+        The estimator.
+
+    Returns
+    -------
+    np.ndarray
+        (d,) entropies in bits.
+
+    Raises
+    ------
+    ValueError
+        Constant columns (entropy -inf), fewer than 2 complete rows.
+    """
     return marginal_density(X, estimator).entropy()
 
 
@@ -258,6 +313,31 @@ def multi_information_reduction(
     (``model.params_.log2_det_jacobian()``). Pass samples the map was not
     fitted on: on its own fitting sample the figure is biased up by about
     ``d (d - 1) / (4 n ln 2)`` bits (module docstring).
+
+    Parameters
+    ----------
+    X : np.ndarray
+        (n, d) samples the map was not fitted on.
+    R : np.ndarray, PPA or callable
+        ``T(X)``, or the map itself.
+    estimator : {"spacing", "histogram"}
+        The marginal entropy estimator.
+    log2_det_jacobian : float, optional
+        ``log2 |det J|`` of the map (taken from a PPA; 0 otherwise).
+
+    Returns
+    -------
+    MIReduction
+        ``total`` and ``per_dimension``, in bits.
+
+    Raises
+    ------
+    ValueError
+        Quantized ``X`` with ``R`` given as an array, or shapes that differ.
+
+    Examples
+    --------
+    >>> multi_information_reduction(X_test, model).per_dimension  # doctest: +SKIP
     """
     X = np.asarray(X)
     discrete = discrete_columns(X)

@@ -13,7 +13,18 @@ SUMMARY_ROWS = 10
 
 def summary_table(report: xr.Dataset) -> str:
     """A markdown table of the report's totals and reconstruction errors, PPA beside PCA, that fits a screen:
-    the errors for the first :data:`SUMMARY_ROWS` k, then the ratio's mean and worst over every k."""
+    the errors for the first :data:`SUMMARY_ROWS` k, then the ratio's mean and worst over every k.
+
+    Parameters
+    ----------
+    report : xr.Dataset
+        A computed :func:`information_report`.
+
+    Returns
+    -------
+    str
+        Markdown.
+    """
     get = lambda name: float(report[name].values)  # noqa: E731
     k = int(report.attrs["n_components"])
     lines = [
@@ -66,7 +77,22 @@ def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: A
     """The report as a figure (a ``matplotlib.figure.Figure``, shown once in a notebook): maps of the
     redundancy removed per pixel and of the squared error, each for PPA and as PPA minus PCA (green: PPA
     removes more redundancy; blue: PPA reconstructs better), and the per-component curves (marginal entropy;
-    error per pixel for k = 1..d-1)."""
+    error per pixel for k = 1..d-1).
+
+    Parameters
+    ----------
+    report : xr.Dataset
+        A computed :func:`information_report`.
+    title : str, optional
+        Replaces the default title (the totals and what the sample was).
+    **figure_kwargs
+        Passed to :class:`matplotlib.figure.Figure` (e.g. ``figsize``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Save it with ``fig.savefig(...)``.
+    """
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
