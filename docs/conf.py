@@ -13,6 +13,7 @@ import ppa_xr
 
 ROOT = Path(os.environ.get("PPA_XR_ROOT") or Path(__file__).resolve().parent.parent)  # the tests build a copy of docs/
 
+smartquotes = False  # "--fast" stays two hyphens in copied commands
 project = "ppa_xr"
 author = "ppa_xr developers"
 copyright = "2026, ppa_xr developers"

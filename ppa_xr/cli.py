@@ -28,7 +28,7 @@ from .cube.inputs import common_units
 from .core import fitting
 from .core.basis import TAILS
 from .files import check_output, replace_atomically
-from .rasters import open_band_stack
+from .rasters import file_lock, open_band_stack
 
 
 RASTER_SUFFIXES = (".tif", ".tiff", ".vrt", ".jp2")
@@ -93,7 +93,7 @@ def _write(da: xr.DataArray, path: Path) -> None:
         if path.suffix.lower() in (".tif", ".tiff"):
             bands = da[da.dims[0]].values  # band descriptions: component numbers, or the input's band names
             names = [f"PPA component {v}" for v in bands] if da.dims[0] == "component" else [str(v) for v in bands]
-            da.assign_attrs(long_name=tuple(names)).rio.to_raster(tmp, lock=_file_lock(), tiled=True, compress="deflate", driver="GTiff")
+            da.assign_attrs(long_name=tuple(names)).rio.to_raster(tmp, lock=file_lock(), tiled=True, compress="deflate", driver="GTiff")
             units = common_units(da)
             if units:  # rioxarray writes band descriptions, not units
                 with rasterio.open(tmp, "r+") as dst:
@@ -106,17 +106,6 @@ def _write(da: xr.DataArray, path: Path) -> None:
     one_file = path.suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
         replace_atomically(path, write)
-
-
-def _file_lock():
-    """A lock for chunks written into one file: the cluster's when a distributed client runs the graph."""
-    try:
-        from distributed import Lock, get_client
-
-        get_client()  # raises ValueError without one
-        return Lock("ppa-xr-write")
-    except (ImportError, ValueError):  # no distributed, or no client
-        return threading.Lock()
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
@@ -167,7 +156,9 @@ def _error_table(cube: xr.DataArray, models: dict[str, PPA], ks: range) -> None:
     maps = {(name, k): cube.ppa.reconstruction_error(model, k).mean() for name, model in models.items() for k in ks}
     values = dict(zip(maps, dask.compute(*maps.values())))
     names = list(models)
-    print("error per pixel = squared error summed over bands, mean over valid pixels (squared input units)")
+    print("k = components kept; error = squared reconstruction error summed over bands, mean over valid pixels (squared")
+    print(f"input units; lower is better); the last column is 100 x {names[0]} error / {names[-1]} error: below 100, {names[0]} "
+          f"reconstructs the scene better than {names[-1]} with the same k")
     print(f"{'k':>3}" + "".join(f"{n + ' error':>16}" for n in names) + f"{'100*' + names[0] + '/' + names[-1]:>16}")
     for k in ks:
         row = [float(values[(n, k)]) for n in names]
@@ -211,7 +202,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
     print(f"Landsat 8 sample: {dict(cube.sizes)} {cube.dtype}, {cube.rio.crs}, chunks {cube.data.chunksize}")
     ppa = cube.ppa.fit(n_samples=args.n_samples, random_state=args.seed)
-    print(f"PPA fitted on {args.n_samples} random valid pixels; degrees per step: {ppa.degrees_.tolist()}")
+    print(f"PPA fitted on {args.n_samples} random valid pixels; degrees per step: {ppa.degrees_.tolist()} (the polynomial "
+          f"degree of each of the d-1 steps: 1 is a straight step, as PCA's; higher bends that component's curve)")
     print(f"explained variance share, PPA: {np.round(ppa.explained_variance_ratio_[:4], 4).tolist()} ...")
     print("reconstruction error over all pixels (lazy, chunk-wise):")
     _error_table(cube, {"PPA": ppa, "PCA": ppa.pca_}, range(1, cube.sizes["band"]))

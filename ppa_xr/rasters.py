@@ -81,3 +81,24 @@ def band_name(path: str | os.PathLike) -> str:
     stem = Path(path).stem
     match = re.search(r"_(B\d+[A-Z]?)$", stem, flags=re.IGNORECASE)
     return match.group(1).upper() if match else stem
+
+
+def file_lock():
+    """A lock for writing a lazy result into one file (``da.rio.to_raster(path, lock=ppa_xr.file_lock())``):
+    the cluster's (``distributed.Lock``) when a distributed client runs the graph, a thread lock otherwise
+    (a ``threading.Lock`` cannot travel to a cluster's workers).
+
+    Returns
+    -------
+    distributed.Lock or threading.Lock
+        The lock to pass as ``lock=``.
+    """
+    import threading
+
+    try:
+        from distributed import Lock, get_client
+
+        get_client()  # raises ValueError without one
+        return Lock("ppa-xr-write")
+    except (ImportError, ValueError):  # no distributed, or no client
+        return threading.Lock()

@@ -46,6 +46,24 @@ def test_distributed_local_cluster(setup):
         np.testing.assert_array_equal(sample, cube.ppa.sample(n_samples=5000, random_state=0))
 
 
+def test_writing_a_geotiff_on_a_cluster_with_the_readme_lock(tmp_path):
+    """README's ``to_raster(..., lock=ppa_xr.file_lock())`` works on a distributed cluster (a threading.Lock does not
+    travel to the workers) and on the threaded scheduler."""
+    distributed = pytest.importorskip("distributed")
+    rioxarray = pytest.importorskip("rioxarray")
+    from ppa_xr.datasets import open_landsat8_sample
+
+    cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
+    model = cube.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    expected = cube.ppa.transform(model, n_components=3, check=False).values
+    assert isinstance(ppa_xr.file_lock(), type(threading.Lock()))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster):
+            assert isinstance(ppa_xr.file_lock(), distributed.Lock)
+            cube.ppa.transform(model, n_components=3, check=False).rio.to_raster(tmp_path / "c.tif", lock=ppa_xr.file_lock())
+    np.testing.assert_allclose(rioxarray.open_rasterio(tmp_path / "c.tif").values, expected, rtol=1e-6)
+
+
 def test_losing_a_worker_mid_computation(setup):
     distributed = pytest.importorskip("distributed")
     model, cube, ref = setup
