@@ -72,6 +72,7 @@ def _fast_argv(gallery_conf, script_vars) -> list[str]:
         "tails_extrapolation": ["--realisations", "1"],
         "hyperspectral_mnf": out,
         "report_figure": out,
+        "landsat_workflow": out,
     }[name]
 
 
