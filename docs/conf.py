@@ -73,6 +73,7 @@ def _fast_argv(gallery_conf, script_vars) -> list[str]:
         "hyperspectral_mnf": out,
         "report_figure": out,
         "landsat_workflow": out,
+        "cluster_outputs": out,
     }[name]
 
 
