@@ -4,7 +4,7 @@
 The same lazy transform on a ``distributed.LocalCluster`` (two single-threaded
 worker processes; a remote cluster works the same way through its address):
 fit, write the components as a tiled, compressed GeoTIFF with a lock that
-works on a cluster (``ppa_xr.file_lock()``), and as a chunked zarr store;
+works on a cluster (``ppa_xr.to_raster``, which uses ``ppa_xr.file_lock()``), and as a chunked zarr store;
 read both back and compare them with the in-process result.
 
     python examples/cluster_outputs.py                       # outputs in ./cluster_outputs/
@@ -38,8 +38,7 @@ def main(argv: list[str] | None = None) -> Path:
         print(f"cluster: {len(cluster.workers)} workers; dashboard {client.dashboard_link}")
         start = time.perf_counter()
         scores = cube.ppa.transform(model, n_components=3)
-        scores.rio.to_raster(out / "components.tif", lock=ppa_xr.file_lock(), tiled=True, blockxsize=160, blockysize=160,
-                             compress="deflate")
+        ppa_xr.to_raster(scores, out / "components.tif", blockxsize=160, blockysize=160)  # tiled, DEFLATE, a cluster-safe lock
         scores.to_dataset(name="components").to_zarr(out / "components.zarr", mode="w", consolidated=False)
         print(f"wrote a tiled GeoTIFF and a zarr store on the cluster in {time.perf_counter() - start:.1f} s")
     tif = rioxarray.open_rasterio(out / "components.tif")

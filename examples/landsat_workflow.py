@@ -25,7 +25,6 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
-import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
 import ppa_xr  # noqa: E402

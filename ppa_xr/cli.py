@@ -13,22 +13,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
 
 import dask
 import numpy as np
-import rasterio
 import xarray as xr
 
 from . import PPA, load_model, model_io
-from .cube.inputs import common_units
 from .core import fitting
 from .core.basis import TAILS
 from .files import check_output, replace_atomically
-from .rasters import file_lock, open_band_stack
+from .rasters import open_band_stack, to_raster
 
 
 RASTER_SUFFIXES = (".tif", ".tiff", ".vrt", ".jp2")
@@ -91,13 +88,7 @@ def _write(da: xr.DataArray, path: Path) -> None:
 
     def write(tmp: Path) -> None:
         if path.suffix.lower() in (".tif", ".tiff"):
-            bands = da[da.dims[0]].values  # band descriptions: component numbers, or the input's band names
-            names = [f"PPA component {v}" for v in bands] if da.dims[0] == "component" else [str(v) for v in bands]
-            da.assign_attrs(long_name=tuple(names)).rio.to_raster(tmp, lock=file_lock(), tiled=True, compress="deflate", driver="GTiff")
-            units = common_units(da)
-            if units:  # rioxarray writes band descriptions, not units
-                with rasterio.open(tmp, "r+") as dst:
-                    dst.units = (units,) * dst.count
+            to_raster(da, tmp)
         elif path.suffix == ".zarr":
             da.to_dataset(name=da.name or "data").to_zarr(tmp, mode="w-")
         else:

@@ -102,3 +102,43 @@ def file_lock():
         return Lock("ppa-xr-write")
     except (ImportError, ValueError):  # no distributed, or no client
         return threading.Lock()
+
+
+def to_raster(da: xr.DataArray, path: str | os.PathLike, **kwargs) -> None:
+    """Write a result as a GeoTIFF whose bands say what they are, as the CLI writes them.
+
+    Band descriptions are ``PPA component k`` for components and the band
+    labels for reconstructions (``da.rio.to_raster`` alone writes one
+    ``long_name`` for every band), the bands' common unit is written as each
+    band's unit, and the lock works on a cluster (:func:`file_lock`).
+
+    Parameters
+    ----------
+    da : xr.DataArray
+        A lazy or computed result with the band-like dimension first
+        (``component``, or the features), then y and x.
+    path : str or os.PathLike
+        The GeoTIFF to write.
+    **kwargs
+        Passed to ``rio.to_raster`` (default: tiled, DEFLATE-compressed).
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> ppa_xr.to_raster(cube.ppa.transform(model, n_components=3), "components.tif")  # doctest: +SKIP
+    """
+    import rasterio
+
+    from .cube.inputs import common_units
+
+    labels = da[da.dims[0]].values if da.dims[0] in da.coords else np.arange(1, da.shape[0] + 1)
+    names = [f"PPA component {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
+    options = {"tiled": True, "compress": "deflate", "driver": "GTiff", "lock": file_lock()} | kwargs
+    da.assign_attrs(long_name=tuple(names)).rio.to_raster(path, **options)
+    units = common_units(da)
+    if units:  # rioxarray writes band descriptions, not units
+        with rasterio.open(path, "r+") as dst:
+            dst.units = (units,) * dst.count

@@ -136,3 +136,16 @@ def test_units_travel_to_outputs_when_all_bands_share_one(tmp_path, capsys):
     for lazy in (opened.ppa.transform(standardized), opened.ppa.reconstruction_error(standardized, 2)):
         assert "units" not in lazy.attrs  # standardized components and errors are not in reflectance
     assert opened.ppa.reconstruct(standardized, 2).attrs["units"] == ("reflectance",) * 4  # reconstructions are
+
+
+def test_geotiffs_from_python_describe_bands_as_the_cli_does(tmp_path, landsat):
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = landsat.chunk({"x": 160, "y": 160}).ppa.transform(model, n_components=3, check=False)
+    ppa_xr.to_raster(scores, tmp_path / "c.tif")
+    ppa_xr.to_raster(scores.ppa.inverse_transform(model), tmp_path / "b.tif")
+    assert main(["transform", landsat8_sample_path(), str(model.save(tmp_path / "m.nc")), str(tmp_path / "cli.tif"),
+                 "--n-components", "3"]) == 0
+    with rasterio.open(tmp_path / "c.tif") as py, rasterio.open(tmp_path / "cli.tif") as cli, rasterio.open(tmp_path / "b.tif") as back:
+        assert py.descriptions == cli.descriptions == ("PPA component 1", "PPA component 2", "PPA component 3")
+        assert back.descriptions == tuple(landsat.band.values)
+        assert py.profile["tiled"] and py.profile["compress"] == "deflate"
