@@ -29,11 +29,14 @@ extensions = [
     "sphinx.ext.viewcode",
     "sphinx_gallery.gen_gallery",
     "sphinxarg.ext",
+    "sphinx_autosummary_accessors",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "auto_examples/*.zip"]
-templates_path = ["_templates"]
+import sphinx_autosummary_accessors  # noqa: E402  (its templates: DataArray.ppa.fit pages)
+
+templates_path = ["_templates", sphinx_autosummary_accessors.templates_path]
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.xref_missing", "config.cache"]  # method notes link to repository files (benchmarks/, tests/) by path
@@ -93,6 +96,7 @@ html_title = "ppa_xr"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    "header_links_before_dropdown": 8,
+    "header_links_before_dropdown": 4,  # the rest under "More": one row at 1280 px
 }
 html_static_path: list[str] = []
+html_sidebars = {"**": ["sidebar-nav-bs"]}  # the site's navigation on every page, guides included
