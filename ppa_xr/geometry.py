@@ -26,10 +26,12 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._docs import shared
 from .core import basis, kernels
 from .model import PPA
 
 
+@shared
 def _check_component(model: PPA, component: int) -> int:
     d = model.n_features_in_
     if isinstance(component, bool) or not isinstance(component, (int, np.integer)) or not 1 <= component <= d:
@@ -37,6 +39,7 @@ def _check_component(model: PPA, component: int) -> int:
     return int(component) - 1
 
 
+@shared
 def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> np.ndarray:
     """``d^k x / d r_q^k`` along the ``component``-th curvilinear feature through each point, k = 1..order -> (n, order, d).
 
@@ -47,12 +50,8 @@ def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> 
 
     Parameters
     ----------
-    model : PPA
-        A fitted model.
-    X : array-like of shape (n, d)
-        Points in input space.
-    component : int
-        Which curvilinear feature (1..d).
+    {{model_x}}
+    {{component}}
     order : int, optional
         Derivatives 1..order (default d).
 
@@ -79,6 +78,7 @@ def derivatives(model: PPA, X, component: int = 1, order: int | None = None) -> 
     return out @ params.unwhitening().T if params.whitened else out  # x = mean + W^-1 z: curves in input units
 
 
+@shared
 def _frame_and_diagonal(model: PPA, X, component: int) -> tuple[np.ndarray, np.ndarray]:
     D = np.transpose(derivatives(model, X, component), (0, 2, 1))  # columns c', c'', ...
     E, R = np.linalg.qr(D)
@@ -91,6 +91,7 @@ def _frame_and_diagonal(model: PPA, X, component: int) -> tuple[np.ndarray, np.n
     return E, diag
 
 
+@shared
 def frenet_frame(model: PPA, X, component: int = 1) -> np.ndarray:
     """Frenet-Serret frame of the ``component``-th curvilinear feature at each point -> (n, d, d).
 
@@ -101,12 +102,8 @@ def frenet_frame(model: PPA, X, component: int = 1) -> np.ndarray:
 
     Parameters
     ----------
-    model : PPA
-        A fitted model.
-    X : array-like of shape (n, d)
-        Points in input space.
-    component : int
-        Which curvilinear feature (1..d).
+    {{model_x}}
+    {{component}}
 
     Returns
     -------
@@ -116,6 +113,7 @@ def frenet_frame(model: PPA, X, component: int = 1) -> np.ndarray:
     return np.transpose(_frame_and_diagonal(model, X, component)[0], (0, 2, 1))
 
 
+@shared
 def curvatures(model: PPA, X, component: int = 1) -> np.ndarray:
     """Generalised curvatures ``chi_1`` to ``chi_{d-1}`` of the ``component``-th curvilinear feature -> (n, d-1).
 
@@ -124,12 +122,8 @@ def curvatures(model: PPA, X, component: int = 1) -> np.ndarray:
 
     Parameters
     ----------
-    model : PPA
-        A fitted model.
-    X : array-like of shape (n, d)
-        Points in input space.
-    component : int
-        Which curvilinear feature (1..d).
+    {{model_x}}
+    {{component}}
 
     Returns
     -------
@@ -144,6 +138,7 @@ def curvatures(model: PPA, X, component: int = 1) -> np.ndarray:
     return np.where(np.abs(diag[:, :-1]) > scale, chi, 0.0)
 
 
+@shared
 def metric(model: PPA, X) -> np.ndarray:
     """The PPA metric ``M(x) = J(x)^T Lambda^-1 J(x)`` at each point -> (n, d, d) (paper section 3.4).
 
@@ -155,10 +150,7 @@ def metric(model: PPA, X) -> np.ndarray:
 
     Parameters
     ----------
-    model : PPA
-        A fitted model.
-    X : array-like of shape (n, d)
-        Points in input space.
+    {{model_x}}
 
     Returns
     -------

@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .._docs import shared
 from . import basis, blas
 from .params import PPAParams
 
@@ -213,23 +214,21 @@ def _map_forward(x, params: PPAParams, rows: int, n_steps: int, width: int, fini
     return _blockwise(x, params, ("forward", rows, n_steps), build, width, n_feats, body, threads, straight)
 
 
+@shared
 def _copy(r: np.ndarray, out: np.ndarray) -> None:
     out[...] = r
 
 
+@shared
 def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
     """PPA coordinates ``r[..., :n_components]`` of ``x`` (``...`` x d); float32 stays float32.
 
     Parameters
     ----------
-    x : np.ndarray
-        Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
-    params : PPAParams
-        The fitted parameters.
+    {{kernel_x}}
     n_components : int, optional
         Outputs to return, 1..d (default d).
-    threads : int, optional
-        Kernel threads (default: all cores; the cube layer passes 1 per dask task).
+    {{threads}}
 
     Returns
     -------
@@ -258,6 +257,7 @@ def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, li
     return np.asfortranarray(stacked), bias, used
 
 
+@shared
 def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.ndarray:
     """Input-space point of the first ``k <= d`` PPA coordinates ``r`` (``...`` x k).
 
@@ -273,8 +273,7 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
         The first k PPA coordinates (``...`` x k).
     params : PPAParams
         The fitted parameters.
-    threads : int, optional
-        Kernel threads (default: all cores; the cube layer passes 1 per dask task).
+    {{threads}}
 
     Returns
     -------
@@ -312,19 +311,15 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
     return out
 
 
+@shared
 def reconstruct(x: np.ndarray, params: PPAParams, n_components: int, threads: int | None = None) -> np.ndarray:
     """``x`` rebuilt from its first ``n_components`` components: ``inverse(forward(x)[..., :k])``.
 
     Parameters
     ----------
-    x : np.ndarray
-        Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
-    params : PPAParams
-        The fitted parameters.
-    n_components : int
-        Components kept, 1..d.
-    threads : int, optional
-        Kernel threads (default: all cores; the cube layer passes 1 per dask task).
+    {{kernel_x}}
+    {{kept}}
+    {{threads}}
 
     Returns
     -------
@@ -334,6 +329,7 @@ def reconstruct(x: np.ndarray, params: PPAParams, n_components: int, threads: in
     return inverse(forward(x, params, n_components, threads), params, threads)
 
 
+@shared
 def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: int | None = None) -> np.ndarray:
     """Per-point squared error of the ``k``-component reconstruction, ``sum_j (x_j - x^_j)^2``.
 
@@ -343,14 +339,9 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
 
     Parameters
     ----------
-    x : np.ndarray
-        Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
-    params : PPAParams
-        The fitted parameters.
-    n_components : int
-        Components kept, 1..d.
-    threads : int, optional
-        Kernel threads (default: all cores; the cube layer passes 1 per dask task).
+    {{kernel_x}}
+    {{kept}}
+    {{threads}}
 
     Returns
     -------
@@ -366,6 +357,7 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
     return _map_forward(x, params, d, k, 1, norm, threads)[..., 0]
 
 
+@shared
 def _error_plan(params: PPAParams) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, np.ndarray, np.ndarray]]]:
     steps = [
         (p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 :]), params.forward_bias[p, p + 1 :, None])
@@ -375,6 +367,7 @@ def _error_plan(params: PPAParams) -> tuple[np.ndarray, np.ndarray, list[tuple[i
     return np.asfortranarray(lin.T), (lin @ params.mean)[:, None], steps
 
 
+@shared
 def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) -> np.ndarray:
     """Squared reconstruction error of every point for ``k = 1..d`` components -> (``...`` x d), one pass.
 
@@ -386,12 +379,8 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
 
     Parameters
     ----------
-    x : np.ndarray
-        Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
-    params : PPAParams
-        The fitted parameters.
-    threads : int, optional
-        Kernel threads (default: all cores; the cube layer passes 1 per dask task).
+    {{kernel_x}}
+    {{threads}}
 
     Returns
     -------
@@ -419,15 +408,13 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
     return _blockwise(x, params, ("errors",), _error_plan, d, n_feats, body, threads)
 
 
+@shared
 def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
     """Analytic ``dr/dx`` at every point of ``x`` (``...`` x d) -> (``...`` x d x d).
 
     Parameters
     ----------
-    x : np.ndarray
-        Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
-    params : PPAParams
-        The fitted parameters.
+    {{kernel_x}}
 
     Returns
     -------

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .._docs import shared
 from ..core import kernels
 from ..labels import FeatureLabels
 from ..model import PPA
@@ -168,6 +169,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
     return out.to_dataset(dim=features.dim) if features.variables else out
 
 
+@shared
 def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk).
 
@@ -176,14 +178,9 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
 
     Parameters
     ----------
-    obj : xr.DataArray or xr.Dataset
-        A cube with the model's features.
-    model : PPA
-        A fitted model.
-    n_components : int
-        Components kept, 1..d.
-    dim : hashable, optional
-        The feature dimension, when not the fitted one.
+    {{cube_model}}
+    {{kept}}
+    {{fitted_dim}}
 
     Returns
     -------
@@ -196,19 +193,15 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
     return (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction"))
 
 
+@shared
 def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept.
 
     Parameters
     ----------
-    obj : xr.DataArray or xr.Dataset
-        A cube with the model's features.
-    model : PPA
-        A fitted model.
-    n_components : int
-        Components kept, 1..d.
-    dim : hashable, optional
-        The feature dimension, when not the fitted one.
+    {{cube_model}}
+    {{kept}}
+    {{fitted_dim}}
 
     Returns
     -------

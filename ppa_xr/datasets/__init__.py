@@ -14,6 +14,8 @@ from importlib.resources import files
 
 import numpy as np
 
+from .._docs import shared
+
 __all__ = ["Table", "UCI_TABLES", "load_table", "landsat8_sample_path", "open_landsat8_sample", "rgb_byte_path", "open_rgb_byte", "open_ersst_sample", "open_abu_beach"]
 
 _DATA = files(__name__) / "data"
@@ -170,6 +172,7 @@ def rgb_byte_path() -> str:
     return str(_DATA / "rgb_byte.tif")
 
 
+@shared
 def open_landsat8_sample(chunks=None, masked: bool = False):
     """The Landsat 8 sample as a (band, y, x) DataArray labelled by band name, with wavelengths.
 
@@ -177,10 +180,8 @@ def open_landsat8_sample(chunks=None, masked: bool = False):
 
     Parameters
     ----------
-    chunks : dict or int, optional
-        dask chunks (None: loaded lazily without dask, read on access).
-    masked : bool
-        Nodata (0) as NaN.
+    {{chunks}}
+    {{masked}}
 
     Returns
     -------
@@ -194,15 +195,14 @@ def open_landsat8_sample(chunks=None, masked: bool = False):
     return cube.assign_coords(band=list(LANDSAT8_BANDS), wavelength=("band", list(LANDSAT8_WAVELENGTH_UM))).rename("landsat8")
 
 
+@shared
 def open_rgb_byte(chunks=None, masked: bool = False):
     """RGB.byte.tif as a (band, y, x) DataArray (bands 1, 2, 3), nodata 0 (NaN when ``masked``).
 
     Parameters
     ----------
-    chunks : dict or int, optional
-        dask chunks (None: loaded lazily without dask, read on access).
-    masked : bool
-        Nodata (0) as NaN.
+    {{chunks}}
+    {{masked}}
 
     Returns
     -------
@@ -214,6 +214,7 @@ def open_rgb_byte(chunks=None, masked: bool = False):
     return rioxarray.open_rasterio(rgb_byte_path(), chunks=chunks, masked=masked).rename("rgb")
 
 
+@shared
 def open_ersst_sample(chunks=None):
     """NOAA ERSST v5 monthly sea-surface temperature, 2010-01 to 2012-12 on a 2-degree grid
     (time 36 x lat 89 x lon 180, land = NaN), as a Dataset with variable ``sst``.
@@ -225,8 +226,7 @@ def open_ersst_sample(chunks=None):
 
     Parameters
     ----------
-    chunks : dict or int, optional
-        dask chunks (None: loaded lazily without dask, read on access).
+    {{chunks}}
 
     Returns
     -------
@@ -238,6 +238,7 @@ def open_ersst_sample(chunks=None):
     return xr.open_dataset(_DATA / "ersst_v5_2010_2012.nc", engine="h5netcdf", chunks=chunks)
 
 
+@shared
 def open_abu_beach(chunks=None):
     """The ABU abu-beach-4 hyperspectral scene (ROSIS-03, Pavia): 102 bands x 100 x 100 px, float32 in 0..1.
 
@@ -247,8 +248,7 @@ def open_abu_beach(chunks=None):
 
     Parameters
     ----------
-    chunks : dict or int, optional
-        dask chunks (None: loaded lazily without dask, read on access).
+    {{chunks}}
 
     Returns
     -------

@@ -1,0 +1,57 @@
+"""Shared numpydoc parameter descriptions: written once, filled into the docstrings that use them.
+
+A docstring line holding only ``{{name}}`` is replaced by the description
+``name``, indented as that line is (:func:`shared`).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable
+
+PARTS = {
+    "model_x": """
+model : PPA
+    A fitted model.
+X : array-like of shape (n, d)
+    Points in input space.""",
+    "component": """
+component : int
+    Which curvilinear feature (1..d).""",
+    "kernel_x": """
+x : np.ndarray
+    Points (``...`` x d), float32 or float64, in any layout (a band-first chunk stays band-first).
+params : PPAParams
+    The fitted parameters.""",
+    "threads": """
+threads : int, optional
+    Kernel threads (default: all cores; the cube layer passes 1 per dask task).""",
+    "kept": """
+n_components : int
+    Components kept, 1..d.""",
+    "cube_model": """
+obj : xr.DataArray or xr.Dataset
+    A cube with the model's features.
+model : PPA
+    A fitted model.""",
+    "fitted_dim": """
+dim : hashable, optional
+    The feature dimension, when not the fitted one.""",
+    "chunks": """
+chunks : dict or int, optional
+    dask chunks (None: opened lazily without dask).""",
+    "masked": """
+masked : bool
+    Nodata (0) as NaN.""",
+}
+
+
+def shared(func: Callable) -> Callable:
+    """Fill the ``{{name}}`` lines of ``func``'s docstring with :data:`PARTS` (indented as the line)."""
+
+    def fill(match: re.Match) -> str:
+        return textwrap.indent(PARTS[match.group(2)].strip("\n"), match.group(1))
+
+    func.__doc__ = re.sub(r"^([ \t]*)\{\{(\w+)\}\}$", fill, func.__doc__ or "", flags=re.M)
+    return func
