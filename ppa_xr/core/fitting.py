@@ -375,13 +375,27 @@ class Designs:
 
 def _group_grams(designs: np.ndarray, Z: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per group ``i`` and step ``j`` of a block: ``B_ij^T B_ij`` (groups, b, K, K) and ``B_ij^T Z_i``
-    (groups, b, K, d), in one pass over ``Z`` (one GEMM per group for every step of the block)."""
+    (groups, b, K, d), in one pass over ``Z``.
+
+    Groups of nearly equal size (the random folds' pseudo groups, most spatial
+    blocks) are padded with zero rows to the largest and multiplied as one
+    batch, which costs no Python per group; very uneven ones, one GEMM each.
+    """
     b, K, n = designs.shape
     flat = designs.reshape(b * K, n)
-    spans = list(zip(bounds[:-1], bounds[1:]))
-    gram = np.stack([designs[:, :, lo:hi] @ designs[:, :, lo:hi].transpose(0, 2, 1) for lo, hi in spans])
-    cross = np.stack([(flat[:, lo:hi] @ Z[lo:hi]).reshape(b, K, -1) for lo, hi in spans])
-    return gram, cross
+    sizes = np.diff(bounds)
+    longest, count = int(sizes.max()), len(sizes)
+    if longest * count > 1.25 * n:
+        spans = list(zip(bounds[:-1], bounds[1:]))
+        gram = np.stack([designs[:, :, lo:hi] @ designs[:, :, lo:hi].transpose(0, 2, 1) for lo, hi in spans])
+        cross = np.stack([(flat[:, lo:hi] @ Z[lo:hi]).reshape(b, K, -1) for lo, hi in spans])
+        return gram, cross
+    inside = np.arange(longest) < sizes[:, None]  # (groups, longest)
+    rows = np.where(inside, bounds[:-1, None] + np.arange(longest), 0)
+    batch = np.where(inside, flat[:, rows], 0.0).transpose(1, 0, 2)  # (groups, b K, longest)
+    cross = (batch @ np.where(inside[..., None], Z[rows], 0.0)).reshape(count, b, K, -1)
+    steps = batch.reshape(count, b, K, longest)
+    return steps @ steps.transpose(0, 1, 3, 2), cross
 
 
 def fit_step(
