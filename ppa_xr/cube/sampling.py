@@ -145,13 +145,13 @@ def sample_valid_pixels(
 
 
 def sample_features(
-    da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, exclude: FitSample | None = None,
+    da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, exclude: tuple[PixelSample, ...] = (),
     seed: int | None = None, max_chunks: int | None = None, empty_ok: bool = False, default: int = DEFAULT_SAMPLES,
 ) -> Sample:
     """:func:`sample_valid_pixels` of a cube already prepared by :func:`feature_array`.
 
-    ``exclude``: leave out the pixels of a model's fitting sample (those it
-    recorded for a cube of this shape), for held-out estimates; ``seed``
+    ``exclude``: leave out the pixels of a model's fitting sample drawn from
+    this cube (:func:`fitted_shares`), for held-out estimates; ``seed``
     replaces the one drawn from ``random_state`` (to draw a recorded sample
     again); ``max_chunks``: read only that many chunks, chosen at random (a
     quick sample that costs a few chunks, not a pass over the cube);
@@ -160,40 +160,49 @@ def sample_features(
     a smaller scene without a warning (an explicit larger request warns).
     """
     rng = np.random.default_rng(random_state)
-    sample = _draw(da, dim, _checked_count(default if n_samples is None else n_samples), int(rng.integers(2**63)) if seed is None else seed, exclude, max_chunks, rng)
-    if sample.n_valid == 0 and not empty_ok:
-        raise ValueError("the cube has no valid pixel (every pixel has a NaN or nodata feature)")
-    if n_samples is not None and sample.n_valid < n_samples and max_chunks is None:
-        warnings.warn(f"only {sample.n_valid} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=4)
+    sample = _draw(da, dim, _checked_count(n_samples, default), _seed(rng) if seed is None else seed, exclude, max_chunks, rng)
+    _check_found(sample.n_valid, n_samples, "cube has", empty_ok, warn=max_chunks is None)
     return sample
 
 
-def _checked_count(n_samples: int | None) -> int:
-    n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
+def _seed(rng: np.random.Generator) -> int:
+    """The key seed drawn from ``random_state``'s generator: the one place a sample's seed comes from."""
+    return int(rng.integers(2**63))
+
+
+def _checked_count(n_samples: int | None, default: int = DEFAULT_SAMPLES) -> int:
+    n_samples = default if n_samples is None else n_samples
     if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
         raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
     return int(n_samples)
 
 
-def _draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: FitSample | None, max_chunks: int | None, rng) -> Sample:
+def _check_found(count: int, n_samples: int | None, what: str, empty_ok: bool = False, warn: bool = True) -> None:
+    """No valid pixel is an error (unless ``empty_ok``); fewer than an explicit ``n_samples`` a warning."""
+    if count == 0 and not empty_ok:
+        raise ValueError(f"the {what} no valid pixel (every pixel has a NaN or nodata feature)")
+    if warn and n_samples is not None and count < n_samples:
+        warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=5)
+
+
+def _draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tuple[PixelSample, ...], max_chunks: int | None, rng) -> Sample:
     """The bottom-``n`` sample of the cube's valid pixels under ``seed``, in one pass over its chunks (or ``max_chunks``)."""
     return _drawn(dask.compute(_lazy_draw(da, dim, n, seed, exclude, max_chunks, rng))[0], seed, _Layout.of(da, dim))
 
 
-def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: FitSample | None, max_chunks: int | None, rng):
+def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tuple[PixelSample, ...], max_chunks: int | None, rng):
     """:func:`_draw`'s reduction, not yet computed (a delayed tuple, or the tuple itself for an in-memory cube)."""
     layout = _Layout.of(da, dim)
-    excluded = fitted_shares(da, dim, exclude)
     da = da.transpose(..., dim)
     if da.chunks is None:
-        return _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n, excluded)
+        return _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n, exclude)
     data = da.data.rechunk({da.ndim - 1: -1})
     starts = [np.cumsum((0,) + c[:-1]) for c in data.chunks[:-1]]
     blocks = data.to_delayed()
     chosen = list(np.ndindex(blocks.shape))
     if max_chunks is not None and max_chunks < len(chosen):
         chosen = [chosen[i] for i in np.sort(rng.choice(len(chosen), max_chunks, replace=False))]
-    parts = [dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n, excluded) for i in chosen]
+    parts = [dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n, exclude) for i in chosen]
     while len(parts) > 1:  # tree reduction: at most n x d per merge
         pairs = [parts[i : i + 2] for i in range(0, len(parts), 2)]
         parts = [dask.delayed(_merge_samples)(*pair, n) if len(pair) == 2 else pair[0] for pair in pairs]
@@ -223,15 +232,11 @@ def sample_cubes(
     the same pass over their chunks and returned last.
     """
     n = _checked_count(n_samples)
-    seed = int(np.random.default_rng(random_state).integers(2**63))
-    seeds = [seed] + [int(np.random.default_rng([seed, i]).integers(2**63)) for i in range(1, len(cubes))]
-    results, along = dask.compute([_lazy_draw(da, dim, n, s, None, None, None) for da, s in zip(cubes, seeds)], along)
+    seed = _seed(np.random.default_rng(random_state))
+    seeds = [seed] + [_seed(np.random.default_rng([seed, i])) for i in range(1, len(cubes))]
+    results, along = dask.compute([_lazy_draw(da, dim, n, s, (), None, None) for da, s in zip(cubes, seeds)], along)
     samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
-    count = sum(sample.n_valid for sample in samples)
-    if count == 0:
-        raise ValueError(f"the {'cubes have' if len(cubes) > 1 else 'cube has'} no valid pixel (every pixel has a NaN or nodata feature)")
-    if n_samples is not None and count < n_samples:
-        warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=4)
+    _check_found(sum(sample.n_valid for sample in samples), n_samples, "cubes have" if len(cubes) > 1 else "cube has")
     keys = np.concatenate([sample.keys for sample in samples])
     cube = np.repeat(np.arange(len(cubes)), [len(sample.keys) for sample in samples])
     kept = np.argsort(keys, kind="stable")[:n]

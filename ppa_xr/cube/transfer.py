@@ -11,7 +11,7 @@ import xarray as xr
 from .. import evaluation
 from ..model import PPA
 from .inputs import COMPONENT, _component_units, model_features
-from .sampling import sample_features
+from .sampling import fitted_shares, sample_features
 
 #: pixels the transfer check of :func:`transform` compares PPA and PCA on, and the chunks it reads them from at most
 CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
@@ -66,7 +66,7 @@ def evaluate(
     >>> curves.relative_error.plot()  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
-    sample = sample_features(da, dim, n_samples, random_state, exclude=model.sample_, max_chunks=max_chunks, empty_ok=True)
+    sample = sample_features(da, dim, n_samples, random_state, exclude=fitted_shares(da, dim, model.sample_), max_chunks=max_chunks, empty_ok=True)
     if sample.n_valid < 2:
         raise ValueError(
             f"{sample.n_valid} valid pixels of this cube lie outside the model's fitting sample"
@@ -93,7 +93,7 @@ def evaluate(
 
 def warn_on_shift(da: xr.DataArray, dim: Hashable, model: PPA, k: int) -> None:
     """:class:`~ppa_xr.evaluation.ShiftWarning` when PPA is worse than its PCA at some ``k' <= k`` on a quick sample."""
-    sample = sample_features(da, dim, CHECK_SAMPLES, 0, exclude=model.sample_, max_chunks=CHECK_CHUNKS, empty_ok=True)
+    sample = sample_features(da, dim, CHECK_SAMPLES, 0, exclude=fitted_shares(da, dim, model.sample_), max_chunks=CHECK_CHUNKS, empty_ok=True)
     if sample.n_valid >= MIN_CHECK_PIXELS:
         comparison = evaluation.compare_errors(model, sample.values)
         message = evaluation.shift_message(comparison, k, f"{comparison.n} pixels checked")

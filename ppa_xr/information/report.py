@@ -160,8 +160,7 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
     """The report's pixels (float64) and what they are: held out where enough are, else the fitting sample."""
     fitted = fitted_shares(da, dim, model.sample_)
     if held_out:
-        drawn = sample_features(da, dim, n_samples, random_state, exclude=model.sample_, empty_ok=bool(fitted),
-                                           default=REPORT_SAMPLES)
+        drawn = sample_features(da, dim, n_samples, random_state, exclude=fitted, empty_ok=bool(fitted), default=REPORT_SAMPLES)
         if drawn.n_valid >= MIN_HELD_OUT or not fitted:
             on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
             return drawn.values.astype(np.float64), on
