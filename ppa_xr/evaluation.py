@@ -23,11 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .core import kernels
-from .model import PPA
+
+if TYPE_CHECKING:  # the estimator imports this module: only its type is needed here
+    from .model import PPA
 
 FLOOR = 1e-12
 #: family-wise false-alarm rate of the shift check over the k it checks
@@ -93,20 +96,26 @@ def compare_errors(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> Er
     """
     baseline = model.pca_ if baseline is None else baseline
     X = np.asarray(X, dtype=np.float64)
-    floor = FLOOR * np.mean(np.sum(model.params_.whiten(X) ** 2, axis=1))
-    a = kernels.error_curve(X, model.params_)[:, :-1]
-    b = kernels.error_curve(X, baseline.params_)[:, :-1]
+    # on data divided by a power of two near its spread (exact): squared errors and their moments stay finite
+    # and nonzero for features at 1e150 or 1e-200; the means are scaled back, the ratios do not depend on it
+    spread = np.abs(model.params_.whiten(X)).max(initial=0.0)
+    c = 2.0 ** -np.round(np.log2(spread)) if 0 < spread < np.inf else 1.0
+    X = X * c
+    floor = max(FLOOR * np.mean(np.sum(model.params_.scaled(c).whiten(X) ** 2, axis=1)), np.finfo(float).tiny)  # > 0: constant data read 100
+    a = kernels.error_curve(X, model.params_.scaled(c))[:, :-1]
+    b = kernels.error_curve(X, baseline.params_.scaled(c))[:, :-1]
     n = len(X)
     mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
     ours, theirs = np.maximum(mean_a, floor), np.maximum(mean_b, floor)
     ratio = ours / theirs
+    means = (mean_a / c / c, mean_b / c / c)  # in the data's own units again
     if n < 2:
-        return ErrorComparison(mean_a, mean_b, 100 * ratio, np.full_like(ratio, np.inf), n)
+        return ErrorComparison(*means, 100 * ratio, np.full_like(ratio, np.inf), n)
     # var(a - r b) from column moments, one pass each instead of an (n, d) temporary per term
     moment = lambda u, v: np.einsum("ij,ij->j", u, v) / n  # noqa: E731
     spread = moment(a, a) - 2 * ratio * moment(a, b) + ratio**2 * moment(b, b) - (mean_a - ratio * mean_b) ** 2
     se = np.sqrt(np.maximum(spread, 0) * n / (n - 1)) / (np.sqrt(n) * theirs)
-    return ErrorComparison(mean_a, mean_b, 100 * ratio, 100 * se, n)
+    return ErrorComparison(*means, 100 * ratio, 100 * se, n)
 
 
 def relative_error_curve(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> np.ndarray:

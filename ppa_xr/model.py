@@ -15,7 +15,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from . import display, model_io
+from . import display, evaluation, model_io
 from .core import fitting, kernels
 from .core.basis import TAILS
 from .core.params import PPAParams
@@ -275,15 +275,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.features_, self.sample_ = features, sample
         self._set_fitted(self.params_)
         rows = X if n <= SUMMARY_ROWS else X[rng.choice(n, SUMMARY_ROWS, replace=False)]
-        ours, theirs = (kernels.error_curve(rows, p).mean(axis=0)[:-1] for p in (params, params.pca()))
-        self.fit_error_ratio_ = 100 * ours / np.where(theirs > 0, theirs, np.inf) + np.where(theirs > 0, 0.0, 100.0)
+        self.fit_error_ratio_ = evaluation.relative_error_curve(self, rows)
         return self
 
     def _set_fitted(self, params: PPAParams) -> None:
         self.mean_ = params.mean
-        W = params.whitening
-        self.whitening_ = W
-        self.scale_ = 1 / np.diag(W) if np.count_nonzero(W - np.diag(np.diag(W))) == 0 else None
+        self.whitening_ = params.whitening
+        self.scale_ = params.feature_scale
         if self.noise_cov is not None:
             self.noise_cov_ = np.asarray(self.noise_cov, dtype=np.float64)
             self.snr_ = params.explained_variance - 1

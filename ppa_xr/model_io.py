@@ -172,7 +172,7 @@ def from_dataset(
         arrays["whitening"] = np.diag(1 / scales)
     params = PPAParams(**arrays, tails=tails)
     _check(params, source)
-    _check_whitening(params.whitening, init, source)
+    _check_whitening(params, init, source)
     init = {k: (tuple(v) if isinstance(v, list) else v) for k, v in init.items()}
     return params, init, _features(ds, source), _sample(ds, source, int(raw))
 
@@ -191,17 +191,16 @@ def _noise(ds: xr.Dataset, flag, source: str) -> np.ndarray | None:
     return values.astype(np.float64)
 
 
-def _check_whitening(W: np.ndarray, init: dict[str, Any], source: str) -> None:
+def _check_whitening(params: PPAParams, init: dict[str, Any], source: str) -> None:
     """``W`` must be what the parameters say: the identity, positive diagonal scales, or a noise whitening."""
-    d = W.shape[0]
-    diagonal = not np.count_nonzero(W - np.diag(np.diag(W)))
     if init["noise_cov"] is not None:
+        W, d = params.whitening, params.n_features
         product = W @ init["noise_cov"] @ W.T  # W N W^T: a multiple of the identity
         ok = np.allclose(product, np.eye(d) * np.trace(product) / d, rtol=1e-6, atol=1e-9 * abs(np.trace(product)) / d)
     elif init["standardize"]:
-        ok = diagonal and (np.diag(W) > 0).all()
+        ok = params.feature_scale is not None and bool((params.feature_scale > 0).all())
     else:
-        ok = np.array_equal(W, np.eye(d))
+        ok = not params.whitened
     if not ok:
         what = "noise whitening" if init["noise_cov"] is not None else "standardization" if init["standardize"] else "no whitening"
         raise ValueError(f"{source} is inconsistent: its whitening matrix does not match its parameters ({what})")

@@ -91,6 +91,13 @@ class PPAParams:
         """Whether ``W`` is other than the identity (a standardizing or noise-whitening model)."""
         return self._cached("whitened", lambda: not np.array_equal(self.whitening, np.eye(self.n_features)))
 
+    @property
+    def feature_scale(self) -> np.ndarray | None:
+        """``D`` where ``W = D^-1`` is diagonal (a standardizing model's standard deviations; ones without
+        whitening), None for a noise whitening that mixes features."""
+        off_diagonal = self.whitening - np.diag(np.diag(self.whitening))
+        return None if np.count_nonzero(off_diagonal) else 1 / np.diag(self.whitening)
+
     def input_rotation(self, rows: int | None = None) -> np.ndarray:
         """The first ``rows`` rows of ``A W``: the linear part of the forward map on raw inputs."""
         return self._cached("input_rotation", lambda: self.rotation @ self.whitening if self.whitened else self.rotation)[:rows]
@@ -148,7 +155,7 @@ class PPAParams:
         curved = np.isin(np.arange(self.n_features - 1), self.curved_steps())
         arrays["scale"] = np.where(curved, self.scale * factor, self.scale)  # straight steps have no polynomial to scale
         for name in ("explained_variance", "pca_variance"):
-            arrays[name] = arrays[name] * factor**2
+            arrays[name] = arrays[name] * factor * factor  # not factor**2, which overflows for factor 2^600 when the product does not
         return PPAParams(**arrays, tails=self.tails)
 
     def prewhitened(self, whitening: np.ndarray) -> PPAParams:

@@ -107,7 +107,8 @@ def fit_pooled(
     progress, noise = ppa_params.pop("progress", False), ppa_params.pop("noise", None)
     if isinstance(noise, str) and noise != "shift":
         raise ValueError(f"noise must be 'shift' (estimated from neighbouring pixels) or a (d, d) noise covariance, got {noise!r}")
-    PPA(random_state=random_state, **ppa_params, noise_cov=None if noise is None else np.eye(2)).check_params()  # fail before any pass
+    # every parameter fails before any pass; a stand-in covariance when noise is asked for, so its conflicts show too
+    PPA(random_state=random_state, **ppa_params, noise_cov=None if noise is None else np.eye(2)).check_params()
     arrays = [feature_array(obj, dim) for obj in cubes]
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(cubes[0], xr.Dataset))
     arrays = [features.select(da, arrays[0].sizes[dim]) for da in arrays]

@@ -124,4 +124,4 @@ def common_units(da: xr.DataArray) -> str | None:
 def _component_units(da: xr.DataArray, model: PPA) -> str | None:
     """The unit of the model's components and errors: the features' common unit, none for a whitening
     model (standardizing or noise-whitening: its components and errors are in whitened units)."""
-    return None if model.params_.whitened else common_units(da)
+    return None if model.whitened_units_ else common_units(da)
