@@ -69,18 +69,18 @@ def locked(path: str | os.PathLike, reading: bool = False):
     nothing is being saved either), go on without one.
     """
     path = Path(path)
-    lock = FileLock(path.with_name(f".{path.name}.lock"))
+    lock: FileLock | None = FileLock(path.with_name(f".{path.name}.lock"))
     try:
         lock.acquire()
     except OSError:
         if not reading:
             raise
-        yield
-        return
+        lock = None
     try:
         yield
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 def replace_atomically(path: Path, write: Callable[[Path], None]) -> Path:

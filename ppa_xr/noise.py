@@ -27,13 +27,13 @@ import dask.array as dsa
 import numpy as np
 import xarray as xr
 
-#: dimension names taken as the spatial axes whose neighbours are differenced
-SPATIAL = ("x", "y", "lon", "lat", "longitude", "latitude")
+from .cube.inputs import SPATIAL_DIMS
+
 
 
 def _spatial_axes(da: xr.DataArray, dim: Hashable) -> list[int]:
     pixel_dims = [d for d in da.dims if d != dim]
-    named = [d for d in pixel_dims if str(d) in SPATIAL]
+    named = [d for d in pixel_dims if str(d) in SPATIAL_DIMS]
     chosen = named if len(named) == 2 else pixel_dims[-2:]
     if len(chosen) < 1 or all(da.sizes[d] < 2 for d in chosen):
         raise ValueError(f"shift differences need neighbouring pixels along spatial dims; the cube's pixel dims are {pixel_dims}")

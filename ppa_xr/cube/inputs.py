@@ -12,6 +12,8 @@ from ..labels import FeatureLabels
 from ..model import PPA
 
 COMPONENT = "component"
+#: dimension names taken as a raster's spatial axes (spatial blocks of the sample, neighbours of the noise estimate)
+SPATIAL_DIMS = ("x", "y", "lon", "lat", "longitude", "latitude")
 
 
 #: above this degree a float32 round trip loses more than 1e-4 of the data's range (measured; docs/method.md)

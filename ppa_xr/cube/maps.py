@@ -116,7 +116,7 @@ def transform(
     Examples
     --------
     >>> scores = cube.ppa.transform(model, n_components=3)  # doctest: +SKIP
-    >>> scores.rio.to_raster("components.tif")  # doctest: +SKIP
+    >>> ppa_xr.to_raster(scores, "components.tif")  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
     k = model.n_components_ if n_components is None else kernels.check_components(n_components, model.n_features_in_)

@@ -20,7 +20,7 @@ import numpy as np
 import xarray as xr
 
 from ..pixels import FitSample, PixelSample, held_by, pixel_keys, row_digest
-from .inputs import feature_array
+from .inputs import SPATIAL_DIMS, feature_array
 
 #: pixels sampled when ``n_samples`` is not given
 DEFAULT_SAMPLES = 200_000
@@ -55,7 +55,7 @@ class _Layout:
         """Blocks over the raster's x/y dims when it has them (pixels of one place at other times
         share a block), else over every pixel dim, about :data:`N_BLOCKS` in all."""
         pixel_dims = [d for d in da.dims if d != dim]
-        spatial = [d for d in pixel_dims if str(d) in ("x", "y", "lon", "lat", "longitude", "latitude")]
+        spatial = [d for d in pixel_dims if str(d) in SPATIAL_DIMS]
         blocked = [d for d in (spatial if len(spatial) == 2 else pixel_dims) if da.sizes[d] > 1]
         per_dim = N_BLOCKS ** (1 / max(len(blocked), 1))
         tiles = tuple(max(1, min(da.sizes[d], round(per_dim))) if d in blocked else 1 for d in pixel_dims)
