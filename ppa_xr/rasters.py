@@ -116,7 +116,7 @@ def to_raster(da: xr.DataArray, path: str | os.PathLike, **kwargs) -> None:
     ----------
     da : xr.DataArray
         A lazy or computed result with the band-like dimension first
-        (``component``, or the features), then y and x.
+        (``component``, or the features), then y and x; or a single map (y, x).
     path : str or os.PathLike
         The GeoTIFF to write.
     **kwargs
@@ -134,10 +134,12 @@ def to_raster(da: xr.DataArray, path: str | os.PathLike, **kwargs) -> None:
 
     from .cube.inputs import common_units
 
-    labels = da[da.dims[0]].values if da.dims[0] in da.coords else np.arange(1, da.shape[0] + 1)
-    names = [f"PPA component {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
+    if da.ndim == 3:  # one description per band; a single map (an error map) keeps its long_name
+        labels = da[da.dims[0]].values if da.dims[0] in da.coords else np.arange(1, da.shape[0] + 1)
+        names = [f"PPA component {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
+        da = da.assign_attrs(long_name=tuple(names))
     options = {"tiled": True, "compress": "deflate", "driver": "GTiff", "lock": file_lock()} | kwargs
-    da.assign_attrs(long_name=tuple(names)).rio.to_raster(path, **options)
+    da.rio.to_raster(path, **options)
     units = common_units(da)
     if units:  # rioxarray writes band descriptions, not units
         with rasterio.open(path, "r+") as dst:

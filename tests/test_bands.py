@@ -149,3 +149,6 @@ def test_geotiffs_from_python_describe_bands_as_the_cli_does(tmp_path, landsat):
         assert py.descriptions == cli.descriptions == ("PPA component 1", "PPA component 2", "PPA component 3")
         assert back.descriptions == tuple(landsat.band.values)
         assert py.profile["tiled"] and py.profile["compress"] == "deflate"
+    ppa_xr.to_raster(landsat.ppa.reconstruction_error(model, 2), tmp_path / "e.tif")  # a single map
+    with rasterio.open(tmp_path / "e.tif") as error:
+        assert error.count == 1 and error.descriptions[0].startswith("squared reconstruction error")
