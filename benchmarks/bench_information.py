@@ -15,7 +15,9 @@
    and worst of 5 covariances.
 4. The cost of ``information_report`` (computed: totals, per-component curves
    and the four per-pixel maps) against one forward transform of the same
-   pixels, on a curved 198-band table (``bench_fit.curved_cube``).
+   cube, interleaved: a 198-band cube of 10,000 pixels fitted on 5,000 of them,
+   the bundled Landsat scene's six reflective bands tiled to 960 x 960 (uint16),
+   and a 36-band float32 cube of 768 x 768 (``bench_fit.curved_cube``).
 
 Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198] [--only report,quantized,truth]``.
 """
@@ -107,23 +109,54 @@ def quantized_table(levels=(4096, 256, 64, 16), seeds: int = 5) -> None:
         print(f"| {name} | {reference} | " + " | ".join(cells) + " |", flush=True)
 
 
-def report_cost(sizes: list[tuple[int, int]], repeat: int = 3) -> None:
-    """``information_report`` on a dask-backed (pixel, band) cube: the report itself (its sample, densities,
-    totals and per-k curves; the maps stay lazy) and computed with its four per-pixel maps."""
+def _report_cubes():
+    """The configurations of the report's cost: (name, cube, model)."""
     import xarray as xr
-    from bench_fit import best_time, curved_cube
+    from bench_fit import curved_cube
 
-    print("\n| pixels x bands | forward transform | report (maps lazy) | ratio | report computed with maps | ratio |")
+    import ppa_xr
+
+    hyper = xr.DataArray(curved_cube(10_000, 198).reshape(100, 100, 198), dims=("y", "x", "band")).chunk({"y": 50})
+    landsat = ppa_xr.datasets.open_landsat8_sample().isel(band=slice(1, 7))  # B2..B7, uint16
+    landsat = xr.concat([xr.concat([landsat] * 3, "x")] * 3, "y")
+    landsat = landsat.assign_coords(y=np.arange(landsat.sizes["y"]), x=np.arange(landsat.sizes["x"])).chunk({"y": 480, "x": 480})
+    multi = xr.DataArray(curved_cube(768 * 768, 36, dtype=np.float32).reshape(768, 768, 36), dims=("y", "x", "band")).chunk({"y": 384, "x": 384})
+    return [
+        ("10,000 px x 198 bands, fit on 5,000, report on the other 5,000", hyper, hyper.ppa.fit(n_samples=5000, random_state=0)),
+        ("Landsat B2-B7 uint16, 960 x 960 px (6 bands), default fit and report", landsat, landsat.ppa.fit(random_state=0)),
+        ("768 x 768 px x 36 bands float32, default fit and report", multi, multi.ppa.fit(random_state=0)),
+    ]
+
+
+def report_cost(repeat: int = 3) -> None:
+    """``information_report`` computed (sample, densities, totals, per-k curves and the four per-pixel maps)
+    against one forward transform of the same cube, interleaved, every run listed; threaded scheduler."""
+    from ppa_xr.cube.sampling import fitted_shares, sample_features
+    from ppa_xr.information.report import REPORT_SAMPLES
+
+    print("\nReport cost: seconds of each interleaved run: forward transform; report computed; the report with its maps")
+    print("left lazy (sample pass, densities, totals, curves); that held-out sample pass alone")
+    print("| cube | forward (s) | report (s) | report, maps lazy (s) | sample pass (s) | report / forward: best (worst) |")
     print("|---|---|---|---|---|---|")
-    for n, d in sizes:
-        X = curved_cube(2 * n, d)
-        model = PPA(random_state=0).fit(X[:n])
-        cube = xr.DataArray(X[n:], dims=("pixel", "band")).chunk({"pixel": n // 4})
-        t_forward, _ = best_time(lambda: cube.ppa.transform(model, check=False).compute(), repeat)
-        t_lazy, _ = best_time(lambda: information_report(cube, model, n_samples=n), repeat)
-        t_report, _ = best_time(lambda: information_report(cube, model, n_samples=n).compute(), repeat)
-        print(f"| {n} x {d} | {t_forward:.3f} s | {t_lazy:.3f} s | {t_lazy / t_forward:.1f}x | {t_report:.3f} s "
-              f"| {t_report / t_forward:.1f}x |", flush=True)
+    for name, cube, model in _report_cubes():
+        exclude = fitted_shares(cube.transpose(..., "band"), "band", model.sample_)
+        runs = {"forward": [], "report": [], "lazy": [], "sample": []}
+        steps = {
+            "forward": lambda: cube.ppa.transform(model, check=False).compute(),
+            "report": lambda: information_report(cube, model).compute(),
+            "lazy": lambda: information_report(cube, model),
+            "sample": lambda: sample_features(cube.transpose(..., "band"), "band", None, 0, exclude=exclude, default=REPORT_SAMPLES),
+        }
+        for step in steps.values():
+            step()  # warm-up
+        for _ in range(repeat):
+            for key, step in steps.items():
+                start = time.perf_counter()
+                step()
+                runs[key].append(time.perf_counter() - start)
+        ratios = np.array(runs["report"]) / np.array(runs["forward"])
+        cells = [", ".join(f"{t:.3f}" for t in runs[key]) for key in steps]
+        print(f"| {name} | " + " | ".join(cells) + f" | {min(runs['report']) / min(runs['forward']):.1f}x ({ratios.max():.1f}x) |", flush=True)
 
 
 def main() -> None:
@@ -134,7 +167,7 @@ def main() -> None:
     args = parser.parse_args()
     parts = args.only.split(",")
     if "report" in parts:
-        report_cost([(10_000, 198), (100_000, 36)])
+        report_cost()
     if "quantized" in parts:
         quantized_table()
     if "truth" in parts:

@@ -88,23 +88,29 @@ def _witness_holds(da: xr.DataArray, dim: Hashable, pixel_dims: list, witness: t
     return bool(np.isfinite(values).all()) and row_digest(values) == witness[1]
 
 
-def _smallest_keys(keys: np.ndarray, *arrays: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
-    if len(keys) > n:
-        keep = np.argpartition(keys, n)[:n]
-        return keys[keep], *(a[keep] for a in arrays)
-    return keys, *arrays
+def _smallest(keys: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the ``n`` smallest ``keys`` (all of them when there are fewer), ascending."""
+    return np.sort(np.argpartition(keys, n)[:n]) if len(keys) > n else np.arange(len(keys))
 
 
 def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int, exclude: tuple[PixelSample, ...]) -> tuple:
-    """The ``n`` valid pixels of one chunk with the smallest keys (none of ``exclude``): keys, values, blocks, flat indices, valid count."""
+    """The ``n`` valid pixels of one chunk with the smallest keys (none of ``exclude``): keys, values, blocks, flat indices,
+    valid count. Only the kept rows are copied."""
     values = block.reshape(-1, block.shape[-1])
     index, blocks = layout.index_and_block(offsets, block.shape[:-1])
-    valid = np.isfinite(values).all(axis=1) & ~held_by(exclude, index)
-    return *_smallest_keys(pixel_keys(seed, index[valid]), values[valid], blocks[valid], index[valid], n=n), int(valid.sum())
+    rows = np.flatnonzero(np.isfinite(values).all(axis=1) & ~held_by(exclude, index))
+    keys = pixel_keys(seed, index[rows])
+    kept = _smallest(keys, n)
+    rows = rows[kept]
+    return keys[kept], values[rows], blocks[rows], index[rows], len(keys)
 
 
 def _merge_samples(a: tuple, b: tuple, n: int) -> tuple:
-    return *_smallest_keys(*(np.concatenate([x, y]) for x, y in zip(a[:4], b[:4])), n=n), a[4] + b[4]
+    """The ``n`` smallest keys of two chunk samples; only the kept rows are copied."""
+    kept = _smallest(np.concatenate([a[0], b[0]]), n)
+    split = np.searchsorted(kept, len(a[0]))
+    rows = (kept[:split], kept[split:] - len(a[0]))
+    return *(np.concatenate([x[rows[0]], y[rows[1]]]) for x, y in zip(a[:4], b[:4])), a[4] + b[4]
 
 
 def sample_valid_pixels(

@@ -61,6 +61,7 @@ from scipy.special import digamma
 
 from ..core import kernels
 from ..model import PPA
+from .lookup import StepLookup
 
 LN2 = np.log(2.0)
 #: a column whose distinct values are fewer than this share of its rows, all on one grid, is quantized
@@ -71,15 +72,15 @@ def _finite_rows(X: np.ndarray) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"expected a 2-D (samples, features) array, got shape {X.shape}")
-    finite = np.isfinite(X).all(axis=1)
-    X = X if finite.all() else X[finite]
+    if not np.isfinite(X).all():
+        X = X[np.isfinite(X).all(axis=1)]
     if len(X) < 2:
         raise ValueError("need at least 2 complete (finite) rows to estimate entropies")
     return X
 
 
-def _ranges(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    low, high = X.min(axis=0), X.max(axis=0)
+def _ranges(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` of each column, refused where a column is constant."""
     constant = np.flatnonzero(high <= low)
     if constant.size:
         raise ValueError(f"columns {constant.tolist()} are constant: their differential entropy is -inf; drop constant features first")
@@ -102,6 +103,8 @@ class EqualMassBins:
         (d,) ``-mean log2 p`` over the fitting sample.
     n : int
         Rows it was fitted on.
+    lookup : StepLookup
+        ``log2 p`` as a step function of each column (:meth:`log2_density`).
     """
 
     edges: np.ndarray  # (d, B+1) order statistics bounding the bins
@@ -109,24 +112,32 @@ class EqualMassBins:
     weights: np.ndarray  # (B,) share of the spacings in each bin
     plug_in: np.ndarray  # (d,) -mean log2 p over the fitting sample
     n: int
+    lookup: StepLookup
 
     @classmethod
     def fit(cls, X: np.ndarray, bins: int | None = None) -> EqualMassBins:
         X = _finite_rows(X)
         n, d = X.shape
-        _ranges(X)
-        S = np.sort(X.T, axis=1)  # (d, n), each column's order statistics in a contiguous row
+        S = np.sort(X, axis=0)  # (n, d) order statistics of each column (a column-wise sort is fastest in this layout)
+        _ranges(S[0], S[-1])
         index = np.unique(np.round(np.linspace(0, n - 1, min(int(bins or round(np.sqrt(n))), n - 1) + 1)).astype(int))
         spacings = np.diff(index)
-        gaps = np.diff(S, axis=1)
-        resolution = np.min(np.where(gaps > 0, gaps, np.inf), axis=1)  # the data's quantum where values tie
-        edges = S[:, index]
-        width = np.maximum(np.diff(edges, axis=1), resolution[:, None])  # (d, B)
+        edges = np.ascontiguousarray(S[index].T)  # (d, B+1)
+        width = np.diff(edges, axis=1)  # (d, B)
+        # values below each interior edge: its rank, unless it ties with the value before (then count its first copy)
+        below = np.repeat(index[1:-1, None], d, axis=1)
+        tied = S[index[1:-1] - 1] >= S[index[1:-1]]
+        for j in np.flatnonzero(tied.any(axis=0) | (width <= 0).any(axis=1)):
+            column = np.ascontiguousarray(S[:, j])
+            below[:, j] = np.searchsorted(column, edges[j, 1:-1], side="left")
+            gaps = np.diff(column)
+            width[j] = np.maximum(width[j], gaps[gaps > 0].min())  # a bin of tied values is as wide as the data's quantum
         log_density = (digamma(spacings) - np.log((n + 1) * width)) / LN2
-        # values per bin: #{v >= edge} at each interior edge, differenced; the plug-in needs no lookup
-        at_least = n - np.stack([np.searchsorted(S[j], edges[j, 1:-1], side="left") for j in range(d)])
-        counts = -np.diff(np.column_stack([np.full(d, n), at_least, np.zeros(d, int)]), axis=1)
-        return cls(edges, log_density, spacings / (n - 1), -(counts * log_density).sum(axis=1) / n, n)
+        counts = np.diff(np.column_stack([np.zeros(d, int), below.T, np.full(d, n)]), axis=1)
+        # steps at the edges, then just past the last (a value equal to it is in the last bin); half the lowest density outside
+        outside = log_density.min(axis=1, keepdims=True) - 1.0
+        lookup = StepLookup.build(np.column_stack([edges[:, :-1], np.nextafter(edges[:, -1], np.inf)]), np.hstack([outside, log_density, outside]))
+        return cls(edges, log_density, spacings / (n - 1), -(counts * log_density).sum(axis=1) / n, n, lookup)
 
     def entropy(self) -> np.ndarray:
         """Marginal differential entropies in bits: ``-sum_b (c_b / (n-1)) log2 p_b``."""
@@ -141,17 +152,19 @@ class EqualMassBins:
 
         A value lies in bin ``#{interior edges <= v}``. Beyond the fitted range
         it gets half the column's lowest density: finite, and below every
-        density seen in fit.
+        density seen in fit. The bins are found by a grid, not a binary
+        search (:mod:`ppa_xr.information.lookup`).
         """
         values = np.asarray(values)
-        columns = np.ascontiguousarray(np.moveaxis(values, -1, 0).reshape(values.shape[-1], -1))  # (d, pixels)
-        out = np.empty(columns.shape)
-        for j, v in enumerate(columns):
-            np.take(self.log_density[j], np.searchsorted(self.edges[j, 1:-1], v, side="right"), out=out[j])
-        low, high = self.edges[:, :1], self.edges[:, -1:]
-        out = np.where((columns < low) | (columns > high), self.log_density.min(axis=1, keepdims=True) - 1.0, out)
-        out[np.isnan(columns)] = np.nan
-        return np.moveaxis(out.reshape((-1,) + values.shape[:-1]), 0, -1)
+        out = self.lookup(values)
+        nan = np.isnan(values)
+        if nan.any():
+            out[nan] = np.nan
+        return out
+
+    def log2_product_density(self, values: np.ndarray) -> np.ndarray:
+        """``sum_j log2 p_j(v_j)`` of each row of ``values`` (..., d) -> (...); NaN where a value is NaN."""
+        return self.lookup.row_sums(values)
 
 
 @dataclass(frozen=True)
@@ -178,7 +191,7 @@ class Histograms:
         X = _finite_rows(X)
         n, d = X.shape
         bins = int(bins or np.ceil(np.sqrt(n)))
-        low, high = _ranges(X)
+        low, high = _ranges(X.min(axis=0), X.max(axis=0))
         width = (high - low) / bins
         index = np.minimum(((X - low) / width).astype(np.int64), bins - 1) + bins * np.arange(d)
         counts = np.bincount(index.ravel(), minlength=bins * d).reshape(d, bins)
@@ -211,6 +224,10 @@ class Histograms:
         index = np.clip(np.nan_to_num(pos, nan=0.0), 0, bins - 1).astype(np.int64)
         out = np.where(inside, table[np.arange(values.shape[-1]), index], np.log2(0.5 / (self.n * self.width)))
         return np.where(np.isnan(values), np.nan, out)
+
+    def log2_product_density(self, values: np.ndarray) -> np.ndarray:
+        """``sum_j log2 p_j(v_j)`` of each row of ``values`` (..., d) -> (...); NaN where a value is NaN."""
+        return self.log2_density(values).sum(axis=-1)
 
 
 ESTIMATORS = {"spacing": EqualMassBins, "histogram": Histograms}
@@ -270,29 +287,31 @@ class MIReduction:
 def discrete_columns(X: np.ndarray) -> np.ndarray:
     """Which columns take few distinct values, fewer than :data:`QUANTIZED_SHARE` of their rows -> (d,) bool:
     integer digital numbers, scaled integers (reflectance stored to 1e-4), ratios of small counts."""
-    X = np.asarray(X, dtype=np.float64)
-    return np.array([len(np.unique(column[np.isfinite(column)])) <= QUANTIZED_SHARE * len(column) for column in X.T], dtype=bool)
+    S = np.sort(np.asarray(X, dtype=np.float64), axis=0)  # one sort of every column; NaN and +-inf sort to the ends
+    finite = np.isfinite(S)
+    steps = (np.diff(S, axis=0) > 0) & finite[1:] & finite[:-1]
+    return steps.sum(axis=0) + finite.any(axis=0) <= QUANTIZED_SHARE * len(S)
 
 
-def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 0) -> np.ndarray:
+def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 0, columns: np.ndarray | None = None) -> np.ndarray:
     """A sample of the dequantized density: each value of a :func:`discrete_columns` column spread uniformly over its cell.
 
     A value's cell reaches halfway to the neighbouring distinct values (and
     as far beyond the first and last as their inner half): on a regular grid
     of step ``Delta`` that is ``x + u Delta``, ``u ~ U(-1/2, 1/2)``. Continuous
-    columns are returned as they are.
+    columns are returned as they are; ``columns`` (bool, d) are the quantized
+    ones when already known.
     """
     rng = np.random.default_rng(random_state)
     X = np.array(X, dtype=np.float64)
-    for j in np.flatnonzero(discrete_columns(X)):
+    for j in np.flatnonzero(discrete_columns(X) if columns is None else columns):
         column = X[:, j]
         finite = np.isfinite(column)
-        values = np.unique(column[finite])
+        values, cell = np.unique(column[finite], return_inverse=True)
         if len(values) < 2:
             continue  # a constant column has no cell to spread over (and no entropy)
         middles = (values[1:] + values[:-1]) / 2
         bounds = np.concatenate([[2 * values[0] - middles[0]], middles, [2 * values[-1] - middles[-1]]])
-        cell = np.searchsorted(values, column[finite])
         column[finite] = bounds[cell] + rng.random(len(cell)) * (bounds[cell + 1] - bounds[cell])
     return X
 
@@ -346,7 +365,7 @@ def multi_information_reduction(
         if isinstance(R, PPA):
             log2_det_jacobian = R.params_.log2_det_jacobian() if log2_det_jacobian is None else log2_det_jacobian
             R = partial(kernels.forward, params=R.params_)
-        X = dequantized(X) if discrete.any() else X
+        X = dequantized(X, columns=discrete) if discrete.any() else X
         R = R(X)
     R = np.asarray(R)
     if X.shape != R.shape:
@@ -387,8 +406,8 @@ class PointwiseReduction:
         """``Delta_i`` of ``x`` whose transform ``r`` is already known; ``inputs`` is
         ``sum_j log2 p_xj(x_j)`` where that is known too."""
         if inputs is None:
-            inputs = self.inputs.log2_density(np.asarray(x, dtype=r.dtype)).sum(axis=-1)
-        gain = self.outputs.log2_density(r).sum(axis=-1) - inputs
+            inputs = self.inputs.log2_product_density(np.asarray(x, dtype=r.dtype))
+        gain = self.outputs.log2_product_density(r) - inputs
         return (gain + self.model.params_.log2_det_jacobian()).astype(r.dtype)
 
     def total(self) -> float:

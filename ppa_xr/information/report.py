@@ -24,8 +24,9 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
     error is ``||r[k:]||^2`` of its own output (no corrections to undo), so
     PCA costs one GEMM; PPA's needs its truncated forward pass.
     """
+    x = np.ascontiguousarray(x)  # one copy of a strided chunk, not one per kernel
     r_ppa, r_pca = (kernels.forward(x, m.model.params_, threads=threads) for m in (ppa, pca))
-    inputs = ppa.inputs.log2_density(np.asarray(x, dtype=r_ppa.dtype)).sum(axis=-1)
+    inputs = ppa.inputs.log2_product_density(np.asarray(x, dtype=r_ppa.dtype))
     maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), kernels.squared_error(x, ppa.model.params_, k, threads)]
     maps.append(np.einsum("...j,...j->...", r_pca[..., k:], r_pca[..., k:]))
     return np.stack(maps, axis=-1)
@@ -112,7 +113,7 @@ def information_report(
     if on.startswith("held out") and (message := evaluation.shift_message(errors, k, f"{errors.n} held-out pixels")):
         warnings.warn(message, evaluation.ShiftWarning, stacklevel=3)
     discrete = discrete_columns(sample)
-    smooth = dequantized(sample, random_state) if discrete.any() else sample  # densities of quantized bands
+    smooth = dequantized(sample, random_state, discrete) if discrete.any() else sample  # densities of quantized bands
     inputs = marginal_density(smooth, estimator)
     measures, curves = {}, {}
     for method, fitted_model in (("ppa", model), ("pca", model.pca_)):  # the PCA of the model's own fitting sample

@@ -1,0 +1,35 @@
+"""The grid look-up of step functions gives what a binary search gives, at every kind of value."""
+
+import numpy as np
+import pytest
+
+from ppa_xr.information.lookup import StepLookup
+
+
+def _columns(rng: np.random.Generator, n: int) -> list[np.ndarray]:
+    return [
+        rng.normal(size=n),
+        np.exp(2 * rng.normal(size=n)),  # skewed, long right tail
+        rng.standard_cauchy(size=n),  # tails far beyond the quartiles
+        np.round(rng.normal(size=n) * 3),  # ties: many equal breakpoints
+        np.where(rng.uniform(size=n) < 0.9, rng.normal(size=n) * 1e-3, 50 + rng.normal(size=n)),  # two far modes
+        np.full(n, 7.0),  # one value only
+    ]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_step_lookup_equals_binary_search(seed):
+    rng = np.random.default_rng(seed)
+    columns = _columns(rng, 20_000)
+    breaks = np.sort(np.column_stack(columns), axis=0)[:: 1 + seed * 37 + 140].T
+    tables = rng.normal(size=(6, breaks.shape[1] + 1))
+    lookup = StepLookup.build(breaks, tables)
+    values = np.column_stack(_columns(rng, 30_000)) * rng.uniform(0.5, 1.5, size=6)
+    values[:40] = breaks.T[:40]  # exactly on breakpoints
+    values[40:46] = [np.inf, -np.inf, 1e308, -1e308, 0.0, np.nan]
+    out = lookup(values)
+    for j, (P, table) in enumerate(zip(breaks, tables)):
+        finite = ~np.isnan(values[:, j])
+        np.testing.assert_array_equal(out[finite, j], table[np.searchsorted(P, values[finite, j], side="right")])
+    assert lookup.steps <= 8  # the grid stays a few comparisons from the answer, even with two modes far apart
+    np.testing.assert_array_equal(lookup(values.reshape(3, -1, 6)).reshape(-1, 6)[~np.isnan(values)], out[~np.isnan(values)])
