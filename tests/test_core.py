@@ -241,3 +241,22 @@ def test_a_strided_band_first_view_gets_a_band_first_output():
     out = kernels.forward(view, model.params_)
     assert np.moveaxis(out, -1, 0).flags.c_contiguous
     np.testing.assert_allclose(out.reshape(-1, 4), kernels.forward(view.reshape(-1, 4), model.params_), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_copy_into_every_layout(dtype):
+    from ppa_xr.core import blas
+
+    rng = np.random.default_rng(0)
+    src = rng.normal(size=(7, 300)).astype(dtype)
+    pixel_major = np.zeros((400, 9), dtype)  # a column-major view of rows 50..349, columns 1..7: the transposing copy
+    blas.copy_into(src, pixel_major[50:350, 1:8].T)
+    np.testing.assert_array_equal(pixel_major[50:350, 1:8], src.T)
+    assert not pixel_major[:50].any() and not pixel_major[350:].any() and not pixel_major[:, [0, 8]].any()
+    for dst in (np.zeros((7, 300), dtype), np.zeros((7, 300), dtype, order="F"), np.zeros((7, 600), dtype)[:, ::2]):
+        blas.copy_into(src, dst)  # same layout, and a layout BLAS cannot address: numpy copies
+        np.testing.assert_array_equal(dst, src)
+    blas.copy_into(src[:, ::3], pixel_major[:100, :7].T)  # a strided source
+    np.testing.assert_array_equal(pixel_major[:100, :7], src[:, ::3].T)
+    with pytest.raises(ValueError, match="one shape"):
+        blas.copy_into(src, np.zeros((300, 7), dtype))

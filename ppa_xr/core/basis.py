@@ -96,7 +96,7 @@ def legendre_to_power(degree: int) -> np.ndarray:
 
 
 def powers(t: np.ndarray, degree: int, tails: str, out: np.ndarray) -> np.ndarray:
-    """Write ``t^1..t^g`` with the given tails into ``out`` (g, n); ``t`` (n,) may be clipped in place.
+    """Write ``t^1..t^g`` with the given tails into ``out`` (g, n); ``t`` (n,) is left as it is.
 
     Parameters
     ----------
@@ -114,18 +114,20 @@ def powers(t: np.ndarray, degree: int, tails: str, out: np.ndarray) -> np.ndarra
     np.ndarray
         ``out``: ``t^1 .. t^degree`` with the tails applied.
     """
+    base = out[0]
     if tails == "polynomial":
-        base = t
+        base[...] = t
     else:
-        base = np.clip(t, -1, 1, out=np.empty_like(t) if tails == "linear" else t)
-    out[0] = base
+        np.clip(t, -1, 1, out=base)
     for j in range(1, degree):
         np.multiply(out[j - 1], base, out=out[j])
-    if tails == "linear":  # t_b^j + j t_b^(j-1) (t - t_b), highest power first
-        beyond = t - base
-        for j in range(degree - 1, 0, -1):
-            out[j] += (j + 1) * out[j - 1] * beyond
-        out[0] += beyond
+    if tails == "linear":  # t_b^j + j t_b^(j-1) (t - t_b), highest power first, on the few pixels beyond the range
+        beyond = np.flatnonzero(t != base)  # NaN too: it stays NaN
+        if beyond.size:
+            excess = t[beyond] - base[beyond]
+            for j in range(degree - 1, 0, -1):
+                out[j, beyond] += (j + 1) * out[j - 1, beyond] * excess
+            out[0, beyond] += excess
     return out
 
 

@@ -72,9 +72,15 @@ def _output(shape: tuple[int, ...], width: int, dtype: np.dtype, feature_major: 
 
 
 def _invalid_to_nan(out: np.ndarray) -> None:
-    """A pixel (column) with any non-finite output (a NaN or +-inf input, an overflow) is NaN in all of them."""
+    """A pixel (column) with any non-finite output (a NaN or +-inf input, an overflow) is NaN in all of them.
+
+    The test is the column sums, by a GEMM with a row of ones: numpy's sum
+    along a pixel's few contiguous values costs 7x more.
+    """
+    total = np.empty((1, out.shape[1]), out.dtype)
+    blas.matmul_into(np.ones((1, out.shape[0]), out.dtype), out, total)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is what this looks for
-        bad = ~np.isfinite(out.sum(axis=0))
+        bad = ~np.isfinite(total[0])
     if bad.any():
         out[:, bad] = np.nan
 
@@ -184,10 +190,11 @@ def _rotation_into(out_cols: np.ndarray, cols: np.ndarray, lin_t: np.ndarray, bi
     buffer, no copy): the map of a model without polynomials among these outputs."""
 
     def span(lo: int, hi: int) -> None:
-        r = out_cols[:, lo:hi]
-        blas.matmul_into(lin_t.T, cols[:, lo:hi], r)
-        r -= bias
-        _invalid_to_nan(r)
+        for start in range(lo, hi, BLOCK):  # block by block: the bias and the check read the GEMM's output from cache
+            r = out_cols[:, start : min(start + BLOCK, hi)]
+            blas.matmul_into(lin_t.T, cols[:, start : start + r.shape[1]], r)
+            r -= bias
+            _invalid_to_nan(r)
 
     _run_spans(cols.shape[1], span, threads)
 
@@ -216,7 +223,7 @@ def _map_forward(x, params: PPAParams, rows: int, n_steps: int, width: int, fini
 
 @shared
 def _copy(r: np.ndarray, out: np.ndarray) -> None:
-    out[...] = r
+    blas.copy_into(r, out)
 
 
 @shared
@@ -290,20 +297,22 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
     operator, bias, used = _cached(prm, ("inverse", k), lambda: _inverse_plan(prm, k))
     out, out_cols = _output(r.shape[:-1], d, dtype, feature_major)
 
+    n_feats = operator.shape[0] - k
+
     def span(lo: int, hi: int) -> None:
-        width = min(BLOCK, hi - lo)
-        stack = np.empty(operator.shape[0] * width, dtype)
+        feats_buffer = np.empty(n_feats * min(BLOCK, hi - lo), dtype)
         for start in range(lo, hi, BLOCK):
             block = cols[:, start : min(start + BLOCK, hi)]
             n = block.shape[1]
-            s = stack[: operator.shape[0] * n].reshape(operator.shape[0], n)
-            s[:k] = block
-            offset = k
-            for p, g in used:
-                basis.powers(_scaled(prm, p, s[p]), g, prm.tails, s[offset : offset + g])
-                offset += g
-            x = out_cols[:, start : start + n]  # the GEMM writes straight into the output
-            blas.matmul_into(operator.T, s, x)
+            x = out_cols[:, start : start + n]  # the GEMMs write straight into the output
+            blas.matmul_into(operator[:k].T, block, x)
+            if used:  # the polynomials' part: a second GEMM on their features, added in place
+                feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
+                offset = 0
+                for p, g in used:
+                    basis.powers(_scaled(prm, p, block[p]), g, prm.tails, feats[offset : offset + g])
+                    offset += g
+                blas.matmul_into(operator[k:].T, feats, x, 1.0, 1.0)
             x += bias[:, None]
             _invalid_to_nan(x)
 
