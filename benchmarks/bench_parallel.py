@@ -7,10 +7,13 @@ store and in a tiled GeoTIFF (each chunk read contiguous). Models: PCA
 (``degree=1``) and PPA (degrees 1..5), both fitted on 50,000 sampled pixels.
 The baseline is ``dask.array.map_blocks`` of ``V x - V mean`` with the fitted
 PCA, BLAS threads as the user has them. Schedulers: threads (all cores),
-threads on one worker thread (for the thread scaling), synchronous, and a
-``distributed.LocalCluster`` of 2 single-threaded worker processes. Each
-cell is the best of 3 interleaved runs; the ratio is ppa_xr / projection in
-the same process.
+threads on one worker thread, synchronous, and a ``distributed.LocalCluster``
+of 2 single-threaded worker processes. Every run is listed (one warm-up,
+then 3 interleaved rounds); the ratio is ppa_xr / projection in the same
+process, best (worst round).
+
+Thread scaling, last: 1 -> 2 dask threads with every BLAS at one thread,
+so that the projection cannot use the second core inside its one task.
 
 Run by hand: ``python benchmarks/bench_parallel.py [--side 1536] [--repeat 3]``.
 """
@@ -20,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
@@ -28,6 +30,7 @@ import dask
 import dask.array as dsa
 import numpy as np
 import xarray as xr
+from common import interleaved, machine, ratio, runs
 
 from ppa_xr import PPA
 
@@ -72,6 +75,36 @@ def sources(cube: xr.DataArray, folder: Path) -> dict[str, xr.DataArray]:
     }
 
 
+def scaling(cube: xr.DataArray, models: dict, V: np.ndarray, offset: np.ndarray, repeat: int) -> None:
+    """1 -> 2 dask threads with every BLAS at one thread (the projection's numpy BLAS too, or its "1 thread"
+    row would use both cores), the cube in memory; each result reduced chunk by chunk (compute alone) and
+    computed into one array (as a user gets it)."""
+    from threadpoolctl import threadpool_limits
+
+    source = cube.chunk({"y": 512, "x": 512})
+    data = source.transpose("band", "y", "x").data
+    makers = {"projection": lambda: dsa.map_blocks(lambda b: np.tensordot(V, b, axes=(1, 0)) - offset[:, None, None], data, dtype=np.float32)}
+    makers |= {label: (lambda m=m: source.ppa.transform(m, check=False).data) for label, m in models.items()}
+    reduced = lambda arr: arr.map_blocks(lambda b: b[:1, :1, :1], chunks=(1, 1, 1)).sum().compute()  # noqa: E731
+    print("\nThread scaling, BLAS at one thread everywhere, memory cube: seconds of each run on 1 and 2 dask threads")
+    print("| result | map | 1 thread (s) | 2 threads (s) | scaling: best (worst round) |\n|---|---|---|---|---|")
+    with threadpool_limits(limits=1, user_api="blas"):
+        for mode, finish in (("reduced per chunk", reduced), ("computed", lambda arr: arr.compute())):
+            cases = {}
+            for label, make in makers.items():
+                for workers in (1, 2):
+                    cases[(label, workers)] = lambda make=make, w=workers: _on_threads(w, lambda: finish(make()))
+            times = interleaved(cases, repeat)
+            for label in makers:
+                one, two = times[(label, 1)], times[(label, 2)]
+                print(f"| {mode} | {label} | {runs(one)} | {runs(two)} | {ratio(one, two, worst=min)} |", flush=True)
+
+
+def _on_threads(workers: int, fn):
+    with dask.config.set(scheduler="threads", num_workers=workers):
+        return fn()
+
+
 def main() -> None:
     warnings.filterwarnings("ignore", message="Sending large graph")  # the in-memory cube travels to the cluster with its graph
     warnings.filterwarnings("ignore", message="Consolidated metadata")
@@ -79,6 +112,7 @@ def main() -> None:
     parser.add_argument("--side", type=int, default=1536)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    print(machine())
     cube = curved_cube(args.side)
     sample = cube.ppa.sample(n_samples=50_000, random_state=0)
     models = {"degree=1": PPA(degree=1).fit(sample), "PPA (1..5)": PPA(degree=(1, 2, 3, 4, 5), random_state=0).fit(sample)}
@@ -86,7 +120,8 @@ def main() -> None:
     V, offset = pca.components_.astype(np.float32), (pca.components_ @ pca.mean_).astype(np.float32)
     print(f"{cube.sizes['band']} x {args.side} x {args.side} float32, chunks 512 x 512; PPA curved steps: "
           f"{int((models['PPA (1..5)'].degrees_ > 1).sum())}")
-    print("\n| source | scheduler | projection | degree=1 | ratio | PPA (1..5) | ratio |")
+    print("\nSeconds of each interleaved run; ratio to the projection: best (worst round)")
+    print("| source | scheduler | projection (s) | degree=1 (s) | ratio | PPA (1..5) (s) | ratio |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, source in sources(cube, Path(tmp)).items():
@@ -95,19 +130,15 @@ def main() -> None:
             def projection(data=data):
                 return dsa.map_blocks(lambda b: np.tensordot(V, b, axes=(1, 0)) - offset[:, None, None], data, dtype=np.float32).compute()
 
-            runs = {"projection": projection} | {label: (lambda m=m, s=source: s.ppa.transform(m, check=False).data.compute())
-                                                 for label, m in models.items()}
+            cases = {"projection": projection} | {label: (lambda m=m, s=source: s.ppa.transform(m, check=False).data.compute())
+                                                  for label, m in models.items()}
             for scheduler in SCHEDULERS:
                 with scheduled(scheduler):
-                    times = {label: np.inf for label in runs}
-                    for _ in range(args.repeat):  # interleaved: every run sees the same machine state
-                        for label, run in runs.items():
-                            start = time.perf_counter()
-                            run()
-                            times[label] = min(times[label], time.perf_counter() - start)
+                    times = interleaved(cases, args.repeat)  # every run sees the same machine state as its baseline
                 base = times["projection"]
-                print(f"| {name} | {scheduler} | {base:.3f} s | {times['degree=1']:.3f} s | {times['degree=1'] / base:.2f}x "
-                      f"| {times['PPA (1..5)']:.3f} s | {times['PPA (1..5)'] / base:.2f}x |", flush=True)
+                print(f"| {name} | {scheduler} | {runs(base)} | {runs(times['degree=1'])} | {ratio(times['degree=1'], base)} "
+                      f"| {runs(times['PPA (1..5)'])} | {ratio(times['PPA (1..5)'], base)} |", flush=True)
+    scaling(cube, models, V, offset, args.repeat)
 
 
 if __name__ == "__main__":

@@ -41,10 +41,11 @@ def runs(times: list[float]) -> str:
     return ", ".join(f"{t:.3f}" for t in times)
 
 
-def ratio(ours: list[float], theirs: list[float]) -> str:
-    """``best (worst)`` of the per-round ratios of two interleaved cases."""
+def ratio(ours: list[float], theirs: list[float], worst=max) -> str:
+    """``best (worst)``: the ratio of the best runs of two interleaved cases, and the worst per-round ratio
+    (``worst=min`` where a higher ratio is better, as for a speed-up)."""
     r = np.array(ours) / np.array(theirs)
-    return f"{min(ours) / min(theirs):.2f} ({r.max():.2f})"
+    return f"{min(ours) / min(theirs):.2f} ({worst(r):.2f})"
 
 
 def machine() -> str:
