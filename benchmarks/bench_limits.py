@@ -30,7 +30,7 @@ def bandwidth(repeat: int) -> float:
     """Bytes per second of a 1 GiB copy (read + write)."""
     src = np.ones(2**28, np.float32)
     dst = src.copy()  # touched: no page faults in the timed copies
-    return 2 * src.nbytes / best_time(lambda: np.copyto(dst, src), repeat)
+    return 2 * src.nbytes / best_time(lambda: np.copyto(dst, src), repeat)[0]
 
 
 def main() -> None:

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import dask
 import numpy as np
-from bench_fit import best_time, curved_cube
+from bench_fit import curved_cube
+from common import best_time
 from bench_xarray import out_of_core, pca_projection, synthetic_cube
 from sklearn.decomposition import PCA
 from threadpoolctl import threadpool_info, threadpool_limits

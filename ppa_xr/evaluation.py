@@ -98,10 +98,12 @@ def compare_errors(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> Er
     X = np.asarray(X, dtype=np.float64)
     # on data divided by a power of two near its spread (exact): squared errors and their moments stay finite
     # and nonzero for features at 1e150 or 1e-200; the means are scaled back, the ratios do not depend on it
-    spread = np.abs(model.params_.whiten(X)).max(initial=0.0)
+    whitened = model.params_.whiten(X)
+    spread = np.abs(whitened).max(initial=0.0)
     c = 2.0 ** -np.round(np.log2(spread)) if 0 < spread < np.inf else 1.0
     X = X * c
-    floor = max(FLOOR * np.mean(np.sum(model.params_.scaled(c).whiten(X) ** 2, axis=1)), np.finfo(float).tiny)  # > 0: constant data read 100
+    whitened *= c  # = scaled(c).whiten(X * c): W stays, the mean scales (exact, a power of two)
+    floor = max(FLOOR * np.mean(np.einsum("ij,ij->i", whitened, whitened)), np.finfo(float).tiny)  # > 0: constant data read 100
     a = kernels.error_curve(X, model.params_.scaled(c))[:, :-1]
     b = kernels.error_curve(X, baseline.params_.scaled(c))[:, :-1]
     n = len(X)

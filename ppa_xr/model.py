@@ -13,10 +13,9 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import threadpool_limits
 
 from . import display, evaluation, model_io
-from .core import fitting, kernels
+from .core import blas, fitting, kernels
 from .core.basis import TAILS
 from .core.params import PPAParams
 from .labels import FeatureLabels
@@ -255,7 +254,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         try:
             # BLAS on one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and
             # stable under load, where the default threads doubled the fit time (docs/performance.md)
-            with np.errstate(over="raise", invalid="raise", divide="raise"), threadpool_limits(limits=1, user_api="blas"):
+            with np.errstate(over="raise", invalid="raise", divide="raise"), blas.every_blas_on_one_thread():
                 params = fitting.fit_params(
                     X, degrees, tails=self.tails, leading=self.leading, n_folds=self.n_folds, groups=groups, rng=rng,
                     progress=(lambda done, total: bar.update(done - bar.n)) if bar is not None else None, max_curved=self.max_curved,

@@ -32,11 +32,23 @@ _AFFIXES = list(itertools.product(("", "scipy_"), ("", "64_", "_64")))
 
 
 @lru_cache(maxsize=1)
+def _controller() -> ThreadpoolController:
+    """The process's thread pools, found once (the scan of the loaded libraries costs about 2 ms)."""
+    return ThreadpoolController()
+
+
+def every_blas_on_one_thread():
+    """A context holding every BLAS of the process (numpy's too) at one thread, as ``threadpool_limits(1,
+    user_api="blas")`` does, without scanning the libraries again: the fit's many small products."""
+    return _controller().limit(limits=1, user_api="blas")
+
+
+@lru_cache(maxsize=1)
 def _libraries() -> tuple:
     """threadpoolctl's controllers of the BLAS behind ``scipy.linalg.blas``: scipy's bundled OpenBLAS
     where numpy and scipy ship separate libraries (the PyPI wheels), so numpy's BLAS is never touched;
     where they are one library (conda), that library."""
-    controller = ThreadpoolController().select(user_api="blas")
+    controller = _controller().select(user_api="blas")
     scipy_dirs = (Path(scipy.__file__).parent, Path(scipy.__file__).parent.parent / "scipy.libs")
     own = [lib["filepath"] for lib in controller.info() if any(d in Path(lib["filepath"]).parents for d in scipy_dirs)]
     return tuple((controller.select(filepath=own) if own else controller).lib_controllers)
