@@ -5,16 +5,16 @@
 * lazy transform throughput (pixels/s) against the chunk size, ppa_xr's
   ``.ppa.transform`` against a plain ``map_blocks`` projection (36 x 2048 x 2048
   float32 in memory, threaded scheduler);
-* optionally the out-of-core run (zarr -> zarr, ``bench_xarray.py out-of-core``)
-  on dask's threads beside a 2-worker ``distributed.LocalCluster``.
+(the out-of-core run is ``bench_xarray.py out-of-core``).
 
-    python benchmarks/bench_scaling.py [--quick] [--out-of-core-size 7680]
+    python benchmarks/bench_scaling.py [--quick]
     python benchmarks/bench_scaling.py --plot-only    # redraw the figure from the recorded JSON
     python benchmarks/bench_scaling.py --fit-only     # rerun the fit curves, keep the other recorded results
 
 Writes ``benchmarks/results/scaling.json`` and ``docs/img/scaling.png``, and
-prints the tables. BLAS threads are reported; PCA uses numpy's default threads
-for the fit and one thread per dask task for the projection.
+prints the tables. The machine and its BLAS threads are printed; PCA uses
+numpy's default threads for the fit and one thread per dask task for the
+projection.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from pathlib import Path
 import dask
 import numpy as np
 from bench_fit import curved_cube
-from common import best_time
-from bench_xarray import out_of_core, pca_projection, synthetic_cube
+from common import best_time, interleaved, machine
+from bench_xarray import pca_projection, synthetic_cube
 from sklearn.decomposition import PCA
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
 import ppa_xr  # noqa: F401
 from ppa_xr import PPA
@@ -61,11 +61,16 @@ def chunk_curve(size: int, chunks: list[int], repeat: int) -> list[dict]:
         cube = synthetic_cube(size, chunk).persist()
         model = model or cube.ppa.fit(n_samples=200_000, random_state=0)
         with threadpool_limits(limits=1, user_api="blas"):
-            t_pca, _ = best_time(lambda cube=cube: _discard(pca_projection(cube, model.pca_)), repeat)
-            t_ppa, _ = best_time(lambda cube=cube: _discard(cube.ppa.transform(model)), repeat)
+            times = interleaved({
+                "pca": lambda cube=cube: _discard(pca_projection(cube, model.pca_)),
+                "ppa": lambda cube=cube: _discard(cube.ppa.transform(model, check=False)),
+                "checked": lambda cube=cube: _discard(cube.ppa.transform(model)),  # as a user calls it
+            }, repeat)
+        t_pca, t_ppa, t_checked = (min(times[key]) for key in ("pca", "ppa", "checked"))
         pixels = size * size
-        rows.append({"chunk": chunk, "ppa_px_s": pixels / t_ppa, "pca_px_s": pixels / t_pca})
-        print(f"| {chunk} x {chunk} | {pixels / t_ppa / 1e6:.1f} | {pixels / t_pca / 1e6:.1f} | {t_ppa / t_pca:.2f} |", flush=True)
+        rows.append({"chunk": chunk, "ppa_px_s": pixels / t_ppa, "pca_px_s": pixels / t_pca, "checked_px_s": pixels / t_checked})
+        print(f"| {chunk} x {chunk} | {pixels / t_ppa / 1e6:.1f} | {pixels / t_pca / 1e6:.1f} | {t_ppa / t_pca:.2f} "
+              f"| {pixels / t_checked / 1e6:.1f} |", flush=True)
         del cube
     return rows
 
@@ -73,7 +78,7 @@ def chunk_curve(size: int, chunks: list[int], repeat: int) -> list[dict]:
 def plot(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    panels = 3 + ("out_of_core" in results)
+    panels = 3
     fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.6), constrained_layout=True)
     for ax, key, var, label in ((axes[0], "fit_n", "n", "sample size n (d = 36)"), (axes[1], "fit_d", "d", "bands d (n = 100,000)")):
         rows = results[key]
@@ -90,21 +95,12 @@ def plot(results: dict, path: Path) -> None:
     axes[2].set_xticks(x, [str(c) for c in x])
     axes[2].minorticks_off()
     axes[2].legend(fontsize=8)
-    if "out_of_core" in results:
-        rows = results["out_of_core"]
-        names = ["threads", "cluster"]
-        for i, kind in enumerate(("ppa", "pca")):
-            axes[3].bar(np.arange(2) + 0.4 * i, [rows[f"{kind}_{s}"]["apply_s"] for s in names], 0.4, label=kind.upper())
-        axes[3].set_xticks(np.arange(2) + 0.2, ["dask threads", "LocalCluster\n2 workers"])
-        axes[3].set(ylabel="zarr -> zarr transform (s)", title=f"Out of core, {results['out_of_core_gb']:.1f} GB")
-        axes[3].legend(fontsize=8)
     fig.savefig(path, dpi=110)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, one repeat (a smoke run)")
-    parser.add_argument("--out-of-core-size", type=int, default=0, help="side of the out-of-core cube (7680: 8.5 GB); 0 skips it")
     parser.add_argument("--plot-only", action="store_true", help="redraw the figure from the recorded JSON")
     parser.add_argument("--fit-only", action="store_true", help="rerun the fit curves only, keeping the recorded others")
     args = parser.parse_args()
@@ -116,7 +112,7 @@ def main() -> None:
     repeat = 1 if args.quick else 3
     ns = [10_000, 30_000, 100_000] if args.quick else [10_000, 30_000, 100_000, 300_000, 1_000_000]
     ds = [10, 32, 64] if args.quick else [10, 32, 64, 128, 256]
-    print("BLAS:", "; ".join(f"{i['internal_api']} {i['num_threads']} threads ({i['filepath'].split('/')[-1]})" for i in threadpool_info() if i["user_api"] == "blas"))
+    print(machine())
     print("| n | d | PPA fit (s) | PCA() fit (s) | ratio | curved steps |\n|---|---|---|---|---|---|")
     results = json.loads(record.read_text()) if args.fit_only else {}
     results |= {"fit_n": fit_curve([(n, 36) for n in ns], repeat), "fit_d": fit_curve([(100_000, d) for d in ds], repeat)}
@@ -124,13 +120,9 @@ def main() -> None:
         record.write_text(json.dumps(results, indent=1))
         plot(results, figure)
         return
-    print("\n| chunks | PPA (Mpx/s) | PCA projection (Mpx/s) | time ratio |\n|---|---|---|---|")
+    print("\n| chunks | PPA (Mpx/s) | PCA projection (Mpx/s) | time ratio | PPA with the transfer check (Mpx/s) |\n|---|---|---|---|---|")
     with dask.config.set(scheduler="threads"):
         results["chunks"] = chunk_curve(1024 if args.quick else 2048, [128, 256, 512, 1024], repeat)
-    if args.out_of_core_size:
-        ooc = out_of_core(argparse.Namespace(size=args.out_of_core_size, chunk=512, workdir=None, keep=False, schedulers=["threads", "cluster"]))
-        results["out_of_core"] = {f"{k}_{s}": v for (k, s), v in ooc.items()}
-        results["out_of_core_gb"] = 36 * args.out_of_core_size**2 * 4 / 1e9
     record.parent.mkdir(exist_ok=True)
     record.write_text(json.dumps(results, indent=1))
     plot(results, figure)

@@ -5,10 +5,12 @@
     python benchmarks/bench_xarray.py out-of-core # (b) > 8 GB zarr cube -> zarr, peak RSS watched
     python benchmarks/bench_xarray.py out-of-core --schedulers threads cluster  # (b) also on a 2-worker LocalCluster
 
-Both print wall times and ratios to a baseline: the PCA of the same sample
-(``model.pca_``) applied as a plain ``dask.array.map_blocks`` projection
-``V (x - mean)`` on the band-first chunks (one GEMM per chunk, numpy's BLAS
-held at one thread per task), the cheapest lazy PCA there is.
+Both print the machine, every run's wall time and the ratios to a baseline:
+the PCA of the same sample (``model.pca_``) applied as a plain
+``dask.array.map_blocks`` projection ``V (x - mean)`` on the band-first
+chunks (one GEMM per chunk), the cheapest lazy PCA there is. Every BLAS is
+held at one thread per task on both sides (on a LocalCluster the workers
+start with one BLAS thread), and the runs are interleaved.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import dask
 import dask.array as dsa
 import numpy as np
 import xarray as xr
+from common import interleaved, machine, ratio, runs
 from threadpoolctl import threadpool_limits
 
 import ppa_xr  # noqa: F401
@@ -67,35 +70,29 @@ def pca_inverse(scores: xr.DataArray, pca: PPA) -> xr.DataArray:
     return xr.DataArray(data, dims=("band", "y", "x"))
 
 
-def timed(label: str, fn, repeat: int = 2) -> float:
-    best = min(_once(fn) for _ in range(repeat))
-    print(f"  {label:<44} {best:8.2f} s", flush=True)
-    return best
-
-
-def _once(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def lazy(args: argparse.Namespace) -> None:
     cube = synthetic_cube(args.size, args.chunk).persist()  # in memory, so every path reads the same chunks
     degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)  # 5: a polynomial on every step, the worst case
     ppa = cube.ppa.fit(n_samples=200_000, random_state=0, degree=degree)
     straight = cube.ppa.fit(n_samples=200_000, random_state=0, degree=1)
     pca = ppa.pca_
+    print(machine())
     print(f"cube {dict(cube.sizes)} float32 ({cube.nbytes / 2**30:.1f} GiB), chunks {cube.data.chunksize}; PPA degrees {ppa.degrees_.tolist()}")
     print("baseline: map_blocks projection V (x - mean) with numpy's BLAS held at 1 thread per dask task (2 tasks at once)")
     s_ppa, s_pca = cube.ppa.transform(ppa).persist(), pca_projection(cube, pca).persist()
     store = lambda arr: arr.data.map_blocks(lambda b: np.zeros((1,) * b.ndim), chunks=(1,) * arr.ndim).sum().compute()  # noqa: E731
     with threadpool_limits(limits=1, user_api="blas"):
-        f_pca = timed("PCA projection (map_blocks baseline)", lambda: store(pca_projection(cube, pca)), args.repeat)
-        f_ppa = timed("PPA transform (ppa_xr)", lambda: store(cube.ppa.transform(ppa)), args.repeat)
-        f_one = timed("PPA degree=1, i.e. PCA (ppa_xr)", lambda: store(cube.ppa.transform(straight)), args.repeat)
-        i_pca = timed("PCA inverse (map_blocks baseline)", lambda: store(pca_inverse(s_pca, pca)), args.repeat)
-        i_ppa = timed("PPA inverse (ppa_xr)", lambda: store(s_ppa.ppa.inverse_transform(ppa)), args.repeat)
-    print(f"ratios to the baseline: PPA forward {f_ppa / f_pca:.2f}, degree=1 forward {f_one / f_pca:.2f}, PPA inverse {i_ppa / i_pca:.2f}")
+        times = interleaved({
+            "PCA projection (map_blocks baseline)": lambda: store(pca_projection(cube, pca)),
+            "PPA transform (ppa_xr)": lambda: store(cube.ppa.transform(ppa, check=False)),
+            "PPA degree=1, i.e. PCA (ppa_xr)": lambda: store(cube.ppa.transform(straight, check=False)),
+            "PCA inverse (map_blocks baseline)": lambda: store(pca_inverse(s_pca, pca)),
+            "PPA inverse (ppa_xr)": lambda: store(s_ppa.ppa.inverse_transform(ppa)),
+        }, args.repeat)
+    print("| case | seconds of each interleaved run | ratio to its baseline: best (worst round) |\n|---|---|---|")
+    for label, t in times.items():
+        base = times["PCA inverse (map_blocks baseline)" if "inverse" in label else "PCA projection (map_blocks baseline)"]
+        print(f"| {label} | {runs(t)} | {ratio(t, base)} |")
 
 
 def _peak_rss_of(cmd: list[str]) -> tuple[int, float]:
@@ -120,21 +117,28 @@ def out_of_core(args: argparse.Namespace) -> dict[tuple[str, str], dict[str, flo
     src, dst, model = os.path.join(work, "cube.zarr"), os.path.join(work, "out.zarr"), os.path.join(work, "model.nc")
     try:
         cube = synthetic_cube(args.size, args.chunk)
+        print(machine())
         print(f"writing {cube.nbytes / 2**30:.2f} GiB input zarr ({dict(cube.sizes)}, chunks {cube.data.chunksize}) to {work}", flush=True)
         start = time.perf_counter()
         cube.to_dataset().to_zarr(src, mode="w", encoding={"cube": {"compressors": None}}, consolidated=False)
         print(f"  written in {time.perf_counter() - start:.1f} s", flush=True)
+        print("| scheduler | PPA transform (s) | PCA projection (s) | PPA / PCA: best (worst round) | peak RSS PPA / PCA (GiB) |")
+        print("|---|---|---|---|---|")
         results = {}
         for scheduler in args.schedulers:
-            for kind in ("ppa", "pca"):
-                out = os.path.join(work, f"{kind}_{scheduler}.json")
-                rc, peak = _peak_rss_of([sys.executable, __file__, "_apply", src, dst, model, kind, scheduler, out])
-                assert rc == 0, f"{kind} run on {scheduler} failed"
-                with open(out) as f:
-                    results[kind, scheduler] = json.load(f) | {"peak_rss_gib": peak}
+            for round_ in range(args.repeat + 1):  # interleaved, each PPA run beside a PCA run; round 0 warms the page cache
+                for kind in ("ppa", "pca"):
+                    out = os.path.join(work, f"{kind}_{scheduler}.json")
+                    rc, peak = _peak_rss_of([sys.executable, __file__, "_apply", src, dst, model, kind, scheduler, out])
+                    assert rc == 0, f"{kind} run on {scheduler} failed"
+                    with open(out) as f:
+                        result = json.load(f) | {"peak_rss_gib": peak}
+                    if round_:
+                        results.setdefault((kind, scheduler), []).append(result)
             ppa, pca = results["ppa", scheduler], results["pca", scheduler]
-            print(f"{scheduler}: transform PPA/PCA {ppa['apply_s'] / pca['apply_s']:.2f}; "
-                  f"peak RSS PPA {ppa['peak_rss_gib']:.2f} GiB, PCA {pca['peak_rss_gib']:.2f} GiB (input {cube.nbytes / 2**30:.2f} GiB)", flush=True)
+            print(f"| {scheduler} | {runs([r['apply_s'] for r in ppa])} | {runs([r['apply_s'] for r in pca])} "
+                  f"| {ratio([r['apply_s'] for r in ppa], [r['apply_s'] for r in pca])} "
+                  f"| {max(r['peak_rss_gib'] for r in ppa):.2f} / {max(r['peak_rss_gib'] for r in pca):.2f} |", flush=True)
         return results
     finally:
         if not args.keep:
@@ -149,6 +153,13 @@ def _apply(src: str, dst: str, model_path: str, kind: str, scheduler: str) -> di
 
         with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
             return _apply(src, dst, model_path, kind, "distributed")
+    if scheduler != "distributed":  # the threaded scheduler: numpy's BLAS on one thread per task, as the kernels hold
+        with threadpool_limits(limits=1, user_api="blas"):  # scipy's (a LocalCluster's workers start with 1 thread)
+            return _apply_here(src, dst, model_path, kind, scheduler)
+    return _apply_here(src, dst, model_path, kind, scheduler)
+
+
+def _apply_here(src: str, dst: str, model_path: str, kind: str, scheduler: str) -> dict[str, float]:
     cube = xr.open_zarr(src, consolidated=False)["cube"]
     start = time.perf_counter()
     model = cube.ppa.fit(n_samples=200_000, random_state=0, degree=(1, 2, 3, 4, 5) if kind == "ppa" else 1)
@@ -173,7 +184,7 @@ def main() -> None:
     a = sub.add_parser("lazy")
     a.add_argument("--size", type=int, default=4096)
     a.add_argument("--chunk", type=int, default=1024)
-    a.add_argument("--repeat", type=int, default=5)
+    a.add_argument("--repeat", type=int, default=3)
     a.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="PPA degree or candidates (default 1..5, selected)")
     b = sub.add_parser("out-of-core")
     b.add_argument("--size", type=int, default=7680)  # 36 x 7680^2 x 4 B = 7.9 GiB = 8.5 GB
@@ -181,6 +192,7 @@ def main() -> None:
     b.add_argument("--workdir")
     b.add_argument("--keep", action="store_true")
     b.add_argument("--schedulers", nargs="+", choices=["threads", "cluster"], default=["threads"])
+    b.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     with dask.config.set(scheduler="threads"):
         (lazy if args.case == "lazy" else out_of_core)(args)
