@@ -6,6 +6,7 @@ Build: ``python -m pip install ".[docs]" && python -m sphinx -W -b html docs doc
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -80,7 +81,26 @@ def _fast_argv(gallery_conf, script_vars) -> list[str]:
     }[name]
 
 
+_shown: set[Path] = set()
+
+
+def _saved_figures(block, block_vars, gallery_conf) -> str:
+    """An image scraper for the figures an example saves into its output folder (the examples write PNG
+    files, as a user running them from the command line gets them, and show nothing): copied into the
+    gallery, so its page and its thumbnail show them."""
+    from sphinx_gallery.scrapers import figure_rst
+
+    images = []
+    for png in sorted((_gallery_output / Path(block_vars["src_file"]).stem).rglob("*.png")):
+        if png not in _shown:
+            _shown.add(png)
+            images.append(next(block_vars["image_path_iterator"]))
+            shutil.copyfile(png, images[-1])
+    return figure_rst(images, gallery_conf["src_dir"])
+
+
 sphinx_gallery_conf = {
+    "image_scrapers": (_saved_figures,),  # every example saves its figures; pyplot's scraper would show them twice
     "examples_dirs": str(ROOT / "examples"),
     "gallery_dirs": "auto_examples",
     "filename_pattern": r".*\.py",
@@ -97,6 +117,10 @@ html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
     "header_links_before_dropdown": 4,  # the rest under "More": one row at 1280 px
+    "navbar_persistent": ["search-button"],  # a search icon: the search field wrapped the header onto a second row at 1280 px
+    "navbar_align": "left",
 }
 html_static_path: list[str] = []
-html_sidebars = {"**": ["sidebar-nav-bs"]}  # the site's navigation on every page, guides included
+# guide pages list every page (the theme's section navigation would be empty there); the API reference and the
+# gallery list their own entries
+html_sidebars = {"*": ["sidebar-site-nav"], "api": ["sidebar-nav-bs"], "generated/*": ["sidebar-nav-bs"], "auto_examples/*": ["sidebar-nav-bs"]}

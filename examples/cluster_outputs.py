@@ -7,6 +7,8 @@ fit, write the components as a tiled, compressed GeoTIFF with a lock that
 works on a cluster (``ppa_xr.to_raster``, which uses ``ppa_xr.file_lock()``), and as a chunked zarr store;
 read both back and compare them with the in-process result.
 
+From a checkout::
+
     python examples/cluster_outputs.py                       # outputs in ./cluster_outputs/
 """
 

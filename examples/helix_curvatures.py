@@ -14,8 +14,10 @@ Curvature and torsion of helices from PPA's analytic geometry (the paper's secti
    in 4-d by a random rotation, where ``chi_3 = 0``: estimated against
    theoretical values, plotted as in the paper.
 
+From a checkout::
+
     python examples/helix_curvatures.py            # 20 random helices, plot in ./helix_curvatures/
-    python examples/helix_curvatures.py --fast     # 3 random helices, no plot (as run by the tests)
+    python examples/helix_curvatures.py --fast     # 3 random helices (as the docs build runs it)
 """
 
 from __future__ import annotations
@@ -81,24 +83,23 @@ def main() -> None:
     error = np.abs(estimated - theory)
     print(f"\nrandom helices in 4-d: median |error| chi_1 {np.median(error[:, 0]):.3f}, chi_2 {np.median(error[:, 1]):.3f}, "
           f"chi_3 {np.median(error[:, 2]):.3f} (theory chi_3 = 0)")
-    if not args.fast:
-        import matplotlib
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-        fig, axes = plt.subplots(1, 3, figsize=(12, 4))
-        for i, ax in enumerate(axes):
-            ax.scatter(theory[:, i], estimated[:, i])
-            top = max(theory[:, i].max(), estimated[:, i].max()) * 1.1 + 1e-3
-            ax.plot([0, top], [0, top], color="0.5", lw=1)
-            ax.set_xlabel(f"theoretical chi_{i + 1}")
-            ax.set_ylabel(f"estimated chi_{i + 1} (mean |chi|)")
-        fig.tight_layout()
-        out = Path(args.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out / "helix_curvatures.png", dpi=100)
-        print(f"plot: {out / 'helix_curvatures.png'}")
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4))
+    for i, ax in enumerate(axes):
+        ax.scatter(theory[:, i], estimated[:, i])
+        top = max(theory[:, i].max(), estimated[:, i].max()) * 1.1 + 1e-3
+        ax.plot([0, top], [0, top], color="0.5", lw=1)
+        ax.set_xlabel(f"theoretical chi_{i + 1}")
+        ax.set_ylabel(f"estimated chi_{i + 1} (mean |chi|)")
+    fig.tight_layout()
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / "helix_curvatures.png", dpi=100)
+    print(f"plot: {out / 'helix_curvatures.png'}")
 
 
 if __name__ == "__main__":

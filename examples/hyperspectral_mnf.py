@@ -10,6 +10,8 @@ whitened) and noise-adjusted PPA side by side:
 * the noisiest band, and that band reconstructed (denoised) from the first
   ``k`` components of each method.
 
+From a checkout::
+
     python examples/hyperspectral_mnf.py                   # hyperspectral_mnf.png in ./hyperspectral/
     python examples/hyperspectral_mnf.py --output-dir docs/img
 """

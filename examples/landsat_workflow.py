@@ -9,6 +9,8 @@ Then a short time series (the same scene on three dates, the second with
 another illumination and a missing strip): one model pooled over the dates
 against one model per date, each judged on the other dates.
 
+From a checkout::
+
     python examples/landsat_workflow.py                        # figure in ./landsat_workflow/
     python examples/landsat_workflow.py --output-dir docs/img
 """

@@ -17,6 +17,8 @@ half of the training data) and PCA are fitted on the training half.
 
 Both are averaged over the realisations of the split.
 
+From a checkout::
+
     python examples/paper_tables.py                 # full: 10 realisations, plots in ./paper_tables/ (--output-dir to choose)
     python examples/paper_tables.py --fast          # quick check (as run by the tests)
 """

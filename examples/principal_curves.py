@@ -8,6 +8,8 @@ Principal curves and surfaces of PPA over data (the paper's figure on MagicGamma
 * the bundled Landsat 8 scene: the same through 20,000 sampled pixels, over
   two band pairs (red/NIR and SWIR1/SWIR2).
 
+From a checkout::
+
     python examples/principal_curves.py                  # figures in ./principal_curves/
     python examples/principal_curves.py --output-dir docs/img
 """

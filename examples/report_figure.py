@@ -7,6 +7,8 @@ redundancy removed per pixel and the squared error with k = 2 components,
 each for PPA and as PPA minus PCA, and the per-component curves; the summary
 table beneath.
 
+From a checkout::
+
     python examples/report_figure.py                        # figures in ./report_figure/
     python examples/report_figure.py --output-dir docs/img
 """

@@ -8,6 +8,8 @@ fitted on one half with the degree of each step selected in 1..5, and the other
 half is reconstructed from k = 1..d-1 components. The table prints, per tail
 rule, the mean over k of 100 x MSE_PPA / MSE_PCA (100 = PCA) and the worst k.
 
+From a checkout::
+
     python examples/tails_extrapolation.py [--realisations 3]
 """
 
