@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
         for arg in io:
             p.add_argument(arg, nargs="+" if arg == "inputs" else None, help=_POSITIONALS[arg])
         p.add_argument("--scheduler", default="threads", metavar="threads|processes|ADDRESS",
-                       help="where dask computes: threads (default), processes, or a dask scheduler's address (tcp://host:8786)")
+                       help="where dask computes: threads (default), processes, or a distributed scheduler's address, HOST:PORT (e.g. 10.0.0.5:8786)")
         if reads:
             p.add_argument("--chunks", type=_positive, default=1024, help="x/y chunk size in pixels (default 1024)")
             p.add_argument("--variable", help="data variable of a netCDF/zarr input (default: all variables are bands)")
