@@ -39,7 +39,7 @@ def curved_cube(n: int, d: int, seed: int = 0, dtype=np.float64) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", default=["200000x36", "200000x198"])
+    parser.add_argument("--sizes", nargs="*", default=["200000x36", "200000x198"], help="curved tables n x d (none: Sat only)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(machine())

@@ -107,8 +107,10 @@ class PPAParams:
         return self._cached("unwhitening", lambda: np.linalg.inv(self.whitening) if self.whitened else self.whitening)
 
     def whiten(self, x: np.ndarray) -> np.ndarray:
-        """``z = W (x - mean)`` of points ``x`` (..., d): the space the map, its errors and variances live in."""
-        return (x - self.mean) @ self.whitening.T
+        """``z = W (x - mean)`` of points ``x`` (..., d): the space the map, its errors and variances live in
+        (no product where ``W`` is the identity)."""
+        centred = x - self.mean
+        return centred @ self.whitening.T if self.whitened else centred
 
     def log2_det_jacobian(self) -> float:
         """``log2 |det dr/dx| = log2 |det W|`` (0: volume preserving unless standardized or noise-whitened)."""
