@@ -24,7 +24,6 @@ from bench_xarray import pca_inverse, pca_projection, synthetic_cube
 from threadpoolctl import threadpool_limits
 
 import ppa_xr  # noqa: F401
-from ppa_xr.core import blas
 
 
 def bandwidth(repeat: int) -> float:

@@ -73,7 +73,7 @@ def _fast_argv(gallery_conf, script_vars) -> list[str]:
         "metric_knn": ["--fast", *out],
         "helix_curvatures": ["--fast", *out],
         "principal_curves": out,
-        "tails_extrapolation": ["--realisations", "1"],
+        "tails_extrapolation": ["--realisations", "1", *out],
         "hyperspectral_mnf": out,
         "report_figure": out,
         "landsat_workflow": out,

@@ -5,7 +5,8 @@ The same lazy transform on a ``distributed.LocalCluster`` (two single-threaded
 worker processes; a remote cluster works the same way through its address):
 fit, write the components as a tiled, compressed GeoTIFF with a lock that
 works on a cluster (``ppa_xr.to_raster``, which uses ``ppa_xr.file_lock()``), and as a chunked zarr store;
-read both back and compare them with the in-process result.
+read both back, compare them with the in-process result, and draw the three
+components read from the GeoTIFF.
 
 From a checkout::
 
@@ -18,6 +19,7 @@ import argparse
 import time
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import rioxarray
 import xarray as xr
@@ -25,6 +27,8 @@ from distributed import Client, LocalCluster
 
 import ppa_xr
 from ppa_xr.datasets import open_landsat8_sample
+
+matplotlib.use("Agg")
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -49,6 +53,13 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"zarr: {dict(zarr.sizes)}, chunks {zarr.data.chunksize}")
     print(f"largest difference from the in-process result: GeoTIFF {float(np.abs(tif.values - local).max()):.3g}, "
           f"zarr {float(np.abs(zarr.values - local).max()):.3g}")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    for ax, component in zip(fig.subplots(1, 3), tif):  # what a GIS opens: the written file, with its band descriptions
+        component.plot.imshow(ax=ax, cmap="gray", robust=True, add_labels=False)
+        ax.set(title=tif.attrs["long_name"][int(component.band) - 1], aspect="equal", xticks=[], yticks=[])
+    fig.savefig(out / "components_from_geotiff.png", dpi=80)
     return out
 
 
