@@ -33,3 +33,19 @@ def test_step_lookup_equals_binary_search(seed):
         np.testing.assert_array_equal(out[finite, j], table[np.searchsorted(P, values[finite, j], side="right")])
     assert lookup.steps <= 8  # the grid stays a few comparisons from the answer, even with two modes far apart
     np.testing.assert_array_equal(lookup(values.reshape(3, -1, 6)).reshape(-1, 6)[~np.isnan(values)], out[~np.isnan(values)])
+
+
+@pytest.mark.parametrize("offset, spread", [(0.0, 1e-41), (1e300, 1e290), (1e6, 1e-3), (-5e37, 1e36)])
+def test_step_lookup_at_any_scale(offset, spread):
+    """Data near 1e-41 (below float32's range), near 1e300 (above it), a small spread on a large offset: exact, and
+    still a few comparisons from the answer (the float32 coordinate would have merged the values into one cell)."""
+    rng = np.random.default_rng(0)
+    sample = offset + spread * rng.normal(size=(20_000, 2))
+    breaks = np.sort(sample, axis=0)[::150].T
+    tables = rng.normal(size=(2, breaks.shape[1] + 1))
+    lookup = StepLookup.build(breaks, tables)
+    values = offset + spread * rng.normal(size=(30_000, 2)) * 1.5
+    out = lookup(values)
+    for j in range(2):
+        np.testing.assert_array_equal(out[:, j], tables[j][np.searchsorted(breaks[j], values[:, j], side="right")])
+    assert lookup.steps <= 3

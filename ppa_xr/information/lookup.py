@@ -43,10 +43,14 @@ class StepLookup:
     start : np.ndarray
         (d, G) first position of each grid cell, as a flat index into ``breaks`` and ``table``.
     center, inv_scale, slope, intercept : np.ndarray
-        (d,) float32: the cell of ``v`` in column ``j`` is
-        ``floor(slope_j asinh((v - center_j) inv_scale_j) + intercept_j)``, clipped to ``0..G-1``.
+        (d,): the cell of ``v`` in column ``j`` is
+        ``floor(slope_j asinh((v - center_j) inv_scale_j) + intercept_j)``, clipped to ``0..G-1``;
+        ``center`` float64, the others float32 unless the data's scale needs float64.
     steps : int
         Comparisons after the grid: the most breakpoints in one cell.
+    exact_difference : bool
+        Subtract the center in float64: a column's spread is far below its
+        center's magnitude (1e6 +- 1e-3), which float32 would round away.
     """
 
     breaks: np.ndarray
@@ -57,6 +61,7 @@ class StepLookup:
     slope: np.ndarray
     intercept: np.ndarray
     steps: int
+    exact_difference: bool = False
 
     @classmethod
     def build(cls, breaks: np.ndarray, tables: np.ndarray) -> StepLookup:
@@ -78,12 +83,19 @@ class StepLookup:
         quartiles = padded[rows[:, None], (sizes[:, None] * np.array([1, 2, 3])) // 4]
         center = quartiles[:, 1]
         inv_scale = 1.0 / np.where(quartiles[:, 2] > quartiles[:, 0], (quartiles[:, 2] - quartiles[:, 0]) / 2, 1.0)
-        t_ends = np.arcsinh((padded[rows[:, None], np.column_stack([rows * 0, sizes - 1])] - center[:, None]) * inv_scale[:, None])
+        ends = padded[rows[:, None], np.column_stack([rows * 0, sizes - 1])]
+        # float32 where the coordinate of every breakpoint is finite in it (not for data near 1e-40 or 1e40)
+        with np.errstate(over="ignore", invalid="ignore"):
+            narrow = np.isfinite(((ends - center[:, None]).astype(np.float32) * inv_scale.astype(np.float32)[:, None])).all()
+        dtype = np.float32 if narrow else np.float64
         cells = CELLS_PER_BREAK * K
+        exact = dtype == np.float32 and not (np.abs(center) * inv_scale < 1e4).all()  # float32 keeps 1e-7 of |center|
+        lookup = cls(padded, table, np.empty((d, cells), dtype=np.intp), center, inv_scale.astype(dtype), np.ones(d, dtype), np.zeros(d, dtype), 0, exact)
+        t_ends = lookup._coordinate(ends.T).T.astype(np.float64)  # the same arithmetic as every look-up
         span = t_ends[:, 1] - t_ends[:, 0]
         slope = cells / np.where(span > 0, span, np.inf)  # one breakpoint: every value in cell 0
-        grid = [a.astype(np.float32) for a in (center, inv_scale, slope, -t_ends[:, 0] * slope)]
-        lookup = cls(padded, table, np.empty((d, cells), dtype=np.intp), *grid, 0)
+        grid = [center, inv_scale.astype(dtype), slope.astype(dtype), (-t_ends[:, 0] * slope).astype(dtype)]
+        lookup = cls(padded, table, np.empty((d, cells), dtype=np.intp), *grid, 0, exact)
         # cells of all breakpoints at once, as flat cells j G + c (ascending); start = rank among its row's breakpoints
         valid = np.arange(K + 1) < sizes[:, None]
         flat_cells = (lookup._cells(padded.T).T + (rows * cells)[:, None])[valid]
@@ -92,18 +104,26 @@ class StepLookup:
         object.__setattr__(lookup, "steps", int(np.bincount(flat_cells, minlength=d * cells).max()))
         return lookup
 
-    def _cells(self, values: np.ndarray, rows: slice = slice(None), t: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
-        """Grid cell of each value in its column, into ``out`` (``t``: float32 scratch of the same shape).
-
-        The coordinate is computed in float32 (rounding is monotone, and a
-        cell is far wider than float32's resolution); a value beyond the grid
-        falls in its row's first or last cell. A NaN's cell is arbitrary: its
-        result is not defined.
-        """
-        with np.errstate(over="ignore", invalid="ignore"):  # beyond float32 is +-inf, the last cells; NaN has no cell
-            t = np.subtract(values, self.center[rows], out=t, dtype=np.float32, casting="same_kind")
+    def _coordinate(self, values: np.ndarray, rows: slice = slice(None), t: np.ndarray | None = None) -> np.ndarray:
+        """``asinh((v - center) inv_scale)`` into ``t``, in the grid's dtype (float32 unless the data's scale
+        needs more); the difference in float64 where :attr:`exact_difference`."""
+        dtype = self.inv_scale.dtype
+        t = np.empty(np.shape(values), dtype) if t is None else t
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond the dtype's range is +-inf, the last cells
+            np.subtract(values, self.center[rows], out=t, dtype=None if self.exact_difference else dtype, casting="same_kind")
             t *= self.inv_scale[rows]
-            np.arcsinh(t, out=t)
+            return np.arcsinh(t, out=t)
+
+    def _cells(self, values: np.ndarray, rows: slice = slice(None), t: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+        """Grid cell of each value in its column, into ``out`` (``t``: scratch of the grid's dtype and the same shape).
+
+        Every step is monotone in the value (rounding is), and a cell is far
+        wider than the dtype's resolution; a value beyond the grid falls in
+        its row's first or last cell. A NaN's cell is arbitrary: its result
+        is not defined.
+        """
+        t = self._coordinate(values, rows, t)
+        with np.errstate(invalid="ignore"):  # NaN has no integer cell
             t *= self.slope[rows]
             t += self.intercept[rows]
             np.clip(t, 0, self.start.shape[1] - 1, out=t)
@@ -117,7 +137,7 @@ class StepLookup:
         d = self.breaks.shape[0]
         flat = np.reshape(values, (-1, d))
         rows = max(1, BLOCK // d)
-        t, pos = np.empty((rows, d), np.float32), np.empty((rows, d), dtype=np.intp)
+        t, pos = np.empty((rows, d), self.inv_scale.dtype), np.empty((rows, d), dtype=np.intp)
         below, found = np.empty((rows, d), dtype=bool), np.empty((rows, d), dtype=self.table.dtype)
         row_offset = np.arange(d) * self.start.shape[1]
         for first in range(0, len(flat), rows):
