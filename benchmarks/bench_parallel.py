@@ -15,7 +15,8 @@ process, best (worst round).
 Thread scaling, last: 1 -> 2 dask threads with every BLAS at one thread,
 so that the projection cannot use the second core inside its one task.
 
-Run by hand: ``python benchmarks/bench_parallel.py [--side 1536] [--repeat 3]``.
+Run by hand: ``python benchmarks/bench_parallel.py [--side 1536] [--repeat 3] [--sources memory zarr GeoTIFF]
+[--schedulers threads "threads 1" sync cluster] [--no-scaling]``.
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--side", type=int, default=1536)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sources", nargs="+", default=["memory", "zarr", "GeoTIFF"], help="cube sources to run (first word)")
+    parser.add_argument("--schedulers", nargs="+", default=list(SCHEDULERS), choices=SCHEDULERS)
+    parser.add_argument("--no-scaling", action="store_true", help="skip the thread-scaling section")
     args = parser.parse_args()
     print(machine())
     cube = curved_cube(args.side)
@@ -125,6 +129,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, source in sources(cube, Path(tmp)).items():
+            if name.split()[0] not in args.sources:
+                continue
             data = source.transpose("band", "y", "x").data
 
             def projection(data=data):
@@ -132,13 +138,14 @@ def main() -> None:
 
             cases = {"projection": projection} | {label: (lambda m=m, s=source: s.ppa.transform(m, check=False).data.compute())
                                                   for label, m in models.items()}
-            for scheduler in SCHEDULERS:
+            for scheduler in args.schedulers:
                 with scheduled(scheduler):
                     times = interleaved(cases, args.repeat)  # every run sees the same machine state as its baseline
                 base = times["projection"]
                 print(f"| {name} | {scheduler} | {runs(base)} | {runs(times['degree=1'])} | {ratio(times['degree=1'], base)} "
                       f"| {runs(times['PPA (1..5)'])} | {ratio(times['PPA (1..5)'], base)} |", flush=True)
-    scaling(cube, models, V, offset, args.repeat)
+    if not args.no_scaling:
+        scaling(cube, models, V, offset, args.repeat)
 
 
 if __name__ == "__main__":
