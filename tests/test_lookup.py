@@ -49,3 +49,13 @@ def test_step_lookup_at_any_scale(offset, spread):
     for j in range(2):
         np.testing.assert_array_equal(out[:, j], tables[j][np.searchsorted(breaks[j], values[:, j], side="right")])
     assert lookup.steps <= 3
+
+
+def test_step_lookup_refuses_what_it_cannot_represent():
+    P = np.array([[0.0, 1.0, 2.0]])
+    with pytest.raises(ValueError, match="shapes"):
+        StepLookup.build(P, np.zeros((1, 3)))  # one value per position: K + 1 = 4
+    with pytest.raises(ValueError, match="sorted"):
+        StepLookup.build(P[:, ::-1], np.zeros((1, 4)))
+    with pytest.raises(ValueError, match="finite"):
+        StepLookup.build(np.array([[0.0, np.nan, 2.0]]), np.zeros((1, 4)))

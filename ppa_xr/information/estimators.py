@@ -73,8 +73,9 @@ def _finite_rows(X: np.ndarray) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"expected a 2-D (samples, features) array, got shape {X.shape}")
-    if not np.isfinite(X).all():
-        X = X[np.isfinite(X).all(axis=1)]
+    finite = np.isfinite(X)
+    if not finite.all():
+        X = X[finite.all(axis=1)]
     if len(X) < 2:
         raise ValueError("need at least 2 complete (finite) rows to estimate entropies")
     return X
