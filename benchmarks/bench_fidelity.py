@@ -4,7 +4,7 @@ For each split (left -> right, right -> left, top -> bottom, bottom -> top)
 and seed, PPA is fitted through the xarray path on sampled pixels of the
 fitting half, and the reconstruction error of every valid pixel of the other
 half is compared with the PCA of the same fitting sample (``model.pca_``), as
-``100 * e_PPA(k) / e_PCA(k)`` (:func:`ppa_xr.evaluation.relative_error_curve`).
+``100 * e_PPA(k) / e_PCA(k)`` (``model.evaluate(X).relative``).
 
 Two ways of validating the degrees are compared side by side on the same samples:
 
@@ -23,7 +23,6 @@ import numpy as np
 
 from ppa_xr import PPA
 from ppa_xr.datasets import open_landsat8_sample
-from ppa_xr.evaluation import relative_error_curve
 
 
 def halves(cube, split: str):
@@ -48,7 +47,7 @@ def run(seeds: int, n_samples: int) -> dict[tuple[str, str], np.ndarray]:
             for seed in range(seeds):
                 X, groups = fit_half.ppa.sample(n_samples=n_samples, random_state=seed, return_groups=True)
                 model = PPA(random_state=seed).fit(X, groups=groups if how == "blocks" else None)
-                curves.append(relative_error_curve(model, unseen))
+                curves.append(model.evaluate(unseen).relative)
             results[(split, how)] = np.array(curves)
     return results
 

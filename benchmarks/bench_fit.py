@@ -25,7 +25,6 @@ from common import interleaved, machine, ratio, runs
 
 from ppa_xr import PPA
 from ppa_xr.datasets import load_table
-from ppa_xr.evaluation import relative_error_curve
 
 
 def curved_cube(n: int, d: int, seed: int = 0, dtype=np.float64) -> np.ndarray:
@@ -57,7 +56,7 @@ def main() -> None:
             rows = np.random.default_rng(0).permutation(len(X))
             cut = int(0.8 * len(X))
             model, unseen = PPA(random_state=0, **options).fit(X[rows[:cut]]), X[rows[cut:]]
-        curve = relative_error_curve(model, unseen)
+        curve = model.evaluate(unseen).relative
         print(f"| {name} | {runs(times['ppa'])} | {runs(times['pca'])} | {ratio(times['ppa'], times['pca'])} "
               f"| {int(np.sum(model.degrees_ > 1))} of {X.shape[1] - 1} | {curve.mean():.1f} ({curve.max():.1f}) |", flush=True)
 

@@ -1,7 +1,7 @@
 """Do PPA's curves generalize? Default and robust fits against the PCA of the same sample, on unseen pixels.
 
 Cells are ``100 x e_PPA(k) / e_PCA(k)`` on pixels the fit never saw
-(:func:`ppa_xr.evaluation.relative_error_curve`), k = 1..d-1, summarised
+(``model.evaluate(X).relative``), k = 1..d-1, summarised
 over seeds: "mean k" is the mean over k (mean over seeds, and the worst
 seed), "worst k" the largest value at any k (mean over seeds of each seed's
 worst, and the worst seed), "k 1-10" the mean over the first ten k.
@@ -28,7 +28,6 @@ import numpy as np
 from ppa_xr import PPA
 from ppa_xr.datasets import UCI_TABLES, load_table, open_abu_beach
 from ppa_xr.datasets.synthetic import make_curved_mixture
-from ppa_xr.evaluation import relative_error_curve
 
 SETTINGS = {"default": {}, "robust": {"robust": True}}
 SYNTHETIC = {"Gaussian noise": {}, "+ 1% anomalies": {"anomalies": 0.01}, "Student-t(2) noise": {"noise": "student"}}
@@ -41,7 +40,7 @@ def summary(curves: list[np.ndarray]) -> str:
 
 
 def curves_of(splits, settings: dict) -> list[np.ndarray]:
-    return [relative_error_curve(PPA(random_state=seed, **settings).fit(fit), unseen) for seed, fit, unseen in splits]
+    return [PPA(random_state=seed, **settings).fit(fit).evaluate(unseen).relative for seed, fit, unseen in splits]
 
 
 def synthetic_splits(case: dict, seeds: int):
@@ -88,8 +87,8 @@ def gd(seeds: int) -> None:
             start = time.perf_counter()
             models.append(PPA(leading=leading, random_state=seed).fit(fit))
             times.append(time.perf_counter() - start)
-        held = [relative_error_curve(m, unseen) for m in models]
-        inside = relative_error_curve(models[0], fit)
+        held = [m.evaluate(unseen).relative for m in models]
+        inside = models[0].evaluate(fit).relative
         print(f"| {seed} | {times[0]:.2f} s / {times[1]:.2f} s = {times[0] / times[1]:.1f}x | {held[0].mean():.1f}, {held[0].max():.1f} | "
               f"{held[1].mean():.1f}, {held[1].max():.1f} | {inside.max():.2f} |", flush=True)
 

@@ -147,7 +147,7 @@ def report_cost(repeat: int = 3) -> None:
     """``information_report`` computed (sample, densities, totals, per-k curves and the four per-pixel maps)
     against one forward transform of the same cube, interleaved, every run listed; threaded scheduler."""
     from ppa_xr.cube.sampling import fitted_shares, sample_features
-    from ppa_xr.information.report import REPORT_SAMPLES
+    from ppa_xr.information import REPORT_SAMPLES
 
     print("\nReport cost: seconds of each interleaved run: forward transform; report computed; the report with its maps")
     print("left lazy (sample pass, densities, totals, curves); that held-out sample pass alone")

@@ -25,7 +25,7 @@ import numpy as np
 
 from ppa_xr import PPA
 from ppa_xr.datasets.synthetic import make_noisy_scene
-from ppa_xr.noise import shift_difference_covariance
+from ppa_xr.cube.noise import shift_difference_covariance
 from ppa_xr.cube.inputs import feature_array
 
 K_MAX = 15

@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> Path:
     cube = open_abu_beach().reflectance
     models = {
         "PCA": cube.ppa.fit(degree=1, random_state=0),
-        "MNF": cube.ppa.fit(degree=1, noise="shift", random_state=0),
-        "noise-adjusted PPA": cube.ppa.fit(noise="shift", robust=True, random_state=0),
+        "MNF": cube.ppa.fit(degree=1, noise_cov="shift", random_state=0),
+        "noise-adjusted PPA": cube.ppa.fit(noise_cov="shift", robust=True, random_state=0),
     }
     noisy = int(np.argmax(np.diag(models["MNF"].noise_cov_) / cube.var(dim=("y", "x")).values))
     fig, axes = plt.subplots(3, 5, figsize=(17, 10), layout="constrained")

@@ -28,7 +28,6 @@ import numpy as np  # noqa: E402
 from ppa_xr import PPA  # noqa: E402
 from ppa_xr.core.basis import TAILS  # noqa: E402
 from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
-from ppa_xr.evaluation import relative_error_curve  # noqa: E402
 
 #: where the figure draws an overflowing or larger ratio
 TOP = 1000.0
@@ -40,7 +39,7 @@ def relative_test_mse(X: np.ndarray, tails: str, seed: int) -> np.ndarray:
     train = rng.permutation(len(X)) < len(X) // 2
     ppa = PPA(tails=tails, random_state=seed).fit(X[train])
     with np.errstate(all="ignore"):  # raw polynomials overflow far from the data
-        return relative_error_curve(ppa, X[~train])
+        return ppa.evaluate(X[~train]).relative
 
 
 def main() -> None:

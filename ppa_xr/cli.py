@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 import time
 import warnings
@@ -21,22 +22,16 @@ import dask
 import numpy as np
 import xarray as xr
 
-from . import PPA, load_model, model_io
-from .core import fitting
-from .core.basis import TAILS
-from .files import check_output, replace_atomically
-from .rasters import open_band_stack, to_raster
-
-
-RASTER_SUFFIXES = (".tif", ".tiff", ".vrt", ".jp2")
-#: the estimator's defaults: the options that set its parameters default to them
-_DEFAULTS = PPA().get_params()
-OUTPUT_SUFFIXES = (".tif", ".tiff", ".nc", ".zarr")
+from .core import spec
+from .cube.rasters import OUTPUT_SUFFIXES, open_cube, write_cube
+from .model import PPA, load_model
+from .model.atomic import check_output, replace_atomically
+from .model.file import check_path
 
 
 def _cube(args: argparse.Namespace, model: PPA | None = None) -> xr.DataArray | xr.Dataset:
     """The input cube with the band labels the options ask for (``--bands``, ``--match-bands position``)."""
-    cube = _open(args.inputs, args.chunks, args.variable)
+    cube = open_cube(args.inputs, args.chunks, args.variable)
     bands, dim = getattr(args, "bands", None), (model.feature_dim_ if model is not None and model.feature_dim_ else getattr(args, "dim", "band"))
     if isinstance(cube, xr.DataArray) and dim in cube.dims:
         if bands:
@@ -50,66 +45,39 @@ def _cube(args: argparse.Namespace, model: PPA | None = None) -> xr.DataArray | 
     return cube
 
 
-def _open(paths: list[str], chunks: int, variable: str | None) -> xr.DataArray | xr.Dataset:
-    """A raster (GeoTIFF, via rioxarray), a stack of single-band rasters, or a netCDF / zarr dataset, opened lazily."""
-    for path in paths:
-        if not Path(path).exists():
-            raise FileNotFoundError(f"input {path} does not exist")
-    rasters = len(paths) > 1 or Path(paths[0]).suffix.lower() not in (".nc", ".zarr") and not Path(paths[0]).is_dir()
-    if variable and rasters:
-        raise ValueError(f"--variable picks a variable of a netCDF or zarr input; {paths[0]} is a raster (drop --variable)")
-    try:
-        if len(paths) > 1:
-            return open_band_stack(paths, chunks={"x": chunks, "y": chunks})
-        p = Path(paths[0])
-        if rasters:
-            import rioxarray
-
-            return rioxarray.open_rasterio(p, chunks={"x": chunks, "y": chunks})
-        if p.is_dir() and not any((p / meta).exists() for meta in ("zarr.json", ".zgroup", ".zmetadata")):
-            raise ValueError(f"input {p} is a directory but not a zarr store (no zarr.json or .zgroup); name a raster, netCDF or zarr file")
-        ds = xr.open_zarr(p, decode_coords="all") if p.suffix == ".zarr" or p.is_dir() else xr.open_dataset(p, chunks={}, decode_coords="all")
-    except (ValueError, FileNotFoundError):
-        raise
-    except Exception as err:  # rasterio / h5py / zarr raise their own types for unreadable files
-        raise ValueError(f"cannot read {' '.join(paths)} as a raster or dataset ({type(err).__name__}: {err})") from err
-    if variable and variable not in ds.data_vars:
-        raise ValueError(f"{paths[0]} has no variable {variable!r}; it has {list(ds.data_vars)}")
-    return ds[variable] if variable else ds
-
-
 def _output(args: argparse.Namespace, path: str) -> Path:
     """Check an output before any work: known suffix, not an input (the model included), not existing unless --overwrite."""
     return check_output(path, OUTPUT_SUFFIXES, [*args.inputs, args.model], args.overwrite)
 
 
-def _write(da: xr.DataArray, path: Path) -> None:
-    """Write a lazy result (GeoTIFF, netCDF or zarr by suffix) to a temporary sibling, then move it into place."""
+def _write(da: xr.DataArray, path: Path, args: argparse.Namespace) -> None:
+    write_cube(da, path, overwrite=True, inputs=[*args.inputs, args.model])  # checked by _output before any work
 
-    def write(tmp: Path) -> None:
-        if path.suffix.lower() in (".tif", ".tiff"):
-            to_raster(da, tmp)
-        elif path.suffix == ".zarr":
-            da.to_dataset(name=da.name or "data").to_zarr(tmp, mode="w-")
-        else:
-            da.to_dataset(name=da.name or "data").to_netcdf(tmp, engine="h5netcdf")
 
-    one_file = path.suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
-    with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
-        replace_atomically(path, write)
+def _spec_options(args: argparse.Namespace) -> dict:
+    """The estimator parameters the fit options set, by the spec's declarations."""
+    params = {}
+    for declared in spec.fields_of():
+        option = declared.metadata["option"]
+        if option is not None:
+            params[declared.name] = getattr(args, _dest(option))
+    degree = params["degree"]
+    params["degree"] = degree[0] if len(degree) == 1 else tuple(degree)
+    return params
+
+
+def _dest(option: spec.Option) -> str:
+    return option.flag.lstrip("-").replace("-", "_")
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    model_path = model_io.check_path(args.model, None, args.overwrite, inputs=args.inputs)
+    model_path = check_path(args.model, None, args.overwrite, inputs=args.inputs)
     cube = _cube(args)
-    degree = args.degree[0] if len(args.degree) == 1 else tuple(args.degree)
-    model = cube.ppa.fit(
-        dim=args.dim, n_samples=args.n_samples, random_state=args.seed, degree=degree, tails=args.tails, max_curved=args.max_curved,
-        selection_samples=args.selection_samples, standardize=args.standardize, robust=args.robust,
-        validation=args.validation, noise=args.noise, progress=True
-    )
+    params = _spec_options(args)
+    model = cube.ppa.fit(dim=args.dim, n_samples=args.n_samples, progress=True, **params)
     model.save(model_path, overwrite=args.overwrite)
-    print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))}; degrees {model.degrees_.tolist()}")
+    labels = list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))
+    print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {labels}; degrees {model.degrees_.tolist()}")
     print(f"saved {model_path}")
     return 0
 
@@ -118,7 +86,7 @@ def _cmd_transform(args: argparse.Namespace) -> int:
     output = _output(args, args.output)
     model = load_model(args.model)
     scores = _cube(args, model).ppa.transform(model, n_components=args.n_components)
-    _write(scores, output)
+    _write(scores, output, args)
     print(f"wrote {output}: {dict(scores.sizes)}")
     return 0
 
@@ -126,7 +94,7 @@ def _cmd_transform(args: argparse.Namespace) -> int:
 def _cmd_inverse(args: argparse.Namespace) -> int:
     output = _output(args, args.output)
     model = load_model(args.model)
-    scores = _open(args.inputs, args.chunks, args.variable)
+    scores = open_cube(args.inputs, args.chunks, args.variable)
     if isinstance(scores, xr.Dataset):  # what `transform` writes to netCDF / zarr: one variable of components
         if len(scores.data_vars) != 1:
             raise ValueError(f"{args.inputs[0]} has several variables {list(scores.data_vars)}; pick the components with --variable")
@@ -134,7 +102,7 @@ def _cmd_inverse(args: argparse.Namespace) -> int:
     if "component" not in scores.dims:
         scores = scores.rename({scores.dims[0]: "component"})  # a GeoTIFF's bands are the components
     out = scores.ppa.inverse_transform(model)
-    _write(out, output)
+    _write(out, output, args)
     print(f"wrote {output}: {dict(out.sizes)}")
     return 0
 
@@ -200,10 +168,34 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     _error_table(cube, {"PPA": ppa, "PCA": ppa.pca_}, range(1, cube.sizes["band"]))
     if outputs:
         ppa.save(outputs[0], overwrite=args.overwrite)
-        _write(cube.ppa.transform(ppa, n_components=3), outputs[1])
+        write_cube(cube.ppa.transform(ppa, n_components=3), outputs[1], overwrite=True)
         print(f"wrote {outputs[0]} and {outputs[1]}")
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 0
+
+
+def _add_option(parser: argparse.ArgumentParser, declared: dataclasses.Field) -> None:
+    """``ppa-xr fit``'s option of one parameter (:class:`~ppa_xr.core.spec.Option`), its default the parameter's."""
+    option = declared.metadata["option"]
+    if option is None:
+        return
+    if option.switch:
+        parser.add_argument(option.flag, action="store_true", help=option.help)
+        return
+    default = declared.default if option.default is None else option.default
+    shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
+    parser.add_argument(option.flag, type=option.type, nargs=option.nargs, choices=option.choices,
+                        default=list(default) if isinstance(default, tuple) else default,
+                        help=f"{option.help} (default {shown})" if default is not None else option.help)
+
+
+def _in_flags(message: str) -> str:
+    """A library error in the command line's words: a parameter's name becomes its option."""
+    for declared in spec.fields_of():
+        option = declared.metadata["option"]
+        if option is not None:
+            message = message.replace(f"The {declared.name!r} parameter of PPA", option.flag).replace(f"{declared.name}=", f"{option.flag} ")
+    return message
 
 
 def _positive(text: str) -> int:
@@ -282,22 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit = command("fit", _cmd_fit, "fit a model on sampled pixels", ("inputs", "model"))
     fit.add_argument("--dim", default="band", help="the band/feature dimension (default band)")
     fit.add_argument("--n-samples", type=_positive, help="pixels sampled for the fit (default: up to 200000)")
-    fit.add_argument("--degree", type=int, nargs="+", default=list(_DEFAULTS["degree"]),
-                     help=f"polynomial degree, or candidates (default {' '.join(map(str, _DEFAULTS['degree']))})")
-    fit.add_argument("--tails", default=_DEFAULTS["tails"], choices=TAILS, help=f"beyond the fitted range (default {_DEFAULTS['tails']})")
-    fit.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")
-    fit.add_argument("--max-curved", type=int, help="at most this many steps get a polynomial (faster at hundreds of bands)")
-    fit.add_argument("--selection-samples", type=_positive, default=_DEFAULTS["selection_samples"],
-                     help=f"sampled pixels the degree selection uses (default {_DEFAULTS['selection_samples']})")
-    fit.add_argument("--standardize", action="store_true", help="divide each band by its standard deviation first (bands in "
-                     "different units); stored in the model and undone by inverse")
-    fit.add_argument("--noise", choices=("shift",), help="noise-adjusted PPA (MNF with --degree 1): whiten the noise "
-                     "estimated from differences of neighbouring pixels, so components come ordered by signal-to-noise ratio")
-    fit.add_argument("--validation", choices=fitting.VALIDATIONS, default=_DEFAULTS["validation"],
-                     help="what degree selection holds out: spatial blocks (groups, default) or regimes of the data "
-                     "(transfer: keep only curves that carry over to unlike scenes)")
-    fit.add_argument("--robust", action="store_true", help="validate curves axis by axis and fit them within robust fences "
-                     "(hundreds of bands, anomalous pixels, heavy tails)")
+    for declared in spec.fields_of():  # the estimator's parameters, as the spec declares them
+        _add_option(fit, declared)
     command("transform", _cmd_transform, "PPA components of a cube", ("inputs", "model", "output")).add_argument(
         "--n-components", type=_positive, help="components to write (default: all)"
     )
@@ -323,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = one_line  # warnings as one line each, without the source line
             return args.func(args)
     except (ValueError, TypeError, OSError) as err:  # FileNotFoundError, FileExistsError included
-        print(f"ppa-xr {args.command}: error: {err}", file=sys.stderr)
+        print(f"ppa-xr {args.command}: error: {_in_flags(str(err))}", file=sys.stderr)
         return 2
 
 

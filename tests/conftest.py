@@ -29,17 +29,30 @@ def landsat():
     return open_landsat8_sample()
 
 
-def as_older_file(ds, version: int):
-    """A model Dataset as a format-``version`` file wrote it: without what later versions added (``model_io._ADDED``)."""
+def as_older_file(ds, version: int, validation: str = "groups"):
+    """A model Dataset as a format-``version`` file wrote it: without what later versions added (the spec's
+    ``since``, the file's ``SINCE``), with the standardizing scales of formats 3-6, and the retired
+    ``validation`` parameter where its format recorded it."""
     import json
 
-    from ppa_xr import model_io
+    from ppa_xr.core import spec
+    from ppa_xr.model import file as model_io
 
-    added = set().union(*(names for v, names in model_io._ADDED.items() if v > version))
-    init = {k: v for k, v in json.loads(ds.attrs["estimator_params"]).items() if k not in added}
-    old = ds.drop_vars([name for name in added if name in ds])
-    low, high = model_io._LEGACY["feature_scale"]
+    init = {k: v for k, v in json.loads(ds.attrs["estimator_params"]).items() if k not in spec.implied_by(version)}
+    low, high = spec.RETIRED["validation"]
+    if low <= version <= high:
+        init["validation"] = validation
+    old = ds.drop_vars([name for name, since in model_io.SINCE.items() if since > version and name in ds])
+    low, high = model_io.LEGACY["feature_scale"]
     if low <= version <= high:  # those versions stored the standardizing scales D, W = diag(1 / D)
         scales = 1 / np.diag(ds["whitening"].values)
         old["feature_scale"] = ("feature", scales, {"sha256": model_io._checksum("feature_scale", scales)})
     return old.assign_attrs(ppa_xr_format_version=version, estimator_params=json.dumps(init))
+
+
+def resealed(ds):
+    """A model Dataset whose attributes were changed by a writer that recomputed their checksum: what only
+    the checks beyond the checksums can catch."""
+    from ppa_xr.model import file as model_io
+
+    return ds.assign_attrs(attrs_sha256=model_io._attrs_digest(ds.attrs))

@@ -11,7 +11,7 @@ import xarray as xr
 import ppa_xr
 from ppa_xr.cli import main
 from ppa_xr.datasets import landsat8_sample_path, open_landsat8_sample
-from ppa_xr.rasters import band_name
+from ppa_xr.cube.rasters import band_name
 
 
 def test_band_descriptions_label_a_raw_rioxarray_cube(landsat):
@@ -33,7 +33,8 @@ def test_default_sample_size_is_silent_on_small_scenes(landsat):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = landsat.ppa.fit(random_state=0)  # 102,400 pixels, fewer than the default 200,000
-    assert model.sample_.size == 320 * 320
+    assert model.sample_.size == 320 * 320 // 2  # half of them: the other half stays held out
+    assert landsat.ppa.evaluate(model).attrs["pixels"].startswith("held out")
     with pytest.warns(UserWarning, match="asked for n_samples=500000"):
         landsat.ppa.fit(n_samples=500_000, random_state=0)
 
@@ -53,7 +54,7 @@ def test_cli_band_stacks_travel_between_scenes_and_outputs_describe_bands(tmp_pa
             cube.sel(band=[band]).drop_vars("wavelength").rio.to_raster(tmp_path / f"{scene}_{band}.TIF")
     files = lambda scene: [str(tmp_path / f"{scene}_{b}.TIF") for b in ("B2", "B3", "B4", "B5")]  # noqa: E731
     assert main(["fit", *files("LC08_TEST"), str(tmp_path / "m.nc")]) == 0
-    assert "fitted PPA on 102400 sampled pixels x 4 bands ['B2', 'B3', 'B4', 'B5']" in capsys.readouterr().out
+    assert "fitted PPA on 51200 sampled pixels x 4 bands ['B2', 'B3', 'B4', 'B5']" in capsys.readouterr().out
     assert main(["transform", *files("LC08_OTHER"), str(tmp_path / "m.nc"), str(tmp_path / "c.tif")]) == 0
     with rasterio.open(tmp_path / "c.tif") as src:
         assert src.descriptions == ("PPA component 1", "PPA component 2", "PPA component 3", "PPA component 4")

@@ -61,12 +61,19 @@ def test_truncated_inverse_keeps_the_residual_at_its_mean(curved):
     assert error(truncated) == pytest.approx(model.reconstruction_mse(curved)[1], rel=1e-10)
 
 
-def test_nan_rows_in_fit_are_refused_with_count(curved):
+def test_nan_rows_in_fit_are_left_out_with_a_warning(curved):
     X = curved.copy()
     X[[3, 10, 11], 1] = np.nan
     X[20, 0] = np.inf
-    with pytest.raises(ValueError, match=r"4 of 3000 rows with NaN or inf.*isfinite"):
-        PPA().fit(X)
+    complete = np.isfinite(X).all(axis=1)
+    groups = np.arange(3000) // 30
+    with pytest.warns(UserWarning, match=r"4 of 3000 rows with NaN or inf: PPA is fitted on the 2996 complete rows") as caught:
+        model = PPA(random_state=0).fit(X, groups=groups)
+    assert caught[0].filename == __file__  # the warning points at the line that called fit
+    clean = PPA(random_state=0).fit(X[complete], groups=groups[complete])
+    np.testing.assert_array_equal(model.params_.forward, clean.params_.forward)
+    with pytest.raises(ValueError, match="every one of the 2 rows of X has a NaN or inf"):
+        PPA().fit(np.full((2, 3), np.nan))
 
 
 def test_nan_rows_in_transform_give_nan(curved):

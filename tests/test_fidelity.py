@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppa_xr import PPA, load_model
-from ppa_xr.core import fitting, kernels
+from ppa_xr.core import degrees, kernels
+from ppa_xr.core.ppa import fit_params
+from ppa_xr.core.spec import Spec
 from ppa_xr.core.leading import pca_leading_vector
-from ppa_xr.evaluation import relative_error_curve
 from ppa_xr.information import information_report
 
 from .conftest import as_older_file, curved_sample
@@ -110,7 +111,7 @@ def test_groups_are_held_out_together():
     a = PPA(random_state=0).fit(X, groups=groups)
     b = PPA(random_state=0).fit(X, groups=groups)
     np.testing.assert_array_equal(a.params_.forward, b.params_.forward)
-    folds, order = fitting.Folds.make(groups, 3000, 5, np.random.default_rng(0))
+    folds, order = degrees.Folds.make(groups, 3000, 5, np.random.default_rng(0))
     assert folds.n_folds == 5 and len(folds.fold) == 30
     for lo, hi in zip(folds.bounds[:-1], folds.bounds[1:]):
         assert len(np.unique(groups[order][lo:hi])) == 1  # a group never straddles two folds
@@ -162,7 +163,7 @@ def test_unseen_half_of_a_scene_is_close_to_pca_or_better(landsat):
     left, right = landsat.isel(x=slice(0, 160)), landsat.isel(x=slice(160, None))
     model = left.ppa.fit(n_samples=20_000, random_state=0)
     X = right.transpose("y", "x", "band").values.reshape(-1, 10).astype(np.float64)
-    curve = relative_error_curve(model, X[np.isfinite(X).all(axis=1)])
+    curve = model.evaluate(X).relative
     assert curve.mean() < 97 and curve.max() < 103  # before block validation: up to 189 % at k = 5
 
 
@@ -178,17 +179,17 @@ def test_report_compares_with_the_models_own_pca(landsat):
 
 def test_degrees_are_selected_on_a_subset_and_fitted_on_every_row():
     X = curved_sample(6000, d=5)
-    full = fitting.fit_params(X, [1, 2, 3, 4, 5], rng=np.random.default_rng(0))
-    part = fitting.fit_params(X, [1, 2, 3, 4, 5], groups=np.arange(6000) // 60, rng=np.random.default_rng(0), selection_rows=1500)
+    full = fit_params(X, Spec(), rng=np.random.default_rng(0))
+    part = fit_params(X, Spec(selection_samples=1500), groups=np.arange(6000) // 60, rng=np.random.default_rng(0))
     assert part.degrees[0] == full.degrees[0] > 1
     # the same degree along the same leading vector: the same least-squares polynomial, on every row
     for name in ("rotation", "center", "scale", "inverse_bias", "inverse"):
         np.testing.assert_allclose(getattr(part, name)[0], getattr(full, name)[0], rtol=1e-9, atol=1e-12, err_msg=name)
-    model = PPA.from_params(part)
+    model = PPA.from_params(part, Spec())
     assert np.all(model.reconstruction_mse(X) <= model.pca_.reconstruction_mse(X) * (1 + 1e-12))
     with pytest.raises(AssertionError):  # a polynomial fitted on the selection rows alone differs
-        subset = fitting.Folds.select(None, 6000, 5, np.random.default_rng(0), 1500)[1][:1500]
-        alone = fitting.fit_params(X[subset], [full.degrees[0]], rng=np.random.default_rng(0))
+        subset = degrees.Folds.select(None, 6000, 5, np.random.default_rng(0), 1500)[1][:1500]
+        alone = fit_params(X[subset], Spec(degree=int(full.degrees[0])), rng=np.random.default_rng(0))
         np.testing.assert_allclose(alone.inverse[0], full.inverse[0], rtol=1e-9, atol=1e-12)
 
 

@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 
 from ppa_xr import PPA, load_model
-from ppa_xr.core import basis, fitting, leading
+from ppa_xr.core import basis, leading, steps
 from ppa_xr.datasets import load_table
 from ppa_xr.datasets.synthetic import make_curved_mixture
-from ppa_xr.evaluation import relative_error_curve
 
 from .conftest import curved_sample
 
@@ -37,8 +36,8 @@ def test_a_strategy_that_breaks_property_2_is_overruled_step_by_step():
 
 def test_interlacing_is_the_condition_checked():
     values = np.array([4.0, 3.0, 2.0, 1.0])
-    assert fitting.interlaced(np.diag([2.0, 1.0]), values, 2)
-    assert not fitting.interlaced(np.diag([2.5, 1.0]), values, 2)
+    assert steps.interlaced(np.diag([2.0, 1.0]), values, 2)
+    assert not steps.interlaced(np.diag([2.5, 1.0]), values, 2)
 
 
 def test_gd_searches_only_while_it_finds_curves(monkeypatch):
@@ -49,7 +48,7 @@ def test_gd_searches_only_while_it_finds_curves(monkeypatch):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setitem(fitting.LEADING_VECTORS, "gd", leading.Strategy(counted, searches=True))
+    monkeypatch.setitem(leading.LEADING_VECTORS, "gd", leading.Strategy(counted, searches=True))
     model = PPA(leading="gd", random_state=0).fit(load_table("Sat").normalised()[:2000])
     curved = int((model.degrees_ > 1).sum())
     assert len(calls) <= curved + 1 < 35
@@ -81,7 +80,7 @@ def test_robust_fit_is_never_worse_than_pca_on_unseen_pixels_at_200_bands(case):
     cube = make_curved_mixture(10_000, random_state=0, **case)
     fit, unseen = cube.data[:5000], cube.data[5000:]
     model = PPA(robust=True, random_state=0).fit(fit)
-    curve = relative_error_curve(model, unseen)
+    curve = model.evaluate(unseen).relative
     assert curve.max() <= 101.0
     assert curve[:10].mean() < 97.0  # the gain of the leading curved components is kept
     assert (model.degrees_ > 1).sum() >= 2

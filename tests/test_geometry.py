@@ -146,7 +146,7 @@ def test_principal_curve_follows_a_parabola():
     assert inside.sum() > 35
     np.testing.assert_allclose(curve[inside, 1], 0.5 * curve[inside, 0] ** 2, atol=0.01)
     assert principal_grid(PPA(degree=2).fit(curved_sample(2000, d=4)), 3, points=5).shape == (5, 5, 5, 4)
-    with pytest.raises(ValueError, match="n_components must be 1, 2 or 3"):
+    with pytest.raises(ValueError, match=r"n_components \(1, 2 or 3: a curve, a surface or a volume\) must be an integer in \[1, 2\]"):
         principal_grid(model, 4)
 
 

@@ -60,7 +60,7 @@ def test_ppa_removes_more_redundancy_than_pca_on_curves():
 def test_pointwise_mean_equals_total(estimator):
     X = curved_sample(5000, d=4)
     model = PPA(random_state=0).fit(X)
-    measure = PointwiseReduction.fit(model, X, estimator=estimator)
+    measure = PointwiseReduction.fit(model.params_, X, estimator=estimator)
     per_pixel = measure(X)
     assert per_pixel.shape == (5000,)
     assert np.mean(per_pixel) == pytest.approx(measure.total(), abs=1e-9)  # the maps average to the plug-in total
@@ -157,7 +157,7 @@ def test_report_on_a_plain_table():
     assert report["mi_reduction_ppa"].dims == ("pixel",)
     # over the whole table (the sample is the table) the map averages to the plug-in total, up to
     # the few pixels that rounding in another memory layout moves across a bin edge
-    measure = PointwiseReduction.fit(model, X)
+    measure = PointwiseReduction.fit(model.params_, X)
     assert float(report["mi_reduction_ppa"].mean()) == pytest.approx(measure.total(), abs=0.01)
 
 
@@ -169,17 +169,17 @@ def test_report_on_a_scene_fitted_on_every_pixel_falls_back_with_the_bias_stated
     rng = np.random.default_rng(0)
     cube = xr.DataArray(rng.normal(size=(4, 30, 30)) * [[[1]], [[2]], [[3]], [[4]]], dims=("band", "y", "x"))
     model = cube.ppa.fit(random_state=0)  # all 900 pixels: none left to hold out
-    with pytest.warns(UserWarning, match=r"only 0 valid pixels lie outside .* biased up by about d \(d - 1\) / \(4 n ln 2\) = 0.0048 bits"):
+    with pytest.warns(UserWarning, match=r"only 0 valid pixels of this cube lie outside .* biased up by about d \(d - 1\) / \(4 n ln 2\) = 0.0048 bits"):
         report = cube.ppa.information_report(model)
     assert report.attrs["estimated_on"].startswith("in sample") and report.attrs["sample_size"] == 900
     big = xr.DataArray(rng.normal(size=(4, 60, 60)), dims=("band", "y", "x"))
     fitted = big.ppa.fit(n_samples=3600 - MIN_HELD_OUT + 1, random_state=0)  # one pixel short of a held-out pool
-    with pytest.warns(UserWarning, match=f"only {MIN_HELD_OUT - 1} valid pixels lie outside"):
+    with pytest.warns(UserWarning, match=f"only {MIN_HELD_OUT - 1} valid pixels of this cube lie outside"):
         big.ppa.information_report(fitted)
     enough = big.ppa.fit(n_samples=1000, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # 2,600 held-out pixels, fewer than the default 100,000: no warning unasked
         held = big.ppa.information_report(enough)
     assert held.attrs["estimated_on"].startswith("held out") and held.attrs["sample_size"] == 2600
-    with pytest.warns(UserWarning, match=r"only 2600 valid pixels \(asked for n_samples=5000\)"):
+    with pytest.warns(UserWarning, match=r"only 2600 valid pixels \(asked for n_samples=5000\) lie outside"):
         big.ppa.information_report(enough, n_samples=5000)

@@ -6,7 +6,8 @@ import xarray as xr
 
 import ppa_xr
 from ppa_xr.datasets import open_landsat8_sample
-from ppa_xr import PPA, model_io
+from ppa_xr import PPA
+from ppa_xr.model import file as model_io
 
 
 @pytest.fixture(scope="module")

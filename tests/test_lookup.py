@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ppa_xr.information.lookup import StepLookup
+from ppa_xr.core.lookup import StepLookup
 
 
 def _columns(rng: np.random.Generator, n: int) -> list[np.ndarray]:

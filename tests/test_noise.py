@@ -8,7 +8,7 @@ from ppa_xr import PPA, load_model
 from ppa_xr.cli import main
 from ppa_xr.datasets.synthetic import make_noisy_scene
 from ppa_xr.information import multi_information_reduction
-from ppa_xr.noise import shift_difference_covariance
+from ppa_xr.cube.noise import shift_difference_covariance
 from ppa_xr.cube.inputs import feature_array
 
 from .test_information_truth import gaussian
@@ -55,7 +55,7 @@ def test_shift_estimate_is_chunk_invariant_and_skips_invalid_pairs(scene):
 
 
 def test_cube_fit_with_shift_noise_saves_loads_and_inverts(tmp_path, scene):
-    model = scene.cube.chunk({"x": 16}).ppa.fit(noise="shift", random_state=0, n_samples=2000)
+    model = scene.cube.chunk({"x": 16}).ppa.fit(noise_cov="shift", random_state=0, n_samples=2000)
     np.testing.assert_allclose(model.noise_cov_, shift_difference_covariance(feature_array(scene.cube, "band")), rtol=1e-12)
     W, N = model.whitening_, model.noise_cov_
     np.testing.assert_allclose(W @ N @ W.T, np.eye(40), atol=1e-9)
@@ -91,8 +91,8 @@ def test_bad_noise_covariances_are_refused():
     with pytest.raises(ValueError, match="symmetric"):
         PPA(noise_cov=np.array([[1.0, 0.5, 0], [0, 1, 0], [0, 0, 1]])).fit(X)
     cube = xr.DataArray(X.T.reshape(3, 15, 20), dims=("band", "y", "x"))
-    with pytest.raises(ValueError, match="noise must be 'shift'"):
-        cube.ppa.fit(noise="dark")
+    with pytest.raises(ValueError, match="noise_cov must be 'shift'"):
+        cube.ppa.fit(noise_cov="dark")
 
 
 def test_noise_adjusted_ppa_denoises_at_least_as_well_as_mnf_and_mnf_as_pca():
@@ -123,7 +123,7 @@ def test_cli_fit_with_shift_noise(tmp_path, scene, capsys):
 
 
 def test_report_of_a_noise_adjusted_model_shows_snr_and_counts_the_whitening(scene):
-    model = scene.cube.ppa.fit(noise="shift", degree=1, random_state=0, n_samples=1000)
+    model = scene.cube.ppa.fit(noise_cov="shift", degree=1, random_state=0, n_samples=1000)
     report = scene.cube.ppa.information_report(model, n_components=2).compute()
     np.testing.assert_array_equal(report["snr_ppa"].values, model.snr_)
     assert report["snr_ppa"].dims == ("component",)
@@ -142,7 +142,7 @@ def test_the_shift_estimate_shares_the_sampling_pass(scene):
 
     source = scene.cube.chunk({"x": 12, "y": 12})  # 16 chunks
     cube = source.copy(data=source.data.map_blocks(counted, dtype=source.dtype))
-    model = cube.ppa.fit(noise="shift", degree=1, n_samples=1000, random_state=0)
+    model = cube.ppa.fit(noise_cov="shift", degree=1, n_samples=1000, random_state=0)
     assert len(reads) == 16  # every chunk read once, for the sample and the noise together
     np.testing.assert_allclose(model.noise_cov_, shift_difference_covariance(feature_array(scene.cube, "band")), rtol=1e-12)
 
@@ -151,8 +151,8 @@ def test_a_noise_sample_gives_the_covariance(scene):
     rng = np.random.default_rng(3)
     dark = xr.DataArray(rng.normal(size=(40, 30, 30)) * scene.noise_std[:, None, None], dims=("band", "y", "x"),
                         coords={"band": scene.cube.band.values[::-1]})  # the bands in another order: matched by label
-    model = scene.cube.ppa.fit(noise=dark, degree=1, n_samples=1000, random_state=0)
+    model = scene.cube.ppa.fit(noise_cov=dark, degree=1, n_samples=1000, random_state=0)
     expected = np.cov(_pixels(dark.sel(band=scene.cube.band.values)), rowvar=False)
     np.testing.assert_allclose(model.noise_cov_, expected, rtol=1e-12)
     with pytest.raises(ValueError, match="valid pixels for 40 bands.*more pixels than bands"):
-        scene.cube.ppa.fit(noise=dark.isel(x=slice(0, 1), y=slice(0, 20)), degree=1)
+        scene.cube.ppa.fit(noise_cov=dark.isel(x=slice(0, 1), y=slice(0, 20)), degree=1)

@@ -123,7 +123,7 @@ def test_saved_and_loaded_with_its_scaling_and_old_files_still_read(tmp_path, da
         PPA.from_dataset(as_older_file(model.to_dataset(), 5).drop_vars("feature_scale"))
     broken = model.to_dataset()
     values = -broken["whitening"].values
-    from ppa_xr import model_io
+    from ppa_xr.model import file as model_io
 
     broken["whitening"] = broken["whitening"].copy(data=values).assign_attrs(sha256=model_io._checksum("whitening", values))
     with pytest.raises(ValueError, match=r"does not match its parameters \(standardization\)"):

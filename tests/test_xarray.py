@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from ppa_xr.cube import transfer
+from ppa_xr.cube import shift as transfer
 from ppa_xr.datasets import open_rgb_byte
 
 

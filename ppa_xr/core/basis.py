@@ -30,8 +30,9 @@ from numpy.polynomial import legendre as npleg
 TAILS = ("clamp", "linear", "polynomial")
 
 
-def legendre(t: np.ndarray, degree: int, out: np.ndarray) -> np.ndarray:
-    """Write ``P_1..P_g`` at ``t`` (n,) into ``out`` (g, n), by ``(k+1) P_{k+1} = (2k+1) t P_k - k P_{k-1}``.
+def legendre(t: np.ndarray, degree: int, out: np.ndarray, slopes: np.ndarray | None = None) -> np.ndarray:
+    """Write ``P_1..P_g`` at ``t`` (n,) into ``out`` (g, n), by ``(k+1) P_{k+1} = (2k+1) t P_k - k P_{k-1}``: the
+    one Legendre recurrence (the fit's design matrices and PPA-GD's search).
 
     Parameters
     ----------
@@ -41,6 +42,8 @@ def legendre(t: np.ndarray, degree: int, out: np.ndarray) -> np.ndarray:
         Highest degree.
     out : np.ndarray
         (degree, n) buffer written in place.
+    slopes : np.ndarray, optional
+        (degree, n) buffer for the derivatives ``P'_1..P'_g``, by ``P'_{k+1} = P'_{k-1} + (2k+1) P_k``.
 
     Returns
     -------
@@ -56,6 +59,12 @@ def legendre(t: np.ndarray, degree: int, out: np.ndarray) -> np.ndarray:
         np.multiply(t, out[k - 1], out=out[k])
         out[k] *= (2 * k + 1) / (k + 1)
         out[k] -= (k / (k + 1)) * out[k - 2]
+    if slopes is not None:
+        slopes[0] = 1.0
+        for k in range(1, degree):  # P'_{k+1} = P'_{k-1} + (2k+1) P_k, with P'_0 = 0
+            np.multiply(out[k - 1], 2 * k + 1, out=slopes[k])
+            if k > 1:
+                slopes[k] += slopes[k - 2]
     return out
 
 

@@ -25,15 +25,17 @@ from pathlib import Path
 import numpy as np
 import scipy
 from scipy.linalg import blas as scipy_blas
-from threadpoolctl import ThreadpoolController
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _AFFIXES = list(itertools.product(("", "scipy_"), ("", "64_", "_64")))
 
 
 @lru_cache(maxsize=1)
-def _controller() -> ThreadpoolController:
-    """The process's thread pools, found once (the scan of the loaded libraries costs about 2 ms)."""
+def _controller():
+    """The process's thread pools (threadpoolctl's ``ThreadpoolController``), found once: the scan of the loaded
+    libraries costs about 2 ms. Imported here, so the core imports with numpy and scipy alone."""
+    from threadpoolctl import ThreadpoolController
+
     return ThreadpoolController()
 
 

@@ -30,15 +30,15 @@ subset of the result. A pixel with a NaN or +-inf input is NaN in every output.
 
 from __future__ import annotations
 
-import numbers
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._docs import shared
 from . import basis, blas
+from .checks import check_components
+from .docstrings import shared
 from .params import PPAParams
 
 BLOCK = 16384
@@ -135,14 +135,6 @@ def _forward_plan(params: PPAParams, rows: int, n_steps: int):
     lin = params.input_rotation(rows)
     bias = lin @ params.mean + params.forward_bias[:n_steps, :rows].sum(axis=0)
     return np.asfortranarray(lin.T), bias[:, None], panels
-
-
-def check_components(k, d: int, what: str = "n_components") -> int:
-    """``k`` as an int in ``[1, d]``; anything else (0, 2.7, True, "3") is an error naming ``what``.
-    The one check of a component count (asked for, or given to an inverse)."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= d:
-        raise ValueError(f"{what} must be an integer in [1, {d}], got {k!r}")
-    return int(k)
 
 
 def _blockwise(

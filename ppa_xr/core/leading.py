@@ -30,6 +30,8 @@ from functools import partial
 import numpy as np
 import scipy.linalg
 
+from . import basis
+
 #: eigenvectors of the residual covariance PPA-GD starts from
 GD_STARTS = 3
 #: most ascent iterations per start
@@ -56,15 +58,12 @@ def pca_leading_vector(cov: np.ndarray, resid: np.ndarray | None = None) -> np.n
 
 
 def _legendre_and_slopes(t: np.ndarray, degree: int) -> tuple[np.ndarray, np.ndarray]:
-    """``[P_0..P_g](t)`` and their derivatives, (n, g+1) each: ``P'_{k+1} = P'_{k-1} + (2k+1) P_k``."""
-    values, slopes = np.zeros((len(t), degree + 1)), np.zeros((len(t), degree + 1))
-    values[:, 0] = 1
+    """``[P_0..P_g](t)`` and their derivatives, (n, g+1) each (:func:`~ppa_xr.core.basis.legendre`)."""
+    values, slopes = np.zeros((2, degree + 1, len(t)))
+    values[0] = 1
     if degree >= 1:
-        values[:, 1], slopes[:, 1] = t, 1
-    for k in range(1, degree):
-        values[:, k + 1] = ((2 * k + 1) * t * values[:, k] - k * values[:, k - 1]) / (k + 1)
-        slopes[:, k + 1] = slopes[:, k - 1] + (2 * k + 1) * values[:, k]
-    return values, slopes
+        basis.legendre(t, degree, values[1:], slopes[1:])
+    return values.T, slopes.T
 
 
 def explained(e: np.ndarray, X: np.ndarray, degree: int) -> tuple[float, np.ndarray]:

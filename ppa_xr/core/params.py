@@ -3,7 +3,7 @@
 Notation (0-based steps ``p = 0..d-2``): the output of the forward map is
 ``r = [alpha_0, ..., alpha_{d-2}, x_{d-2}]``. ``rotation`` is the orthogonal
 ``d x d`` matrix ``A`` whose rows are the leading vectors expressed in input
-space (DESIGN.md). The polynomial part of step ``p`` (monomials ``t^1..t^g`` of the
+space (docs/method.md). The polynomial part of step ``p`` (monomials ``t^1..t^g`` of the
 scaled projection ``t = (alpha_p - center_p) / scale_p`` with the chosen tails,
 the constant being folded into the biases) enters
 
@@ -89,7 +89,7 @@ class PPAParams:
     @property
     def whitened(self) -> bool:
         """Whether ``W`` is other than the identity (a standardizing or noise-whitening model)."""
-        return self._cached("whitened", lambda: not np.array_equal(self.whitening, np.eye(self.n_features)))
+        return bool(self._cached("whitened", lambda: not np.array_equal(self.whitening, np.eye(self.n_features))))
 
     @property
     def feature_scale(self) -> np.ndarray | None:
@@ -106,7 +106,7 @@ class PPAParams:
         """``W^-1``: whitened coordinates back to input units (``x - mean = W^-1 z``)."""
         return self._cached("unwhitening", lambda: np.linalg.inv(self.whitening) if self.whitened else self.whitening)
 
-    def whiten(self, x: np.ndarray) -> np.ndarray:
+    def to_fit_space(self, x: np.ndarray) -> np.ndarray:
         """``z = W (x - mean)`` of points ``x`` (..., d): the space the map, its errors and variances live in
         (no product where ``W`` is the identity)."""
         centred = x - self.mean
@@ -160,7 +160,7 @@ class PPAParams:
             arrays[name] = arrays[name] * factor * factor  # not factor**2, which overflows for factor 2^600 when the product does not
         return PPAParams(**arrays, tails=self.tails)
 
-    def prewhitened(self, whitening: np.ndarray) -> PPAParams:
+    def with_whitening(self, whitening: np.ndarray) -> PPAParams:
         """The map of ``W (x - mean)`` fitted on whitened data ``W x`` (whose mean is ``W mean``), as parameters on raw ``x``."""
         whitening = np.asarray(whitening, dtype=float)
         arrays = self.arrays() | {"mean": np.linalg.solve(whitening, self.mean), "whitening": whitening}

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Hashable
 
 import numpy as np
 import xarray as xr
 
-from ..labels import FeatureLabels
+from ..core.checks import warn_user
 from ..model import PPA
+from ..model.labels import FeatureLabels
 
 COMPONENT = "component"
 #: dimension names taken as a raster's spatial axes (spatial blocks of the sample, neighbours of the noise estimate)
 SPATIAL_DIMS = ("x", "y", "lon", "lat", "longitude", "latitude")
+
+
+def spatial_dims(da: xr.DataArray, dim: Hashable) -> list[Hashable]:
+    """The spatial dimensions of a cube: its two dimensions named as x/y or lon/lat (:data:`SPATIAL_DIMS`)
+    when it has them, else its last two pixel dimensions (rasters put y and x last). The one rule of the
+    sampler's spatial blocks and the noise estimate's neighbours."""
+    pixel_dims = [d for d in da.dims if d != dim]
+    named = [d for d in pixel_dims if str(d) in SPATIAL_DIMS]
+    return named if len(named) == 2 else pixel_dims[-2:]
 
 
 #: above this degree a float32 round trip loses more than 1e-4 of the data's range (measured; docs/method.md)
@@ -94,11 +103,10 @@ def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | N
         features = features.renamed(dim)
     da = features.select(feature_array(obj, features.dim), model.n_features_in_)
     if da.dtype == np.float32 and model.degrees_.max() > FLOAT32_MAX_DEGREE:
-        warnings.warn(
+        warn_user(
             f"the model has degree {model.degrees_.max()} steps: in float32 the round trip loses up to about 1e-3 of the data's "
             f"range at degree 20 (1.4e-5 at 15); use cube.astype('float64') where the inverse must be exact",
-            UserWarning, stacklevel=3,
-        )
+            UserWarning)
     return _one_chunk_along(da, features.dim), features.dim
 
 

@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .._docs import shared
 from ..core import kernels
-from ..labels import FeatureLabels
+from ..core.checks import check_components
+from ..core.docstrings import shared
 from ..model import PPA
+from ..model.labels import FeatureLabels
 from .inputs import COMPONENT, _component_units, _one_chunk_along, common_units, model_features
-from .transfer import warn_on_shift
+from .shift import warn_on_shift
 
 # attributes that describe the values of the input bands, wrong for components or errors
 _VALUE_ATTRS = ("long_name", "units", "scale_factor", "add_offset", "valid_range", "valid_min", "valid_max", "description", "standard_name")
@@ -89,9 +90,9 @@ def transform(
     """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid.
 
     ``check=True``: first compare PPA with its own PCA on a quick sample of the
-    cube (:data:`CHECK_SAMPLES` pixels from at most :data:`CHECK_CHUNKS` chunks,
+    cube (:data:`~ppa_xr.cube.shift.CHECK_SAMPLES` pixels from at most :data:`~ppa_xr.cube.shift.CHECK_CHUNKS` chunks,
     outside the fitting sample; computed now, the transform stays lazy) and
-    raise :class:`~ppa_xr.evaluation.ShiftWarning` when PPA is worse at some
+    raise :class:`~ppa_xr.ShiftWarning` when PPA is worse at some
     ``k <= n_components`` (:func:`~ppa_xr.cube.evaluate` shows the curves).
 
     Parameters
@@ -119,7 +120,7 @@ def transform(
     >>> ppa_xr.to_raster(scores, "components.tif")  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
-    k = model.n_components_ if n_components is None else kernels.check_components(n_components, model.n_features_in_)
+    k = model.n_components_ if n_components is None else check_components(n_components, model.n_features_in_)
     if check:
         warn_on_shift(da, dim, model, k)
     out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", _component_units(da, model), params=model.params_, n_components=k)
@@ -154,7 +155,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
         raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
     if scores.dtype.kind not in "iuf":
         raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
-    k, d = kernels.check_components(scores.sizes[dim], model.n_features_in_, f"the number of components along {dim!r}"), model.n_features_in_
+    k, d = check_components(scores.sizes[dim], model.n_features_in_, f"the number of components along {dim!r}"), model.n_features_in_
     if dim in scores.coords:  # matched by label, as bands are: components 1..k in any order
         labels = scores[dim].values
         if sorted(labels.tolist()) != list(range(1, k + 1)):
@@ -187,7 +188,7 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
     xr.DataArray
         The reconstruction, the cube's layout and labels, lazy.
     """
-    k = kernels.check_components(n_components, model.n_features_in_)
+    k = check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
     out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     return (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction"))
@@ -209,7 +210,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
         One value per pixel (the feature dimension dropped), in squared input
         units (whitened units for a standardizing or noise-whitening model), lazy.
     """
-    k = kernels.check_components(n_components, model.n_features_in_)
+    k = check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
     name = f"squared reconstruction error summed over bands, {k} PPA components"
     units = _component_units(da, model)

@@ -10,7 +10,6 @@ the smallest keys of the union are a uniform sample of all their pixels.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +18,20 @@ import dask
 import numpy as np
 import xarray as xr
 
-from ..pixels import FitSample, PixelSample, held_by, pixel_keys, row_digest
-from .inputs import SPATIAL_DIMS, feature_array
+from ..core import checks
+from ..core.checks import warn_user
 
-#: pixels sampled when ``n_samples`` is not given
+from ..core.keys import FitSample, PixelSample, held_by, pixel_keys, row_digest
+from .inputs import feature_array, spatial_dims
+
+#: pixels a fit samples when ``n_samples`` is not given, at most :data:`FIT_SHARE` of the valid pixels
 DEFAULT_SAMPLES = 200_000
+#: the share of a cube's valid pixels a fit samples at most by default: the others stay held out, so
+#: ``evaluate``, the shift check and the report estimate on pixels the fit never saw on every scene
+FIT_SHARE = 0.5
+#: fewer held-out pixels than this give no stable estimate of an error curve or of a marginal density:
+#: ``evaluate`` refuses, the shift check stays silent and the report falls back to the fitting sample
+MIN_HELD_OUT = 1000
 
 
 #: spatial blocks a cube is cut into for the degree selection's grouped cross-validation
@@ -52,11 +60,10 @@ class _Layout:
 
     @classmethod
     def of(cls, da: xr.DataArray, dim: Hashable) -> _Layout:
-        """Blocks over the raster's x/y dims when it has them (pixels of one place at other times
-        share a block), else over every pixel dim, about :data:`N_BLOCKS` in all."""
+        """Blocks over the cube's :func:`~ppa_xr.cube.inputs.spatial_dims` (pixels of one place at other
+        times share a block), about :data:`N_BLOCKS` in all."""
         pixel_dims = [d for d in da.dims if d != dim]
-        spatial = [d for d in pixel_dims if str(d) in SPATIAL_DIMS]
-        blocked = [d for d in (spatial if len(spatial) == 2 else pixel_dims) if da.sizes[d] > 1]
+        blocked = [d for d in spatial_dims(da, dim) if da.sizes[d] > 1]
         per_dim = N_BLOCKS ** (1 / max(len(blocked), 1))
         tiles = tuple(max(1, min(da.sizes[d], round(per_dim))) if d in blocked else 1 for d in pixel_dims)
         return cls(tuple(da.sizes[d] for d in pixel_dims), tiles)
@@ -152,7 +159,7 @@ def sample_valid_pixels(
 
 def sample_features(
     da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, exclude: tuple[PixelSample, ...] = (),
-    seed: int | None = None, max_chunks: int | None = None, empty_ok: bool = False, default: int = DEFAULT_SAMPLES,
+    seed: int | None = None, max_chunks: int | None = None, empty_ok: bool = False, default: int = DEFAULT_SAMPLES, warn: bool = True,
 ) -> Sample:
     """:func:`sample_valid_pixels` of a cube already prepared by :func:`feature_array`.
 
@@ -163,12 +170,40 @@ def sample_features(
     quick sample that costs a few chunks, not a pass over the cube);
     ``empty_ok``: return an empty sample instead of raising when no pixel is
     valid. ``n_samples=None``: up to ``default`` pixels, all valid pixels of
-    a smaller scene without a warning (an explicit larger request warns).
+    a smaller scene without a warning (an explicit larger request warns, unless not ``warn``).
     """
     rng = np.random.default_rng(random_state)
     sample = _draw(da, dim, _checked_count(n_samples, default), _seed(rng) if seed is None else seed, exclude, max_chunks, rng)
-    _check_found(sample.n_valid, n_samples, "cube has", empty_ok, warn=max_chunks is None)
+    _check_found(sample.n_valid, n_samples, "cube has", empty_ok, warn=warn and max_chunks is None)
     return sample
+
+
+def held_out(
+    da: xr.DataArray, dim: Hashable, exclude: tuple[PixelSample, ...], n_samples: int | None, random_state: int | None,
+    max_chunks: int | None = None, default: int = DEFAULT_SAMPLES,
+) -> Sample:
+    """The one held-out sampler (``evaluate``, the shift check, the report): up to ``n_samples`` valid pixels of
+    a cube outside the shares of a model's fitting sample drawn from it (``exclude``: :func:`fitted_shares`),
+    from every chunk or from ``max_chunks`` random ones. Whether they are enough is :func:`shortfall`'s to say."""
+    if max_chunks is not None:
+        max_chunks = checks.integer(max_chunks, "max_chunks (chunks to read, or None for every chunk)", 1)
+    if n_samples is not None:
+        n_samples = checks.integer(n_samples, f"n_samples (held-out pixels; at least {MIN_HELD_OUT} for a stable estimate)", MIN_HELD_OUT)
+    sample = sample_features(da, dim, n_samples, random_state, exclude=exclude, max_chunks=max_chunks, empty_ok=True, default=default, warn=False)
+    if n_samples is not None and max_chunks is None and MIN_HELD_OUT <= sample.n_valid < n_samples:  # enough, but fewer than asked
+        warn_user(f"only {sample.n_valid} valid pixels (asked for n_samples={n_samples}) lie outside the model's fitting sample; "
+                  "using all of them", UserWarning)
+    return sample
+
+
+def shortfall(sample: Sample, chunks: int | None = None) -> str | None:
+    """Why ``sample`` is too small for a held-out estimate (fewer than :data:`MIN_HELD_OUT` pixels), or None."""
+    if sample.n_valid >= MIN_HELD_OUT:
+        return None
+    where = f" in the {chunks} chunks read" if chunks else ""
+    return (f"only {sample.n_valid} valid pixels of this cube lie outside the model's fitting sample{where}, fewer than the "
+            f"{MIN_HELD_OUT} a held-out estimate needs; " + ("read more chunks (max_chunks=None)" if chunks else
+            "fit on fewer pixels (n_samples) to leave more held out, or evaluate on another scene"))
 
 
 def _seed(rng: np.random.Generator) -> int:
@@ -177,10 +212,7 @@ def _seed(rng: np.random.Generator) -> int:
 
 
 def _checked_count(n_samples: int | None, default: int = DEFAULT_SAMPLES) -> int:
-    n_samples = default if n_samples is None else n_samples
-    if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
-        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-    return int(n_samples)
+    return checks.integer(default if n_samples is None else n_samples, "n_samples", 1)
 
 
 def _check_found(count: int, n_samples: int | None, what: str, empty_ok: bool = False, warn: bool = True) -> None:
@@ -188,7 +220,7 @@ def _check_found(count: int, n_samples: int | None, what: str, empty_ok: bool = 
     if count == 0 and not empty_ok:
         raise ValueError(f"the {what} no valid pixel (every pixel has a NaN or nodata feature)")
     if warn and n_samples is not None and count < n_samples:
-        warnings.warn(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning, stacklevel=5)
+        warn_user(f"only {count} valid pixels (asked for n_samples={n_samples}); using all of them", UserWarning)
 
 
 def _draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tuple[PixelSample, ...], max_chunks: int | None, rng) -> Sample:
@@ -236,13 +268,22 @@ def sample_cubes(
     Groups are the spatial blocks, distinct per cube. ``along``: other lazy
     reductions over the same cubes (e.g. the noise estimate's), computed in
     the same pass over their chunks and returned last.
+
+    ``n_samples=None`` keeps up to :data:`DEFAULT_SAMPLES` pixels, and no more
+    than :data:`FIT_SHARE` of the valid pixels where they number at least
+    twice :data:`MIN_HELD_OUT`: the others stay held out for ``evaluate``, the
+    shift check and the report. The smallest keys are a uniform sample, so
+    keeping fewer of them is still one.
     """
     n = _checked_count(n_samples)
     seed = _seed(np.random.default_rng(random_state))
     seeds = [seed] + [_seed(np.random.default_rng([seed, i])) for i in range(1, len(cubes))]
     results, along = dask.compute([_lazy_draw(da, dim, n, s, (), None, None) for da, s in zip(cubes, seeds)], along)
     samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
-    _check_found(sum(sample.n_valid for sample in samples), n_samples, "cubes have" if len(cubes) > 1 else "cube has")
+    valid = sum(sample.n_valid for sample in samples)
+    _check_found(valid, n_samples, "cubes have" if len(cubes) > 1 else "cube has")
+    if n_samples is None and valid >= 2 * MIN_HELD_OUT:
+        n = min(n, int(FIT_SHARE * valid))
     keys = np.concatenate([sample.keys for sample in samples])
     cube = np.repeat(np.arange(len(cubes)), [len(sample.keys) for sample in samples])
     kept = np.argsort(keys, kind="stable")[:n]

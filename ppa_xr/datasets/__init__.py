@@ -14,7 +14,7 @@ from importlib.resources import files
 
 import numpy as np
 
-from .._docs import shared
+from ..core.docstrings import shared
 
 __all__ = ["Table", "UCI_TABLES", "load_table", "landsat8_sample_path", "open_landsat8_sample", "rgb_byte_path", "open_rgb_byte", "open_ersst_sample", "open_abu_beach"]
 

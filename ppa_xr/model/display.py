@@ -4,8 +4,8 @@ The facts shown: the features and their labels, the degree of each step,
 the tails, the whitening (standardized or noise units), the fitting sample
 (its size and cubes) and the fitting sample's error curve against its own
 PCA, ``100 e_PPA(k) / e_PCA(k)``, measured when the model was fitted
-(``fit_error_ratio_``; a model read from a file does not carry it:
-``cube.ppa.evaluate(model)`` measures it on any cube).
+(``fit_error_ratio_``, stored in the model file; ``cube.ppa.evaluate(model)``
+measures it on any cube).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def facts(model) -> dict[str, str]:
     if sample is not None:
         cubes = len(sample.cubes)
         out["fitting sample"] = f"{sample.size} pixels" + (f" pooled over {cubes} cubes" if cubes > 1 else "")
-    if model.noise_cov is not None:
+    if hasattr(model, "snr_"):
         out["SNR per component"] = _elided(np.round(model.snr_, 2).tolist())
     curve = getattr(model, "fit_error_ratio_", None)
     out["error vs its PCA (fitting sample)"] = (

@@ -1,4 +1,5 @@
-"""A report as people read it: a markdown summary that fits a screen, and a figure."""
+"""Figures and tables: a report as people read it (a markdown summary that fits a screen, and a figure),
+and PPA's principal curves drawn over the data."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+
+from .core.geometry import principal_grid
+from .model import PPA
 
 #: reconstruction-error rows a summary shows before summarising the rest (a 198-band cube gives 197 k)
 SUMMARY_ROWS = 10
@@ -126,4 +130,52 @@ def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: A
         ax.legend()
     totals = ", ".join(f"{m.upper()} {float(report[f'mi_reduction_per_dim_{m}']):.3f}" for m in ("ppa", "pca"))
     fig.suptitle(title or f"PPA against PCA: redundancy removed per dimension (bits) {totals}\n{report.attrs.get('estimated_on', '')}", fontsize=11)
+    return fig
+
+
+def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: Any = None, max_points: int = 5000, **figure_kwargs: Any) -> Any:
+    """Scatter of the data over chosen pairs of input dimensions, with PPA's first curve and its 2-D grid.
+
+    ``X``: the data (a table, or sampled pixels, e.g. ``cube.ppa.sample()``);
+    ``pairs``: (i, j) input dimensions per panel; ``labels``: names of the
+    input dimensions. Needs matplotlib (``ppa_xr[plot]``); returns the figure.
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    X : array-like of shape (n, d)
+        The data to draw behind the curves.
+    pairs : sequence of (int, int)
+        Feature pairs, one panel each.
+    labels : sequence of str, optional
+        Feature names for the axes.
+    max_points : int
+        At most this many points drawn.
+    **figure_kwargs
+        Passed to the figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The panels.
+    """
+    import matplotlib.pyplot as plt
+
+    X = np.asarray(X, dtype=np.float64)
+    labels = list(labels) if labels is not None else [f"feature {i}" for i in range(X.shape[1])]
+    shown = X[np.random.default_rng(0).permutation(len(X))[:max_points]]
+    curve = principal_grid(model.params_, 1, points=200)
+    surface = principal_grid(model.params_, 2, points=11) if model.n_features_in_ > 2 else None
+    fig, axes = plt.subplots(1, len(pairs), figsize=figure_kwargs.pop("figsize", (5 * len(pairs), 4.5)), squeeze=False, **figure_kwargs)
+    for ax, (i, j) in zip(axes[0], pairs):
+        ax.scatter(shown[:, i], shown[:, j], s=2, alpha=0.3, color="0.5", label="data")
+        if surface is not None:
+            for line in (*surface, *np.swapaxes(surface, 0, 1)):
+                ax.plot(line[:, i], line[:, j], color="tab:blue", lw=0.6, alpha=0.7)
+        ax.plot(curve[:, i], curve[:, j], color="tab:red", lw=2, label="first curvilinear feature")
+        ax.set_xlabel(labels[i])
+        ax.set_ylabel(labels[j])
+    axes[0, 0].legend(loc="best", fontsize=8)
+    fig.tight_layout()
     return fig

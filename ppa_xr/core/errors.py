@@ -2,7 +2,7 @@
 
 ``100 * e_PPA(k) / e_PCA(k)`` for ``k = 1..d-1`` retained components, with
 ``e(k)`` the squared error summed over features and averaged over samples
-(:meth:`ppa_xr.PPA.reconstruction_mse`); 100 is PCA, below 100 PPA wins.
+(:func:`ppa_xr.core.kernels.error_curve`); 100 is PCA, below 100 PPA wins.
 Errors below ``FLOOR`` times the total energy ``e(0) = mean ||x - mean||^2``
 are float64 rounding (e.g. beyond the rank of a table with exactly dependent
 columns, where both are about 1e-16) and count as that floor, so such ``k``
@@ -23,14 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core import kernels
-
-if TYPE_CHECKING:  # the estimator imports this module: only its type is needed here
-    from .model import PPA
+from . import kernels
+from .linalg import power_of_two
+from .params import PPAParams
 
 FLOOR = 1e-12
 #: family-wise false-alarm rate of the shift check over the k it checks
@@ -77,35 +75,34 @@ class ErrorComparison:
         return np.flatnonzero(self.low(k_max) > 100 * (1 + ALLOWANCE)) + 1
 
 
-def compare_errors(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> ErrorComparison:
-    """PPA against ``baseline`` (default: its own PCA, :attr:`PPA.pca_`) on the rows of ``X``, ``k = 1..d-1``.
+def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None = None) -> ErrorComparison:
+    """PPA against ``baseline`` (default: its own PCA, :meth:`PPAParams.pca`) on the rows of ``X``, ``k = 1..d-1``.
 
     Parameters
     ----------
-    model : PPA
-        A fitted model.
+    params : PPAParams
+        The fitted map.
     X : array-like of shape (n, d)
-        Samples to compare on.
-    baseline : PPA, optional
-        Default: the model's own PCA.
+        Samples to compare on (finite rows).
+    baseline : PPAParams, optional
+        Default: the PCA of the same fitting sample.
 
     Returns
     -------
     ErrorComparison
         Both mean error curves, their ratio and its standard error.
     """
-    baseline = model.pca_ if baseline is None else baseline
+    baseline = params.pca() if baseline is None else baseline
     X = np.asarray(X, dtype=np.float64)
     # on data divided by a power of two near its spread (exact): squared errors and their moments stay finite
     # and nonzero for features at 1e150 or 1e-200; the means are scaled back, the ratios do not depend on it
-    whitened = model.params_.whiten(X)
-    spread = np.abs(whitened).max(initial=0.0)
-    c = 2.0 ** -np.round(np.log2(spread)) if 0 < spread < np.inf else 1.0
+    centred = params.to_fit_space(X)
+    c = 1 / power_of_two(np.abs(centred).max(initial=0.0))
     X = X * c
-    whitened *= c  # = scaled(c).whiten(X * c): W stays, the mean scales (exact, a power of two)
-    floor = max(FLOOR * np.mean(np.einsum("ij,ij->i", whitened, whitened)), np.finfo(float).tiny)  # > 0: constant data read 100
-    a = kernels.error_curve(X, model.params_.scaled(c))[:, :-1]
-    b = kernels.error_curve(X, baseline.params_.scaled(c))[:, :-1]
+    centred *= c  # = scaled(c).to_fit_space(X * c): W stays, the mean scales (exact, a power of two)
+    floor = max(FLOOR * np.mean(np.einsum("ij,ij->i", centred, centred)), np.finfo(float).tiny)  # > 0: constant data read 100
+    a = kernels.error_curve(X, params.scaled(c))[:, :-1]
+    b = kernels.error_curve(X, baseline.scaled(c))[:, :-1]
     n = len(X)
     mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
     ours, theirs = np.maximum(mean_a, floor), np.maximum(mean_b, floor)
@@ -118,26 +115,6 @@ def compare_errors(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> Er
     spread = moment(a, a) - 2 * ratio * moment(a, b) + ratio**2 * moment(b, b) - (mean_a - ratio * mean_b) ** 2
     se = np.sqrt(np.maximum(spread, 0) * n / (n - 1)) / (np.sqrt(n) * theirs)
     return ErrorComparison(*means, 100 * ratio, 100 * se, n)
-
-
-def relative_error_curve(model: PPA, X: np.ndarray, baseline: PPA | None = None) -> np.ndarray:
-    """``100 * e_model(k) / e_baseline(k)``, ``k = 1..d-1`` (default baseline: the model's own PCA, :attr:`PPA.pca_`).
-
-    Parameters
-    ----------
-    model : PPA
-        A fitted model.
-    X : array-like of shape (n, d)
-        Samples, ideally not used to fit.
-    baseline : PPA, optional
-        Another model to compare against.
-
-    Returns
-    -------
-    np.ndarray
-        (d-1,) percentages; below 100 PPA wins.
-    """
-    return compare_errors(model, X, baseline).relative
 
 
 def shift_message(comparison: ErrorComparison, k_max: int, where: str) -> str | None:

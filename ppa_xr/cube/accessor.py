@@ -8,9 +8,9 @@ from typing import Any
 
 import xarray as xr
 
-from . import information
-from .cube import fitting, inputs, maps, sampling, transfer
-from .model import PPA
+from ..model import PPA
+from . import fitting
+from . import inputs, maps, report, sampling, shift
 
 
 def _delegates_to(func: Callable) -> Callable:
@@ -32,49 +32,49 @@ class _PPAAccessor:
 
     @_delegates_to(fitting.fit)
     def fit(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None, **ppa_params: Any) -> PPA:
-        """Fit PPA on a random sample of valid pixels; see :func:`ppa_xr.cube.fitting.fit`."""
+        """Fit PPA on a random sample of valid pixels; see :func:`ppa_xr.cube.fit`."""
         return fitting.fit(self._obj, dim, n_samples, random_state, **ppa_params)
 
     @_delegates_to(sampling.sample_valid_pixels)
     def sample(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None, return_groups: bool = False):
-        """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.cube.sampling.sample_valid_pixels`."""
+        """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.cube.sample_valid_pixels`."""
         return sampling.sample_valid_pixels(self._obj, dim, n_samples, random_state, return_groups)
 
     @_delegates_to(maps.transform)
     def transform(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = True) -> xr.DataArray:
-        """Lazy PPA components, after a quick check that PPA beats its PCA here; see :func:`ppa_xr.cube.maps.transform`."""
+        """Lazy PPA components, after a quick check that PPA beats its PCA here; see :func:`ppa_xr.cube.transform`."""
         return maps.transform(self._obj, model, n_components, dim, check)
 
-    @_delegates_to(transfer.evaluate)
+    @_delegates_to(shift.evaluate)
     def evaluate(
-        self, model: PPA, n_samples: int = transfer.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
+        self, model: PPA, n_samples: int = shift.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
         max_chunks: int | None = None,
     ) -> xr.Dataset:
-        """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.cube.transfer.evaluate`."""
-        return transfer.evaluate(self._obj, model, n_samples, dim, random_state, max_chunks)
+        """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.cube.shift.evaluate`."""
+        return shift.evaluate(self._obj, model, n_samples, dim, random_state, max_chunks)
 
     @_delegates_to(maps.inverse_transform)
     def inverse_transform(self, model: PPA, dim: Hashable = inputs.COMPONENT) -> xr.DataArray:
-        """Lazy inverse of components; see :func:`ppa_xr.cube.maps.inverse_transform`."""
+        """Lazy inverse of components; see :func:`ppa_xr.cube.inverse_transform`."""
         return maps.inverse_transform(self._obj, model, dim)
 
     @_delegates_to(maps.reconstruct)
     def reconstruct(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
-        """Lazy ``n_components`` reconstruction; see :func:`ppa_xr.cube.maps.reconstruct`."""
+        """Lazy ``n_components`` reconstruction; see :func:`ppa_xr.cube.reconstruct`."""
         return maps.reconstruct(self._obj, model, n_components, dim)
 
     @_delegates_to(maps.reconstruction_error)
     def reconstruction_error(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
-        """Lazy per-pixel squared error map; see :func:`ppa_xr.cube.maps.reconstruction_error`."""
+        """Lazy per-pixel squared error map; see :func:`ppa_xr.cube.reconstruction_error`."""
         return maps.reconstruction_error(self._obj, model, n_components, dim)
 
-    @_delegates_to(information.information_report)
+    @_delegates_to(report.information_report)
     def information_report(
         self, model: PPA, n_components: int = 1, dim: Hashable | None = None, n_samples: int | None = None, random_state: int | None = 0,
         estimator: str = "spacing", held_out: bool = True,
     ) -> xr.Dataset:
-        """PPA vs PCA redundancy reduction and errors; see :func:`ppa_xr.information.information_report`."""
-        return information.information_report(self._obj, model, n_components, dim, n_samples, random_state, estimator, held_out)
+        """PPA vs PCA redundancy reduction and errors; see :func:`ppa_xr.report.information_report`."""
+        return report.information_report(self._obj, model, n_components, dim, n_samples, random_state, estimator, held_out)
 
 
 @xr.register_dataarray_accessor("ppa")

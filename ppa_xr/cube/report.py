@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from .. import evaluation
-from ..core import kernels
-from ..cube.inputs import model_features
-from ..cube.maps import map_kernel
-from ..cube.sampling import fitted_shares, sample_features
+from ..core import errors, kernels
+from ..core.checks import check_components, warn_user
+from ..core.entropy import LN2, PointwiseReduction, dequantized, discrete_columns, marginal_density, reduction
 from ..model import PPA
-from .estimators import LN2, PointwiseReduction, dequantized, discrete_columns, marginal_density
+from .inputs import model_features
+from .maps import map_kernel
+from . import sampling
 
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None) -> np.ndarray:
     """The four per-pixel maps of a report over a chunk: (..., 4).
@@ -25,9 +24,9 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
     PCA costs one GEMM; PPA's needs its truncated forward pass.
     """
     x = np.ascontiguousarray(x)  # one copy of a strided chunk, not one per kernel
-    r_ppa, r_pca = (kernels.forward(x, m.model.params_, threads=threads) for m in (ppa, pca))
+    r_ppa, r_pca = (kernels.forward(x, m.params, threads=threads) for m in (ppa, pca))
     inputs = ppa.inputs.log2_product_density(np.asarray(x, dtype=r_ppa.dtype))
-    maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), kernels.squared_error(x, ppa.model.params_, k, threads)]
+    maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), kernels.squared_error(x, ppa.params, k, threads)]
     maps.append(np.einsum("...j,...j->...", r_pca[..., k:], r_pca[..., k:]))
     return np.stack(maps, axis=-1)
 
@@ -65,7 +64,7 @@ def information_report(
     ``band``: pass rows the model was not fitted on. ``held_out=False``
     estimates on the model's own fitting sample (the in-sample figure).
     ``report.attrs["estimated_on"]`` says which. When fewer than
-    :data:`MIN_HELD_OUT` valid pixels lie outside the fitting sample (a small
+    :data:`~ppa_xr.cube.sampling.MIN_HELD_OUT` valid pixels lie outside the fitting sample (a small
     scene fitted on all its pixels), the report is estimated on the fitting
     sample and warns with the size of that bias.
 
@@ -107,19 +106,19 @@ def information_report(
     if isinstance(obj, np.ndarray):
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = model_features(obj, model, dim)
-    k = kernels.check_components(n_components, model.n_features_in_)
+    k = check_components(n_components, model.n_features_in_)
     sample, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
-    errors = evaluation.compare_errors(model, sample)
-    if on.startswith("held out") and (message := evaluation.shift_message(errors, k, f"{errors.n} held-out pixels")):
-        warnings.warn(message, evaluation.ShiftWarning, stacklevel=3)
+    comparison = errors.compare_errors(model.params_, sample)
+    if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
+        warn_user(message, errors.ShiftWarning)
     discrete = discrete_columns(sample)
     smooth = dequantized(sample, random_state, discrete) if discrete.any() else sample  # densities of quantized bands
     inputs = marginal_density(smooth, estimator)
     measures, curves = {}, {}
-    for method, fitted_model in (("ppa", model), ("pca", model.pca_)):  # the PCA of the model's own fitting sample
-        R = kernels.forward(smooth, fitted_model.params_)  # the map itself: whitening is not part of it
-        measures[method] = PointwiseReduction.fit(fitted_model, smooth, R, inputs, estimator)
-        mse = np.append(getattr(errors, method), 0.0)  # k = d keeps everything
+    for method, params in (("ppa", model.params_), ("pca", model.params_.pca())):  # the PCA of the model's own fitting sample
+        R = kernels.forward(smooth, params)  # the map itself: whitening is not part of it
+        measures[method] = PointwiseReduction.fit(params, smooth, R, inputs, estimator)
+        mse = np.append(getattr(comparison, method), 0.0)  # k = d keeps everything
         curves[method] = {"entropy": measures[method].outputs.entropy(), "variance": R.var(axis=0), "mse": mse}
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
     report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
@@ -129,11 +128,11 @@ def information_report(
     for method, values in curves.items():
         for stem, curve in values.items():
             _add(report, stem, method, xr.DataArray(curve, dims="component"), model.whitened_units_)
-        total = float(entropy_input.sum() - values["entropy"].sum()) + model.params_.log2_det_jacobian()  # = multi_information_reduction
+        total = reduction(entropy_input, values["entropy"], model.params_.log2_det_jacobian())
         _add(report, "total_mi_reduction", method, xr.DataArray(total))
         _add(report, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
     report["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
-    if model.noise_cov is not None:  # noise-adjusted: components come ordered by signal-to-noise ratio
+    if hasattr(model, "snr_"):  # noise-adjusted: components come ordered by signal-to-noise ratio
         report["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
     report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
     report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
@@ -152,29 +151,29 @@ _DESCRIPTIONS = {  # variable stem -> (long name, units)
 }
 
 
-#: pixels a report samples when ``n_samples`` is not given; fewer held-out pixels than ``MIN_HELD_OUT`` are too few
-#: for stable marginal densities, and the report falls back to the fitting sample (with a warning stating the bias)
-REPORT_SAMPLES, MIN_HELD_OUT = 100_000, 1000
+#: pixels a report samples when ``n_samples`` is not given
+REPORT_SAMPLES = 100_000
 
 
-def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int | None, random_state, held_out: bool) -> tuple[np.ndarray, str]:
-    """The report's pixels (float64) and what they are: held out where enough are, else the fitting sample."""
-    fitted = fitted_shares(da, dim, model.sample_)
+def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int | None, random_state: int | None,
+                   held_out: bool) -> tuple[np.ndarray, str]:
+    """The report's pixels (float64) and what they are: held out where enough are (:func:`~ppa_xr.cube.sampling.shortfall`),
+    else the fitting sample, with a warning that states the bias."""
+    fitted = sampling.fitted_shares(da, dim, model.sample_)
     if held_out:
-        drawn = sample_features(da, dim, n_samples, random_state, exclude=fitted, empty_ok=bool(fitted), default=REPORT_SAMPLES)
-        if drawn.n_valid >= MIN_HELD_OUT or not fitted:
+        drawn = sampling.held_out(da, dim, fitted, n_samples, random_state, default=REPORT_SAMPLES)
+        message = sampling.shortfall(drawn)
+        if message is None:
             on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
             return drawn.values.astype(np.float64), on
+        if not fitted:
+            raise ValueError(message)
         d, n = model.n_features_in_, sum(share.size for share in fitted)
-        warnings.warn(
-            f"only {drawn.n_valid} valid pixels lie outside the model's fitting sample (at least {MIN_HELD_OUT} are needed): "
-            f"the report uses the fitting sample, whose redundancy reduction is biased up by about d (d - 1) / (4 n ln 2) = "
-            f"{d * (d - 1) / (4 * n * LN2):.2g} bits; for a held-out report fit on fewer pixels (n_samples) or report on another scene",
-            UserWarning, stacklevel=4,
-        )
+        warn_user(f"{message}. The report uses the fitting sample instead, whose redundancy reduction is biased up by about "
+                      f"d (d - 1) / (4 n ln 2) = {d * (d - 1) / (4 * n * LN2):.2g} bits", UserWarning)
     elif not any(share.size for share in fitted):
         raise ValueError("held_out=False needs the model's fitting sample: fit it with cube.ppa.fit on this cube (or pass the fitting rows as a table with held_out=True)")
-    values = np.concatenate([sample_features(da, dim, share.size, None, seed=share.seed).values for share in fitted if share.size])
+    values = np.concatenate([sampling.sample_features(da, dim, share.size, None, seed=share.seed).values for share in fitted if share.size])
     return values.astype(np.float64), "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
 
 

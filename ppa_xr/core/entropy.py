@@ -60,9 +60,9 @@ from functools import partial
 import numpy as np
 from scipy.special import digamma
 
-from ..core import kernels
-from ..model import PPA
+from . import kernels
 from .lookup import StepLookup
+from .params import PPAParams
 
 LN2 = np.log(2.0)
 #: a column whose distinct values are fewer than this share of its rows, all on one grid, is quantized
@@ -318,33 +318,39 @@ def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 
     return X
 
 
+def reduction(entropy_inputs: np.ndarray, entropy_outputs: np.ndarray, log2_det_jacobian: float) -> float:
+    """``Delta I = sum_j h(x_j) - sum_j h(r_j) + log2 |det J|`` in bits: the one formula of the redundancy a
+    map with a constant Jacobian removes (PPA and PCA: ``log2 |det J| = 0``)."""
+    return float(np.sum(entropy_inputs) - np.sum(entropy_outputs)) + log2_det_jacobian
+
+
 def multi_information_reduction(
-    X: np.ndarray, R: np.ndarray | PPA | Callable[[np.ndarray], np.ndarray], estimator: str = "spacing",
+    X: np.ndarray, R: np.ndarray | PPAParams | Callable[[np.ndarray], np.ndarray], estimator: str = "spacing",
     log2_det_jacobian: float | None = None,
 ) -> MIReduction:
-    """``Delta I = sum_j h(x_j) - sum_j h(r_j) + log2 |det J|`` in bits for ``R = T(X)``, ``det J`` constant.
+    """:func:`reduction` in bits for ``R = T(X)``, ``det J`` constant.
 
-    ``R`` is the transformed sample, or the map ``T`` itself: a fitted
-    :class:`~ppa_xr.PPA` (its map, whatever ``whiten`` says, and its
-    ``log2 |det J|``) or a callable. Quantized columns of ``X``
-    (:func:`discrete_columns`) have no differential entropy; with the map
-    they are dequantized first (:func:`dequantized`) and ``T`` applied to
-    that, with ``R`` given they are refused. PPA and PCA have ``|det J| = 1``;
-    a standardizing model has ``log2 |det J| = -sum_j log2 D_j``
-    (``model.params_.log2_det_jacobian()``). Pass samples the map was not
-    fitted on: on its own fitting sample the figure is biased up by about
-    ``d (d - 1) / (4 n ln 2)`` bits (module docstring).
+    ``R`` is the transformed sample, or the map ``T`` itself: fitted
+    parameters (:class:`~ppa_xr.core.params.PPAParams`, with their
+    ``log2 |det J|``; ``ppa_xr.information`` takes the fitted estimator) or a
+    callable. Quantized columns of ``X`` (:func:`discrete_columns`) have no
+    differential entropy; with the map they are dequantized first
+    (:func:`dequantized`) and ``T`` applied to that, with ``R`` given they are
+    refused. PPA and PCA have ``|det J| = 1``; a standardizing model has
+    ``log2 |det J| = -sum_j log2 D_j`` (``params.log2_det_jacobian()``). Pass
+    samples the map was not fitted on: on its own fitting sample the figure
+    is biased up by about ``d (d - 1) / (4 n ln 2)`` bits (module docstring).
 
     Parameters
     ----------
     X : np.ndarray
         (n, d) samples the map was not fitted on.
-    R : np.ndarray, PPA or callable
+    R : np.ndarray, PPAParams or callable
         ``T(X)``, or the map itself.
     estimator : {"spacing", "histogram"}
         The marginal entropy estimator.
     log2_det_jacobian : float, optional
-        ``log2 |det J|`` of the map (taken from a PPA; 0 otherwise).
+        ``log2 |det J|`` of the map (taken from the parameters; 0 otherwise).
 
     Returns
     -------
@@ -362,11 +368,11 @@ def multi_information_reduction(
     """
     X = np.asarray(X)
     discrete = discrete_columns(X)
-    given = not (isinstance(R, PPA) or callable(R))
+    given = not (isinstance(R, PPAParams) or callable(R))
     if not given:
-        if isinstance(R, PPA):
-            log2_det_jacobian = R.params_.log2_det_jacobian() if log2_det_jacobian is None else log2_det_jacobian
-            R = partial(kernels.forward, params=R.params_)
+        if isinstance(R, PPAParams):
+            log2_det_jacobian = R.log2_det_jacobian() if log2_det_jacobian is None else log2_det_jacobian
+            R = partial(kernels.forward, params=R)
         X = dequantized(X, columns=discrete) if discrete.any() else X
         R = R(X)
     R = np.asarray(R)
@@ -377,32 +383,31 @@ def multi_information_reduction(
             f"columns {np.flatnonzero(discrete).tolist()} of X are quantized (integer-valued): their differential entropy is "
             "undefined; pass the map instead of its output (multi_information_reduction(X, model)), so they are dequantized first"
         )
-    log2_det_jacobian = 0.0 if log2_det_jacobian is None else log2_det_jacobian
     rows = np.isfinite(X).all(axis=1) & np.isfinite(R).all(axis=1)
-    total = float(np.sum(marginal_entropy(X[rows], estimator)) - np.sum(marginal_entropy(R[rows], estimator))) + log2_det_jacobian
+    total = reduction(marginal_entropy(X[rows], estimator), marginal_entropy(R[rows], estimator), log2_det_jacobian or 0.0)
     return MIReduction(total, total / X.shape[1])
 
 
 @dataclass(frozen=True)
 class PointwiseReduction:
-    """Marginal histograms of inputs and PPA outputs on a fitting sample, for per-pixel ``Delta_i``."""
+    """Marginal densities of inputs and of a map's outputs on a sample, for the per-pixel ``Delta_i``."""
 
-    model: PPA
+    params: PPAParams
     inputs: EqualMassBins | Histograms
     outputs: EqualMassBins | Histograms
 
     @classmethod
     def fit(
-        cls, model: PPA, X: np.ndarray, R: np.ndarray | None = None, inputs: EqualMassBins | Histograms | None = None,
+        cls, params: PPAParams, X: np.ndarray, R: np.ndarray | None = None, inputs: EqualMassBins | Histograms | None = None,
         estimator: str = "spacing",
     ) -> PointwiseReduction:
         """From a sample ``X``; its transform ``R`` and input densities are reused when given."""
         X = _finite_rows(X)
-        return cls(model, inputs or marginal_density(X, estimator), marginal_density(model.transform(X) if R is None else R, estimator))
+        return cls(params, inputs or marginal_density(X, estimator), marginal_density(kernels.forward(X, params) if R is None else R, estimator))
 
     def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
         """``Delta_i(x) = sum_j log2 p_rj(r_j(x)) - sum_j log2 p_xj(x_j) + log2 |det J|`` for ``x`` (..., d)."""
-        return self.gain(x, kernels.forward(x, self.model.params_, threads=threads))
+        return self.gain(x, kernels.forward(x, self.params, threads=threads))
 
     def gain(self, x: np.ndarray, r: np.ndarray, inputs: np.ndarray | None = None) -> np.ndarray:
         """``Delta_i`` of ``x`` whose transform ``r`` is already known; ``inputs`` is
@@ -410,8 +415,8 @@ class PointwiseReduction:
         if inputs is None:
             inputs = self.inputs.log2_product_density(np.asarray(x, dtype=r.dtype))
         gain = self.outputs.log2_product_density(r) - inputs
-        return (gain + self.model.params_.log2_det_jacobian()).astype(r.dtype)
+        return (gain + self.params.log2_det_jacobian()).astype(r.dtype)
 
     def total(self) -> float:
         """``Delta I`` from the same densities (plug-in): the mean of ``Delta_i`` over the fitting sample."""
-        return float(self.inputs.sample_entropy().sum() - self.outputs.sample_entropy().sum()) + self.model.params_.log2_det_jacobian()
+        return reduction(self.inputs.sample_entropy(), self.outputs.sample_entropy(), self.params.log2_det_jacobian())

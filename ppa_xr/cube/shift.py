@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Hashable
 
 import numpy as np
 import xarray as xr
 
-from .. import evaluation
+from ..core import errors
+from ..core.checks import warn_user
 from ..model import PPA
 from .inputs import COMPONENT, _component_units, model_features
-from .sampling import fitted_shares, sample_features
+from .sampling import fitted_shares, held_out, shortfall
 
-#: pixels the transfer check of :func:`transform` compares PPA and PCA on, and the chunks it reads them from at most
+#: pixels the shift check compares PPA and PCA on, and the chunks it reads them from at most
 CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
-
-
-#: fewer held-out pixels than this (a scene fitted on nearly all its pixels) leave nothing to check
-MIN_CHECK_PIXELS = 100
 
 
 def evaluate(
@@ -33,7 +29,7 @@ def evaluate(
     ``error_ppa`` and ``error_pca`` (squared error summed over bands, mean over
     pixels), ``relative_error`` (``100 e_PPA / e_PCA``) and its lower bound
     ``relative_error_low``; ``attrs["worse_at"]`` lists the k at which PPA is
-    worse beyond sampling noise (:func:`ppa_xr.evaluation.compare_errors`).
+    worse beyond sampling noise (:func:`ppa_xr.core.errors.compare_errors`).
 
     Parameters
     ----------
@@ -42,7 +38,7 @@ def evaluate(
     model : PPA
         A fitted model.
     n_samples : int
-        Pixels to compare on.
+        Pixels to compare on (at least :data:`~ppa_xr.cube.sampling.MIN_HELD_OUT`).
     dim : hashable, optional
         The feature dimension, when not the fitted one.
     random_state : int, optional
@@ -58,7 +54,7 @@ def evaluate(
     Raises
     ------
     ValueError
-        Fewer than 2 valid pixels outside the fitting sample.
+        Fewer than :data:`~ppa_xr.cube.sampling.MIN_HELD_OUT` valid pixels outside the fitting sample.
 
     Examples
     --------
@@ -66,14 +62,10 @@ def evaluate(
     >>> curves.relative_error.plot()  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
-    sample = sample_features(da, dim, n_samples, random_state, exclude=fitted_shares(da, dim, model.sample_), max_chunks=max_chunks, empty_ok=True)
-    if sample.n_valid < 2:
-        raise ValueError(
-            f"{sample.n_valid} valid pixels of this cube lie outside the model's fitting sample"
-            f"{' in the chunks read' if max_chunks else ''}: nothing to evaluate on"
-            f"{'; pass max_chunks=None to read every chunk' if max_chunks else ' (the model saw every pixel: evaluate it on another scene)'}"
-        )
-    comparison = evaluation.compare_errors(model, sample.values)
+    sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), n_samples, random_state, max_chunks)
+    if message := shortfall(sample, max_chunks):
+        raise ValueError(message)
+    comparison = errors.compare_errors(model.params_, sample.values)
     units = _component_units(da, model)
     k = xr.DataArray(np.arange(1, model.n_features_in_), dims=COMPONENT, attrs={"long_name": "components kept"})
     error = {"long_name": "squared reconstruction error summed over bands, mean over pixels"} | ({"units": f"({units})^2"} if units else {})
@@ -83,7 +75,7 @@ def evaluate(
             "error_pca": (COMPONENT, comparison.pca, error | {"long_name": error["long_name"] + ", PCA of the fitting sample"}),
             "relative_error": (COMPONENT, comparison.relative, {"long_name": "100 x PPA error / PCA error", "units": "%"}),
             "relative_error_low": (COMPONENT, comparison.low(), {
-                "long_name": f"lower confidence bound of relative_error, simultaneous over k at {evaluation.LEVEL:.0%}", "units": "%"}),
+                "long_name": f"lower confidence bound of relative_error, simultaneous over k at {errors.LEVEL:.0%}", "units": "%"}),
         },
         coords={COMPONENT: k},
         attrs={"n_pixels": comparison.n, "worse_at": comparison.worse_at().tolist(),
@@ -92,10 +84,11 @@ def evaluate(
 
 
 def warn_on_shift(da: xr.DataArray, dim: Hashable, model: PPA, k: int) -> None:
-    """:class:`~ppa_xr.evaluation.ShiftWarning` when PPA is worse than its PCA at some ``k' <= k`` on a quick sample."""
-    sample = sample_features(da, dim, CHECK_SAMPLES, 0, exclude=fitted_shares(da, dim, model.sample_), max_chunks=CHECK_CHUNKS, empty_ok=True)
-    if sample.n_valid >= MIN_CHECK_PIXELS:
-        comparison = evaluation.compare_errors(model, sample.values)
-        message = evaluation.shift_message(comparison, k, f"{comparison.n} pixels checked")
+    """:class:`~ppa_xr.ShiftWarning` when PPA is worse than its PCA at some ``k' <= k`` on a quick held-out sample
+    (silent where too few pixels are held out to tell)."""
+    sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), CHECK_SAMPLES, 0, CHECK_CHUNKS)
+    if not shortfall(sample):
+        comparison = errors.compare_errors(model.params_, sample.values)
+        message = errors.shift_message(comparison, k, f"{comparison.n} pixels checked")
         if message:
-            warnings.warn(message, evaluation.ShiftWarning, stacklevel=4)
+            warn_user(message, errors.ShiftWarning)

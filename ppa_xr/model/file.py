@@ -1,16 +1,21 @@
 """Model files: a fitted PPA as data (netCDF or zarr), written atomically and verified on load; never a pickle.
 
-Layout (format version 6): the arrays of :class:`~ppa_xr.core.PPAParams` as
+Layout (format version 8): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
-``power`` (max degree), each with the SHA-256 of its little-endian bytes in
-its ``sha256`` attribute; the feature labels as the ``feature`` coordinate
+``power`` (max degree); the feature labels as the ``feature`` coordinate
 (or, for a stacked dimension, one ``feature_level_<name>`` variable per
 level) and other per-feature coordinates as ``feature_coord_<name>``; the
-estimator's parameters (JSON), the fitting sample (JSON, one record per cube), the feature dimension, the format name and
-version, the ppa_xr version and the creation date in the attributes.
+fitting sample's error curve against its PCA as ``fit_error_ratio``; the
+estimator's parameters (JSON), the fitting sample (JSON, one record per
+cube), the feature dimension, the format name and version, the ppa_xr
+version and the creation date in the attributes. Every variable carries the
+SHA-256 of its values in its ``sha256`` attribute, and the attributes that
+define the model the SHA-256 of their JSON in ``attrs_sha256``: a flipped
+byte anywhere is refused on load.
 
-This module knows the file layout only; :class:`ppa_xr.PPA` builds on it
-(``model.save``, ``PPA.load``), so the two never import each other in a cycle.
+Older formats still load: the parameters a file does not record take the
+values its format implied (:func:`ppa_xr.core.spec.implied_by`), and
+parameters since retired (:data:`ppa_xr.core.spec.RETIRED`) are dropped.
 """
 
 from __future__ import annotations
@@ -21,24 +26,28 @@ import hashlib
 import json
 import numbers
 import os
+import re
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from ._version import VERSION
-from .core.params import PPAParams
-from .files import check_output, locked, recover_interrupted, replace_atomically
+from .._version import VERSION
+from ..core import spec
+from ..core.checks import warn_user
+from ..core.keys import FitSample, PixelSample
+from ..core.params import PPAParams
+from ..core.spec import Spec
+from .atomic import check_output, locked, recover_interrupted, replace_atomically
 from .labels import FeatureLabels
-from .pixels import FitSample, PixelSample
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 7  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+FORMAT_VERSION = 8  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
 # 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits);
-# 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov
-READABLE = (2, 3, 4, 5, 6, 7)  # a version 2 file is a model without standardization
+# 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov; 8: validation retired, checksums of
+# labels and attributes, the fitting sample's error curve
+READABLE = (2, 3, 4, 5, 6, 7, 8)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "feature"), "degrees": ("step",), "center": ("step",),
@@ -46,41 +55,61 @@ _DIMS = {
     "inverse_bias": ("step", "feature"), "inverse": ("step", "power", "feature"), "explained_variance": ("output",),
     "pca_rotation": ("output", "feature"), "pca_variance": ("output",), "whitening": ("whitened", "feature"),
 }
+#: variables that appeared in a format version after the first
+SINCE = {"whitening": 7, "noise_cov": 7, "fit_error_ratio": 8}
+#: arrays of older formats: the standardizing scales ``D`` (versions 3-6), read as ``whitening = diag(1 / D)``
+LEGACY = {"feature_scale": (3, 6)}
 #: the noise covariance of a noise-whitening model (the estimator's ``noise_cov``; absent otherwise)
 _NOISE = "noise_cov"
-#: arrays of older formats: the standardizing scales ``D`` (versions 3-6), read as ``whitening = diag(1 / D)``
-_LEGACY = {"feature_scale": (3, 6)}
-#: names added in a format version, absent from older files
-_ADDED = {3: {"feature_scale", "standardize"}, 4: {"selection_samples"}, 5: {"robust"}, 6: {"validation"},
-          7: {"whitening", "noise_cov"}}
-#: the values an older file implies: no scale, no standardization, degrees selected on every row, no robust fit, groups
-_DEFAULTS = {"standardize": False, "selection_samples": None, "robust": False, "validation": "groups", "noise_cov": None}
+_CURVE = "fit_error_ratio"
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
+#: attributes that define the model (checksummed from format 8 on)
+_DEFINING = ("tails", "estimator_params", "feature_dim", "feature_levels", "feature_variables", "fit_sample")
 #: zarr codecs a model may use: none of them can run code when decoded
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}
 
 
-def _canonical(name: str, values: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(values, dtype="<i8" if name == "degrees" else "<f8")
+def _digest(values: Any, integer: bool = False) -> str:
+    """SHA-256 of values in a canonical form: numbers as little-endian int64 (``integer``) or float64, anything
+    else (labels: strings, datetimes, tuples) as the JSON of their text."""
+    values = np.asarray(values)
+    if values.dtype.kind in "iufb":
+        return hashlib.sha256(np.ascontiguousarray(values, dtype="<i8" if integer else "<f8").tobytes()).hexdigest()
+    if values.dtype.kind == "M":
+        values = np.datetime_as_string(values)
+    return hashlib.sha256(json.dumps([str(v) for v in values.ravel().tolist()]).encode()).hexdigest()
 
 
 def _checksum(name: str, values: np.ndarray) -> str:
-    return hashlib.sha256(_canonical(name, values).tobytes()).hexdigest()
+    """The SHA-256 a parameter array carries (degrees as integers)."""
+    return _digest(values, integer=name == "degrees")
 
 
-def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels | None, sample: FitSample | None = None) -> xr.Dataset:
-    """The model as an xarray Dataset: parameters with checksums, labels, estimator parameters and provenance."""
-    init = dict(init)  # the estimator's get_params(): every parameter, whatever the estimator names
+def _attrs_digest(attrs: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps({k: str(attrs.get(k, "")) for k in _DEFINING}, sort_keys=True).encode()).hexdigest()
+
+
+def _json_parameters(declared: Spec) -> dict[str, Any]:
+    """The parameters as JSON values: a callable strategy cannot be saved, a generator is state (saved as None),
+    the noise covariance is a variable (named here by true)."""
+    init = declared.values()
     if not isinstance(init["leading"], str):
         raise ValueError("a model with a callable leading-vector strategy cannot be saved as data; register it by name instead")
-    degree, seed = init["degree"], init["random_state"]
-    init["degree"] = int(degree) if isinstance(degree, numbers.Integral) else [int(g) for g in degree]
-    init["random_state"] = int(seed) if isinstance(seed, numbers.Integral) else None  # a RandomState is state
-    ds = xr.Dataset({name: (dims, getattr(params, name), {"sha256": _checksum(name, getattr(params, name))}) for name, dims in _DIMS.items()})
-    if init["noise_cov"] is not None:  # an array: a variable, named in the parameters by true
-        noise = np.asarray(init["noise_cov"], dtype=np.float64)
-        ds[_NOISE] = (("noise", "feature"), noise, {"sha256": _checksum(_NOISE, noise)})
-        init["noise_cov"] = True
+    init["degree"] = list(init["degree"]) if isinstance(init["degree"], tuple) else init["degree"]
+    init["random_state"] = init["random_state"] if isinstance(init["random_state"], int) else None
+    init["noise_cov"] = init["noise_cov"] is not None
+    return init
+
+
+def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None = None,
+               error_ratio: np.ndarray | None = None) -> xr.Dataset:
+    """The model as an xarray Dataset: parameters, labels and record, each with its checksum, and provenance."""
+    init = _json_parameters(declared)
+    ds = xr.Dataset({name: (dims, getattr(params, name)) for name, dims in _DIMS.items()})
+    if declared.noise_cov is not None:
+        ds[_NOISE] = (("noise", "feature"), declared.noise_cov)
+    if error_ratio is not None:
+        ds[_CURVE] = ("step", np.asarray(error_ratio, dtype=np.float64), {"long_name": "100 x PPA error / PCA error on the fitting sample"})
     if features is not None and features.labels is not None:
         if features.levels:
             for i, level in enumerate(features.levels):
@@ -89,6 +118,8 @@ def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels 
             ds = ds.assign_coords(feature=_portable(features.labels))
     for name, values in (features.coords if features else {}).items():
         ds[_COORD + name] = ("feature", _portable(values))
+    for name in ds.variables:
+        ds[name].attrs["sha256"] = _checksum(str(name), ds[name].values)
     ds.attrs = {
         "ppa_xr_format": FORMAT,
         "ppa_xr_format_version": FORMAT_VERSION,
@@ -102,82 +133,116 @@ def to_dataset(params: PPAParams, init: dict[str, Any], features: FeatureLabels 
         "fit_sample": json.dumps([dataclasses.asdict(cube) for cube in sample.cubes]) if sample is not None else "",
         "title": "Principal Polynomial Analysis model (ppa_xr)",
     }
+    ds.attrs["attrs_sha256"] = _attrs_digest(ds.attrs)
     return ds
 
 
-def _portable(values) -> np.ndarray:
+def _portable(values: Any) -> np.ndarray:
     """Fixed-width unicode as variable-length strings, which netCDF and zarr v3 both specify."""
     values = np.asarray(values)
     return values.astype(object) if values.dtype.kind == "U" else values
 
 
-def _in_store(name: str) -> bool:
-    """Whether an entry of a zarr store is one a model writes (its metadata, or an array of :func:`_allowed`)."""
-    return name in ("zarr.json", ".zattrs", ".zgroup", ".zmetadata") or _allowed(name)
-
-
 def _allowed(name: str) -> bool:
-    return name in _DIMS or name in _LEGACY or name in (_NOISE, "feature") or name.startswith((_COORD, _LEVEL))
+    """Whether a variable is one a model writes."""
+    return name in _DIMS or name in LEGACY or name in (_NOISE, _CURVE, "feature") or name.startswith((_COORD, _LEVEL))
 
 
-def from_dataset(
-    ds: xr.Dataset, parameters: Sequence[str], source: str = "dataset",
-) -> tuple[PPAParams, dict[str, Any], FeatureLabels | None, FitSample | None]:
-    """Parameters, estimator parameters and labels from :func:`to_dataset`'s layout, verified array by array;
-    ``parameters``: the estimator's parameter names (those of its ``__init__``), of which a file of an older
-    format lacks those added since (:data:`_ADDED`)."""
+def _version(ds: xr.Dataset, source: str) -> int:
     if ds.attrs.get("ppa_xr_format") != FORMAT:
         raise ValueError(f"{source} is not a ppa_xr model: it has no ppa_xr_format={FORMAT!r} attribute")
     raw = ds.attrs.get("ppa_xr_format_version")
-    if not isinstance(raw, numbers.Integral | np.integer):
+    if isinstance(raw, (bool, np.bool_)) or not isinstance(raw, numbers.Integral | np.integer):
         raise ValueError(f"{source} is corrupt: its format version {raw!r} is not an integer")
     if int(raw) not in READABLE:
         advice = "refit and save the model with this ppa_xr" if raw < FORMAT_VERSION else "upgrade ppa_xr"
         raise ValueError(f"{source} has model format version {raw}; this ppa_xr reads versions {list(READABLE)} ({advice})")
-    absent = set().union(*(names for version, names in _ADDED.items() if version > int(raw)))
-    expected = [name for name in _DIMS if name not in absent] + [n for n, (low, high) in _LEGACY.items() if low <= raw <= high]
+    return int(raw)
+
+
+def _arrays_of(ds: xr.Dataset, version: int, source: str) -> dict[str, np.ndarray]:
+    """The parameter arrays a file of ``version`` must hold, each checked against its checksum."""
+    expected = [name for name in [*_DIMS, *LEGACY] if _belongs(name, version)]
     foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
     if foreign:
         raise ValueError(f"{source} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
-    later = sorted(name for name in absent | {n for n, (_, high) in _LEGACY.items() if raw > high} if name in ds.variables)
+    later = sorted(n for n in [*SINCE, *LEGACY] if n in ds.variables and not _belongs(n, version))
     if later:
-        raise ValueError(f"{source} is inconsistent: a format-{int(raw)} file cannot hold {later} (added in a later version); "
+        raise ValueError(f"{source} is inconsistent: a format-{version} file cannot hold {later} (added in another version); "
                          "it was altered or mislabelled: save the model again with ppa_xr")
     missing = [name for name in expected if name not in ds]
     if missing:
         raise ValueError(f"{source} is corrupt or truncated: variables {missing} are missing")
+    arrays = {name: _verified(ds, name, source, "i" if name == "degrees" else "f") for name in expected}
+    return {k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}
+
+
+def _belongs(name: str, version: int) -> bool:
+    """Whether a file of format ``version`` holds the variable ``name`` (when the model has it)."""
+    low, high = LEGACY.get(name, (SINCE.get(name, 2), FORMAT_VERSION))
+    return low <= version <= high
+
+
+def _verified(ds: xr.Dataset, name: str, source: str, kind: str | None = None) -> np.ndarray:
+    """A variable's values, refused where its kind or checksum is wrong."""
     try:
-        arrays = {name: np.asarray(ds[name].values) for name in expected}
-        init = json.loads(ds.attrs["estimator_params"])
-        tails = str(ds.attrs["tails"])
-    except (KeyError, ValueError, TypeError, OSError, RuntimeError) as err:
+        values = np.asarray(ds[name].values)
+    except (ValueError, TypeError, OSError, RuntimeError) as err:
         raise ValueError(f"{source} is corrupt or truncated: {err}") from err
-    for name, values in arrays.items():
-        if values.dtype.kind != ("i" if name == "degrees" else "f"):
-            raise ValueError(f"{source} is corrupt: {name} has dtype {values.dtype}")
-        if ds[name].attrs.get("sha256") != _checksum(name, values):
-            raise ValueError(f"{source} is corrupt: the checksum of {name!r} does not match its values")
-    names = [name for name in parameters if name not in absent]
+    if kind is not None and values.dtype.kind != kind:
+        raise ValueError(f"{source} is corrupt: {name} has dtype {values.dtype}")
+    if ds[name].attrs.get("sha256") != _checksum(name, values):
+        raise ValueError(f"{source} is corrupt: the checksum of {name!r} does not match its values")
+    return values
+
+
+def _parameters(ds: xr.Dataset, version: int, source: str) -> dict[str, Any]:
+    """The estimator's parameters a file records, with those its format implies and without retired ones."""
+    try:
+        init = json.loads(ds.attrs["estimator_params"])
+    except (KeyError, ValueError, TypeError) as err:
+        raise ValueError(f"{source} is corrupt or truncated: {err}") from err
+    implied = spec.implied_by(version)
+    retired = {name for name, (low, high) in spec.RETIRED.items() if low <= version <= high}
+    names = sorted(set(spec.names()) - set(implied) | retired)
     if not isinstance(init, dict) or set(init) != set(names):
         raise ValueError(f"{source} is corrupt: estimator_params must name exactly {names}")
-    init = {name: _DEFAULTS[name] for name in absent if name in _DEFAULTS} | init
-    if init["tails"] != tails:
-        raise ValueError(f"{source} is corrupt: its tails attribute {tails!r} disagrees with its parameters ({init['tails']!r})")
+    init = implied | {k: (tuple(v) if isinstance(v, list) else v) for k, v in init.items() if k not in retired}
+    if init["tails"] != ds.attrs.get("tails"):
+        raise ValueError(f"{source} is corrupt: its tails attribute {ds.attrs.get('tails')!r} disagrees with its parameters ({init['tails']!r})")
     init["noise_cov"] = _noise(ds, init["noise_cov"], source)
-    arrays = {k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}
+    return init
+
+
+def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, Spec, FeatureLabels | None, FitSample | None]:
+    """Parameters, the spec and labels from :func:`to_dataset`'s layout (or an older format's), verified
+    array by array, attribute by attribute."""
+    version = _version(ds, source)
+    if version >= 8 and ds.attrs.get("attrs_sha256") != _attrs_digest(ds.attrs):
+        raise ValueError(f"{source} is corrupt: the checksum of its attributes (parameters, labels, fitting sample) does not match")
+    arrays = _arrays_of(ds, version, source)
+    init = _parameters(ds, version, source)
     if "feature_scale" in arrays:
         scales = arrays.pop("feature_scale")
         if not (np.isfinite(scales).all() and (scales > 0).all()):
             raise ValueError(f"{source} is corrupt: its feature scales are not positive")
         arrays["whitening"] = np.diag(1 / scales)
-    params = PPAParams(**arrays, tails=tails)
+    try:
+        declared = Spec(**init)
+        params = PPAParams(**arrays, tails=declared.tails)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{source} is corrupt: {err}") from err
     _check(params, source)
-    _check_whitening(params, init, source)
-    init = {k: (tuple(v) if isinstance(v, list) else v) for k, v in init.items()}
-    return params, init, _features(ds, source), _sample(ds, source, int(raw))
+    _check_whitening(params, declared, source)
+    return params, declared, _features(ds, source, version), _sample(ds, source, version)
 
 
-def _noise(ds: xr.Dataset, flag, source: str) -> np.ndarray | None:
+def error_ratio(ds: xr.Dataset, source: str = "dataset") -> np.ndarray | None:
+    """The fitting sample's error curve against its PCA a file stores (None before format 8)."""
+    return _verified(ds, _CURVE, source, "f").astype(np.float64) if _CURVE in ds else None
+
+
+def _noise(ds: xr.Dataset, flag: Any, source: str) -> np.ndarray | None:
     """The noise covariance a noise-whitening model stores as a variable (its parameter says true)."""
     if flag is None or flag is False:
         if _NOISE in ds:
@@ -185,24 +250,21 @@ def _noise(ds: xr.Dataset, flag, source: str) -> np.ndarray | None:
         return None
     if flag is not True or _NOISE not in ds:
         raise ValueError(f"{source} is corrupt: its noise covariance is missing or misdeclared")
-    values = np.asarray(ds[_NOISE].values)
-    if values.dtype.kind != "f" or ds[_NOISE].attrs.get("sha256") != _checksum(_NOISE, values):
-        raise ValueError(f"{source} is corrupt: the checksum of {_NOISE!r} does not match its values")
-    return values.astype(np.float64)
+    return _verified(ds, _NOISE, source, "f").astype(np.float64)
 
 
-def _check_whitening(params: PPAParams, init: dict[str, Any], source: str) -> None:
+def _check_whitening(params: PPAParams, declared: Spec, source: str) -> None:
     """``W`` must be what the parameters say: the identity, positive diagonal scales, or a noise whitening."""
-    if init["noise_cov"] is not None:
+    if declared.noise_cov is not None:
         W, d = params.whitening, params.n_features
-        product = W @ init["noise_cov"] @ W.T  # W N W^T: a multiple of the identity
+        product = W @ declared.noise_cov @ W.T  # W N W^T: a multiple of the identity
         ok = np.allclose(product, np.eye(d) * np.trace(product) / d, rtol=1e-6, atol=1e-9 * abs(np.trace(product)) / d)
-    elif init["standardize"]:
+    elif declared.standardize:
         ok = params.feature_scale is not None and bool((params.feature_scale > 0).all())
     else:
         ok = not params.whitened
     if not ok:
-        what = "noise whitening" if init["noise_cov"] is not None else "standardization" if init["standardize"] else "no whitening"
+        what = "noise whitening" if declared.noise_cov is not None else "standardization" if declared.standardize else "no whitening"
         raise ValueError(f"{source} is inconsistent: its whitening matrix does not match its parameters ({what})")
 
 
@@ -216,15 +278,22 @@ def _sample(ds: xr.Dataset, source: str, version: int) -> FitSample | None:
         cubes = fields if version >= 6 else [fields]
         if not isinstance(cubes, list) or not cubes:
             raise TypeError(f"expected a list of samples, got {type(cubes).__name__}")
-        return FitSample(tuple(
-            PixelSample(int(c["seed"]), int(c["key_max"]), int(c["size"]), tuple(int(v) for v in c["shape"]),
-                        (int(c["witness"][0]), str(c["witness"][1])) if c.get("witness") else None) for c in cubes
-        ))
+        return FitSample(tuple(_pixel_sample(cube) for cube in cubes))
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{source} is corrupt: its fit_sample attribute is not readable ({err})") from err
 
 
-def _features(ds: xr.Dataset, source: str) -> FeatureLabels | None:
+def _pixel_sample(record: dict[str, Any]) -> PixelSample:
+    """One cube's record, its numbers in range: a seed and a largest key are unsigned 64-bit, sizes are counts."""
+    seed, key_max, size = int(record["seed"]), int(record["key_max"]), int(record["size"])
+    shape = tuple(int(v) for v in record["shape"])
+    if not (0 <= seed < 2**64 and 0 <= key_max < 2**64 and 0 <= size <= int(np.prod(shape)) and all(v > 0 for v in shape)):
+        raise ValueError(f"seed, key_max, size or shape out of range in {record}")
+    witness = record.get("witness")
+    return PixelSample(seed, key_max, size, shape, (int(witness[0]), str(witness[1])) if witness else None)
+
+
+def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None:
     dim = ds.attrs.get("feature_dim") or None
     if dim is None:
         return None
@@ -234,13 +303,17 @@ def _features(ds: xr.Dataset, source: str) -> FeatureLabels | None:
         raise ValueError(f"{source} is corrupt: its feature_levels attribute is not a JSON list of names ({err})") from err
     if levels and any(_LEVEL + level not in ds for level in levels):
         raise ValueError(f"{source} is corrupt: the levels {list(levels)} of its feature labels are not all stored")
+    read = (lambda name: _verified(ds, name, source)) if version >= 8 else (lambda name: ds[name].values)
     if levels:
         labels = np.empty(ds.sizes["feature"], dtype=object)
-        labels[:] = list(zip(*(ds[_LEVEL + level].values.tolist() for level in levels)))
+        labels[:] = list(zip(*(read(_LEVEL + level).tolist() for level in levels)))
     else:
-        labels = ds["feature"].values if "feature" in ds.coords else None
-    coords = {str(name)[len(_COORD):]: ds[name].values for name in ds.variables if str(name).startswith(_COORD)}
-    return FeatureLabels(dim, labels, coords, levels, bool(ds.attrs.get("feature_variables", 0)))
+        labels = read("feature") if "feature" in ds.coords else None
+    coords = {str(name)[len(_COORD):]: read(str(name)) for name in ds.variables if str(name).startswith(_COORD)}
+    try:
+        return FeatureLabels(dim, labels, coords, levels, bool(ds.attrs.get("feature_variables", 0)))
+    except ValueError as err:
+        raise ValueError(f"{source} is corrupt: its feature labels are not usable ({err})") from err
 
 
 def _check(params: PPAParams, source: str) -> None:
@@ -292,13 +365,36 @@ def check_path(path: str | os.PathLike, format: str | None, overwrite: bool, inp
     engine(path, format)
     if path.exists() and not _is_model(path):
         raise FileExistsError(f"{path} exists and is not a ppa_xr model; refusing to replace it, choose another path")
-    foreign = sorted(p.name for p in path.iterdir() if not _in_store(p.name)) if path.is_dir() else []
+    foreign = _foreign_entries(path) if path.is_dir() else []
     if foreign:
         raise FileExistsError(
             f"{path} holds a ppa_xr model and files a model does not write ({', '.join(foreign)}); replacing the store would "
             "delete them: move them out of it, or save to another path"
         )
     return check_output(path, [path.suffix.lower()], inputs, overwrite, what="model")
+
+
+#: the metadata files of a zarr store (v2 and v3) and of each of its arrays
+_META = {"zarr.json", ".zattrs", ".zgroup", ".zmetadata", ".zarray"}
+#: a chunk's key: ``c/0/1`` (zarr v3) or ``0.1`` (v2)
+_CHUNK = re.compile(r"\d+(\.\d+)*")
+
+
+def _foreign_entries(store: Path) -> list[str]:
+    """Everything in a model store, at any depth, that a model does not write: replacing the store would delete it."""
+    foreign = []
+    for entry in sorted(store.iterdir()):
+        if entry.name in _META and entry.is_file():
+            continue
+        if not (entry.is_dir() and not entry.is_symlink() and _allowed(entry.name)):
+            foreign.append(entry.name)
+            continue
+        for inner in sorted(entry.rglob("*")):
+            parts = inner.relative_to(entry).parts
+            chunk = parts[0] == "c" and all(part.isdigit() for part in parts[1:])
+            if not (chunk or (len(parts) == 1 and (parts[0] in _META or _CHUNK.fullmatch(parts[0])))) or inner.is_symlink():
+                foreign.append(str(inner.relative_to(store)))
+    return foreign
 
 
 def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:
@@ -348,9 +444,7 @@ def read(path: str | os.PathLike, format: str | None = None) -> xr.Dataset:
 
 def _read(path: Path, format: str | None) -> xr.Dataset:
     if recover_interrupted(path):
-        import warnings
-
-        warnings.warn(f"{path}: an earlier save was interrupted; the previous model was put back", UserWarning, stacklevel=4)
+        warn_user(f"{path}: an earlier save was interrupted; the previous model was put back", UserWarning)
     if not path.exists():
         raise FileNotFoundError(f"no model at {path}")
     kind = "zarr" if format is None and path.is_dir() else engine(path, format)

@@ -15,7 +15,7 @@ chunking (the result agrees to rounding). Where the
 scene has sharp edges the differences also hold signal, and ``N`` is too
 large there (measured in docs/hyperspectral.md): give a noise covariance
 from a dark frame or a uniform area instead (``PPA(noise_cov=...)``, or
-``cube.ppa.fit(noise=<that area as a cube>)``: :func:`sample_covariance`).
+``cube.ppa.fit(noise_cov=<that area as a cube>)``: :func:`sample_covariance`).
 """
 
 from __future__ import annotations
@@ -27,16 +27,13 @@ import dask.array as dsa
 import numpy as np
 import xarray as xr
 
-from .cube.inputs import SPATIAL_DIMS
-
-
+from .inputs import spatial_dims
 
 def _spatial_axes(da: xr.DataArray, dim: Hashable) -> list[int]:
-    pixel_dims = [d for d in da.dims if d != dim]
-    named = [d for d in pixel_dims if str(d) in SPATIAL_DIMS]
-    chosen = named if len(named) == 2 else pixel_dims[-2:]
-    if len(chosen) < 1 or all(da.sizes[d] < 2 for d in chosen):
-        raise ValueError(f"shift differences need neighbouring pixels along spatial dims; the cube's pixel dims are {pixel_dims}")
+    chosen = spatial_dims(da, dim)
+    if all(da.sizes[d] < 2 for d in chosen):
+        raise ValueError(f"shift differences need neighbouring pixels along spatial dims; the cube's pixel dims are "
+                         f"{[d for d in da.dims if d != dim]}")
     return [da.get_axis_num(d) for d in chosen if da.sizes[d] >= 2]
 
 
@@ -63,7 +60,7 @@ def shift_difference_covariance(cubes: xr.DataArray | Sequence[xr.DataArray], di
     ``cubes``: DataArrays with the features along ``dim``, prepared by
     :func:`ppa_xr.cube.inputs.feature_array` (floats, nodata as NaN), all in
     the same feature order. Computed now, in one pass over their chunks
-    (``cube.ppa.fit(noise="shift")`` computes it in the sampling's pass).
+    (``cube.ppa.fit(noise_cov="shift")`` computes it in the sampling's pass).
 
     Parameters
     ----------

@@ -1,0 +1,113 @@
+"""The checks a value passes at the public boundary, each written once.
+
+Every check returns the value as the library uses it: numpy scalars
+(``np.int64``, ``np.bool_``, ``np.str_``) become the Python ``int``, ``bool``
+and ``str`` they stand for, so what was checked can be saved as JSON; a
+value that is not what the check expects raises an error naming ``what``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+#: packages whose frames a warning skips on its way to the user's line: ppa_xr itself, and the libraries its
+#: entry points run inside (scikit-learn's method wrappers, xarray's accessors, dask's schedulers)
+_INSIDE = ("ppa_xr", "sklearn", "xarray", "dask", "contextlib", "functools", "concurrent", "threading")
+
+Check = Callable[[Any], Any]
+
+
+def integer(value: Any, what: str, low: int, high: int | None = None) -> int:
+    """``value`` as an ``int`` in ``[low, high]``; a bool, a float (2.7, even 2.0) or a string is refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < low or (high is not None and value > high):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{what} must be an integer {bound}, got {value!r}")
+    return int(value)
+
+
+def check_components(k: Any, d: int, what: str = "n_components") -> int:
+    """A count of components (asked for, or given to an inverse) as an int in ``[1, d]``: the one check of it."""
+    return integer(k, what, 1, d)
+
+
+def optional(check: Check) -> Check:
+    """``check``, with None allowed."""
+    return lambda value: None if value is None else check(value)
+
+
+def count(what: str, low: int, high: int | None = None) -> Check:
+    """An :func:`integer` check of a parameter, ``[low, high]``."""
+    return lambda value: integer(value, f"The {what!r} parameter of PPA", low, high)
+
+
+def flag(what: str) -> Check:
+    """A bool (``np.bool_`` included) as a ``bool``."""
+
+    def check(value: Any) -> bool:
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"The {what!r} parameter of PPA must be True or False, got {value!r}")
+        return bool(value)
+
+    return check
+
+
+def one_of(what: str, options: tuple[str, ...], callable_ok: bool = False) -> Check:
+    """One of the strings ``options`` (an ``np.str_`` too), as a ``str``; with ``callable_ok`` a callable passes as it is."""
+
+    def check(value: Any) -> Any:
+        if callable_ok and callable(value):
+            return value
+        if not isinstance(value, str) or str(value) not in options:
+            also = " or a callable" if callable_ok else ""
+            raise ValueError(f"The {what!r} parameter of PPA must be one of {options}{also}, got {value!r}")
+        return str(value)
+
+    return check
+
+
+def random_state(value: Any) -> Any:
+    """None, an int (``np.int64`` too) or a numpy ``Generator`` / ``RandomState``."""
+    if value is None or isinstance(value, (np.random.Generator, np.random.RandomState)):
+        return value
+    return integer(value, "The 'random_state' parameter of PPA (an int, a numpy Generator or None)", 0, 2**32 - 1)
+
+
+def rng_of(random_state: Any) -> np.random.Generator:
+    """The generator a fit draws from: a given ``Generator`` itself, else one seeded from the int (or from a
+    ``RandomState``'s next draw, or fresh entropy for None)."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if random_state is None:  # numpy's global RandomState, as scikit-learn's None means
+        return np.random.default_rng(np.random.randint(2**32))
+    state = random_state if isinstance(random_state, np.random.RandomState) else np.random.RandomState(random_state)
+    return np.random.default_rng(state.randint(2**32))
+
+
+def square_matrix(what: str) -> Check:
+    """A finite square float64 matrix (a copy), or an error naming ``what``."""
+
+    def check(value: Any) -> np.ndarray:
+        try:
+            matrix = np.array(value, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{what} must be a finite square (d, d) matrix of numbers ({err})") from err
+        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or not np.isfinite(matrix).all():
+            raise ValueError(f"{what} must be a finite square (d, d) matrix, got shape {matrix.shape}")
+        return matrix
+
+    return check
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` pointed at the user's line: the first frame outside ppa_xr and the libraries its public
+    entry points run inside, however deep the call that warns."""
+    frame, level = inspect.currentframe(), 1
+    while frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] in _INSIDE:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -1,0 +1,62 @@
+"""The linear algebra the fit and the measures share, each rule written once: the sign of a vector, the
+power-of-two rescaling, orthonormal complements, least squares, the PCA of a covariance."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import scipy.linalg
+
+
+def oriented(vectors: np.ndarray) -> np.ndarray:
+    """Columns of ``vectors`` with their largest entry (in magnitude) positive: the one sign rule of every
+    leading vector and principal axis, as scikit-learn's ``svd_flip``."""
+    return vectors * np.sign(vectors[np.argmax(np.abs(vectors), axis=0), np.arange(vectors.shape[1])])
+
+
+def power_of_two(spread: np.ndarray | float) -> np.ndarray:
+    """``2^round(log2 spread)`` (1 where the spread is 0 or not finite): dividing by it is exact and puts
+    values of any size (1e-200, 1e200) near 1, so squares and sums neither underflow nor overflow."""
+    spread = np.asarray(spread, dtype=np.float64)
+    usable = (spread > 0) & np.isfinite(spread)
+    return np.where(usable, 2.0 ** np.round(np.log2(np.where(usable, spread, 1.0))), 1.0)
+
+
+def householder_complement(e: np.ndarray) -> np.ndarray:
+    """Unit vector ``u`` such that ``H = I - 2 u u^T`` maps ``e`` to ``-sign(e_0) 1_0``.
+
+    The columns ``1..m-1`` of ``H`` are then an orthonormal complement of ``e``.
+    """
+    u = e.copy()
+    u[0] += np.copysign(1.0, e[0])
+    return u / np.linalg.norm(u)
+
+
+def reflect_columns(M: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``M E`` for the complement ``E = (I - 2 u u^T)[:, 1:]``, in O(size of M)."""
+    return (M - np.outer(M @ u, 2 * u))[:, 1:]
+
+
+def solve_grams(grams: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Least squares from stacked normal equations ``G_i W_i = C_i`` (minimum-norm where ``G_i`` is singular)."""
+    try:
+        return np.linalg.solve(grams, rhs)
+    except np.linalg.LinAlgError:
+        return np.stack([np.linalg.lstsq(g, c, rcond=None)[0] for g, c in zip(grams, rhs)])
+
+
+def least_squares(design: np.ndarray, y: Callable[[], np.ndarray], gram: np.ndarray, cross: np.ndarray) -> np.ndarray:
+    """``W = argmin ||Y - B W||`` from the normal equations ``B^T B W = B^T Y`` while
+    ``B^T B`` is well conditioned (cond < 1e6), else by a pivoted QR of ``B`` on
+    ``Y = y()`` (high degrees on skewed projections), so no accuracy is lost."""
+    eig = np.linalg.eigvalsh(gram)
+    if eig[0] > 1e-6 * eig[-1]:
+        return scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram, check_finite=False), cross, check_finite=False)
+    return scipy.linalg.lstsq(design, y(), cond=1e-10, lapack_driver="gelsy", check_finite=False)[0]
+
+
+def pca_solution(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of principal axes (largest variance first, :func:`oriented`) and their variances."""
+    values, vectors = np.linalg.eigh(cov)
+    return oriented(vectors[:, ::-1]).T, np.maximum(values[::-1], 0.0)

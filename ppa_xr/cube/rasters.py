@@ -1,0 +1,278 @@
+"""Cubes in and out of files: one-file-per-band scenes stacked into a ``(band, y, x)`` cube, any cube opened
+by its suffix (GeoTIFF, netCDF, zarr), and results written by suffix, atomically, as the CLI writes them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+import dask
+import numpy as np
+import xarray as xr
+
+from ..model.atomic import check_output, replace_atomically
+from .inputs import common_units, masked_float
+
+#: suffixes opened as rasters (rioxarray); other inputs are netCDF (``.nc``) or zarr stores
+RASTER_SUFFIXES = (".tif", ".tiff", ".vrt", ".jp2")
+#: suffixes a result can be written to
+OUTPUT_SUFFIXES = (".tif", ".tiff", ".nc", ".zarr")
+
+
+def open_band_stack(
+    paths: Sequence[str | os.PathLike], bands: Sequence[Hashable] | None = None, chunks=None, masked: bool = False
+) -> xr.DataArray:
+    """Stack single-band rasters (one GeoTIFF per band, as Landsat ships) into a ``(band, y, x)`` cube.
+
+    ``bands`` labels the bands (default: :func:`band_name` of each file, so
+    ``LC08_TEST_B4.TIF`` and ``LC08_OTHER_B4.TIF`` are both ``B4``);
+    ``chunks`` and ``masked`` go to :func:`rioxarray.open_rasterio`. Every file
+    must have one band and the same grid (shape, CRS and transform). When the
+    files declare different nodata values, each band's own nodata becomes NaN
+    (a float cube with NaN as its nodata), so no nodata pixel is used as data.
+
+    Parameters
+    ----------
+    paths : sequence of path
+        One single-band raster per band, on one grid.
+    bands : sequence, optional
+        Band labels (default: :func:`band_name` of each file).
+    chunks, masked
+        Passed to :func:`rioxarray.open_rasterio`.
+
+    Returns
+    -------
+    xr.DataArray
+        ``(band, y, x)``, lazy when ``chunks`` is given.
+
+    Raises
+    ------
+    ValueError
+        Files on different grids, with several bands, repeated, or labels that repeat.
+    """
+    import rioxarray
+
+    paths = [Path(p) for p in paths]
+    bands = [band_name(p) for p in paths] if bands is None else list(bands)
+    if len(bands) != len(paths) or not paths:
+        raise ValueError(f"need one label per file, got {len(bands)} labels for {len(paths)} files")
+    resolved = [p.resolve() for p in paths]
+    repeated = sorted({str(p) for p in paths if resolved.count(p.resolve()) > 1})
+    if repeated:
+        raise ValueError(f"the same file is given more than once: {repeated}; give each band's file once")
+    if len({str(b) for b in bands}) != len(bands):
+        raise ValueError(f"band labels repeat: {bands}; give every band a distinct label")
+    layers = [rioxarray.open_rasterio(p, chunks=chunks, masked=masked) for p in paths]
+    first = layers[0]
+    for path, layer in zip(paths, layers):
+        if layer.sizes["band"] != 1:
+            raise ValueError(f"{path} has {layer.sizes['band']} bands; open multiband files with rioxarray.open_rasterio")
+        same_grid = layer.shape == first.shape and layer.rio.crs == first.rio.crs and layer.rio.transform() == first.rio.transform()
+        if not same_grid:
+            raise ValueError(f"{path} is not on the grid of {paths[0]} (shape, CRS or transform differ); resample it first")
+    nodata = {layer.rio.nodata for layer in layers}
+    if len(nodata) > 1:  # one nodata per band: mask each with its own
+        dtype = np.result_type(np.float32, *(layer.dtype for layer in layers))
+        layers = [masked_float(layer, dtype) for layer in layers]
+        for layer in layers:
+            layer.encoding.pop("_FillValue", None)  # masked layers hold NaN; an integer fill value no longer applies
+    cube = xr.concat([layer.squeeze("band", drop=True) for layer in layers], dim="band", combine_attrs="drop_conflicts")
+    cube = cube.assign_coords(band=bands)
+    return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
+
+
+def band_name(path: str | os.PathLike) -> str:
+    """A band's name from its file name: the ``_B<n>`` suffix that Landsat and Sentinel-2 files end with
+    (``LC08_L2SP_..._SR_B4.TIF`` -> ``B4``, ``T32TQM_..._B8A.jp2`` -> ``B8A``), else the whole stem."""
+    stem = Path(path).stem
+    match = re.search(r"_(B\d+[A-Z]?)$", stem, flags=re.IGNORECASE)
+    return match.group(1).upper() if match else stem
+
+
+def file_lock():
+    """A lock for writing a lazy result into one file (``da.rio.to_raster(path, lock=ppa_xr.file_lock())``):
+    the cluster's (``distributed.Lock``) when a distributed client runs the graph, a thread lock otherwise
+    (a ``threading.Lock`` cannot travel to a cluster's workers).
+
+    Returns
+    -------
+    distributed.Lock or threading.Lock
+        The lock to pass as ``lock=``.
+    """
+    import threading
+
+    try:
+        from distributed import Lock, get_client
+
+        get_client()  # raises ValueError without one
+        return Lock("ppa-xr-write")
+    except (ImportError, ValueError):  # no distributed, or no client
+        return threading.Lock()
+
+
+def to_raster(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = False, **kwargs: Any) -> Path:
+    """Write a result as a GeoTIFF whose bands say what they are, as the CLI writes them.
+
+    Band descriptions are ``PPA component k`` for components and the band
+    labels for reconstructions (``da.rio.to_raster`` alone writes one
+    ``long_name`` for every band), the bands' common unit is written as each
+    band's unit, and the lock works on a cluster (:func:`file_lock`).
+
+    Parameters
+    ----------
+    da : xr.DataArray
+        A lazy or computed result with the band-like dimension first
+        (``component``, or the features), then y and x; or a single map (y, x).
+    path : str or os.PathLike
+        The GeoTIFF to write (.tif or .tiff), through a hidden sibling moved into place when complete.
+    overwrite : bool
+        Replace a file already there (never one the result is read from).
+    **kwargs
+        Passed to ``rio.to_raster`` (default: tiled, DEFLATE-compressed).
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+
+    Examples
+    --------
+    >>> ppa_xr.to_raster(cube.ppa.transform(model, n_components=3), "components.tif")  # doctest: +SKIP
+    """
+    path = check_output(path, (".tif", ".tiff"), sources(da), overwrite)
+    return replace_atomically(path, lambda tmp: _geotiff(da, tmp, **kwargs))
+
+
+def _geotiff(da: xr.DataArray, path: Path, **kwargs: Any) -> None:
+    """The GeoTIFF of :func:`to_raster`, written at ``path``."""
+    import rasterio
+
+    if da.ndim == 3:  # one description per band; a single map (an error map) keeps its long_name
+        labels = da[da.dims[0]].values if da.dims[0] in da.coords else np.arange(1, da.shape[0] + 1)
+        names = [f"PPA component {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
+        da = da.assign_attrs(long_name=tuple(names))
+    options = {"tiled": True, "compress": "deflate", "driver": "GTiff", "lock": file_lock()} | kwargs
+    da.rio.to_raster(path, **options)
+    units = common_units(da)
+    if units:  # rioxarray writes band descriptions, not units
+        with rasterio.open(path, "r+") as dst:
+            dst.units = (units,) * dst.count
+
+
+def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: str | None = None) -> xr.DataArray | xr.Dataset:
+    """A raster (GeoTIFF and the like, via rioxarray), a stack of single-band rasters, or a netCDF / zarr
+    dataset (or one ``variable`` of it), opened lazily with ``chunks`` pixels along x and y.
+
+    Parameters
+    ----------
+    paths : sequence of path
+        One file or store, or several single-band rasters (one per band).
+    chunks : int
+        x/y chunk size in pixels.
+    variable : str, optional
+        The data variable of a netCDF or zarr input (default: the whole Dataset).
+
+    Returns
+    -------
+    xr.DataArray or xr.Dataset
+        The lazy cube.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        A missing input, an unreadable one, a ``variable`` it lacks.
+    """
+    paths = [Path(p) for p in paths]
+    for path in paths:
+        if not path.exists():
+            raise FileNotFoundError(f"input {path} does not exist")
+    rasters = len(paths) > 1 or paths[0].suffix.lower() not in (".nc", ".zarr") and not paths[0].is_dir()
+    if variable and rasters:
+        raise ValueError(f"--variable picks a variable of a netCDF or zarr input; {paths[0]} is a raster (drop --variable)")
+    try:
+        if len(paths) > 1:
+            return open_band_stack(paths, chunks={"x": chunks, "y": chunks})
+        if rasters:
+            import rioxarray
+
+            return rioxarray.open_rasterio(paths[0], chunks={"x": chunks, "y": chunks})
+        ds = _open_dataset(paths[0])
+    except (ValueError, FileNotFoundError):
+        raise
+    except Exception as err:  # rasterio / h5py / zarr raise their own types for unreadable files
+        raise ValueError(f"cannot read {' '.join(map(str, paths))} as a raster or dataset ({type(err).__name__}: {err})") from err
+    if variable and variable not in ds.data_vars:
+        raise ValueError(f"{paths[0]} has no variable {variable!r}; it has {list(ds.data_vars)}")
+    return ds[variable] if variable else ds
+
+
+def _open_dataset(path: Path) -> xr.Dataset:
+    if path.is_dir() and not any((path / meta).exists() for meta in ("zarr.json", ".zgroup", ".zmetadata")):
+        raise ValueError(f"input {path} is a directory but not a zarr store (no zarr.json or .zgroup); name a raster, netCDF or zarr file")
+    if path.suffix == ".zarr" or path.is_dir():
+        return xr.open_zarr(path, decode_coords="all")
+    return xr.open_dataset(path, chunks={}, decode_coords="all")
+
+
+def write_cube(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = False, inputs: Sequence[str | os.PathLike] = ()) -> Path:
+    """Write a (lazy) result by its suffix, GeoTIFF (:func:`to_raster`), netCDF or zarr, to a hidden sibling
+    moved into place when complete: a kill leaves the old file or the new one.
+
+    Parameters
+    ----------
+    da : xr.DataArray
+        The result.
+    path : str or os.PathLike
+        Ending in .tif, .tiff, .nc or .zarr.
+    overwrite : bool
+        Replace what is there (never one of ``inputs``).
+    inputs : sequence of path
+        Files the result is computed from: refused as the output.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+    """
+    path = check_output(path, OUTPUT_SUFFIXES, [*inputs, *sources(da)], overwrite)
+
+    def write(tmp: Path) -> None:
+        if path.suffix.lower() in (".tif", ".tiff"):
+            _geotiff(da, tmp)
+        elif path.suffix == ".zarr":
+            da.to_dataset(name=da.name or "data").to_zarr(tmp, mode="w-")
+        else:
+            da.to_dataset(name=da.name or "data").to_netcdf(tmp, engine="h5netcdf")
+
+    one_file = path.suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
+    with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
+        return replace_atomically(path, write)
+
+
+def sources(da: xr.DataArray) -> list[str]:
+    """The files a (lazy) result is read from, as far as xarray and dask tell: the ``source`` xarray records
+    when it opens a file, and the file managers of the arrays at the roots of its dask graph."""
+    found = [str(da.encoding["source"])] if da.encoding.get("source") else []
+    graph = da.data.__dask_graph__() if hasattr(da.data, "__dask_graph__") else None
+    for layer in (graph.layers.values() if graph is not None and hasattr(graph, "layers") else ()):
+        if not getattr(layer, "is_materialized", lambda: True)() or len(layer) != 1:
+            continue  # the arrays a graph starts from are one-key layers
+        found += _file_of(next(iter(layer.values())))
+    return found
+
+
+def _file_of(obj: Any, depth: int = 8) -> list[str]:
+    """The path behind a lazily indexed backend array (xarray's wrappers around a file manager), if any."""
+    for _ in range(depth):
+        manager = getattr(obj, "manager", None) or getattr(getattr(obj, "datastore", None), "_manager", None)
+        args = getattr(manager, "_args", None)
+        if args and isinstance(args[0], (str, os.PathLike)):
+            return [os.fspath(args[0])]
+        obj = getattr(obj, "array", None)
+        if obj is None:
+            break
+    return []

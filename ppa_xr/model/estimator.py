@@ -1,0 +1,626 @@
+"""The PPA estimator: scikit-learn's contract around the core (a thin adapter).
+
+Its parameters are the fields of :class:`~ppa_xr.core.spec.Spec`: ``__init__``
+and the class's Parameters section are made from that declaration. ``fit``
+checks them once (a ``Spec``) and hands them to
+:func:`~ppa_xr.core.ppa.fit_params`; every other method hands the fitted
+parameters (``params_``) to a core kernel or measure.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core import blas, checks, errors, kernels, spec
+from ..core.checks import warn_user
+from ..core.keys import FitSample
+from ..core.params import PPAParams
+from ..core.ppa import fit_params
+from ..core.spec import Spec
+from . import display, file
+from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, set_outputs,
+                       validate_data)
+from .labels import FeatureLabels
+
+#: rows of the fitting sample the stored error curve against PCA (``fit_error_ratio_``) is measured on
+SUMMARY_ROWS = 20_000
+#: features whose standard deviations differ by more than this make PPA (and PCA) describe only the largest
+SCALE_RATIO_WARNING = 1e3
+
+
+def _init_of(declared: Spec) -> Any:
+    """``__init__`` with every parameter of the spec (``n_components`` positional, the rest keyword-only, as
+    scikit-learn's estimators), storing each as given: scikit-learn's ``get_params`` / ``clone`` contract."""
+    kinds = {"n_components": inspect.Parameter.POSITIONAL_OR_KEYWORD}
+    signature = inspect.Signature([inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
+        inspect.Parameter(name, kinds.get(name, inspect.Parameter.KEYWORD_ONLY), default=default)
+        for name, default in declared.values().items()
+    ])
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for name in spec.names():
+            setattr(self, name, bound.arguments[name])
+
+    __init__.__signature__ = signature  # type: ignore[attr-defined]
+    __init__.__doc__ = "Store the parameters as given; ``fit`` checks them."
+    return __init__
+
+
+class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    __init__ = _init_of(Spec())
+
+    def get_spec(self) -> Spec:
+        """The parameters, checked, as the core takes them.
+
+        Returns
+        -------
+        Spec
+            Every parameter, checked; a bad value raises ValueError naming it.
+        """
+        return Spec(**self.get_params(deep=False))
+
+    def fit(self, X: Any, y: Any = None, groups: Any = None, progress: bool = False) -> PPA:
+        """Fit the PPA map on ``X``; rows with NaN or inf are refused.
+
+        The fit runs on the data divided by a power of two near its spread,
+        so tiny or huge units fit as well as unit ones.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Finite training samples.
+        y : None
+            Ignored (scikit-learn's signature).
+        groups : array-like of shape (n_samples,), optional
+            Labels of samples that must be held out together when degrees are
+            selected, e.g. the spatial block of each pixel (``cube.ppa.fit``
+            passes them): correlated neighbours then cannot vouch for a curve
+            that does not transfer.
+        progress : bool
+            Show a progress bar of the steps (``tqdm.auto``: a widget in a notebook, stderr elsewhere).
+
+        Returns
+        -------
+        PPA
+            The fitted estimator.
+        """
+        declared = self.get_spec()
+        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
+        return self._fit(X, declared, groups, None, None, progress)
+
+    @classmethod
+    def fitted(cls, X: np.ndarray, declared: Spec, groups: np.ndarray | None = None, features: FeatureLabels | None = None,
+               sample: FitSample | None = None, progress: bool = False) -> PPA:
+        """A model fitted on a prepared sample with checked parameters: the cube layer's way in.
+
+        Parameters
+        ----------
+        X : np.ndarray
+            (n, d) finite samples.
+        declared : Spec
+            The parameters, already checked.
+        groups : np.ndarray, optional
+            (n,) labels held out together in the degree selection.
+        features : FeatureLabels, optional
+            What the features are called in the cube (kept as ``features_``).
+        sample : FitSample, optional
+            Which pixels of which cubes ``X`` is (kept as ``sample_``), so reports can hold them out.
+        progress : bool
+            Show a progress bar of the steps.
+
+        Returns
+        -------
+        PPA
+            The fitted estimator.
+        """
+        model = cls(**declared.values())
+        X = validate_data(model, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
+        return model._fit(X, declared, groups, features, sample, progress)
+
+    def _fit(self, X: np.ndarray, declared: Spec, groups: Any, features: FeatureLabels | None, sample: FitSample | None,
+             progress: bool) -> PPA:
+        if groups is not None and np.shape(groups) != (len(X),):
+            raise ValueError(f"groups must hold one label per sample, shape ({len(X)},), got shape {np.shape(groups)}")
+        bad = ~np.isfinite(X).all(axis=1)
+        if bad.any():  # pixels without data, as a cube's invalid pixels: fitted on the complete rows, said so
+            if bad.all():
+                raise ValueError(f"every one of the {len(X)} rows of X has a NaN or inf; PPA needs complete rows")
+            warn_user(f"X has {int(bad.sum())} of {len(X)} rows with NaN or inf: PPA is fitted on the {int((~bad).sum())} complete "
+                      "rows (transform gives NaN for such rows)", UserWarning)
+            X = X[~bad]
+            groups = None if groups is None else np.asarray(groups)[~bad]
+        n, d = X.shape
+        if d < 2:
+            raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
+        declared.for_data(n, d)
+        rng = checks.rng_of(declared.random_state)
+        bar = _progress_bar(d - 1) if progress else None
+        try:
+            # BLAS on one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and
+            # stable under load, where the default threads doubled the fit time (docs/performance.md)
+            with np.errstate(over="raise", invalid="raise", divide="raise"), blas.every_blas_on_one_thread():
+                params = fit_params(X, declared, groups=groups, rng=rng,
+                                    progress=(lambda done, total: bar.update(done - bar.n)) if bar is not None else None)
+        except FloatingPointError as err:
+            raise ValueError(f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree") from err
+        finally:
+            if bar is not None:
+                bar.close()
+        if not (declared.standardize or declared.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
+            _warn_on_scales(np.sqrt(params.pca_variance @ params.pca_rotation**2))
+        rows = X if n <= SUMMARY_ROWS else X[rng.choice(n, SUMMARY_ROWS, replace=False)]
+        self._set_fitted(params, declared, features, sample)
+        self.fit_error_ratio_ = errors.compare_errors(params, rows).relative
+        return self
+
+    def _set_fitted(self, params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None) -> None:
+        self.params_ = params
+        self.features_, self.sample_ = features, sample
+        self.mean_ = params.mean
+        self.whitening_ = params.whitening
+        self.scale_ = params.feature_scale
+        if declared.noise_cov is not None:
+            self.noise_cov_ = declared.noise_cov
+            self.snr_ = params.explained_variance - 1
+        self.components_ = params.rotation
+        self.degrees_ = params.degrees
+        self.explained_variance_ = params.explained_variance
+        total = params.explained_variance.sum()
+        self.explained_variance_ratio_ = params.explained_variance / total if total > 0 else np.zeros_like(params.explained_variance)
+        self.n_features_in_ = params.n_features
+        self.n_components_ = declared.n_components or params.n_features
+        self.whitened_units_ = "standardized units" if declared.standardize else "noise units" if declared.noise_cov is not None else None
+        set_outputs(self, self.n_components_)  # names "ppa0", "ppa1", ... for set_output
+
+    @classmethod
+    def from_params(cls, params: PPAParams, declared: Spec, features: FeatureLabels | None = None,
+                    sample: FitSample | None = None) -> PPA:
+        """A fitted estimator around existing parameters (e.g. read from a file).
+
+        Parameters
+        ----------
+        params : PPAParams
+            The fitted arrays.
+        declared : Spec
+            The parameters they were fitted with.
+        features : FeatureLabels, optional
+            The feature labels.
+        sample : FitSample, optional
+            The fitting sample's record.
+
+        Returns
+        -------
+        PPA
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            Parameters that disagree with the arrays (degrees not among the candidates, other tails, a wrong shape).
+        """
+        declared.for_data(None, params.n_features)
+        allowed = set(declared.candidates) | {1}
+        if not set(params.degrees.tolist()) <= allowed:
+            raise ValueError(f"the fitted degrees {sorted(set(params.degrees.tolist()))} are not among the candidates {sorted(allowed)}")
+        if params.tails != declared.tails:
+            raise ValueError(f"the fitted tails {params.tails!r} disagree with the parameter tails={declared.tails!r}")
+        model = cls(**declared.values())
+        model._set_fitted(params, declared, features, sample)
+        return model
+
+    def to_xarray(self) -> Any:
+        """The fitted results as labelled xarray objects, as xeofs users expect.
+
+        Returns
+        -------
+        xr.Dataset
+            ``components`` (component x feature: the leading vectors, rows of
+            ``components_``) with the feature labels and coordinates of the cube
+            the model was fitted on, ``explained_variance`` and
+            ``explained_variance_ratio`` (component), ``snr`` (component, with
+            ``noise_cov``) and ``degree`` (step: the polynomial degree of each
+            step; 1 is straight). ``components`` are in whitened units for a
+            standardizing or noise-whitening model (``whitened_units_``).
+
+        Examples
+        --------
+        >>> model.to_xarray().explained_variance_ratio.sel(component=slice(1, 3))  # doctest: +SKIP
+        """
+        import xarray as xr
+
+        check_is_fitted(self)
+        d = self.n_features_in_
+        features = self.features_ or FeatureLabels("feature")
+        ds = xr.Dataset(
+            {
+                "components": (("component", features.dim), self.components_, {"long_name": "leading vectors in input space (rows of A)"}),
+                "explained_variance": ("component", self.explained_variance_, {"long_name": "variance of each component on the fitting sample"}),
+                "explained_variance_ratio": ("component", self.explained_variance_ratio_, {"long_name": "share of the total variance"}),
+                "degree": ("step", self.degrees_, {"long_name": "polynomial degree of each step (1: straight)"}),
+            },
+            coords={"component": np.arange(1, d + 1), "step": np.arange(1, d)},
+        )
+        if hasattr(self, "snr_"):
+            ds["snr"] = ("component", self.snr_, {"long_name": "signal-to-noise ratio of each component"})
+        return ds.assign(components=features.attach(ds["components"]))
+
+    def to_dataset(self) -> Any:
+        """The fitted model as data: its arrays (with checksums), labels, parameters and provenance.
+
+        Returns
+        -------
+        xr.Dataset
+            What :meth:`save` writes (:mod:`ppa_xr.model.file`).
+        """
+        check_is_fitted(self)
+        return file.to_dataset(self.params_, self.get_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None))
+
+    @classmethod
+    def from_dataset(cls, ds: Any, source: str = "dataset") -> PPA:
+        """The model of :meth:`to_dataset`, every array and parameter checked.
+
+        Parameters
+        ----------
+        ds : xr.Dataset
+            A model as :meth:`to_dataset` gives it.
+        source : str
+            What to call it in errors (a file name).
+
+        Returns
+        -------
+        PPA
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            A damaged, inconsistent or foreign dataset, named.
+        """
+        params, declared, features, sample = file.from_dataset(ds, source)
+        try:
+            model = cls.from_params(params, declared, features, sample)
+        except ValueError as err:
+            raise ValueError(f"{source} is corrupt: {err}") from err
+        ratio = file.error_ratio(ds, source)
+        if ratio is not None:
+            model.fit_error_ratio_ = ratio
+        return model
+
+    def save(self, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:
+        """Save as data: netCDF (``.nc``) or zarr (``.zarr``), written atomically.
+
+        An existing path is replaced only when it holds a ppa_xr model and
+        ``overwrite=True``; anything else there is never touched (a model
+        store holding other files is refused). Concurrent saves and loads of
+        one path take turns on a lock file beside it: the last save wins whole.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Where to write, ending in ``.nc`` or ``.zarr``.
+        format : {"netcdf", "zarr"}, optional
+            When the suffix does not say.
+        overwrite : bool
+            Replace a model already there.
+
+        Returns
+        -------
+        pathlib.Path
+            The path written.
+        """
+        return file.write(self.to_dataset(), path, format, overwrite)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, format: str | None = None) -> PPA:
+        """Read a model written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A ``.nc`` or ``.zarr`` model.
+        format : {"netcdf", "zarr"}, optional
+            When the suffix does not say.
+
+        Returns
+        -------
+        PPA
+            The fitted estimator, every array checked against its checksum.
+
+        Raises
+        ------
+        ValueError
+            A corrupt, truncated, foreign or newer-format file, named.
+        """
+        return cls.from_dataset(file.read(path, format), source=str(path))
+
+    @property
+    def feature_dim_(self) -> Hashable | None:
+        """The cube dimension the model's features lie along (None when fitted on a plain array)."""
+        return self.features_.dim if self.features_ else None
+
+    @property
+    def feature_labels_(self) -> np.ndarray | None:
+        """The labels of the features along :attr:`feature_dim_`, in fitted order (None: by position)."""
+        return self.features_.labels if self.features_ else None
+
+    @property
+    def feature_coords_(self) -> dict[str, np.ndarray]:
+        """Other per-feature coordinates of the fitting cube (e.g. wavelengths)."""
+        return self.features_.coords if self.features_ else {}
+
+    @property
+    def pca_(self) -> PPA:
+        """PCA of the same fitting sample (a fitted ``PPA(degree=1)``): the like-for-like baseline."""
+        check_is_fitted(self)
+        pca = PPA.from_params(self.params_.pca(), self.get_spec().pca(), self.features_, self.sample_)
+        if hasattr(self, "feature_names_in_"):
+            pca.feature_names_in_ = self.feature_names_in_
+        return pca
+
+    def check_input(self, X: Any) -> np.ndarray:
+        """``X`` as the fitted model takes it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples; rows with NaN or inf are kept (every map gives them NaN).
+
+        Returns
+        -------
+        np.ndarray
+            2-D, the fitted number of features, float32 or float64 (other numbers as float64).
+        """
+        check_is_fitted(self)
+        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)
+
+    def transform(self, X: Any) -> np.ndarray:
+        """PPA coordinates of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples; a row with NaN or inf gives NaN (as on cubes).
+
+        Returns
+        -------
+        np.ndarray
+            (n_samples, n_components) components (divided by their standard deviations with ``whiten=True``).
+        """
+        X = self.check_input(X)
+        R = kernels.forward(X, self.params_, self.n_components_)
+        return R / self._spread(R.shape[1], R.dtype) if self.whiten else R
+
+    def _spread(self, k: int, dtype: np.dtype) -> np.ndarray:
+        return np.sqrt(np.maximum(self.explained_variance_[:k], np.finfo(float).tiny)).astype(dtype)
+
+    def inverse_transform(self, X: Any) -> np.ndarray:
+        """Back to input space from the ``k <= d`` leading components.
+
+        With ``k < d`` this is the ``k``-component reconstruction: the residual
+        after step ``k`` is set to its mean (zero) and only the first ``k``
+        inverse steps run, so ``inverse_transform(transform(X)[:, :k])`` is
+        never further from ``X`` than PCA's reconstruction on the fitting sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, k)
+            The first k components of each sample.
+
+        Returns
+        -------
+        np.ndarray
+            (n_samples, n_features) points in input space, floating point.
+        """
+        check_is_fitted(self)
+        R = np.asarray(X)
+        if R.ndim != 2:
+            raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
+        checks.check_components(R.shape[1], self.n_features_in_, "the number of components per row")
+        if R.dtype.kind not in "iuf":
+            raise TypeError(f"components must be real numbers, got dtype {R.dtype}")
+        if R.dtype.kind != "f":
+            R = R.astype(np.float64)
+        return kernels.inverse(R * self._spread(R.shape[1], R.dtype) if self.whiten else R, self.params_)
+
+    def jacobian(self, X: Any) -> np.ndarray:
+        """Analytic Jacobian ``dr/dx`` at every sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Points in input space.
+
+        Returns
+        -------
+        np.ndarray
+            (n_samples, d, d); ``|det| = 1`` (``prod 1 / scale_`` with ``standardize=True``); NaN for invalid rows.
+        """
+        return kernels.jacobian(self.check_input(X), self.params_)
+
+    def reconstruct(self, X: Any, n_components: int) -> np.ndarray:
+        """Reconstruction of ``X`` from its first ``n_components`` PPA components (see :meth:`inverse_transform`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples.
+        n_components : int
+            Components kept, 1..d.
+
+        Returns
+        -------
+        np.ndarray
+            (n_samples, n_features) reconstructions.
+        """
+        return kernels.reconstruct(self.check_input(X), self.params_, n_components)
+
+    def reconstruction_mse(self, X: Any) -> np.ndarray:
+        """Reconstruction error keeping ``k = 1..d`` components, from one forward pass.
+
+        Entry ``k-1`` is the mean over samples of the squared error summed over
+        features, ``mean_i sum_j (x_ij - x^_ij)^2`` (divide by ``d`` for the
+        mean per feature); with ``standardize=True`` each feature's squared
+        error is divided by its variance, ``scale_**2``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        np.ndarray
+            (d,) mean squared errors, in squared input units (whitened units for a whitening model).
+        """
+        return np.mean(kernels.error_curve(self.check_input(X), self.params_), axis=0)
+
+    def evaluate(self, X: Any) -> errors.ErrorComparison:
+        """PPA against its own PCA (:attr:`pca_`) on the samples ``X``, ideally not used to fit.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Finite samples.
+
+        Returns
+        -------
+        ErrorComparison
+            Both mean error curves over ``k = 1..d-1``, ``relative`` (``100 e_PPA / e_PCA``: below 100 PPA
+            wins), its standard error, ``low()`` its lower confidence bound and ``worse_at()`` the k where PPA is
+            worse beyond sampling noise.
+        """
+        X = self.check_input(X)
+        return errors.compare_errors(self.params_, X[np.isfinite(X).all(axis=1)])
+
+    def __repr__(self, N_CHAR_MAX: int = 700) -> str:
+        """scikit-learn's repr of the parameters, and for a fitted model its summary (:mod:`ppa_xr.model.display`)."""
+        text = super().__repr__(N_CHAR_MAX)
+        return f"{text}\n{display.text(self)}" if hasattr(self, "params_") else text
+
+    def _html_repr(self) -> str:
+        """In a notebook: the fitted model's summary above scikit-learn's parameter widget."""
+        widget = html_widget(self)
+        return display.html_table(self) + widget if hasattr(self, "params_") else widget
+
+    def __sklearn_tags__(self) -> Any:
+        """Transforms take rows with NaN (they give NaN, as pixels of a cube do); ``fit`` refuses them."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+
+PPA.__doc__ = f"""Principal Polynomial Analysis (Laparra et al., 2014).
+
+``d-1`` sequential shears: at step ``p`` the residual is projected on a
+leading vector, ``alpha_p = e_p^T x_{{p-1}}``, and a polynomial prediction of
+the orthogonal part is removed, ``x_p = E_p^T x_{{p-1}} - W_p v(alpha_p)``.
+The output is ``r = [alpha_1, ..., alpha_{{d-1}}, x_{{d-1}}]``. The map is
+invertible in closed form and volume preserving (``|det J| = 1``);
+``degree=1`` is PCA.
+
+{spec.documented()}
+
+Attributes
+----------
+params_ : PPAParams
+    The fitted arrays the kernels and measures use.
+mean_ : np.ndarray of shape (d,)
+    The mean of the fitting sample.
+components_ : np.ndarray of shape (d, d)
+    The rotation ``A``: rows are the leading vectors in input space.
+degrees_ : np.ndarray of shape (d-1,)
+    The polynomial degree of each step (1: straight, as PCA's).
+explained_variance_ : np.ndarray of shape (d,)
+    Each output's variance on the fitting sample, dividing by ``n``: the
+    quantity the reconstruction errors and Property 2 are stated in
+    (scikit-learn's PCA divides by ``n - 1``).
+explained_variance_ratio_ : np.ndarray of shape (d,)
+    Shares of the total variance.
+n_features_in_ : int
+    Features seen in fit.
+n_components_ : int
+    Components :meth:`transform` returns.
+whitened_units_ : str or None
+    What components, variances and errors are measured in when not the
+    input's units: ``"standardized units"`` (``standardize=True``),
+    ``"noise units"`` (``noise_cov``), else None.
+pca_ : PPA
+    PCA of the same fitting sample, the like-for-like baseline.
+scale_ : np.ndarray of shape (d,) or None
+    The features' standard deviations with ``standardize=True``, ones
+    without whitening, None with ``noise_cov``.
+whitening_ : np.ndarray of shape (d, d)
+    ``W``: the map acts on ``W (x - mean)``.
+noise_cov_, snr_ : np.ndarray
+    With ``noise_cov``: the noise covariance, and each component's
+    signal-to-noise ratio, ``explained_variance_ - 1`` (to first order for
+    curved steps; descending).
+fit_error_ratio_ : np.ndarray of shape (d-1,)
+    ``100 e_PPA(k) / e_PCA(k)`` on the fitting sample (at most
+    {SUMMARY_ROWS} of its rows), shown in the model's summary.
+features_ : FeatureLabels or None
+    The feature dimension, labels and coordinates of the cube fitted on.
+sample_ : FitSample or None
+    Which pixels of which cubes the model was fitted on.
+
+See Also
+--------
+ppa_xr.cube.fit : the fit on a cube's sampled pixels (``cube.ppa.fit``).
+
+Examples
+--------
+>>> from ppa_xr import PPA
+>>> from ppa_xr.datasets import load_table
+>>> X = load_table("Sat").data
+>>> model = PPA(random_state=0).fit(X)
+>>> model.transform(X).shape
+(6435, 36)
+"""
+
+
+def _warn_on_scales(std: np.ndarray) -> None:
+    std = std[std > 0]
+    if len(std) > 1 and std.max() > SCALE_RATIO_WARNING * std.min():
+        warn_user(
+            f"the features' standard deviations differ by {std.max() / std.min():.1e}: PPA, like PCA, then describes "
+            "almost only the largest. If their units are not comparable (e.g. geopotential and wind), pass standardize=True "
+            "(ppa-xr fit --standardize): each feature is divided by its standard deviation, and the inverse undoes it",
+            UserWarning)
+
+
+def _progress_bar(steps: int) -> Any:
+    """A progress bar of the fit's steps: a widget in a notebook, a line on stderr elsewhere (``tqdm.auto``)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=steps, desc="PPA fit", unit="step")
+
+
+def load_model(path: str | os.PathLike, format: str | None = None) -> PPA:
+    """Read a model written by :meth:`PPA.save` (same as :meth:`PPA.load`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.nc`` or ``.zarr`` model written by :meth:`PPA.save`.
+    format : {"netcdf", "zarr"}, optional
+        When the suffix does not say.
+
+    Returns
+    -------
+    PPA
+        The fitted model, every array checked against its checksum.
+
+    Raises
+    ------
+    ValueError
+        A corrupt, truncated, foreign or newer-format file, named.
+    """
+    return PPA.load(path, format)
