@@ -58,22 +58,9 @@ def open_band_stack(
 
     paths = [Path(p) for p in paths]
     bands = [band_name(p) for p in paths] if bands is None else list(bands)
-    if len(bands) != len(paths) or not paths:
-        raise ValueError(f"need one label per file, got {len(bands)} labels for {len(paths)} files")
-    resolved = [p.resolve() for p in paths]
-    repeated = sorted({str(p) for p in paths if resolved.count(p.resolve()) > 1})
-    if repeated:
-        raise ValueError(f"the same file is given more than once: {repeated}; give each band's file once")
-    if len({str(b) for b in bands}) != len(bands):
-        raise ValueError(f"band labels repeat: {bands}; give every band a distinct label")
+    _check_stack(paths, bands)
     layers = [rioxarray.open_rasterio(p, chunks=chunks, masked=masked) for p in paths]
-    first = layers[0]
-    for path, layer in zip(paths, layers):
-        if layer.sizes["band"] != 1:
-            raise ValueError(f"{path} has {layer.sizes['band']} bands; open multiband files with rioxarray.open_rasterio")
-        same_grid = layer.shape == first.shape and layer.rio.crs == first.rio.crs and layer.rio.transform() == first.rio.transform()
-        if not same_grid:
-            raise ValueError(f"{path} is not on the grid of {paths[0]} (shape, CRS or transform differ); resample it first")
+    _check_grids(paths, layers)
     nodata = {layer.rio.nodata for layer in layers}
     if len(nodata) > 1:  # one nodata per band: mask each with its own
         dtype = np.result_type(np.float32, *(layer.dtype for layer in layers))
@@ -83,6 +70,29 @@ def open_band_stack(
     cube = xr.concat([layer.squeeze("band", drop=True) for layer in layers], dim="band", combine_attrs="drop_conflicts")
     cube = cube.assign_coords(band=bands)
     return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
+
+
+def _check_stack(paths: list[Path], bands: list[Hashable]) -> None:
+    """One distinct label per file, each file once."""
+    if len(bands) != len(paths) or not paths:
+        raise ValueError(f"need one label per file, got {len(bands)} labels for {len(paths)} files")
+    resolved = [p.resolve() for p in paths]
+    repeated = sorted({str(p) for p in paths if resolved.count(p.resolve()) > 1})
+    if repeated:
+        raise ValueError(f"the same file is given more than once: {repeated}; give each band's file once")
+    if len({str(b) for b in bands}) != len(bands):
+        raise ValueError(f"band labels repeat: {bands}; give every band a distinct label")
+
+
+def _check_grids(paths: list[Path], layers: list[xr.DataArray]) -> None:
+    """Every file one band, on the first file's grid (shape, CRS and transform)."""
+    first = layers[0]
+    for path, layer in zip(paths, layers):
+        if layer.sizes["band"] != 1:
+            raise ValueError(f"{path} has {layer.sizes['band']} bands; open multiband files with rioxarray.open_rasterio")
+        same_grid = layer.shape == first.shape and layer.rio.crs == first.rio.crs and layer.rio.transform() == first.rio.transform()
+        if not same_grid:
+            raise ValueError(f"{path} is not on the grid of {paths[0]} (shape, CRS or transform differ); resample it first")
 
 
 def band_name(path: str | os.PathLike) -> str:
