@@ -23,7 +23,7 @@ import numpy as np
 import xarray as xr
 
 from .core import spec
-from .cube.rasters import OUTPUT_SUFFIXES, open_cube, write_cube
+from .cube.rasters import OUTPUT_SUFFIXES, open_cube, with_grid_mapping, write_cube
 from .model import PPA, load_model
 from .model.atomic import check_output, replace_atomically
 from .model.file import check_path
@@ -85,7 +85,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 def _cmd_transform(args: argparse.Namespace) -> int:
     output = _output(args, args.output)
     model = load_model(args.model)
-    scores = _cube(args, model).ppa.transform(model, n_components=args.n_components)
+    scores = _cube(args, model).ppa.transform(model, n_components=args.n_components, check=True)
     _write(scores, output, args)
     print(f"wrote {output}: {dict(scores.sizes)}")
     return 0
@@ -141,7 +141,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     replace_atomically(outputs[0], lambda tmp: tmp.write_text(f"# PPA report: {' '.join(args.inputs)}\n\n{report.attrs['estimated_on']}\n\n{summary}\n"))
     replace_atomically(outputs[1], lambda tmp: plot_report(report).savefig(tmp, dpi=100, format="png"))
     maps = report[[name for name in report.data_vars if report[name].ndim >= 2]]
-    replace_atomically(outputs[2], lambda tmp: maps.to_netcdf(tmp, engine="h5netcdf"))
+    replace_atomically(outputs[2], lambda tmp: with_grid_mapping(maps).to_netcdf(tmp, engine="h5netcdf"))
     print(summary)
     print(f"wrote {', '.join(map(str, outputs))}")
     return 0

@@ -42,14 +42,14 @@ def test_shift_warning_fires_on_a_shifted_scene_and_names_k_and_the_fix(abu, rig
     assert worse and all(report.relative_error_low.sel(component=k) > 100 * (1 + ALLOWANCE) for k in worse)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        scores = left.chunk({"x": 25, "y": 25}).ppa.transform(right_model)
+        scores = left.chunk({"x": 25, "y": 25}).ppa.transform(right_model, check=True)
     (message,) = _shift_warnings(record)
     assert "\n" not in message and f"k = {worse[0]}" in message and "fit_pooled" in message and "model.pca_" in message
     assert scores.chunks is not None  # still lazy
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        left.ppa.transform(right_model, n_components=worse[0] - 1, check=False)
-        maps.transform(left, right_model, n_components=max(worse[0] - 1, 1))  # only k below the first bad one
+        left.ppa.transform(right_model)  # unchecked by default: lazy, nothing read
+        maps.transform(left, right_model, n_components=max(worse[0] - 1, 1), check=True)  # only k below the first bad one
     assert not _shift_warnings(record)
 
 
@@ -63,7 +63,7 @@ def test_shift_check_stays_quiet_on_random_splits(landsat):
         model = fit_half.ppa.fit(n_samples=20_000, random_state=seed)
         with warnings.catch_warnings(record=True) as record:
             warnings.simplefilter("always")
-            other.chunk({"x": 80, "y": 80}).ppa.transform(model)
+            other.chunk({"x": 80, "y": 80}).ppa.transform(model, check=True)
             other.ppa.information_report(model, n_components=3, n_samples=20_000)
         quiet += not _shift_warnings(record)
     assert quiet == 4
@@ -115,7 +115,7 @@ def test_pooled_fit_over_cubes_with_different_grids(tmp_path, landsat):
     single = a.ppa.fit(n_samples=3000, random_state=0)
     again = ppa_xr.fit_pooled([a], n_samples=3000, random_state=0)
     np.testing.assert_array_equal(single.components_, again.components_)
-    with pytest.raises(ValueError, match="missing"):
+    with pytest.raises(ValueError, match="lacks 2 of the model.s 10 features"):
         ppa_xr.fit_pooled([a, b.isel(band=slice(0, 8))], n_samples=1000)
     with pytest.raises(TypeError, match="list of cubes"):
         ppa_xr.fit_pooled(a)

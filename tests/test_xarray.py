@@ -5,8 +5,11 @@ import pickle
 import dask
 import dask.array as dsa
 import numpy as np
+from dask.callbacks import Callback
 import pytest
 import xarray as xr
+
+import ppa_xr
 
 from ppa_xr.cube import shift as transfer
 from ppa_xr.datasets import open_rgb_byte
@@ -58,7 +61,18 @@ def test_transform_is_lazy_and_keeps_metadata(landsat, model):
     assert err.dims == ("y", "x")
 
 
-def test_transform_check_reads_a_few_chunks_and_stays_lazy(landsat, model):
+class Computations(Callback):
+    """Counts dask computations (each ``compute``, whatever the scheduler) while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def _start(self, dsk) -> None:
+        self.count += 1
+
+
+def test_transform_computes_nothing_until_asked(landsat, model):
     reads = []
 
     def counted(block):
@@ -68,12 +82,33 @@ def test_transform_check_reads_a_few_chunks_and_stays_lazy(landsat, model):
 
     source = landsat.chunk({"x": 40, "y": 40})  # 64 chunks
     cube = source.copy(data=source.data.map_blocks(counted, dtype=source.dtype))
-    scores = cube.ppa.transform(model, n_components=4)  # the transfer check reads a few chunks now
-    assert 0 < len(reads) <= transfer.CHECK_CHUNKS + 1 < 64  # + the chunk of the fitting sample's witness pixel
+    with Computations() as computations:
+        scores = cube.ppa.transform(model, n_components=4)
+        back = scores.ppa.inverse_transform(model)
+        error = cube.ppa.reconstruction_error(model, 3)
+    assert computations.count == 0 and reads == []  # graphs only
+    assert isinstance(scores.data, dsa.Array) and isinstance(back.data, dsa.Array) and isinstance(error.data, dsa.Array)
+    with Computations() as computations:
+        cube.ppa.transform(model, n_components=4, check=True)  # the shift check reads a few chunks now
+    assert computations.count > 0 and 0 < len(reads) <= transfer.CHECK_CHUNKS + 1 < 64  # + the chunk of the witness pixel
     checked = len(reads)
-    assert isinstance(scores.data, dsa.Array) and len(reads) == checked  # the transform itself computed nothing
     scores.compute()
     assert len(reads) == checked + 64
+
+
+def test_outputs_record_their_provenance(tmp_path, landsat, model):
+    scores = landsat.ppa.transform(model, n_components=3)
+    assert scores.attrs["ppa_xr_n_components"] == 3 and scores.attrs["ppa_xr_degrees"] == " ".join(map(str, model.degrees_))
+    assert scores.attrs["ppa_xr_model"].startswith("parameters ") and scores.attrs["ppa_xr_version"] == ppa_xr.__version__
+    loaded = ppa_xr.load_model(model.save(tmp_path / "m.nc"))
+    out = ppa_xr.write_cube(landsat.ppa.transform(loaded, n_components=3), tmp_path / "c.nc")
+    again = xr.open_dataset(out, engine="h5netcdf")  # xarray's defaults: the grid mapping is a coordinate, the CF way
+    assert str(tmp_path / "m.nc") in again["landsat8_ppa"].attrs["ppa_xr_model"] and again.rio.crs == landsat.rio.crs
+    tif = ppa_xr.to_raster(landsat.ppa.transform(loaded, n_components=2), tmp_path / "c.tif")
+    import rasterio
+
+    with rasterio.open(tif) as src:
+        assert src.tags()["ppa_xr_n_components"] == "2" and src.tags()["ppa_xr_degrees"] == " ".join(map(str, model.degrees_))
 
 
 @pytest.mark.parametrize("chunks", [None, {"x": 100, "y": 64}, {"band": 3, "x": 160, "y": 320}])
@@ -156,27 +191,41 @@ def test_dataset_of_band_variables(landsat, model):
     assert list(ds_model.feature_labels_) == list(ds.data_vars)
 
 
-def test_bands_reordered_by_label_or_refused(landsat, model):
+def test_bands_reordered_by_label_selected_from_more_or_refused(landsat, model):
     shuffled = landsat.isel(band=[3, 1, 0, 2, 4, 5, 6, 7, 9, 8])
     np.testing.assert_array_equal(shuffled.ppa.transform(model).values, landsat.ppa.transform(model).values)
-    with pytest.raises(ValueError, match=r"fitted on the 10 features .*\(\['B11'\] missing, \[\] not in the model\)"):
+    with pytest.raises(ValueError, match=r"the cube lacks 1 of the model's 10 features along 'band': \[B11\]"):
         landsat.isel(band=slice(0, 9)).ppa.transform(model)
     renamed = landsat.assign_coords(band=[f"C{i}" for i in range(10)])
-    with pytest.raises(ValueError, match=r"'C0'.* not in the model\); select the model's features"):
+    with pytest.raises(ValueError, match=r"lacks 10 .*cube.assign_coords\(band=model.feature_labels_\)"):
         renamed.ppa.transform(model)
-    with pytest.raises(ValueError, match=r"fitted on the 10 features .* the cube has \[1, 2, 3\]"):
-        open_rgb_byte().ppa.transform(model)
+    seven = landsat.isel(band=slice(0, 7)).ppa.fit(n_samples=5000, random_state=0)  # a model of B1..B7
+    with pytest.warns(UserWarning, match=r"3 features along 'band' the model was not fitted on, left out: \[B9, B10, B11\]"):
+        selected = landsat.ppa.transform(seven)  # a 10-band cube: the model's bands by label
+    np.testing.assert_array_equal(selected.values, landsat.isel(band=slice(0, 7)).ppa.transform(seven).values)
     rgb_model = open_rgb_byte().ppa.fit(n_samples=2000, random_state=0)
-    with pytest.raises(ValueError, match=r"fitted on the 3 features \[1, 2, 3\]"):
-        landsat.assign_coords(band=list(range(1, 11))).ppa.transform(rgb_model)
+    with pytest.raises(ValueError, match=r"lacks 3 of the model's 3 features along 'band': \[1, 2, 3\]"):
+        landsat.ppa.transform(rgb_model)
     unlabelled = landsat.drop_vars(["band", "wavelength"])  # no labels: checked by count
     np.testing.assert_array_equal(unlabelled.ppa.transform(model).values, landsat.ppa.transform(model).values)
     with pytest.raises(ValueError, match="fitted on 10 features, the cube has 9"):
         unlabelled.isel(band=slice(0, 9)).ppa.transform(model)
 
 
+def test_datetime_features_are_named_as_dates(tmp_path):
+    from ppa_xr.datasets import open_ersst_sample
+
+    sst = open_ersst_sample()["sst"]
+    model = sst.ppa.fit(dim="time", degree=1, random_state=0)
+    with pytest.raises(ValueError, match=r"lacks 12 .*\[2012-01-01, 2012-02-01, 2012-03-01, 2012-04-01, \.\.\., 2012-11-01, 2012-12-01\]") as caught:
+        sst.isel(time=slice(0, 24)).ppa.transform(model)
+    assert len(str(caught.value)) < 700 and "000000000" not in str(caught.value)
+    with pytest.raises(ValueError, match=r"cube.stack\(feature=\('lat', 'lon'\)\) with dim='feature'"):
+        sst.ppa.fit(dim=("lat", "lon"))
+
+
 def test_wrong_dimension_name(landsat, model):
-    with pytest.raises(ValueError, match=r"no dimension 'band' \(its dims are \('bands', 'y', 'x'\)\).*rename"):
+    with pytest.raises(ValueError, match=r"no dimension 'band' \(its dims are \('bands', 'y', 'x'\)\); pass dim= .* dim='bands'"):
         landsat.rename(band="bands").ppa.transform(model)
     with pytest.raises(ValueError, match="no dimension 'wavelength_dim'"):
         landsat.ppa.fit(dim="wavelength_dim")

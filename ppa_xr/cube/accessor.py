@@ -41,8 +41,8 @@ class _PPAAccessor:
         return sampling.sample_valid_pixels(self._obj, dim, n_samples, random_state, return_groups)
 
     @_delegates_to(maps.transform)
-    def transform(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = True) -> xr.DataArray:
-        """Lazy PPA components, after a quick check that PPA beats its PCA here; see :func:`ppa_xr.cube.transform`."""
+    def transform(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = False) -> xr.DataArray:
+        """Lazy PPA components (``check=True``: after a quick check that PPA beats its PCA here); see :func:`ppa_xr.cube.transform`."""
         return maps.transform(self._obj, model, n_components, dim, check)
 
     @_delegates_to(shift.evaluate)

@@ -43,7 +43,13 @@ def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray
             raise ValueError("the Dataset has no data variables to use as features")
         shapes = {name: obj[name].dims for name in obj.data_vars}
         if len(set(shapes.values())) > 1:
-            raise ValueError(f"all data variables must share their dimensions to be stacked as features, got {shapes}")
+            widest = max(shapes, key=lambda name: len(shapes[name]))
+            raise ValueError(
+                f"a Dataset's data variables are its features, and these do not share their dimensions: "
+                f"{', '.join(f'{name} {dims}' for name, dims in shapes.items())}. Pick the features: a DataArray such as "
+                f"ds[{str(widest)!r}] (its features along one of {shapes[widest]}), or the variables that share their dimensions, "
+                f"ds[[...]]"
+            )
         if dim in obj.dims:
             raise ValueError(f"the Dataset already has a dimension {dim!r}; pass another dim for its variables")
         masked = obj.map(masked_float, keep_attrs=True)
@@ -53,11 +59,16 @@ def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray
     if not isinstance(obj, xr.DataArray):
         raise TypeError(f"expected an xarray DataArray or Dataset, got {type(obj).__name__}")
     if dim not in obj.dims:
-        raise ValueError(
-            f"the cube has no dimension {dim!r} (its dims are {tuple(obj.dims)}); pass dim= naming the band/feature "
-            f"dimension, or rename yours, e.g. cube.rename({{'bands': {dim!r}}})"
-        )
+        raise ValueError(f"the cube has no dimension {dim!r} (its dims are {tuple(obj.dims)}); {_dim_advice(obj, dim)}")
     return masked_float(described_bands(obj, dim))
+
+
+def _dim_advice(da: xr.DataArray, dim: Hashable) -> str:
+    """What to pass instead of a ``dim`` the cube lacks: one of its dims, or the stacked dims as one."""
+    if isinstance(dim, tuple) and set(dim) <= set(da.dims):
+        return f"several dimensions as features are one stacked dimension: cube.stack(feature={dim!r}) with dim='feature'"
+    others = [d for d in da.dims if d not in SPATIAL_DIMS] or list(da.dims)
+    return f"pass dim= naming the feature dimension, e.g. dim={others[0]!r}"
 
 
 def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:

@@ -8,6 +8,7 @@ as it lies in memory, and nothing is computed until asked for.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable
 from functools import partial
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .._version import VERSION
 from ..core import kernels
 from ..core.checks import check_components
 from ..core.docstrings import shared
@@ -85,15 +87,19 @@ def map_kernel(
 
 
 def transform(
-    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = True,
+    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = False,
 ) -> xr.DataArray:
     """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid.
 
-    ``check=True``: first compare PPA with its own PCA on a quick sample of the
-    cube (:data:`~ppa_xr.cube.shift.CHECK_SAMPLES` pixels from at most :data:`~ppa_xr.cube.shift.CHECK_CHUNKS` chunks,
-    outside the fitting sample; computed now, the transform stays lazy) and
-    raise :class:`~ppa_xr.ShiftWarning` when PPA is worse at some
-    ``k <= n_components`` (:func:`~ppa_xr.cube.evaluate` shows the curves).
+    Nothing is read or computed until the result is: the graph maps the
+    kernel over the chunks. ``check=True`` first compares PPA with its own PCA
+    on a quick held-out sample of the cube (:data:`~ppa_xr.cube.shift.CHECK_SAMPLES`
+    pixels from at most :data:`~ppa_xr.cube.shift.CHECK_CHUNKS` chunks, read now)
+    and raises :class:`~ppa_xr.ShiftWarning` when PPA is worse at some
+    ``k <= n_components``; :func:`~ppa_xr.cube.evaluate`, the report and the
+    command line always check. The output's attributes record its provenance
+    (the model's digest and degrees, k, the ppa_xr version): written as
+    netCDF attributes or GeoTIFF tags.
 
     Parameters
     ----------
@@ -106,7 +112,7 @@ def transform(
     dim : hashable, optional
         The feature dimension, when it is not the one the model was fitted along.
     check : bool
-        Run the transfer check first (a few chunks read now).
+        Run the shift check first (a few chunks read now).
 
     Returns
     -------
@@ -124,7 +130,7 @@ def transform(
     if check:
         warn_on_shift(da, dim, model, k)
     out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", _component_units(da, model), params=model.params_, n_components=k)
-    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa"))
+    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
 
 
 def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
@@ -167,6 +173,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
     scores = _one_chunk_along(scores, dim)
     features = model.features_ or FeatureLabels("band")
     out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_).drop_vars(dim, errors="ignore"))
+    out = out.assign_attrs(provenance(model, "inverse transform", k))
     return out.to_dataset(dim=features.dim) if features.variables else out
 
 
@@ -191,7 +198,7 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
     k = check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
     out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
-    return (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction"))
+    return (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction")).assign_attrs(provenance(model, "reconstruction", k))
 
 
 @shared
@@ -215,7 +222,22 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
     name = f"squared reconstruction error summed over bands, {k} PPA components"
     units = _component_units(da, model)
     out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)
-    return out.rename(_name(obj, "reconstruction_error"))
+    return out.rename(_name(obj, "reconstruction_error")).assign_attrs(provenance(model, "squared reconstruction error", k))
+
+
+def provenance(model: PPA, output: str, k: int) -> dict[str, str | int]:
+    """What an output of ``model`` records about itself, as netCDF attributes and GeoTIFF tags: the model (its
+    file where it was read from one, and the digest of its parameters), its degrees, the components kept, the
+    ppa_xr version."""
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in model.params_.arrays().values())).hexdigest()[:16]
+    source = getattr(model, "source_", None)
+    return {
+        "ppa_xr_output": output,
+        "ppa_xr_model": f"{source} (parameters {digest})" if source else f"parameters {digest}",
+        "ppa_xr_degrees": " ".join(map(str, model.degrees_.tolist())),
+        "ppa_xr_n_components": int(k),
+        "ppa_xr_version": VERSION,
+    }
 
 
 def _name(obj: xr.DataArray | xr.Dataset, what: str) -> str:

@@ -254,9 +254,9 @@ def write_cube(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = Fals
         if path.suffix.lower() in (".tif", ".tiff"):
             _geotiff(da, tmp)
         elif path.suffix == ".zarr":
-            da.to_dataset(name=da.name or "data").to_zarr(tmp, mode="w-")
+            with_grid_mapping(da.to_dataset(name=da.name or "data")).to_zarr(tmp, mode="w-")
         else:
-            da.to_dataset(name=da.name or "data").to_netcdf(tmp, engine="h5netcdf")
+            with_grid_mapping(da.to_dataset(name=da.name or "data")).to_netcdf(tmp, engine="h5netcdf")
 
     one_file = path.suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
@@ -286,3 +286,15 @@ def _file_of(obj: Any, depth: int = 8) -> list[str]:
         if obj is None:
             break
     return []
+
+
+def with_grid_mapping(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with each variable's grid mapping (rioxarray's ``spatial_ref``) named among its coordinates, the CF
+    way: a reader opening the file with xarray's defaults then sees the CRS, without ``decode_coords="all"``."""
+    out = ds.copy()
+    for name in out.data_vars:
+        mapping = out[name].encoding.get("grid_mapping") or out[name].attrs.get("grid_mapping")
+        if mapping and mapping in out.coords:
+            listed = str(out[name].encoding.get("coordinates", "")).split()
+            out[name].encoding["coordinates"] = " ".join(dict.fromkeys([*listed, mapping]))
+    return out

@@ -339,7 +339,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         ValueError
             A corrupt, truncated, foreign or newer-format file, named.
         """
-        return cls.from_dataset(file.read(path, format), source=str(path))
+        model = cls.from_dataset(file.read(path, format), source=str(path))
+        model.source_ = str(path)
+        return model
 
     @property
     def feature_dim_(self) -> Hashable | None:
@@ -568,6 +570,8 @@ fit_error_ratio_ : np.ndarray of shape (d-1,)
     {SUMMARY_ROWS} of its rows), shown in the model's summary.
 features_ : FeatureLabels or None
     The feature dimension, labels and coordinates of the cube fitted on.
+source_ : str
+    The file a loaded model was read from (outputs record it).
 sample_ : FitSample or None
     Which pixels of which cubes the model was fitted on.
 

@@ -9,10 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+
+from ..core.checks import warn_user
+
+
+#: labels a message lists before eliding the middle
+SHOWN = 6
+
+
+def shown(labels: Any) -> str:
+    """Labels as their user wrote them (dates as dates, not nanoseconds), a long list cut in the middle."""
+    values = np.asarray(labels)
+    text = [str(v) for v in (np.datetime_as_string(values, unit="auto") if values.dtype.kind == "M" else values.tolist())]
+    return "[" + ", ".join(text if len(text) <= SHOWN else text[: SHOWN - 2] + ["...", *text[-2:]]) + f"]{'' if len(text) <= SHOWN else f' ({len(text)} in all)'}"
 
 
 def _duplicates(labels) -> list:
@@ -73,22 +87,26 @@ class FeatureLabels:
         return FeatureLabels(dim, self.labels, self.coords, self.levels, self.variables)
 
     def select(self, da: xr.DataArray, n_features: int) -> xr.DataArray:
-        """``da``'s features in the fitted order: reordered by label, or refused with what is missing or extra."""
+        """``da``'s features in the fitted order: reordered by label, the model's bands taken from a cube that
+        has more (the others named in a warning), or refused with what is missing."""
         if self.labels is not None and self.dim in da.coords:
-            have, want = da[self.dim].values.tolist(), self.labels.tolist()
+            cube_labels = da[self.dim].values
+            have, want = cube_labels.tolist(), self.labels.tolist()
             if dups := _duplicates(have):
                 raise ValueError(f"the cube's labels along {self.dim!r} repeat: {dups}; the model cannot tell those features apart")
             if have != want:
-                missing, extra = [x for x in want if x not in have], [x for x in have if x not in want]
-                if missing or extra:
+                missing = self.labels[[label not in have for label in want]]
+                extra = cube_labels[[label not in want for label in have]]
+                if len(missing):
                     raise ValueError(
-                        f"the model was fitted on the {n_features} features {want} along {self.dim!r}, the cube has {have} "
-                        f"({missing} missing, {extra} not in the model); select the model's features by label "
-                        f"(Python: cube.sel({self.dim}={want}); command line: --bands NAME ...), or, when the cube holds the "
-                        f"model's bands in its order under other labels (e.g. a file's 1..n), label them as the model's "
-                        f"(Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: --match-bands position)"
+                        f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
+                        f"the model has {shown(self.labels)}, the cube {shown(cube_labels)}. Open a cube with those features; or, "
+                        f"when the cube holds the model's features in its order under other labels (e.g. a file's 1..n), label them "
+                        f"as the model's (Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: --match-bands position)"
                     )
-                da = da.isel({self.dim: [have.index(label) for label in want]})  # same features, another order
+                if len(extra):
+                    warn_user(f"the cube has {len(extra)} features along {self.dim!r} the model was not fitted on, left out: {shown(extra)}")
+                da = da.isel({self.dim: [have.index(label) for label in want]})  # the model's features, in its order
         if da.sizes[self.dim] != n_features:
             raise ValueError(f"the model was fitted on {n_features} features, the cube has {da.sizes[self.dim]} along {self.dim!r}")
         return da
