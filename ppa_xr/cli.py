@@ -107,21 +107,13 @@ def _cmd_inverse(args: argparse.Namespace) -> int:
     return 0
 
 
-def _error_table(cube: xr.DataArray, models: dict[str, PPA], ks: range) -> None:
-    """Reconstruction error per pixel (squared error summed over bands, mean over pixels) for each model and k
-    (one dask computation)."""
-    import dask
-
-    maps = {(name, k): cube.ppa.reconstruction_error(model, k).mean() for name, model in models.items() for k in ks}
-    values = dict(zip(maps, dask.compute(*maps.values())))
-    names = list(models)
-    print("k = components kept; error = squared reconstruction error summed over bands, mean over valid pixels (squared")
-    print(f"input units; lower is better); the last column is 100 x {names[0]} error / {names[-1]} error: below 100, {names[0]} "
-          f"reconstructs the scene better than {names[-1]} with the same k")
-    print(f"{'k':>3}" + "".join(f"{n + ' error':>16}" for n in names) + f"{'100*' + names[0] + '/' + names[-1]:>16}")
-    for k in ks:
-        row = [float(values[(n, k)]) for n in names]
-        print(f"{k:>3}" + "".join(f"{v:16.6g}" for v in row) + f"{100 * row[0] / row[-1]:16.1f}")
+def _error_table(curves: xr.Dataset) -> None:
+    """PPA's and its PCA's error curves (``evaluate``'s Dataset) as a table."""
+    print("k = components kept; error = squared reconstruction error summed over bands, mean over pixels (squared input units;")
+    print("lower is better); the last column is 100 x PPA error / PCA error: below 100, PPA reconstructs better than PCA with the same k")
+    print(f"{'k':>3}{'PPA error':>16}{'PCA error':>16}{'100*PPA/PCA':>16}")
+    for k, ppa, pca, ratio in zip(curves.component.values, curves.error_ppa.values, curves.error_pca.values, curves.relative_error.values):
+        print(f"{k:>3}{ppa:16.6g}{pca:16.6g}{ratio:16.1f}")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -160,12 +152,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
     print(f"Landsat 8 sample: {dict(cube.sizes)} {cube.dtype}, {cube.rio.crs}, chunks {cube.data.chunksize}")
-    ppa = cube.ppa.fit(n_samples=args.n_samples, random_state=args.seed)
-    print(f"PPA fitted on {args.n_samples} random valid pixels; degrees per step: {ppa.degrees_.tolist()} (the polynomial "
+    print(f"sampling {args.n_samples} valid pixels for the fit (one pass over the chunks):", file=sys.stderr)
+    ppa = cube.ppa.fit(n_samples=args.n_samples, random_state=args.seed, progress=True)
+    print(f"PPA fitted on {ppa.sample_.size} random valid pixels; degrees per step: {ppa.degrees_.tolist()} (the polynomial "
           f"degree of each of the d-1 steps: 1 is a straight step, as PCA's; higher bends that component's curve)")
     print(f"explained variance share, PPA: {np.round(ppa.explained_variance_ratio_[:4], 4).tolist()} ...")
-    print("reconstruction error over all pixels (lazy, chunk-wise):")
-    _error_table(cube, {"PPA": ppa, "PCA": ppa.pca_}, range(1, cube.sizes["band"]))
+    print(f"explained variance share, PCA: {np.round(ppa.pca_.explained_variance_ratio_[:4], 4).tolist()} ... (the PCA of the same sample)")
+    print("reconstruction error on every valid pixel the fit never saw (one pass over the chunks):", file=sys.stderr)
+    curves = cube.ppa.evaluate(ppa, n_samples=None)
+    print(f"reconstruction error on the {curves.attrs['n_pixels']} valid pixels outside the fitting sample (held out):")
+    _error_table(curves)
     if outputs:
         ppa.save(outputs[0], overwrite=args.overwrite)
         write_cube(cube.ppa.transform(ppa, n_components=3), outputs[1], overwrite=True)

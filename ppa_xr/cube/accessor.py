@@ -47,7 +47,7 @@ class _PPAAccessor:
 
     @_delegates_to(shift.evaluate)
     def evaluate(
-        self, model: PPA, n_samples: int = shift.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
+        self, model: PPA, n_samples: int | None = shift.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
         max_chunks: int | None = None,
     ) -> xr.Dataset:
         """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.cube.shift.evaluate`."""

@@ -119,6 +119,7 @@ def fit_pooled(
     declared = Spec(random_state=random_state, **ppa_params, noise_cov=np.eye(2) if estimated else noise)
     arrays = [feature_array(obj, dim) for obj in cubes]
     d = arrays[0].sizes[dim]
+    _check_enough_pixels(arrays, dim)
     if not estimated:
         declared.for_data(None, d)
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(cubes[0], xr.Dataset))
@@ -130,3 +131,16 @@ def fit_pooled(
     elif shift is not None:
         declared = declared.replace(noise_cov=noise_covariance(shift, d))
     return PPA.fitted(values, declared, groups, features, sample, progress)
+
+
+def _check_enough_pixels(arrays: list[xr.DataArray], dim: Hashable) -> None:
+    """Refuse, before any pass, a fit with fewer pixels than features: PPA (as PCA of a covariance) needs many
+    more samples than features, and the step fits grow with the features."""
+    d = arrays[0].sizes[dim]
+    pixels = sum(int(np.prod([da.sizes[other] for other in da.dims if other != dim])) for da in arrays)
+    if pixels < d:
+        raise ValueError(
+            f"{d} features along {dim!r} but only {pixels} pixels to sample: PPA needs many more samples than features. Use "
+            f"the dimension with fewer entries as the features (for a time series of maps, time: dim='time', each grid cell a "
+            f"sample), or reduce the features first (EOFs / PCA of the grid cells), then fit PPA on the leading components"
+        )

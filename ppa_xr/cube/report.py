@@ -13,7 +13,7 @@ from ..core.checks import check_components, warn_user
 from ..core.entropy import LN2, PointwiseReduction, dequantized, discrete_columns, marginal_density, reduction
 from ..model import PPA
 from .inputs import model_features
-from .maps import map_kernel
+from .maps import map_kernel, provenance
 from . import sampling
 
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None) -> np.ndarray:
@@ -136,7 +136,7 @@ def information_report(
         report["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
     report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
     report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
-                        dequantized=discrete.astype(np.int8))
+                        dequantized=discrete.astype(np.int8), **provenance(model, "information report", k))
     return report
 
 

@@ -18,7 +18,7 @@ CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
 
 
 def evaluate(
-    obj: xr.DataArray | xr.Dataset, model: PPA, n_samples: int = CHECK_SAMPLES, dim: Hashable | None = None,
+    obj: xr.DataArray | xr.Dataset, model: PPA, n_samples: int | None = CHECK_SAMPLES, dim: Hashable | None = None,
     random_state: int | None = 0, max_chunks: int | None = None,
 ) -> xr.Dataset:
     """PPA against its own PCA on a sample of this cube: both error curves and their ratio over ``k``, without refitting.
@@ -37,8 +37,8 @@ def evaluate(
         The cube to judge the model on.
     model : PPA
         A fitted model.
-    n_samples : int
-        Pixels to compare on (at least :data:`~ppa_xr.cube.sampling.MIN_HELD_OUT`).
+    n_samples : int, optional
+        Pixels to compare on (at least :data:`~ppa_xr.cube.sampling.MIN_HELD_OUT`); None: every held-out pixel, up to 200,000.
     dim : hashable, optional
         The feature dimension, when not the fitted one.
     random_state : int, optional

@@ -300,7 +300,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         An existing path is replaced only when it holds a ppa_xr model and
         ``overwrite=True``; anything else there is never touched (a model
         store holding other files is refused). Concurrent saves and loads of
-        one path take turns on a lock file beside it: the last save wins whole.
+        one path take turns on a lock file beside it (``.<name>.lock``): the
+        last save wins whole. The lock file stays after the save: removing
+        it while another process waits on it would let that process and a
+        third one hold "the" lock at once.
 
         Parameters
         ----------

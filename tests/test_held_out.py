@@ -1,0 +1,41 @@
+"""With default arguments, evaluate and the report are held out on every bundled scene: a default fit leaves
+half of a scene's valid pixels unsampled."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from ppa_xr.cli import main
+from ppa_xr.cube.sampling import FIT_SHARE, MIN_HELD_OUT
+from ppa_xr.datasets import landsat8_sample_path, open_abu_beach, open_ersst_sample, open_landsat8_sample, open_rgb_byte
+
+SCENES = {
+    "landsat": (lambda: open_landsat8_sample(chunks={"x": 160, "y": 160}), "band"),
+    "rgb_byte": (lambda: open_rgb_byte(chunks={"x": 256, "y": 256}), "band"),
+    "abu_beach": (lambda: open_abu_beach()["reflectance"], "band"),
+    "ersst": (lambda: open_ersst_sample()["sst"], "time"),
+}
+
+
+@pytest.mark.parametrize("name", SCENES)
+def test_default_fit_leaves_half_held_out_for_evaluate_and_the_report(name):
+    opener, dim = SCENES[name]
+    cube = opener()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the scales of ERSST's months, rgb_byte's few levels
+        model = cube.ppa.fit(dim=dim, degree=(1, 2), random_state=0)
+    valid = int(np.isfinite(cube.astype(float)).all(dim).sum()) if name != "rgb_byte" else int((cube != 0).all(dim).sum())
+    assert model.sample_.size == min(200_000, int(FIT_SHARE * valid)) and valid - model.sample_.size >= MIN_HELD_OUT
+    curves = cube.ppa.evaluate(model)
+    assert curves.attrs["pixels"].startswith("held out") and curves.attrs["n_pixels"] == min(5000, valid - model.sample_.size)
+    report = cube.ppa.information_report(model, n_components=2, n_samples=5000)
+    assert report.attrs["estimated_on"].startswith("held out: pixels outside")
+
+
+def test_cli_report_with_defaults_is_held_out(tmp_path, capsys):
+    assert main(["fit", landsat8_sample_path(), str(tmp_path / "m.nc"), "--degree", "1", "2"]) == 0
+    assert main(["report", landsat8_sample_path(), str(tmp_path / "m.nc"), str(tmp_path / "rep")]) == 0
+    assert "held out: pixels outside the model's fitting sample" in (tmp_path / "rep" / "report.md").read_text()
