@@ -90,7 +90,7 @@ def transform(
     """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid.
 
     ``check=True``: first compare PPA with its own PCA on a quick sample of the
-    cube (:data:`~ppa_xr.cube.shift.CHECK_SAMPLES` pixels from at most :data:`~ppa_xr.cube.shift.CHECK_CHUNKS` chunks,
+    cube (``ppa_xr.cube.shift.CHECK_SAMPLES`` pixels from at most ``ppa_xr.cube.shift.CHECK_CHUNKS`` chunks,
     outside the fitting sample; computed now, the transform stays lazy) and
     raise :class:`~ppa_xr.ShiftWarning` when PPA is worse at some
     ``k <= n_components`` (:func:`~ppa_xr.cube.evaluate` shows the curves).
@@ -135,7 +135,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
     ----------
     scores : xr.DataArray
         Components 1..k along ``dim`` (any order: they are matched by label), as
-        :func:`transform` returns them, computed, stored or edited.
+        :func:`~ppa_xr.cube.transform` returns them, computed, stored or edited.
     model : PPA
         The model that produced them.
     dim : hashable
