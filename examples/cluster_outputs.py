@@ -46,7 +46,6 @@ if __name__ == "__main__":
     out = Path(parser.parse_args().output_dir)
     out.mkdir(parents=True, exist_ok=True)
 # sphinx_gallery_end_ignore
-
 if __name__ == "__main__":
     cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
     model = cube.ppa.fit(n_samples=20_000, random_state=0)

@@ -49,7 +49,6 @@ args = parser.parse_args()
 out = Path(args.output_dir)
 out.mkdir(parents=True, exist_ok=True)
 # sphinx_gallery_end_ignore
-
 DEGREES = tuple(range(1, 21))
 
 

@@ -46,7 +46,6 @@ args = parser.parse_args()
 out = Path(args.output_dir)
 out.mkdir(parents=True, exist_ok=True)
 # sphinx_gallery_end_ignore
-
 cube = open_abu_beach()["reflectance"]
 models = {
     "PCA": cube.ppa.fit(degree=1, random_state=0),

@@ -43,7 +43,6 @@ parser.add_argument("--output-dir", default="landsat_workflow", help="where the 
 out = Path(parser.parse_args().output_dir)
 out.mkdir(parents=True, exist_ok=True)
 # sphinx_gallery_end_ignore
-
 cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
 print(f"{dict(cube.sizes)} {cube.dtype}, {cube.rio.crs}, chunks {cube.data.chunksize}")
 print("bands:", cube.band.values.tolist())

@@ -47,7 +47,6 @@ args = parser.parse_args()
 out = Path(args.output_dir)
 out.mkdir(parents=True, exist_ok=True)
 # sphinx_gallery_end_ignore
-
 SIZES = (4, 10, 30, 100, 300, 1000)
 CURVATURES = {"low curvature (kappa = 0.5)": 0.5, "high curvature (kappa = 1)": 1.0}
 

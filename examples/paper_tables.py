@@ -53,7 +53,6 @@ parser.add_argument("--realisations", type=int)
 parser.add_argument("--output-dir", default="paper_tables", help="the plot's folder ('' for none)")
 args = parser.parse_args()
 # sphinx_gallery_end_ignore
-
 # Table IV of the paper: bits per dimension, (PCA, PPA)
 PAPER_MI = {"MagicGamma": (0.35, 0.42), "JapaneseVowels": (0.38, 0.45), "Pageblocks": (0.16, 0.23),
             "Sat": (1.76, 1.78), "Segmentation": (1.20, 1.23)}

@@ -34,7 +34,6 @@ parser.add_argument("--output-dir", default="principal_curves", help="where the 
 out = Path(parser.parse_args().output_dir)
 out.mkdir(parents=True, exist_ok=True)
 # sphinx_gallery_end_ignore
-
 table = load_table("MagicGamma")
 X = table.normalised()
 model = PPA(random_state=0).fit(X)

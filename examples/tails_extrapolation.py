@@ -44,7 +44,6 @@ args = parser.parse_args()
 out = Path(args.output_dir)
 out.mkdir(parents=True, exist_ok=True)
 # sphinx_gallery_end_ignore
-
 #: where the figure draws a larger (or overflowing) ratio
 TOP = 200.0
 
