@@ -27,6 +27,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.intersphinx",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax 3 from the package, copied into _static: the maths renders offline
     "sphinx.ext.viewcode",
     "sphinx_gallery.gen_gallery",
     "sphinxarg.ext",
@@ -38,9 +39,18 @@ exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "au
 import sphinx_autosummary_accessors  # noqa: E402  (its templates: DataArray.ppa.fit pages)
 
 templates_path = ["_templates", sphinx_autosummary_accessors.templates_path]
-myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_enable_extensions = ["dollarmath", "amsmath", "html_image"]  # <img width="100%">: figures link to their full size
 myst_heading_anchors = 3
-suppress_warnings = ["myst.xref_missing", "config.cache"]  # method notes link to repository files (benchmarks/, tests/) by path
+suppress_warnings = ["config.cache"]
+mathjax_path = "mathjax/tex-chtml.js"  # sphinx-mathjax-offline's copy, never a CDN (the docs test checks)
+
+# every reference to a ppa_xr object must resolve (a misspelt or moved name fails the build); the other
+# projects' objects resolve only through intersphinx, which needs their inventories from the network
+nitpicky = True
+nitpick_ignore_regex = [
+    (r"py:.*", r"(numpy|np|scipy|xarray|xr|dask|distributed|pandas|sklearn|matplotlib|rioxarray|rasterio|pathlib|os|typing"
+               r"|collections|threadpoolctl|tqdm)(\..+)?"),
+]
 
 autosummary_generate = True
 autodoc_typehints = "none"  # numpydoc shows the signature; type hints stay in the code
@@ -87,16 +97,17 @@ _shown: set[Path] = set()
 def _saved_figures(block, block_vars, gallery_conf) -> str:
     """An image scraper for the figures an example saves into its output folder (the examples write PNG
     files, as a user running them from the command line gets them, and show nothing): copied into the
-    gallery, so its page and its thumbnail show them."""
-    from sphinx_gallery.scrapers import figure_rst
-
-    images = []
+    gallery, so its page shows each figure under the cell that wrote it, and its thumbnail the first.
+    Each is scaled to the article's width and links to its full size."""
+    rst = ""
     for png in sorted((_gallery_output / Path(block_vars["src_file"]).stem).rglob("*.png")):
         if png not in _shown:
             _shown.add(png)
-            images.append(next(block_vars["image_path_iterator"]))
-            shutil.copyfile(png, images[-1])
-    return figure_rst(images, gallery_conf["src_dir"])
+            image = Path(next(block_vars["image_path_iterator"]))
+            shutil.copyfile(png, image)
+            target = image.relative_to(gallery_conf["src_dir"]).as_posix()
+            rst += f"\n\n.. image:: /{target}\n   :alt: {png.stem.replace('_', ' ')}\n   :scale: 100\n   :class: sphx-glr-single-img\n"
+    return rst
 
 
 sphinx_gallery_conf = {
@@ -109,6 +120,7 @@ sphinx_gallery_conf = {
     "remove_config_comments": True,
     "within_subsection_order": "FileNameSortKey",
     "matplotlib_animations": False,
+    "write_computation_times": False,  # its page loads jQuery and DataTables from CDNs; the site works offline
 }
 
 html_theme = "pydata_sphinx_theme"
@@ -119,8 +131,39 @@ html_theme_options = {
     "header_links_before_dropdown": 4,  # the rest under "More": one row at 1280 px
     "navbar_persistent": ["search-button"],  # a search icon: the search field wrapped the header onto a second row at 1280 px
     "navbar_align": "left",
+    # the page's own sections are listed under it in the left column (sidebar-site-nav.html); a right-hand
+    # column only on the API pages, where a class's methods are worth a table of contents (it is left out
+    # of any page without sections, e.g. a function's)
+    "secondary_sidebar_items": {"generated/*": ["page-toc"]},
 }
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["ppa_xr.css"]  # a narrower navigation column, so the article gets the width
 # guide pages list every page (the theme's section navigation would be empty there); the API reference and the
 # gallery list their own entries
 html_sidebars = {"*": ["sidebar-site-nav"], "api": ["sidebar-nav-bs"], "generated/*": ["sidebar-nav-bs"], "auto_examples/*": ["sidebar-nav-bs"]}
+
+
+def _public_bases(app, name, obj, options, bases) -> None:
+    """"Bases:" names the public classes only: a private base (the accessors' shared ``_PPAAccessor``) is
+    replaced by its own bases, so no line points at a page that does not exist."""
+    public = []
+    for base in bases:
+        while getattr(base, "__name__", "").startswith("_") and base is not object:
+            base = base.__bases__[0]
+        public.append(base)
+    bases[:] = public
+
+
+def _class_pages_only(app, pagename, templatename, context, doctree) -> None:
+    """The right-hand table of contents only on an API page that documents a class (its methods); a
+    function's page would list the function alone, and the article takes the width instead."""
+    from sphinx import addnodes
+
+    if pagename.startswith("generated/") and doctree is not None and not any(
+            node.get("objtype") in ("class", "exception") for node in doctree.findall(addnodes.desc)):
+        context["secondary_sidebar_items"] = []
+
+
+def setup(app) -> None:
+    app.connect("autodoc-process-bases", _public_bases)
+    app.connect("html-page-context", _class_pages_only, priority=900)  # after the theme sets the items

@@ -40,8 +40,8 @@ def multi_information_reduction(
     ``R`` is the transformed sample, or the map ``T`` itself: a fitted
     :class:`~ppa_xr.PPA` (its map, whatever ``whiten`` says, and its
     ``log2 |det J|``) or a callable. Quantized columns of ``X``
-    (:func:`discrete_columns`) have no differential entropy; with the map
-    they are dequantized first (:func:`dequantized`) and ``T`` applied to
+    (``ppa_xr.information.discrete_columns``) have no differential entropy; with the map
+    they are dequantized first (``ppa_xr.information.dequantized``) and ``T`` applied to
     that, with ``R`` given they are refused. PPA and PCA have ``|det J| = 1``;
     a standardizing model has ``log2 |det J| = -sum_j log2 D_j``. Pass
     samples the map was not fitted on: on its own fitting sample the figure

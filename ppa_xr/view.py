@@ -17,7 +17,7 @@ SUMMARY_ROWS = 10
 
 def summary_table(report: xr.Dataset) -> str:
     """A markdown table of the report's totals and reconstruction errors, PPA beside PCA, that fits a screen:
-    the errors for the first :data:`SUMMARY_ROWS` k, then the ratio's mean and worst over every k.
+    the errors for the first ``ppa_xr.information.SUMMARY_ROWS`` k, then the ratio's mean and worst over every k.
 
     Parameters
     ----------

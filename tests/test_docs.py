@@ -1,18 +1,32 @@
-"""The documentation site builds with warnings as errors: every page, the API reference from the
-docstrings, the CLI reference from the parser, and the examples gallery run in fast mode."""
+"""The documentation site builds with warnings as errors and every reference to a ppa_xr object resolved
+(``nitpicky``): every page, the API reference from the docstrings, the CLI reference from the parser, and the
+examples gallery run in fast mode. It works offline: MathJax is served from the site itself. The code blocks
+of the pages are run by ``test_doc_snippets.py``."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
+#: the changelog is the one page that tells the project's history
+HISTORY_PAGES = {"changelog.html"}
+#: words of a development log, which the user pages must not use
+DEVELOPMENT_LOG = re.compile(r"\b(rounds?|issues?)\b|\btargets?\b[^.]*\bnot met\b|\bnot met\b", re.IGNORECASE)
 
-def test_docs_site_builds_without_warnings(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "PPA_XR_DOCS_INTERSPHINX"} | {"MPLBACKEND": "Agg", "PPA_XR_ROOT": str(ROOT)}  # offline
-    source = tmp_path / "docs"  # a copy: the build writes generated pages and the gallery next to its sources
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site, built from a copy of docs/ (the build writes generated pages and the gallery next to its
+    sources), offline, with warnings as errors."""
+    tmp_path = tmp_path_factory.mktemp("docs")
+    env = {k: v for k, v in os.environ.items() if k != "PPA_XR_DOCS_INTERSPHINX"} | {"MPLBACKEND": "Agg", "PPA_XR_ROOT": str(ROOT)}
+    source = tmp_path / "docs"
     shutil.copytree(ROOT / "docs", source, ignore=shutil.ignore_patterns("_build", "generated", "auto_examples", "sg_execution_times.rst"))
     before = sorted(p.relative_to(ROOT) for p in (ROOT / "docs").rglob("*"))
     cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "-d", str(tmp_path / "doctrees"),
@@ -20,14 +34,82 @@ def test_docs_site_builds_without_warnings(tmp_path):
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert run.returncode == 0, run.stderr[-5000:]
     assert sorted(p.relative_to(ROOT) for p in (ROOT / "docs").rglob("*")) == before  # nothing written into the repository
-    html = tmp_path / "html"
-    for page in ("index", "getting_started", "raster_guide", "method", "geometry", "cli", "paper", "performance", "api"):
-        assert (html / f"{page}.html").is_file(), page
-    cli = (html / "cli.html").read_text()
+    return tmp_path / "html"
+
+
+def _pages(html: Path):
+    return [p for p in html.rglob("*.html") if not {"_modules", "_sources", "_static"} & set(p.relative_to(html).parts)]
+
+
+def _text(page: Path) -> str:
+    """A page's article as text, without its code blocks."""
+    body = page.read_text()
+    body = body[body.find('<article'):body.find('</article>')] if '<article' in body else body
+    body = re.sub(r"<pre.*?</pre>", " ", body, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", body)
+
+
+def test_docs_site_builds_without_warnings(site):
+    for page in ("index", "getting_started", "raster_guide", "method", "geometry", "cli", "paper", "performance", "api", "changelog"):
+        assert (site / f"{page}.html").is_file(), page
+    cli = (site / "cli.html").read_text()
     assert "--match-bands" in cli and "--scheduler" in cli  # generated from argparse
-    assert (html / "generated" / "ppa_xr.PPA.html").is_file()
-    gallery = (html / "auto_examples" / "paper_tables.html").read_text()
+    assert (site / "generated" / "ppa_xr.PPA.html").is_file()
+    gallery = (site / "auto_examples" / "paper_tables.html").read_text()
     assert "fast mode" in gallery  # the example ran at build time and its output is on the page
+
+
+def test_maths_render_offline(site):
+    """MathJax comes with the site (sphinx-mathjax-offline), never from a CDN; no page loads anything remote."""
+    assert (site / "_static" / "mathjax" / "tex-chtml.js").stat().st_size > 100_000
+    method = (site / "method.html").read_text()
+    assert 'src="_static/mathjax/tex-chtml.js' in method and r"\Delta I" in method
+    for page in ("information", "fidelity"):  # their equations are maths, not ASCII in code spans
+        text = (site / f"{page}.html").read_text()
+        assert "_static/mathjax/tex-chtml.js" in text and text.count('class="math') >= 5, page
+    remote = re.compile(r"""<(?:script|img|iframe)[^>]*\ssrc=["']?(?:https?:)?//|<link[^>]*\shref=["']?(?:https?:)?//""")
+    loading = [str(page.relative_to(site)) for page in _pages(site) if remote.search(page.read_text())]
+    assert not loading, f"pages loading remote resources: {loading}"
+
+
+def test_pages_are_a_reference_not_a_development_log(site):
+    """The guide pages and the gallery say what the library does, how well and its limits; the history is on
+    the changelog page. (The API pages are the docstrings', where "round" is a verb.)"""
+    guides = [site / f"{page.stem}.html" for page in (ROOT / "docs").glob("*.md")] + list((site / "auto_examples").glob("*.html"))
+    assert len(guides) > 20
+    found = {}
+    for page in guides:
+        if page.name not in HISTORY_PAGES and (match := DEVELOPMENT_LOG.search(_text(page))):
+            found[str(page.relative_to(site))] = match.group(0)
+    assert not found, found
+    assert "validation=&quot;transfer&quot;" not in (site / "fidelity.html").read_text().split("Why there is no")[0]
+    index = (site / "index.html").read_text()
+    assert 'href="changelog.html"' in index
+
+
+def test_api_pages_render_their_sections(site):
+    """The accessor's pages list the parameters a user passes (not the cube the accessor passes), and the
+    estimator's page its Parameters and Attributes as numpydoc fields."""
+    fit = (site / "generated" / "xarray.DataArray.ppa.fit.html").read_text()
+    assert "<strong>dim</strong>" in fit and "<strong>n_samples</strong>" in fit and "<strong>obj</strong>" not in fit
+    ppa = (site / "generated" / "ppa_xr.PPA.html").read_text()
+    fields = re.findall(r'<dt class="field-\w+">(\w+)<span class="colon">', ppa)
+    assert {"Parameters", "Attributes"} <= set(fields), fields
+    for name in ("degree", "robust", "noise_cov", "params_", "degrees_", "fit_error_ratio_"):
+        assert f"<strong>{name}</strong>" in ppa, name
+    assert not re.search(r"\*\*[A-Za-z_]\w*\*\*", _text(site / "generated" / "ppa_xr.PPA.html"))  # no bold markup left unrendered
+    assert "bd-sidebar-secondary" in ppa and "bd-sidebar-secondary" not in fit  # the methods' contents on class pages only
+
+
+def test_gallery_examples_are_cells_with_their_output(site):
+    """Each example is a sequence of text, code and its figures and output; no build folder is printed."""
+    for page in sorted((site / "auto_examples").glob("*.html")):
+        if page.name == "index.html":
+            continue
+        body = page.read_text()
+        assert body.count('class="highlight-Python') >= 2, page.name  # code cells, not one script
+        assert re.search(r'<img[^>]*src="../_images/sphx_glr_', body), page.name  # its figures, under the cells that draw them
+        assert "ppa_xr_gallery_" not in body and "/tmp/" not in body, page.name
 
 
 def test_accessor_methods_carry_the_documentation_they_delegate_to():
@@ -38,6 +120,9 @@ def test_accessor_methods_carry_the_documentation_they_delegate_to():
 
     cube = xr.DataArray([[[0.0]]], dims=("band", "y", "x"))
     assert fitting.fit.__doc__.strip().splitlines()[0] in cube.ppa.fit.__doc__
+    for name in ("fit", "sample", "transform", "evaluate", "inverse_transform", "reconstruct", "reconstruction_error", "information_report"):
+        doc = getattr(cube.ppa, name).__doc__
+        assert "Parameters\n----------" in doc and "obj :" not in doc, name  # the cube is the accessor's, not a parameter
     assert "check=True" in cube.ppa.transform.__doc__ and maps.transform.__doc__.strip().splitlines()[0] in cube.ppa.transform.__doc__
     assert "held_out" in cube.ppa.information_report.__doc__ and len(cube.ppa.evaluate.__doc__.splitlines()) > 5
 

@@ -1,8 +1,10 @@
 """Geometry: analytic derivatives of the curvilinear features, Frenet-Serret frames, curvatures of a helix,
 the PPA metric and k-NN with it."""
 
-import importlib.util
+import runpy
+import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -81,13 +83,10 @@ def test_metric_is_the_whitened_jacobian():
     np.testing.assert_allclose(whitened.inverse_transform(whitened.transform(X[:50])), X[:50], atol=1e-10)
 
 
-def test_ppa_metric_wins_knn_with_few_samples():
-    path = Path(__file__).parents[1] / "examples" / "metric_knn.py"
-    spec = importlib.util.spec_from_file_location("metric_knn", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    scores = module.accuracies(1.0, repetitions=4)
-    few = module.SIZES.index(10)
+def test_ppa_metric_wins_knn_with_few_samples(tmp_path):
+    example = _example("metric_knn", "--fast", "--output-dir", str(tmp_path))  # 4 repetitions
+    scores = example["results"]["high curvature (kappa = 1)"]
+    few = example["SIZES"].index(10)
     assert scores["PPA"][few] > scores["Euclidean"][few] + 0.05 and scores["PPA"][few] > scores["Mahalanobis"][few] + 0.05
     assert scores["PPA"][-1] > 0.97  # and no worse with many
 
@@ -150,28 +149,35 @@ def test_principal_curve_follows_a_parabola():
         principal_grid(model, 4)
 
 
-def _example(name):
+def _example(name, *argv):
+    """Run ``examples/<name>.py`` as a script with ``argv`` (as a user and the docs build run it) and return
+    the names it defined."""
     path = Path(__file__).parents[1] / "examples" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with mock.patch.object(sys, "argv", [str(path), *argv]):
+        return runpy.run_path(str(path), run_name="__main__")
+
+
+@pytest.fixture(scope="module")
+def helices(tmp_path_factory):
+    return _example("helix_curvatures", "--fast", "--output-dir", str(tmp_path_factory.mktemp("helix")))
 
 
 def test_principal_curves_example_draws_table_and_scene(tmp_path):
-    paths = _example("principal_curves").main(["--output-dir", str(tmp_path)])
-    assert [p.name for p in paths] == ["principal_curves_magic.png", "principal_curves_landsat.png"]
+    _example("principal_curves", "--output-dir", str(tmp_path))
+    paths = sorted(tmp_path.glob("*.png"))
+    assert [p.name for p in paths] == ["principal_curves_landsat.png", "principal_curves_magic.png"]
     assert all(p.stat().st_size > 30_000 for p in paths)
 
 
-def test_random_helices_in_4d():
-    theory, estimated = _example("helix_curvatures").random_helices(3)
+def test_random_helices_in_4d(helices):
+    theory, estimated = helices["theory"], helices["estimated"]  # 3 random helices in fast mode
+    assert len(theory) == 3 and (Path(helices["out"]) / "helix_curvatures.png").stat().st_size > 10_000
     np.testing.assert_allclose(estimated[:, :2], theory[:, :2], rtol=0.02)
     np.testing.assert_allclose(estimated[:, 2], 0.0, atol=0.01)  # chi_3 = 0 in 4-d
 
 
-def test_noisy_helix_within_10_percent():
+def test_noisy_helix_within_10_percent(helices):
     """Noise 0.1: the curvature's mean and the torsion's median (a ratio of derivatives, heavy-tailed) within 10%."""
-    chi = _example("helix_curvatures").estimate(helix(2000, 0.1, 1))
+    chi = helices["estimate"](helix(2000, 0.1, 1))
     assert chi[:, 0].mean() == pytest.approx(A / (A**2 + B**2), rel=0.10)
     assert np.median(chi[:, 1]) == pytest.approx(B / (A**2 + B**2), rel=0.10)

@@ -34,9 +34,9 @@ int16 radiance, ratios of small counts) have no differential entropy: a
 discrete value has a mass, not a density, and a spacing or histogram
 estimate of it is arbitrary (a 256-level Gaussian read +205%, a 64-level one
 -367%). A column with fewer distinct values than half its rows
-(:func:`discrete_columns`) is dequantized instead: each value is spread
+(``ppa_xr.information.discrete_columns``) is dequantized instead: each value is spread
 uniformly over its cell, halfway to the neighbouring values
-(:func:`dequantized`; ``x + u Delta``, ``u ~ U(-1/2, 1/2)``, on a grid of step
+(``ppa_xr.information.dequantized``; ``x + u Delta``, ``u ~ U(-1/2, 1/2)``, on a grid of step
 ``Delta``). The figures are those of this dequantized density: its marginal
 entropy is the discrete entropy plus ``log2 Delta``, it tends to the
 continuous density as ``Delta -> 0``, and its multi-information is that of the
@@ -155,7 +155,7 @@ class EqualMassBins:
         A value lies in bin ``#{interior edges <= v}``. Beyond the fitted range
         it gets half the column's lowest density: finite, and below every
         density seen in fit. The bins are found by a grid, not a binary
-        search (:mod:`ppa_xr.information.lookup`).
+        search (:class:`~ppa_xr.information.StepLookup`).
         """
         values = np.asarray(values)
         out = self.lookup(values)
@@ -296,7 +296,7 @@ def discrete_columns(X: np.ndarray) -> np.ndarray:
 
 
 def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 0, columns: np.ndarray | None = None) -> np.ndarray:
-    """A sample of the dequantized density: each value of a :func:`discrete_columns` column spread uniformly over its cell.
+    """A sample of the dequantized density: each value of a ``ppa_xr.information.discrete_columns`` column spread uniformly over its cell.
 
     A value's cell reaches halfway to the neighbouring distinct values (and
     as far beyond the first and last as their inner half): on a regular grid
@@ -333,9 +333,9 @@ def multi_information_reduction(
     ``R`` is the transformed sample, or the map ``T`` itself: fitted
     parameters (:class:`~ppa_xr.core.params.PPAParams`, with their
     ``log2 |det J|``; ``ppa_xr.information`` takes the fitted estimator) or a
-    callable. Quantized columns of ``X`` (:func:`discrete_columns`) have no
+    callable. Quantized columns of ``X`` (``ppa_xr.information.discrete_columns``) have no
     differential entropy; with the map they are dequantized first
-    (:func:`dequantized`) and ``T`` applied to that, with ``R`` given they are
+    (``ppa_xr.information.dequantized``) and ``T`` applied to that, with ``R`` given they are
     refused. PPA and PCA have ``|det J| = 1``; a standardizing model has
     ``log2 |det J| = -sum_j log2 D_j`` (``params.log2_det_jacobian()``). Pass
     samples the map was not fitted on: on its own fitting sample the figure

@@ -65,7 +65,7 @@ class ErrorComparison:
     n: int
 
     def low(self, k_max: int | None = None) -> np.ndarray:
-        """Lower confidence bound of ``relative`` at ``k = 1..k_max``, simultaneous over them at :data:`LEVEL`."""
+        """Lower confidence bound of ``relative`` at ``k = 1..k_max``, simultaneous over them at ``ppa_xr.core.errors.LEVEL``."""
         k_max = len(self.relative) if k_max is None else min(k_max, len(self.relative))
         z = NormalDist().inv_cdf(1 - LEVEL / max(k_max, 1))
         return self.relative[:k_max] - z * self.se[:k_max]
@@ -76,7 +76,7 @@ class ErrorComparison:
 
 
 def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None = None) -> ErrorComparison:
-    """PPA against ``baseline`` (default: its own PCA, :meth:`PPAParams.pca`) on the rows of ``X``, ``k = 1..d-1``.
+    """PPA against ``baseline`` (default: its own PCA, :meth:`~ppa_xr.core.PPAParams.pca`) on the rows of ``X``, ``k = 1..d-1``.
 
     Parameters
     ----------

@@ -104,7 +104,7 @@ def _ascend(e: np.ndarray, X: np.ndarray, degree: int) -> tuple[np.ndarray, floa
 def gd_leading_vector(cov: np.ndarray, resid: np.ndarray, degree: int = 3) -> np.ndarray:
     """PPA-GD: the unit ``e`` maximising the energy the step's degree-``degree`` polynomial explains.
 
-    Starts from the top :data:`GD_STARTS` eigenvectors of ``cov``; returns the
+    Starts from the top ``ppa_xr.core.leading.GD_STARTS`` eigenvectors of ``cov``; returns the
     best end point, or the PCA solution if nothing beats it.
 
     Parameters

@@ -16,7 +16,7 @@ are zero. The constant terms stay per step, so a reconstruction from ``k``
 components runs exactly the first ``k`` inverse steps.
 
 ``pca_rotation`` and ``pca_variance`` are the PCA solution of the same
-fitting sample (:meth:`PPAParams.pca`), the like-for-like baseline.
+fitting sample (:meth:`~ppa_xr.core.PPAParams.pca`), the like-for-like baseline.
 
 ``whitening`` (``W``, the identity unless the model standardizes or
 whitens the noise) acts on the centred input before the map: every array

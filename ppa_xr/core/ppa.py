@@ -50,12 +50,12 @@ def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, r
 
     ``spec.standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features'
     standard deviations (constant features keep 1); ``spec.noise_cov``: fit on
-    the noise-whitened ``W (x - mean)`` (:func:`noise_whitening`), so
+    the noise-whitened ``W (x - mean)`` (``ppa_xr.core.ppa.noise_whitening``), so
     components come ordered by signal-to-noise ratio (MNF with ``degree=1``).
     Both are a whitening ``W`` kept in the parameters (:meth:`PPAParams.with_whitening`).
     ``spec.robust``: each step's degree is validated axis by axis of its
     residual and its polynomial fitted within the projections'
-    :func:`~ppa_xr.core.basis.fences`. ``spec.max_curved``: after that many
+    ``ppa_xr.core.basis.fences``. ``spec.max_curved``: after that many
     curved steps the rest is a plain rotation (no polynomial search).
 
     With several candidate degrees, ``groups`` (one label per row, e.g. the

@@ -76,11 +76,11 @@ class Spec:
     """The parameters of a PPA fit, checked (module docstring). Field order is the estimator's signature."""
 
     n_components: int | None = parameter(None, checks.optional(checks.count("n_components", 1)), """
-        Components returned by :meth:`transform` (default: all ``d``).""")
+        Components returned by :meth:`~ppa_xr.PPA.transform` (default: all ``d``).""")
     degree: int | tuple[int, ...] = parameter((1, 2, 3, 4, 5), _degree, f"""
         A fixed polynomial degree for every step (1..{MAX_DEGREE}), or candidates from which each step picks
         one by cross-validation: the sample is split into ``n_folds`` folds of whole groups (``groups`` in
-        :meth:`fit`, e.g. spatial blocks; random otherwise), and a higher degree than the lowest candidate
+        :meth:`~ppa_xr.PPA.fit`, e.g. spatial blocks; random otherwise), and a higher degree than the lowest candidate
         is kept only when it lowers the held-out squared error by more than one standard error (groups as
         units). The selection uses at most ``selection_samples`` rows, drawn at random from a larger
         sample; the chosen polynomials are fitted on every row.""",
@@ -107,8 +107,8 @@ class Spec:
         resolve fainter curves at a fit cost that grows with them.""",
         since=4, implied=None, option=Option("--selection-samples", "sampled pixels the degree selection uses", type=int))
     whiten: bool = parameter(False, checks.flag("whiten"), """
-        :meth:`transform` divides each component by its standard deviation on the fitting sample (and
-        :meth:`inverse_transform` multiplies it back): Euclidean distances between whitened PPA features
+        :meth:`~ppa_xr.PPA.transform` divides each component by its standard deviation on the fitting sample (and
+        :meth:`~ppa_xr.PPA.inverse_transform` multiplies it back): Euclidean distances between whitened PPA features
         are the PPA metric (:func:`ppa_xr.geometry.metric`) to first order, so k-NN in a Pipeline uses it.
         Cube transforms (``.ppa``) stay in input units.""")
     standardize: bool = parameter(False, checks.flag("standardize"), """

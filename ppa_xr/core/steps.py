@@ -86,7 +86,7 @@ class Designs:
         """``[1, P_1(t), ..., P_top(t)]`` of each row of ``alphas`` (b x n) -> (b, top+1, n), with centres and scales.
 
         ``t`` maps the projections' range ``[min, max]`` (with ``fenced``, their
-        :func:`~ppa_xr.core.basis.fences`, except for raw polynomial tails) onto ``[-1, 1]``; beyond it the design has the
+        ``ppa_xr.core.basis.fences``, except for raw polynomial tails) onto ``[-1, 1]``; beyond it the design has the
         kernels' tails, so the fitted map is the one the kernels apply. A
         projection without spread gets scale 0: a plain rotation step.
         """

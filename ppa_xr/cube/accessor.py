@@ -15,13 +15,28 @@ from . import inputs, maps, report, sampling, shift
 
 def _delegates_to(func: Callable) -> Callable:
     """Give an accessor method the documentation of the function it delegates to, after its own line,
-    so ``help(cube.ppa.fit)`` and the API pages show the parameters (the cube is the function's first argument)."""
+    so ``help(cube.ppa.fit)`` and the API pages show the parameters. The function's first parameter is the
+    cube, which the accessor passes: its entry is left out of the copied Parameters section."""
 
     def document(method: Callable) -> Callable:
-        method.__doc__ = f"{method.__doc__}\n\n{inspect.cleandoc(func.__doc__ or '')}"
+        method.__doc__ = f"{method.__doc__}\n\n{_without_first_parameter(inspect.cleandoc(func.__doc__ or ''))}"
         return method
 
     return document
+
+
+def _without_first_parameter(doc: str) -> str:
+    """A numpydoc docstring without the first entry of its Parameters section: the name line and the
+    indented description under it (blank lines inside the description included)."""
+    lines = doc.splitlines()
+    indented = [line.startswith((" ", "\t")) for line in lines] + [False]
+    for i in range(len(lines) - 1):
+        if lines[i].strip() == "Parameters" and set(lines[i + 1].strip()) == {"-"}:
+            end = i + 3  # past the underline and the first parameter's name line
+            while end < len(lines) and (indented[end] or not lines[end].strip() and indented[end + 1]):
+                end += 1
+            return "\n".join(lines[: i + 2] + lines[end:])
+    return doc
 
 
 class _PPAAccessor:
@@ -50,7 +65,7 @@ class _PPAAccessor:
         self, model: PPA, n_samples: int | None = shift.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
         max_chunks: int | None = None,
     ) -> xr.Dataset:
-        """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.cube.shift.evaluate`."""
+        """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.cube.evaluate`."""
         return shift.evaluate(self._obj, model, n_samples, dim, random_state, max_chunks)
 
     @_delegates_to(maps.inverse_transform)
@@ -73,7 +88,7 @@ class _PPAAccessor:
         self, model: PPA, n_components: int = 1, dim: Hashable | None = None, n_samples: int | None = None, random_state: int | None = 0,
         estimator: str = "spacing", held_out: bool = True,
     ) -> xr.Dataset:
-        """PPA vs PCA redundancy reduction and errors; see :func:`ppa_xr.report.information_report`."""
+        """PPA vs PCA redundancy reduction and errors; see :func:`ppa_xr.information.information_report`."""
         return report.information_report(self._obj, model, n_components, dim, n_samples, random_state, estimator, held_out)
 
 

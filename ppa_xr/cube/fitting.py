@@ -23,7 +23,7 @@ def fit(
     """Fit :class:`~ppa_xr.PPA` on a random sample of the valid pixels of a cube.
 
     Degree selection holds out whole spatial blocks
-    (:func:`~ppa_xr.cube.sampling.sample_valid_pixels`), so neighbouring
+    (:func:`~ppa_xr.cube.sample_valid_pixels`), so neighbouring
     pixels cannot vouch for a curve that does not transfer to another part of
     the scene. The model keeps the labels along ``dim`` and its other
     coordinates (e.g. wavelengths) as ``model.features_``
@@ -83,10 +83,10 @@ def fit_pooled(
     cubes: Sequence[xr.DataArray | xr.Dataset], dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
     progress: bool = False, **ppa_params: Any,
 ) -> PPA:
-    """Fit one :class:`~ppa_xr.PPA` on several cubes (scenes, dates; any grids), as :func:`fit` does on one.
+    """Fit one :class:`~ppa_xr.PPA` on several cubes (scenes, dates; any grids), as :func:`~ppa_xr.cube.fit` does on one.
 
     One uniform sample of all their valid pixels
-    (:func:`~ppa_xr.cube.sampling.sample_cubes`: each cube in proportion to
+    (``ppa_xr.cube.sampling.sample_cubes``: each cube in proportion to
     its valid pixels), spatial blocks as groups, distinct per cube. Every
     cube must hold the first cube's features (matched by label).
     ``model.sample_.cubes`` records each cube's share, in the given order, so
@@ -97,7 +97,7 @@ def fit_pooled(
     cubes : sequence of xr.DataArray or xr.Dataset
         The scenes or dates, on any grids, with the same features.
     dim, n_samples, random_state, progress, **ppa_params
-        As in :func:`fit`; ``noise_cov="shift"`` pools the neighbour differences of every cube.
+        As in :func:`~ppa_xr.cube.fit`; ``noise_cov="shift"`` pools the neighbour differences of every cube.
 
     Returns
     -------

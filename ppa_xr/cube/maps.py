@@ -93,8 +93,8 @@ def transform(
 
     Nothing is read or computed until the result is: the graph maps the
     kernel over the chunks. ``check=True`` first compares PPA with its own PCA
-    on a quick held-out sample of the cube (:data:`~ppa_xr.cube.shift.CHECK_SAMPLES`
-    pixels from at most :data:`~ppa_xr.cube.shift.CHECK_CHUNKS` chunks, read now)
+    on a quick held-out sample of the cube (``ppa_xr.cube.shift.CHECK_SAMPLES``
+    pixels from at most ``ppa_xr.cube.shift.CHECK_CHUNKS`` chunks, read now)
     and raises :class:`~ppa_xr.ShiftWarning` when PPA is worse at some
     ``k <= n_components``; :func:`~ppa_xr.cube.evaluate`, the report and the
     command line always check. The output's attributes record its provenance
@@ -141,7 +141,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
     ----------
     scores : xr.DataArray
         Components 1..k along ``dim`` (any order: they are matched by label), as
-        :func:`transform` returns them, computed, stored or edited.
+        :func:`~ppa_xr.cube.transform` returns them, computed, stored or edited.
     model : PPA
         The model that produced them.
     dim : hashable

@@ -58,7 +58,7 @@ def shift_difference_covariance(cubes: xr.DataArray | Sequence[xr.DataArray], di
     """The noise covariance ``N`` (d x d) of one cube, or pooled over several, from neighbour differences (module docstring).
 
     ``cubes``: DataArrays with the features along ``dim``, prepared by
-    :func:`ppa_xr.cube.inputs.feature_array` (floats, nodata as NaN), all in
+    ``ppa_xr.cube.inputs.feature_array`` (floats, nodata as NaN), all in
     the same feature order. Computed now, in one pass over their chunks
     (``cube.ppa.fit(noise_cov="shift")`` computes it in the sampling's pass).
 
@@ -100,7 +100,7 @@ def noise_covariance(moments: list[list[tuple]], d: int) -> np.ndarray:
 
 def sample_covariance(noise: xr.DataArray, dim: Hashable = "band") -> np.ndarray:
     """The covariance (d x d, ``n - 1``) of the valid pixels of a noise sample: a dark frame, or a uniform
-    area where the signal is constant, prepared by :func:`ppa_xr.cube.inputs.feature_array`. Computed now.
+    area where the signal is constant, prepared by ``ppa_xr.cube.inputs.feature_array``. Computed now.
 
     Parameters
     ----------

@@ -28,7 +28,7 @@ def open_band_stack(
 ) -> xr.DataArray:
     """Stack single-band rasters (one GeoTIFF per band, as Landsat ships) into a ``(band, y, x)`` cube.
 
-    ``bands`` labels the bands (default: :func:`band_name` of each file, so
+    ``bands`` labels the bands (default: ``ppa_xr.cube.rasters.band_name`` of each file, so
     ``LC08_TEST_B4.TIF`` and ``LC08_OTHER_B4.TIF`` are both ``B4``);
     ``chunks`` and ``masked`` go to :func:`rioxarray.open_rasterio`. Every file
     must have one band and the same grid (shape, CRS and transform). When the
@@ -40,7 +40,7 @@ def open_band_stack(
     paths : sequence of path
         One single-band raster per band, on one grid.
     bands : sequence, optional
-        Band labels (default: :func:`band_name` of each file).
+        Band labels (default: ``ppa_xr.cube.rasters.band_name`` of each file).
     chunks, masked
         Passed to :func:`rioxarray.open_rasterio`.
 

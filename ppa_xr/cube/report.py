@@ -49,7 +49,7 @@ def information_report(
 ) -> xr.Dataset:
     """PPA vs PCA: redundancy reduction and reconstruction error, totals, per component and per pixel.
 
-    The PCA baseline is the model's own (:attr:`PPA.pca_`, fitted on the same
+    The PCA baseline is the model's own (:attr:`~ppa_xr.PPA.pca_`, fitted on the same
     sample as the PPA model). A random sample of valid pixels (one pass over
     the cube, made now) gives the marginal densities and the per-component
     statistics; the per-pixel maps stay lazy and are computed in one pass
@@ -57,21 +57,21 @@ def information_report(
 
     ``held_out=True`` (default) draws that sample from pixels outside the
     model's fitting sample (which a model fitted with ``cube.ppa.fit``
-    records), so the figures are not biased by the fit (:mod:`ppa_xr.information.estimators`). A
+    records), so the figures are not biased by the fit (:func:`~ppa_xr.information.multi_information_reduction`). A
     model fitted on a plain array, or another cube than its own, has no
     recorded pixels there: the given pixels are taken as held out. A 2-D
     numpy table (samples x features) is treated as a cube of ``pixel`` x
     ``band``: pass rows the model was not fitted on. ``held_out=False``
     estimates on the model's own fitting sample (the in-sample figure).
     ``report.attrs["estimated_on"]`` says which. When fewer than
-    :data:`~ppa_xr.cube.sampling.MIN_HELD_OUT` valid pixels lie outside the fitting sample (a small
+    ``ppa_xr.information.MIN_HELD_OUT`` valid pixels lie outside the fitting sample (a small
     scene fitted on all its pixels), the report is estimated on the fitting
     sample and warns with the size of that bias.
 
-    Quantized bands (integer digital numbers; :func:`discrete_columns`) are
-    dequantized for the densities (:func:`dequantized`, seeded by
+    Quantized bands (integer digital numbers; ``ppa_xr.information.discrete_columns``) are
+    dequantized for the densities (``ppa_xr.information.dequantized``, seeded by
     ``random_state``), so every figure is that of the dequantized density
-    (:mod:`ppa_xr.information.estimators`); ``report.attrs["dequantized"]`` flags them (1 per band).
+    (:func:`~ppa_xr.information.marginal_entropy`); ``report.attrs["dequantized"]`` flags them (1 per band).
 
     Parameters
     ----------
@@ -84,7 +84,7 @@ def information_report(
     dim : hashable, optional
         The feature dimension, when not the fitted one.
     n_samples : int, optional
-        Pixels for the densities and curves (default :data:`REPORT_SAMPLES`).
+        Pixels for the densities and curves (default ``ppa_xr.information.REPORT_SAMPLES``).
     random_state : int, optional
         Seeds the sample and the dequantization.
     estimator : {"spacing", "histogram"}

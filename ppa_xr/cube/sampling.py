@@ -2,7 +2,7 @@
 
 A pixel is valid when every feature is finite and not nodata. Every pixel
 gets a uniform key, a hash of the seed and its global index
-(:func:`ppa_xr.pixels.pixel_keys`), and the ``n`` smallest keys are kept, merged
+(``ppa_xr.core.keys.pixel_keys``), and the ``n`` smallest keys are kept, merged
 in a tree over the chunks: the same cube and seed give the same sample under
 any chunking and scheduler. Pooled over several cubes (:func:`sample_cubes`),
 the smallest keys of the union are a uniform sample of all their pixels.
@@ -61,7 +61,7 @@ class _Layout:
     @classmethod
     def of(cls, da: xr.DataArray, dim: Hashable) -> _Layout:
         """Blocks over the cube's :func:`~ppa_xr.cube.inputs.spatial_dims` (pixels of one place at other
-        times share a block), about :data:`N_BLOCKS` in all."""
+        times share a block), about ``ppa_xr.cube.sampling.N_BLOCKS`` in all."""
         pixel_dims = [d for d in da.dims if d != dim]
         blocked = [d for d in spatial_dims(da, dim) if da.sizes[d] > 1]
         per_dim = N_BLOCKS ** (1 / max(len(blocked), 1))
@@ -128,12 +128,12 @@ def sample_valid_pixels(
 
     A pixel is valid when every feature is finite and not nodata. Every pixel
     gets a uniform key, a hash of ``random_state`` and its global index
-    (:func:`ppa_xr.pixels.pixel_keys`), and the ``n_samples`` smallest keys are kept (a
+    (``ppa_xr.core.keys.pixel_keys``), and the ``n_samples`` smallest keys are kept (a
     bottom-k sample), in key order: one pass over the chunks, merged in a tree,
     memory about ``n_samples x d`` per chunk in flight; the cube itself is never
     loaded. The same cube and seed give the same sample under any chunking and
     scheduler. With ``return_groups`` the spatial block of each sampled pixel
-    (about :data:`N_BLOCKS` blocks over x/y) is returned too.
+    (about ``ppa_xr.cube.sampling.N_BLOCKS`` blocks over x/y) is returned too.
 
     Parameters
     ----------

@@ -38,7 +38,7 @@ def evaluate(
     model : PPA
         A fitted model.
     n_samples : int, optional
-        Pixels to compare on (at least :data:`~ppa_xr.cube.sampling.MIN_HELD_OUT`); None: every held-out pixel, up to 200,000.
+        Pixels to compare on (at least ``ppa_xr.information.MIN_HELD_OUT``); None: every held-out pixel, up to 200,000.
     dim : hashable, optional
         The feature dimension, when not the fitted one.
     random_state : int, optional
@@ -54,7 +54,7 @@ def evaluate(
     Raises
     ------
     ValueError
-        Fewer than :data:`~ppa_xr.cube.sampling.MIN_HELD_OUT` valid pixels outside the fitting sample.
+        Fewer than ``ppa_xr.information.MIN_HELD_OUT`` valid pixels outside the fitting sample.
 
     Examples
     --------

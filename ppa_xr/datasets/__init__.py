@@ -120,7 +120,7 @@ _SOURCES = {
 
 
 def load_table(name: str) -> Table:
-    """Load one of the paper's UCI tables by name (one of :data:`UCI_TABLES`).
+    """Load one of the paper's UCI tables by name (one of ``ppa_xr.datasets.UCI_TABLES``).
 
     Parameters
     ----------

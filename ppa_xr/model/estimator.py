@@ -258,7 +258,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         xr.Dataset
-            What :meth:`save` writes (:mod:`ppa_xr.model.file`).
+            What :meth:`save` writes (``ppa_xr.model.file``).
         """
         check_is_fitted(self)
         return file.to_dataset(self.params_, self.get_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None))
