@@ -60,3 +60,12 @@ def test_the_shift_warning_points_at_the_caller():
     _points_here(_caught(lambda: left.ppa.transform(model, check=True)), ShiftWarning, "worse than its own PCA")
     _points_here(_caught(lambda: left.ppa.information_report(model, n_components=10)), ShiftWarning, "worse than its own PCA")
     assert ppa_xr.ShiftWarning is ShiftWarning
+
+
+def test_parameters_that_are_gone_or_renamed_say_what_to_pass(landsat):
+    with pytest.raises(TypeError, match=r"validation='transfer' is gone: .* degree=1 \(PCA\) or model.pca_"):
+        PPA(validation="transfer")
+    with pytest.raises(TypeError, match=r"noise is now noise_cov: noise_cov='shift'"):
+        landsat.ppa.fit(noise="shift")
+    with pytest.raises(TypeError, match=r"'bogus' is not a parameter of PPA \(the parameters are n_components, degree"):
+        PPA(bogus=1)

@@ -16,7 +16,7 @@ between layers is valid and is never checked again.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,6 +193,7 @@ def names() -> list[str]:
     return [spec_field.name for spec_field in dataclasses.fields(Spec)]
 
 
+
 def fields_of() -> tuple[dataclasses.Field, ...]:
     """The parameters' declarations (default, ``metadata``: check, doc, since, implied, option)."""
     return dataclasses.fields(Spec)
@@ -211,6 +212,21 @@ def implied_by(version: int) -> dict[str, Any]:
 #: parameters that were once part of the spec, with the format versions that recorded them: files of those
 #: versions still load, and the value they stored is dropped (it changed how the model was fitted, not the model)
 RETIRED = {"validation": (6, 7)}
+#: what to pass instead of a parameter that is gone or was renamed
+INSTEAD = {
+    "validation": "validation='transfer' is gone: where curves must not be trusted on other scenes use degree=1 (PCA) or "
+                  "model.pca_, and check a scene with cube.ppa.evaluate(model)",
+    "noise": "noise is now noise_cov: noise_cov='shift', a (d, d) covariance, or a cube of noise samples",
+    "selection_rows": "selection_rows is selection_samples",
+}
+
+
+def check_names(given: Iterable[str]) -> None:
+    """Refuse parameter names the spec does not declare, saying what to pass instead where that is known."""
+    unknown = [name for name in given if name not in names()]
+    if unknown:
+        advice = "; ".join(INSTEAD.get(name, f"{name!r} is not a parameter of PPA") for name in unknown)
+        raise TypeError(f"{advice} (the parameters are {', '.join(names())})")
 
 
 def documented() -> str:

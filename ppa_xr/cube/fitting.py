@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..core.spec import Spec
+from ..core.spec import Spec, check_names
 from ..model import PPA
 from ..model.labels import FeatureLabels
 from .inputs import feature_array
@@ -110,6 +110,7 @@ def fit_pooled(
     """
     if isinstance(cubes, (xr.DataArray, xr.Dataset)) or not isinstance(cubes, Sequence) or not len(cubes):
         raise TypeError("fit_pooled takes a list of cubes, e.g. fit_pooled([scene_a, scene_b]); for one cube use cube.ppa.fit")
+    check_names(ppa_params)
     noise = ppa_params.pop("noise_cov", None)
     if isinstance(noise, str) and noise != "shift":
         raise ValueError(f"noise_cov must be 'shift' (estimated from neighbouring pixels), a (d, d) noise covariance or a cube "

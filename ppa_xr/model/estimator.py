@@ -44,6 +44,7 @@ def _init_of(declared: Spec) -> Any:
     ])
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        spec.check_names(kwargs)
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         for name in spec.names():
