@@ -19,7 +19,8 @@ import dask
 import numpy as np
 import xarray as xr
 
-from ..pixels import FitSample, PixelSample, held_by, pixel_keys, row_digest
+from ..core import compiled
+from ..pixels import FitSample, PixelSample, exclusion, row_digest
 from .inputs import SPATIAL_DIMS, feature_array
 
 #: pixels sampled when ``n_samples`` is not given
@@ -61,14 +62,21 @@ class _Layout:
         tiles = tuple(max(1, min(da.sizes[d], round(per_dim))) if d in blocked else 1 for d in pixel_dims)
         return cls(tuple(da.sizes[d] for d in pixel_dims), tiles)
 
-    def index_and_block(self, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """Global flat index and block id of every pixel of a chunk at ``offsets`` (C order)."""
-        index, block = np.zeros(1, np.int64), np.zeros(1, np.int64)
-        for start, size, total, tiles in zip(offsets, sizes, self.shape, self.tiles):
-            position = np.arange(start, start + size, dtype=np.int64)
-            index = np.add.outer(index * total, position).ravel()
-            block = np.add.outer(block * tiles, position * tiles // total).ravel()
-        return index, block
+    def line_starts(self, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> np.ndarray:
+        """Global flat index of the first pixel of each line (along the last pixel dim) of a chunk at ``offsets``, C order."""
+        index = np.zeros(1, np.int64)
+        for start, size, total in zip(offsets[:-1], sizes[:-1], self.shape[:-1]):
+            index = np.add.outer(index * total, np.arange(start, start + size, dtype=np.int64)).ravel()
+        return index * (self.shape[-1] if self.shape else 1) + (offsets[-1] if offsets else 0)
+
+    def blocks_of(self, index: np.ndarray) -> np.ndarray:
+        """Block id of each pixel (global flat index)."""
+        block = np.zeros(len(index), np.int64)
+        if not self.shape:
+            return block
+        for position, total, tiles in zip(np.unravel_index(index, self.shape), self.shape, self.tiles):
+            block = block * tiles + position * tiles // total
+        return block
 
 
 def fitted_shares(da: xr.DataArray, dim: Hashable, sample: FitSample | None) -> tuple[PixelSample, ...]:
@@ -95,22 +103,33 @@ def _smallest(keys: np.ndarray, n: int) -> np.ndarray:
 
 def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int, exclude: tuple[PixelSample, ...]) -> tuple:
     """The ``n`` valid pixels of one chunk with the smallest keys (none of ``exclude``): keys, values, blocks, flat indices,
-    valid count. Only the kept rows are copied."""
-    values = block.reshape(-1, block.shape[-1])
-    index, blocks = layout.index_and_block(offsets, block.shape[:-1])
-    rows = np.flatnonzero(np.isfinite(values).all(axis=1) & ~held_by(exclude, index))
-    keys = pixel_keys(seed, index[rows])
-    kept = _smallest(keys, n)
+    valid count. Keys do not depend on values: the ``n``-th smallest of the chunk's free pixels bounds the sample when
+    they are all valid, and one compiled pass tests, keys and copies them (:func:`ppa_xr.core.compiled.sample_candidates`);
+    where some are not, the kept rows are copied in a second pass."""
+    pixel_shape = block.shape[:-1]
+    width = pixel_shape[-1] if pixel_shape else 1
+    bands = np.moveaxis(block, -1, 0).reshape(block.shape[-1], -1, width)  # a view, but where leading pixel dims do not merge
+    starts, excluded = layout.line_starts(offsets, pixel_shape), exclusion(exclude)
+    free = compiled.free_keys(starts, width, seed, *excluded)
+    bound = np.partition(free, n - 1)[n - 1] if len(free) > n else np.uint64(2**64 - 1)
+    rows, keys, values, copied = compiled.sample_candidates(bands, starts, seed, *excluded, bound, min(n, len(free)))
+    if copied == min(n, len(keys)):  # the n smallest free keys are all valid pixels: those copied
+        kept = np.flatnonzero(keys <= bound)
+        values = values[:copied]
+    else:
+        kept = _smallest(keys, n)
+        values = compiled.gather_pixels(bands, rows[kept])
     rows = rows[kept]
-    return keys[kept], values[rows], blocks[rows], index[rows], len(keys)
+    index = starts[rows // width] + rows % width
+    return keys[kept], values, layout.blocks_of(index), index, len(keys)
 
 
 def _merge_samples(a: tuple, b: tuple, n: int) -> tuple:
-    """The ``n`` smallest keys of two chunk samples; only the kept rows are copied."""
-    kept = _smallest(np.concatenate([a[0], b[0]]), n)
-    split = np.searchsorted(kept, len(a[0]))
-    rows = (kept[:split], kept[split:] - len(a[0]))
-    return *(np.concatenate([x[rows[0]], y[rows[1]]]) for x, y in zip(a[:4], b[:4])), a[4] + b[4]
+    """The ``n`` smallest keys of two chunk samples (keys are distinct: those up to the ``n``-th smallest), each
+    part's rows in their order; only the kept rows are copied, once (:func:`ppa_xr.core.compiled.merge_within`)."""
+    keys = np.concatenate([a[0], b[0]])
+    bound = np.partition(keys, n - 1)[n - 1] if len(keys) > n else np.uint64(2**64 - 1)
+    return *compiled.merge_within(bound, *a[:4], *b[:4]), a[4] + b[4]
 
 
 def sample_valid_pixels(
