@@ -36,7 +36,7 @@ _GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E
 _jit = numba.njit(cache=True, nogil=True)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@_jit
 def _coordinate(v, center, inv_scale):
     """``t(v)`` of the module docstring, in float64."""
     u = (np.float64(v) - center) * inv_scale
@@ -48,7 +48,7 @@ def _coordinate(v, center, inv_scale):
 BLOCK = 2048
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@_jit
 def _clipped_cell(g, last):
     """``floor(g)`` clipped to ``0..last`` (NaN to 0: a NaN value's cell is never read as a result)."""
     if not g > 0.0:
@@ -97,23 +97,34 @@ def _tiled(center, inv_scale, slope, intercept, cells, rows):
     return tc, ts, tsl, tic, offset
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@_jit
 def _block_positions(block, tiled, starts, points, steps, last, pos):
-    """Flat position ``j (K+1) + pos_j(v)`` of every value of ``block`` (whole rows of ``d``) into ``pos``.
+    """Flat position ``j (K+1) + pos_j(v)`` of every value of ``block`` (whole rows of ``d``) into ``pos``; whether
+    every value is finite.
 
     Two loops: the cells (arithmetic only, vectorized, the per-column
     constants tiled to the block), then the gathers (``start``, then
-    ``steps`` comparisons with the breakpoints).
+    ``steps`` comparisons with the breakpoints; one, without a loop, on most
+    columns).
     """
     tc, ts, tsl, tic, offset = tiled
+    finite = True
     for q in range(len(block)):
-        g = _coordinate(block[q], tc[q], ts[q]) * tsl[q] + tic[q]
+        v = block[q]
+        finite &= v - v == 0
+        g = _coordinate(v, tc[q], ts[q]) * tsl[q] + tic[q]
         pos[q] = np.uint32(_clipped_cell(g, last)) + offset[q]
-    for q in range(len(block)):
-        p = starts[pos[q]]
-        for _ in range(steps):
-            p += np.uint32(points[p] <= block[q])
-        pos[q] = p
+    if steps == 1:
+        for q in range(len(block)):
+            p = starts[pos[q]]
+            pos[q] = p + np.uint32(points[p] <= block[q])
+    else:
+        for q in range(len(block)):
+            p = starts[pos[q]]
+            for _ in range(steps):
+                p += np.uint32(points[p] <= block[q])
+            pos[q] = p
+    return finite
 
 
 @_jit
@@ -135,7 +146,8 @@ def step_lookup(values, breaks, table, start, center, inv_scale, slope, intercep
 @_jit
 def step_row_sums(values, breaks, table, start, center, inv_scale, slope, intercept, steps, out):
     """``out[i] = sum_j table[j, pos_j(values[i, j])]`` for ``values`` (n, d, C-contiguous), summed in order of
-    ``j`` in float64; NaN where a value is NaN or where +inf and -inf meet in one row."""
+    ``j`` in float64; NaN where a value is NaN or where +inf and -inf meet in one row (looked for only in a block
+    with a value that is not finite)."""
     n, d = values.shape
     rows = max(1, BLOCK // d)
     tiled = _tiled(center, inv_scale, slope, intercept, start.shape[1], rows)
@@ -143,21 +155,25 @@ def step_row_sums(values, breaks, table, start, center, inv_scale, slope, interc
     pos = np.empty(rows * d, np.uint32)
     for first in range(0, n, rows):
         block = flat[first * d : min(first + rows, n) * d]
-        _block_positions(block, tiled, starts, points, steps, start.shape[1] - 1, pos)
+        finite = _block_positions(block, tiled, starts, points, steps, start.shape[1] - 1, pos)
         for i in range(len(block) // d):
             total = 0.0
-            nan = up = down = False
             for q in range(i * d, i * d + d):
-                v = block[q]
-                if not np.isfinite(v):
-                    nan |= np.isnan(v)
-                    up |= v > 0
-                    down |= v < 0
                 total += values_of[pos[q]]
-            out[first + i] = np.nan if nan or (up and down) else total
+            out[first + i] = total
+        if not finite:
+            for i in range(len(block) // d):
+                nan = up = down = False
+                for q in range(i * d, i * d + d):
+                    v = block[q]
+                    nan |= np.isnan(v)
+                    up |= v == np.inf
+                    down |= v == -np.inf
+                if nan or (up and down):
+                    out[first + i] = np.nan
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@_jit
 def _key(seed, index):
     """SplitMix64 of ``seed + (index + 1) golden`` (uint64, wrapping)."""
     z = (np.uint64(index) + np.uint64(1)) * _GOLDEN + seed
@@ -174,7 +190,7 @@ def pixel_keys(seed, index, out):
         out[i] = _key(seed, index[i])
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@_jit
 def _held(index, seeds, maxima):
     """Whether the pixel is in any of the samples ``(seeds[s], maxima[s])`` (key at most the sample's largest)."""
     for s in range(len(seeds)):
@@ -203,43 +219,42 @@ def _itemsize_constant(array):
 
 
 @_jit
-def free_keys(base, width, seed, seeds, maxima):
-    """Keys under ``seed`` of the pixels of a chunk (lines starting at global indices ``base``, ``width`` pixels each)
-    that no sample ``(seeds, maxima)`` holds, valid or not: no value is read."""
-    keys = np.empty(len(base) * width, np.uint64)
+def chunk_keys(base, width, seed, seeds, maxima):
+    """The key under ``seed`` of every pixel of a chunk (lines starting at global indices ``base``, ``width`` pixels
+    each, flat), and whether no sample ``(seeds, maxima)`` holds it (free); no value is read. Loops over a line's
+    consecutive indices, vectorized."""
+    n = len(base) * width
+    keys, free = np.empty(n, np.uint64), np.ones(n, np.bool_)
     seed = np.uint64(seed)
-    count = 0
     for r in range(len(base)):
+        line = r * width
         for c in range(width):
-            index = base[r] + c
-            if not _held(index, seeds, maxima):
-                keys[count] = _key(seed, index)
-                count += 1
-    return keys[:count]
+            keys[line + c] = _key(seed, base[r] + c)
+        for s in range(len(seeds)):
+            for c in range(width):
+                free[line + c] &= _key(seeds[s], base[r] + c) > maxima[s]
+    return keys, free
 
 
 @_jit
-def sample_candidates(bands, base, seed, seeds, maxima, bound, capacity):
-    """The valid pixels of a chunk that no sample ``(seeds, maxima)`` holds, their keys under ``seed``, and the values
-    of those with a key at most ``bound`` (up to ``capacity`` of them), in one pass over the chunk.
+def sample_candidates(bands, keys, free, bound, capacity):
+    """The valid free pixels of a chunk (:func:`chunk_keys`) and their keys, and the values of those with a key at
+    most ``bound`` (up to ``capacity`` of them), in one pass over the chunk.
 
     ``bands`` (d, R, C), any strides: the chunk's values, features first, its
-    pixels as R lines of C (the last pixel dimension); ``base[r]``: the global
-    flat index of line ``r``'s first pixel (the pixels of a line are
-    consecutive). Valid: every feature finite (``v - v == 0``). Each line is
-    read in the order of its memory (feature by feature, or pixel by
-    pixel), with a loop of its own where that order is contiguous
-    (vectorized); a pixel whose key is within ``bound`` is copied while its
-    line is in cache. Returns the local flat positions ``r C + c``
-    (ascending), their keys, and the copied rows (C-contiguous, in the same
-    order) with their count.
+    pixels as R lines of C (the last pixel dimension). Valid: every feature
+    finite (``v - v == 0``). Each line is read in the order of its memory
+    (feature by feature, or pixel by pixel), with a loop of its own where
+    that order is contiguous (vectorized); a pixel whose key is within
+    ``bound`` is copied while its line is in cache. Returns the local flat
+    positions ``r C + c`` (ascending), their keys, and the copied rows
+    (C-contiguous, in the same order) with their count.
     """
     d, lines, width = bands.shape
     rows = np.empty(lines * width, np.int64)
-    keys = np.empty(lines * width, np.uint64)
+    kept_keys = np.empty(lines * width, np.uint64)
     values = np.empty((capacity, d), bands.dtype)
     bad = np.empty(width, bands.dtype)  # v - v: 0, or NaN where v is NaN or infinite
-    seed = np.uint64(seed)
     by_feature = abs(bands.strides[2]) <= abs(bands.strides[0])
     size = _itemsize(bands)
     count = copied = 0
@@ -266,17 +281,15 @@ def sample_candidates(bands, base, seed, seeds, maxima, bound, capacity):
                         total += pixel[j] - pixel[j]
                 bad[c] = total
         for c in range(width):
-            if bad[c] == 0:
-                index = base[r] + c
-                if not _held(index, seeds, maxima):
-                    key = _key(seed, index)
-                    rows[count], keys[count] = r * width + c, key
-                    count += 1
-                    if key <= bound and copied < capacity:
-                        for j in range(d):
-                            values[copied, j] = bands[j, r, c]
-                        copied += 1
-    return rows[:count], keys[:count], values, copied
+            q = r * width + c
+            if bad[c] == 0 and free[q]:
+                rows[count], kept_keys[count] = q, keys[q]
+                count += 1
+                if keys[q] <= bound and copied < capacity:
+                    for j in range(d):
+                        values[copied, j] = bands[j, r, c]
+                    copied += 1
+    return rows[:count], kept_keys[:count], values, copied
 
 
 @_jit
@@ -304,14 +317,27 @@ def gather_pixels(bands, rows):
     return out
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _copy_within(bound, keys, values, blocks, index, out, k):
-    """Rows of one chunk sample with a key at most ``bound`` into ``out`` from row ``k`` on; the next free row."""
-    out_keys, out_values, out_blocks, out_index = out
+@_jit
+def pixel_index(rows, width, starts, line_blocks, offset, size, tiles):
+    """Global flat index and block id of the pixels ``rows`` (flat in a chunk of lines of ``width``;
+    :meth:`ppa_xr.cube.sampling._Layout.lines`)."""
+    index, blocks = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
+    for i in range(len(rows)):
+        line = rows[i] // width
+        c = rows[i] - line * width
+        index[i] = starts[line] + c
+        blocks[i] = line_blocks[line] * tiles + (offset + c) * tiles // size
+    return index, blocks
+
+
+@_jit
+def _copy_within(bound, keys, values, blocks, index, out_keys, out_values, out_blocks, out_index, k):
+    """Rows of one chunk sample with a key at most ``bound`` into the outputs from row ``k`` on; the next free row."""
     for i in range(len(keys)):
         if keys[i] <= bound:
             out_keys[k], out_blocks[k], out_index[k] = keys[i], blocks[i], index[i]
-            out_values[k] = values[i]
+            for j in range(values.shape[1]):
+                out_values[k, j] = values[i, j]
             k += 1
     return k
 
@@ -320,8 +346,13 @@ def _copy_within(bound, keys, values, blocks, index, out, k):
 def merge_within(bound, keys_a, values_a, blocks_a, index_a, keys_b, values_b, blocks_b, index_b):
     """The rows of two chunk samples whose key is at most ``bound``, ``a``'s then ``b``'s, each in its order: keys,
     values (rows, C-contiguous), blocks and flat indices, written once (no temporaries)."""
-    size = np.sum(keys_a <= bound) + np.sum(keys_b <= bound)
-    out = np.empty(size, np.uint64), np.empty((size, values_a.shape[1]), values_a.dtype), np.empty(size, np.int64), np.empty(size, np.int64)
-    k = _copy_within(bound, keys_a, values_a, blocks_a, index_a, out, 0)
-    _copy_within(bound, keys_b, values_b, blocks_b, index_b, out, k)
-    return out
+    size = 0
+    for i in range(len(keys_a)):
+        size += keys_a[i] <= bound
+    for i in range(len(keys_b)):
+        size += keys_b[i] <= bound
+    out_keys, out_values = np.empty(size, np.uint64), np.empty((size, values_a.shape[1]), values_a.dtype)
+    out_blocks, out_index = np.empty(size, np.int64), np.empty(size, np.int64)
+    k = _copy_within(bound, keys_a, values_a, blocks_a, index_a, out_keys, out_values, out_blocks, out_index, 0)
+    _copy_within(bound, keys_b, values_b, blocks_b, index_b, out_keys, out_values, out_blocks, out_index, k)
+    return out_keys, out_values, out_blocks, out_index

@@ -62,21 +62,17 @@ class _Layout:
         tiles = tuple(max(1, min(da.sizes[d], round(per_dim))) if d in blocked else 1 for d in pixel_dims)
         return cls(tuple(da.sizes[d] for d in pixel_dims), tiles)
 
-    def line_starts(self, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> np.ndarray:
-        """Global flat index of the first pixel of each line (along the last pixel dim) of a chunk at ``offsets``, C order."""
-        index = np.zeros(1, np.int64)
-        for start, size, total in zip(offsets[:-1], sizes[:-1], self.shape[:-1]):
-            index = np.add.outer(index * total, np.arange(start, start + size, dtype=np.int64)).ravel()
-        return index * (self.shape[-1] if self.shape else 1) + (offsets[-1] if offsets else 0)
-
-    def blocks_of(self, index: np.ndarray) -> np.ndarray:
-        """Block id of each pixel (global flat index)."""
-        block = np.zeros(len(index), np.int64)
-        if not self.shape:
-            return block
-        for position, total, tiles in zip(np.unravel_index(index, self.shape), self.shape, self.tiles):
-            block = block * tiles + position * tiles // total
-        return block
+    def lines(self, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
+        """A chunk at ``offsets`` as lines of pixels along the last pixel dim (C order): the global flat index of each
+        line's first pixel, each line's block id over the other dims, and the last dim's (offset, size, tiles); a
+        pixel ``c`` of line ``r`` is pixel ``start[r] + c`` of block ``line_block[r] tiles + (offset + c) tiles // size``."""
+        index, block = np.zeros(1, np.int64), np.zeros(1, np.int64)
+        for start, size, total, tiles in zip(offsets[:-1], sizes[:-1], self.shape[:-1], self.tiles[:-1]):
+            position = np.arange(start, start + size, dtype=np.int64)
+            index = np.add.outer(index * total, position).ravel()
+            block = np.add.outer(block * tiles, position * tiles // total).ravel()
+        last = (offsets[-1], self.shape[-1], self.tiles[-1]) if self.shape else (0, 1, 1)
+        return index * last[1] + last[0], block, last
 
 
 def fitted_shares(da: xr.DataArray, dim: Hashable, sample: FitSample | None) -> tuple[PixelSample, ...]:
@@ -109,19 +105,19 @@ def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout
     pixel_shape = block.shape[:-1]
     width = pixel_shape[-1] if pixel_shape else 1
     bands = np.moveaxis(block, -1, 0).reshape(block.shape[-1], -1, width)  # a view, but where leading pixel dims do not merge
-    starts, excluded = layout.line_starts(offsets, pixel_shape), exclusion(exclude)
-    free = compiled.free_keys(starts, width, seed, *excluded)
-    bound = np.partition(free, n - 1)[n - 1] if len(free) > n else np.uint64(2**64 - 1)
-    rows, keys, values, copied = compiled.sample_candidates(bands, starts, seed, *excluded, bound, min(n, len(free)))
+    (starts, line_blocks, last), excluded = layout.lines(offsets, pixel_shape), exclusion(exclude)
+    keys, free = compiled.chunk_keys(starts, width, seed, *excluded)
+    free_keys = keys[free]
+    bound = np.partition(free_keys, n - 1)[n - 1] if len(free_keys) > n else np.uint64(2**64 - 1)
+    rows, keys, values, copied = compiled.sample_candidates(bands, keys, free, bound, min(n, len(free_keys)))
     if copied == min(n, len(keys)):  # the n smallest free keys are all valid pixels: those copied
         kept = np.flatnonzero(keys <= bound)
         values = values[:copied]
     else:
         kept = _smallest(keys, n)
         values = compiled.gather_pixels(bands, rows[kept])
-    rows = rows[kept]
-    index = starts[rows // width] + rows % width
-    return keys[kept], values, layout.blocks_of(index), index, len(keys)
+    index, blocks = compiled.pixel_index(rows[kept], width, starts, line_blocks, *last)
+    return keys[kept], values, blocks, index, len(keys)
 
 
 def _merge_samples(a: tuple, b: tuple, n: int) -> tuple:
@@ -236,7 +232,7 @@ def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tupl
 
 def _drawn(result: tuple, seed: int, layout: _Layout) -> Sample:
     keys, values, groups, index, count = result
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)  # the keys of one cube are distinct (a bijection of the pixel index): one order
     values, keys, index = values[order], keys[order], index[order]
     witness = (int(index[0]), row_digest(values[0])) if len(keys) else None
     return Sample(values, keys, groups[order], index, count, PixelSample(seed, int(keys.max(initial=0)), len(keys), layout.shape, witness))

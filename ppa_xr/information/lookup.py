@@ -92,11 +92,12 @@ class StepLookup:
         intercept = -t_ends[:, 0] * slope
         # cells of all breakpoints at once, as flat cells j G + c (ascending); start = rank among its row's breakpoints
         flat_cells = compiled.grid_cells(padded, sizes, center, inv_scale, slope, intercept, cells)
-        ranks = np.searchsorted(flat_cells, np.arange(d * cells), side="left").reshape(d, cells)
+        counts = np.bincount(flat_cells, minlength=d * cells)
+        ranks = (np.cumsum(counts) - counts).reshape(d, cells)  # breakpoints in earlier cells
         if d * (K + 1) >= 2**32:
             raise ValueError(f"{d} columns of {K} breakpoints are too many for one look-up (2^32 positions)")
         start = (ranks - np.cumsum(sizes)[:, None] + sizes[:, None] + (rows * (K + 1))[:, None]).astype(np.uint32)  # in cache: 4 bytes
-        steps = int(np.bincount(flat_cells, minlength=d * cells).max())
+        steps = int(counts.max())
         return cls(padded, table, start, center, inv_scale, slope, intercept, steps)
 
     def _grid(self) -> tuple:
