@@ -81,6 +81,13 @@ def _finite_rows(X: np.ndarray) -> np.ndarray:
     return X
 
 
+def column_sorts(X: np.ndarray) -> np.ndarray:
+    """Each column of ``X`` (n, d) sorted, NaN last, as float64: an (n, d) view of a (d, n) array. The same sort
+    as ``np.sort(X, axis=0)``, so the same values, about 3x faster (numpy sorts contiguous rows faster than
+    strided columns)."""
+    return np.sort(np.ascontiguousarray(np.asarray(X, dtype=np.float64).T), axis=1).T
+
+
 def _ranges(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(low, high)`` of each column, refused where a column is constant."""
     constant = np.flatnonzero(high <= low)
@@ -117,10 +124,13 @@ class EqualMassBins:
     lookup: StepLookup
 
     @classmethod
-    def fit(cls, X: np.ndarray, bins: int | None = None) -> EqualMassBins:
+    def fit(cls, X: np.ndarray, bins: int | None = None, sorted_columns: np.ndarray | None = None) -> EqualMassBins:
+        """From samples ``X`` (n, d), rows with NaN ignored; ``sorted_columns``: :func:`column_sorts` of ``X``
+        where already known (used when every row is finite)."""
+        rows = len(X)
         X = _finite_rows(X)
         n, d = X.shape
-        S = np.sort(X, axis=0)  # (n, d) order statistics of each column (a column-wise sort is fastest in this layout)
+        S = sorted_columns if sorted_columns is not None and n == rows else column_sorts(X)  # (n, d) order statistics
         _ranges(S[0], S[-1])
         index = np.unique(np.round(np.linspace(0, n - 1, min(int(bins or round(np.sqrt(n))), n - 1) + 1)).astype(int))
         spacings = np.diff(index)
@@ -235,7 +245,7 @@ class Histograms:
 ESTIMATORS = {"spacing": EqualMassBins, "histogram": Histograms}
 
 
-def marginal_density(X: np.ndarray, estimator: str = "spacing") -> EqualMassBins | Histograms:
+def marginal_density(X: np.ndarray, estimator: str = "spacing", sorted_columns: np.ndarray | None = None) -> EqualMassBins | Histograms:
     """The marginal densities of a sample, by ``"spacing"`` (default) or ``"histogram"``.
 
     Parameters
@@ -244,6 +254,8 @@ def marginal_density(X: np.ndarray, estimator: str = "spacing") -> EqualMassBins
         (n, d) samples; rows with NaN are ignored.
     estimator : {"spacing", "histogram"}
         The estimator (module docstring).
+    sorted_columns : np.ndarray, optional
+        :func:`column_sorts` of ``X`` where already known (the spacing estimator sorts otherwise).
 
     Returns
     -------
@@ -252,7 +264,7 @@ def marginal_density(X: np.ndarray, estimator: str = "spacing") -> EqualMassBins
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got {estimator!r}")
-    return ESTIMATORS[estimator].fit(X)
+    return EqualMassBins.fit(X, sorted_columns=sorted_columns) if estimator == "spacing" else Histograms.fit(X)
 
 
 def marginal_entropy(X: np.ndarray, estimator: str = "spacing") -> np.ndarray:
@@ -286,10 +298,11 @@ class MIReduction:
     per_dimension: float
 
 
-def discrete_columns(X: np.ndarray) -> np.ndarray:
+def discrete_columns(X: np.ndarray, sorted_columns: np.ndarray | None = None) -> np.ndarray:
     """Which columns take few distinct values, fewer than :data:`QUANTIZED_SHARE` of their rows -> (d,) bool:
-    integer digital numbers, scaled integers (reflectance stored to 1e-4), ratios of small counts."""
-    S = np.sort(np.asarray(X, dtype=np.float64), axis=0)  # one sort of every column; NaN and +-inf sort to the ends
+    integer digital numbers, scaled integers (reflectance stored to 1e-4), ratios of small counts.
+    ``sorted_columns``: :func:`column_sorts` of ``X`` where already known."""
+    S = column_sorts(X) if sorted_columns is None else sorted_columns  # NaN and +-inf sort to the ends
     finite = np.isfinite(S)
     steps = (np.diff(S, axis=0) > 0) & finite[1:] & finite[:-1]
     return steps.sum(axis=0) + finite.any(axis=0) <= QUANTIZED_SHARE * len(S)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -15,21 +16,62 @@ from ..cube.inputs import model_features
 from ..cube.maps import map_kernel
 from ..cube.sampling import fitted_shares, sample_features
 from ..model import PPA
-from .estimators import LN2, PointwiseReduction, dequantized, discrete_columns, marginal_density
+from .estimators import LN2, PointwiseReduction, column_sorts, dequantized, discrete_columns, marginal_density
 
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None) -> np.ndarray:
     """The four per-pixel maps of a report over a chunk: (..., 4).
 
     Both measures share the input densities, looked up once. PCA's squared
     error is ``||r[k:]||^2`` of its own output (no corrections to undo), so
-    PCA costs one GEMM; PPA's needs its truncated forward pass.
+    PCA costs one GEMM; PPA's needs its truncated forward pass, which shares
+    the rotation's GEMM with PPA's full forward pass (:func:`kernels.forward_and_error`).
     """
-    x = np.ascontiguousarray(x)  # one copy of a strided chunk, not one per kernel
-    r_ppa, r_pca = (kernels.forward(x, m.model.params_, threads=threads) for m in (ppa, pca))
-    inputs = ppa.inputs.log2_product_density(np.asarray(x, dtype=r_ppa.dtype))
-    maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), kernels.squared_error(x, ppa.model.params_, k, threads)]
+    # one copy of a strided chunk, in the kernels' float type (not one per kernel)
+    x = np.ascontiguousarray(x, dtype=np.float32 if x.dtype == np.float32 else np.float64)
+    r_ppa, error_ppa = kernels.forward_and_error(x, ppa.model.params_, k, threads)
+    r_pca = kernels.forward(x, pca.model.params_, threads=threads)
+    inputs = ppa.inputs.log2_product_density(x)
+    maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), error_ppa]
     maps.append(np.einsum("...j,...j->...", r_pca[..., k:], r_pca[..., k:]))
     return np.stack(maps, axis=-1)
+
+
+def _statistics(model: PPA, sample: np.ndarray, estimator: str, random_state) -> tuple:
+    """What the report measures on its sample: the shift check's error curves, which bands are quantized, the input
+    densities, and per method (PPA, its PCA) the output densities and the curves.
+
+    The independent parts run side by side on two threads (numpy's sorts and
+    the kernels release the GIL): the error curves, the densities of each
+    method's outputs, and here the input densities. One sort of each column
+    serves the quantization test and the input densities.
+    """
+    pca = model.pca_  # the PCA of the model's own fitting sample
+
+    def outputs(fitted_model: PPA, smooth: np.ndarray) -> tuple:
+        R = kernels.forward(smooth, fitted_model.params_)  # the map itself: whitening is not part of it
+        return marginal_density(R, estimator), R.var(axis=0)
+
+    with ThreadPoolExecutor(2) as pool:
+        errors = pool.submit(evaluation.compare_errors, model, sample, pca)
+        S = column_sorts(sample)
+        discrete = discrete_columns(sample, S)
+        if discrete.any():  # densities of quantized bands: of the dequantized values, sorted again
+            smooth = dequantized(sample, random_state, discrete)
+            S = S.copy(order="K")
+            S[:, discrete] = column_sorts(smooth[:, discrete])
+        else:
+            smooth = sample
+        methods = {"ppa": model, "pca": pca}
+        done = {method: pool.submit(outputs, fitted_model, smooth) for method, fitted_model in methods.items()}
+        inputs = marginal_density(smooth, estimator, S)
+        errors = errors.result()
+        measures, curves = {}, {}
+        for method, fitted_model in methods.items():
+            density, variance = done[method].result()
+            measures[method] = PointwiseReduction(fitted_model, inputs, density)
+            mse = np.append(getattr(errors, method), 0.0)  # k = d keeps everything
+            curves[method] = {"entropy": density.entropy(), "variance": variance, "mse": mse}
+    return errors, discrete, inputs, measures, curves
 
 
 _ESTIMATOR_NAMES = {
@@ -109,32 +151,25 @@ def information_report(
     da, dim = model_features(obj, model, dim)
     k = kernels.check_components(n_components, model.n_features_in_)
     sample, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
-    errors = evaluation.compare_errors(model, sample)
+    errors, discrete, inputs, measures, curves = _statistics(model, sample, estimator, random_state)
     if on.startswith("held out") and (message := evaluation.shift_message(errors, k, f"{errors.n} held-out pixels")):
         warnings.warn(message, evaluation.ShiftWarning, stacklevel=3)
-    discrete = discrete_columns(sample)
-    smooth = dequantized(sample, random_state, discrete) if discrete.any() else sample  # densities of quantized bands
-    inputs = marginal_density(smooth, estimator)
-    measures, curves = {}, {}
-    for method, fitted_model in (("ppa", model), ("pca", model.pca_)):  # the PCA of the model's own fitting sample
-        R = kernels.forward(smooth, fitted_model.params_)  # the map itself: whitening is not part of it
-        measures[method] = PointwiseReduction.fit(fitted_model, smooth, R, inputs, estimator)
-        mse = np.append(getattr(errors, method), 0.0)  # k = d keeps everything
-        curves[method] = {"entropy": measures[method].outputs.entropy(), "variance": R.var(axis=0), "mse": mse}
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
-    report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
+    variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
-        _add(report, stem, method, maps.isel(map=i, drop=True), model.whitened_units_, k=k)
+        _add(variables, stem, method, maps.isel(map=i, drop=True), model.whitened_units_, k=k)
     entropy_input = inputs.entropy()
     for method, values in curves.items():
         for stem, curve in values.items():
-            _add(report, stem, method, xr.DataArray(curve, dims="component"), model.whitened_units_)
+            _add(variables, stem, method, xr.DataArray(curve, dims="component"), model.whitened_units_)
         total = float(entropy_input.sum() - values["entropy"].sum()) + model.params_.log2_det_jacobian()  # = multi_information_reduction
-        _add(report, "total_mi_reduction", method, xr.DataArray(total))
-        _add(report, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
-    report["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
+        _add(variables, "total_mi_reduction", method, xr.DataArray(total))
+        _add(variables, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
+    variables["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
     if model.noise_cov is not None:  # noise-adjusted: components come ordered by signal-to-noise ratio
-        report["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
+        variables["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
+    report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
+    report.update(variables)
     report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
     report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
                         dequantized=discrete.astype(np.int8))
@@ -178,10 +213,10 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
     return values.astype(np.float64), "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
 
 
-def _add(report: xr.Dataset, stem: str, method: str, values: xr.DataArray, whitened: str | None = None, **fmt: Any) -> None:
-    """``report[stem_method] = values`` with its long name and units (``whitened``: the whitened units
+def _add(variables: dict[str, xr.DataArray], stem: str, method: str, values: xr.DataArray, whitened: str | None = None, **fmt: Any) -> None:
+    """``variables[stem_method] = values`` with its long name and units (``whitened``: the whitened units
     a standardizing or noise-whitening model measures errors in, :attr:`PPA.whitened_units_`)."""
     long_name, units = _DESCRIPTIONS[stem]
     if whitened:
         units = units.replace("input units", whitened)
-    report[f"{stem}_{method}"] = values.assign_attrs(long_name=f"{long_name.format(**fmt)}, {method.upper()}", units=units)
+    variables[f"{stem}_{method}"] = values.assign_attrs(long_name=f"{long_name.format(**fmt)}, {method.upper()}", units=units)
