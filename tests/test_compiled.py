@@ -336,3 +336,89 @@ def test_read_only_chunks():
     values = rng.normal(size=(100, 3))
     values.flags.writeable = False
     np.testing.assert_array_equal(lookup.row_sums(values), lookup.row_sums(values.copy()))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the report's sample statistics and kernels: the same numbers from fewer passes
+
+
+def reference_error_curve(x, params):
+    """``kernels.error_curve`` as it was: the suffix sums written row by row into the output (strided when the
+    output is pixel-major)."""
+    from ppa_xr.core import basis, blas, kernels
+
+    d = params.n_features
+
+    def body(prm, steps, r, feats, errors):
+        first = 1
+        for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
+            np.einsum("ij,ij->j", r[p + 1 :], r[p + 1 :], out=errors[p - 1])
+            errors[p - 1] += np.square(r[p])
+            for j in range(p - 1, first - 1, -1):
+                np.add(errors[j], np.square(r[j]), out=errors[j - 1])
+            if coef is not None:
+                t = basis.powers(kernels._scaled(prm, p, r[p]), g, prm.tails, feats[:g])
+                r[p + 1 :] -= bias
+                blas.matmul_into(coef.T, t, r[p + 1 :], -1.0, 1.0)
+            first = p + 1
+        errors[d - 1] = 0
+
+    n_feats = max(int(params.degrees.max(initial=1)), 1)
+    return kernels._blockwise(x, params, ("errors",), kernels._error_plan, d, n_feats, body, None)
+
+
+def reference_dequantized(X, random_state, columns):
+    """``dequantized`` as it was: cells by ``np.unique(..., return_inverse=True)``."""
+    rng = np.random.default_rng(random_state)
+    X = np.array(X, dtype=np.float64)
+    for j in np.flatnonzero(columns):
+        column = X[:, j]
+        finite = np.isfinite(column)
+        values, cell = np.unique(column[finite], return_inverse=True)
+        if len(values) < 2:
+            continue
+        middles = (values[1:] + values[:-1]) / 2
+        bounds = np.concatenate([[2 * values[0] - middles[0]], middles, [2 * values[-1] - middles[-1]]])
+        column[finite] = bounds[cell] + rng.random(len(cell)) * (bounds[cell + 1] - bounds[cell])
+    return X
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kernels_sharing_a_pass(dtype):
+    """``forward_and_error`` is ``forward`` and ``squared_error`` bit for bit (curved and straight maps, both
+    layouts), and ``error_curve`` the row-by-row curve it was."""
+    from ppa_xr import PPA
+    from ppa_xr.core import kernels
+
+    from .conftest import curved_sample
+
+    X = curved_sample(40_000, d=6).astype(dtype)
+    X[5, 2] = np.nan
+    for degree in (None, 1):
+        model = PPA(random_state=0, **({} if degree is None else {"degree": degree})).fit(curved_sample(5000, d=6))
+        for x in (X, np.asfortranarray(X)):
+            for k in (1, 3):
+                r, error = kernels.forward_and_error(x, model.params_, k)
+                np.testing.assert_array_equal(r, kernels.forward(x, model.params_))
+                np.testing.assert_array_equal(error, kernels.squared_error(x, model.params_, k))
+            np.testing.assert_array_equal(kernels.error_curve(x, model.params_), reference_error_curve(x, model.params_))
+
+
+def test_one_sort_serves_the_quantization_test_the_dequantization_and_the_densities():
+    from ppa_xr.information.estimators import EqualMassBins, column_sorts, dequantized, discrete_columns
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    X = np.column_stack([np.round(rng.normal(size=n) * 30), rng.integers(0, 5, n), rng.normal(size=n), np.full(n, 3.0), np.round(rng.normal(size=n)) / 4])
+    X[::97, 0], X[5, 1], X[7, 4] = np.nan, np.inf, -0.0
+    S = column_sorts(X)
+    np.testing.assert_array_equal(S, np.sort(X, axis=0))
+    discrete = discrete_columns(X)
+    np.testing.assert_array_equal(discrete_columns(X, S), discrete)
+    expected = reference_dequantized(X, 3, discrete)
+    np.testing.assert_array_equal(dequantized(X, 3, discrete, S), expected)
+    np.testing.assert_array_equal(dequantized(X, 3, discrete), expected)
+    finite = X[np.isfinite(X).all(axis=1)][:, 2:3]
+    given, sorted_here = EqualMassBins.fit(finite, sorted_columns=column_sorts(finite)), EqualMassBins.fit(finite)
+    np.testing.assert_array_equal(given.edges, sorted_here.edges)
+    np.testing.assert_array_equal(given.log_density, sorted_here.log_density)
