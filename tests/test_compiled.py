@@ -367,22 +367,6 @@ def reference_error_curve(x, params):
     return kernels._blockwise(x, params, ("errors",), kernels._error_plan, d, n_feats, body, None)
 
 
-def reference_dequantized(X, random_state, columns):
-    """``dequantized`` as it was: cells by ``np.unique(..., return_inverse=True)``."""
-    rng = np.random.default_rng(random_state)
-    X = np.array(X, dtype=np.float64)
-    for j in np.flatnonzero(columns):
-        column = X[:, j]
-        finite = np.isfinite(column)
-        values, cell = np.unique(column[finite], return_inverse=True)
-        if len(values) < 2:
-            continue
-        middles = (values[1:] + values[:-1]) / 2
-        bounds = np.concatenate([[2 * values[0] - middles[0]], middles, [2 * values[-1] - middles[-1]]])
-        column[finite] = bounds[cell] + rng.random(len(cell)) * (bounds[cell + 1] - bounds[cell])
-    return X
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_kernels_sharing_a_pass(dtype):
     """``forward_and_error`` is ``forward`` and ``squared_error`` bit for bit (curved and straight maps, both
@@ -404,8 +388,8 @@ def test_kernels_sharing_a_pass(dtype):
             np.testing.assert_array_equal(kernels.error_curve(x, model.params_), reference_error_curve(x, model.params_))
 
 
-def test_one_sort_serves_the_quantization_test_the_dequantization_and_the_densities():
-    from ppa_xr.information.estimators import EqualMassBins, column_sorts, dequantized, discrete_columns
+def test_one_sort_serves_the_quantization_test_and_the_densities():
+    from ppa_xr.information.estimators import EqualMassBins, column_sorts, discrete_columns
 
     rng = np.random.default_rng(5)
     n = 20_000
@@ -415,9 +399,6 @@ def test_one_sort_serves_the_quantization_test_the_dequantization_and_the_densit
     np.testing.assert_array_equal(S, np.sort(X, axis=0))
     discrete = discrete_columns(X)
     np.testing.assert_array_equal(discrete_columns(X, S), discrete)
-    expected = reference_dequantized(X, 3, discrete)
-    np.testing.assert_array_equal(dequantized(X, 3, discrete, S), expected)
-    np.testing.assert_array_equal(dequantized(X, 3, discrete), expected)
     finite = X[np.isfinite(X).all(axis=1)][:, 2:3]
     given, sorted_here = EqualMassBins.fit(finite, sorted_columns=column_sorts(finite)), EqualMassBins.fit(finite)
     np.testing.assert_array_equal(given.edges, sorted_here.edges)

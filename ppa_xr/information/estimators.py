@@ -311,28 +311,23 @@ def discrete_columns(X: np.ndarray, sorted_columns: np.ndarray | None = None) ->
     return steps.sum(axis=0) + finite.any(axis=0) <= QUANTIZED_SHARE * len(S)
 
 
-def dequantized(
-    X: np.ndarray, random_state: int | np.random.Generator | None = 0, columns: np.ndarray | None = None,
-    sorted_columns: np.ndarray | None = None,
-) -> np.ndarray:
+def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 0, columns: np.ndarray | None = None) -> np.ndarray:
     """A sample of the dequantized density: each value of a :func:`discrete_columns` column spread uniformly over its cell.
 
     A value's cell reaches halfway to the neighbouring distinct values (and
     as far beyond the first and last as their inner half): on a regular grid
     of step ``Delta`` that is ``x + u Delta``, ``u ~ U(-1/2, 1/2)``. Continuous
     columns are returned as they are; ``columns`` (bool, d) are the quantized
-    ones, and ``sorted_columns`` (:func:`column_sorts` of ``X``), when already known.
+    ones when already known.
     """
     rng = np.random.default_rng(random_state)
     X = np.array(X, dtype=np.float64)
-    for j in np.flatnonzero(discrete_columns(X, sorted_columns) if columns is None else columns):
+    for j in np.flatnonzero(discrete_columns(X) if columns is None else columns):
         column = X[:, j]
         finite = np.isfinite(column)
-        ordered = np.sort(column[finite]) if sorted_columns is None else sorted_columns[:, j][np.isfinite(sorted_columns[:, j])]
-        values = ordered[np.append(True, ordered[1:] != ordered[:-1])]  # np.unique's values, and below its inverse
+        values, cell = np.unique(column[finite], return_inverse=True)
         if len(values) < 2:
             continue  # a constant column has no cell to spread over (and no entropy)
-        cell = np.searchsorted(values, column[finite])
         middles = (values[1:] + values[:-1]) / 2
         bounds = np.concatenate([[2 * values[0] - middles[0]], middles, [2 * values[-1] - middles[-1]]])
         column[finite] = bounds[cell] + rng.random(len(cell)) * (bounds[cell + 1] - bounds[cell])

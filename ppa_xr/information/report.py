@@ -56,7 +56,7 @@ def _statistics(model: PPA, sample: np.ndarray, estimator: str, random_state) ->
         S = column_sorts(sample)
         discrete = discrete_columns(sample, S)
         if discrete.any():  # densities of quantized bands: of the dequantized values, sorted again
-            smooth = dequantized(sample, random_state, discrete, S)
+            smooth = dequantized(sample, random_state, discrete)
             S = S.copy(order="K")
             S[:, discrete] = column_sorts(smooth[:, discrete])
         else:
