@@ -38,7 +38,7 @@ Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 
 from __future__ import annotations
 
 import argparse
-import time  # noqa: F401  (the truth tables time themselves)
+import time
 
 import numpy as np
 from scipy.special import betaln, digamma

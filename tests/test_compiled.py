@@ -220,6 +220,18 @@ def test_block_sample_bit_for_bit(n, monkeypatch):
     assert 0 < len(second_pass) < 10 if n == 700 else not second_pass
 
 
+def test_empty_chunks_and_pixel_tables():
+    layout = sampling._Layout((30, 40, 50), (3, 4, 5))
+    empty = np.zeros((0, 4, 5, 7), np.float32)
+    for e, g in zip(reference_block_sample(empty, 1, (3, 0, 0), layout, 10, ()), sampling._block_sample(empty, 1, (3, 0, 0), layout, 10, ())):
+        np.testing.assert_array_equal(g, e)
+    table = np.random.default_rng(0).normal(size=(500, 3))
+    table[7, 1] = np.nan
+    flat = sampling._Layout((500,), (100,))
+    for e, g in zip(reference_block_sample(table, 1, (0,), flat, 40, ()), sampling._block_sample(table, 1, (0,), flat, 40, ())):
+        np.testing.assert_array_equal(g, e)
+
+
 def test_merge_bit_for_bit():
     rng = np.random.default_rng(2)
 
@@ -306,9 +318,11 @@ def test_report_under_every_scheduler(scheduler):
         expected = cube.ppa.information_report(model, n_components=2).compute()
     if scheduler == "cluster":
         distributed = pytest.importorskip("distributed")
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-            with distributed.Client(cluster):
-                got = cube.ppa.information_report(model, n_components=2).compute()
+        with (
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+            distributed.Client(cluster),
+        ):
+            got = cube.ppa.information_report(model, n_components=2).compute()
     else:
         with dask.config.set(scheduler=scheduler):
             got = cube.ppa.information_report(model, n_components=2).compute()
@@ -389,7 +403,11 @@ def test_kernels_sharing_a_pass(dtype):
 
 
 def test_one_sort_serves_the_quantization_test_and_the_densities():
-    from ppa_xr.information.estimators import EqualMassBins, column_sorts, discrete_columns
+    from ppa_xr.information.estimators import (
+        EqualMassBins,
+        column_sorts,
+        discrete_columns,
+    )
 
     rng = np.random.default_rng(5)
     n = 20_000

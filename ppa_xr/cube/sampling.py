@@ -104,7 +104,8 @@ def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout
     where some are not, the kept rows are copied in a second pass."""
     pixel_shape = block.shape[:-1]
     width = pixel_shape[-1] if pixel_shape else 1
-    bands = np.moveaxis(block, -1, 0).reshape(block.shape[-1], -1, width)  # a view, but where leading pixel dims do not merge
+    lines = int(np.prod(pixel_shape[:-1], dtype=np.int64))
+    bands = np.moveaxis(block, -1, 0).reshape(block.shape[-1], lines, width)  # a view, but where leading pixel dims do not merge
     (starts, line_blocks, last), excluded = layout.lines(offsets, pixel_shape), exclusion(exclude)
     keys, free = compiled.chunk_keys(starts, width, seed, *excluded)
     free_keys = keys[free]

@@ -53,8 +53,8 @@ estimates on pixels outside the model's fitting sample.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 

@@ -16,7 +16,15 @@ from ..cube.inputs import model_features
 from ..cube.maps import map_kernel
 from ..cube.sampling import fitted_shares, sample_features
 from ..model import PPA
-from .estimators import LN2, PointwiseReduction, column_sorts, dequantized, discrete_columns, marginal_density
+from .estimators import (
+    LN2,
+    PointwiseReduction,
+    column_sorts,
+    dequantized,
+    discrete_columns,
+    marginal_density,
+)
+
 
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None) -> np.ndarray:
     """The four per-pixel maps of a report over a chunk: (..., 4).
