@@ -19,13 +19,20 @@
    and the four per-pixel maps) against one forward transform of the same
    cube, interleaved: a 198-band cube of 10,000 pixels fitted on 5,000 of them,
    the bundled Landsat scene's six reflective bands tiled to 960 x 960 (uint16),
-   and a 36-band float32 cube of 768 x 768 (``bench_fit.curved_cube``).
+   a 36-band float32 cube of 768 x 768 (``bench_fit.curved_cube``), and
+   ``bench_parallel``'s 36 x 1536 x 1536 float32 cube in 512^2 chunks
+   (``--no-large`` leaves it out). The machine line comes first.
+   ``--only sampling``: the sampling pass of a fit (``sample_valid_pixels``,
+   100,000 pixels of that 1536^2 cube) against one ``.sum().compute()`` of it.
+   ``--only compile``: the compiled loops' one-time costs, in fresh processes
+   with an empty numba cache and then with the cache it left.
 
 5. The per-pixel maps against the totals: the mean of each map minus the
    total, per dimension, on the three bundled scenes, each fitted on at most
    half its pixels and reported on the others.
 
-Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198] [--seeds 5] [--only report,maps,quantized,truth]``.
+Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198] [--seeds 5] [--repeat 3]
+[--no-large] [--only report,sampling,compile,maps,quantized,truth]``.
 """
 
 from __future__ import annotations
@@ -124,10 +131,11 @@ def quantized_table(levels=(4096, 256, 64, 16), seeds: int = 5) -> None:
         print(f"| {name} | {reference} | " + " | ".join(cells) + " |", flush=True)
 
 
-def _report_cubes():
+def _report_cubes(large: bool = True):
     """The configurations of the report's cost: (name, cube, model)."""
     import xarray as xr
     from bench_fit import curved_cube
+    from bench_parallel import curved_cube as parallel_cube
 
     import ppa_xr
 
@@ -136,42 +144,100 @@ def _report_cubes():
     landsat = xr.concat([xr.concat([landsat] * 3, "x")] * 3, "y")
     landsat = landsat.assign_coords(y=np.arange(landsat.sizes["y"]), x=np.arange(landsat.sizes["x"])).chunk({"y": 480, "x": 480})
     multi = xr.DataArray(curved_cube(768 * 768, 36, dtype=np.float32).reshape(768, 768, 36), dims=("y", "x", "band")).chunk({"y": 384, "x": 384})
-    return [
+    cubes = [
         ("10,000 px x 198 bands, fit on 5,000, report on the other 5,000", hyper, hyper.ppa.fit(n_samples=5000, random_state=0)),
         ("Landsat B2-B7 uint16, 960 x 960 px (6 bands), default fit and report", landsat, landsat.ppa.fit(random_state=0)),
         ("768 x 768 px x 36 bands float32, default fit and report", multi, multi.ppa.fit(random_state=0)),
     ]
+    if large:
+        big = parallel_cube(1536).chunk({"y": 512, "x": 512})
+        cubes.append(("36 x 1536 x 1536 float32, 512^2 chunks (bench_parallel's cube), fit on 50,000, default report", big,
+                      big.ppa.fit(n_samples=50_000, random_state=0)))
+    return cubes
 
 
-def report_cost(repeat: int = 3) -> None:
+def report_cost(repeat: int = 3, large: bool = True) -> None:
     """``information_report`` computed (sample, densities, totals, per-k curves and the four per-pixel maps)
     against one forward transform of the same cube, interleaved, every run listed; threaded scheduler."""
+    from common import interleaved, machine, ratio, runs
+
     from ppa_xr.cube.sampling import fitted_shares, sample_features
     from ppa_xr.information import REPORT_SAMPLES
 
-    print("\nReport cost: seconds of each interleaved run: forward transform; report computed; the report with its maps")
-    print("left lazy (sample pass, densities, totals, curves); that held-out sample pass alone")
-    print("| cube | forward (s) | report (s) | report, maps lazy (s) | sample pass (s) | report / forward: best (worst) |")
+    print(f"\n{machine()}")
+    print("Report cost: seconds of each interleaved run (one warm-up each, then rounds): forward transform; report computed;")
+    print("the report with its maps left lazy (sample pass, sample statistics, totals, curves); that held-out sample pass alone")
+    print("| cube | forward (s) | report (s) | report, maps lazy (s) | sample pass (s) | report / forward: best (worst round) |")
     print("|---|---|---|---|---|---|")
-    for name, cube, model in _report_cubes():
+    for name, cube, model in _report_cubes(large):
         exclude = fitted_shares(cube.transpose(..., "band"), "band", model.sample_)
-        runs = {"forward": [], "report": [], "lazy": [], "sample": []}
-        steps = {
+        times = interleaved({
             "forward": lambda: cube.ppa.transform(model, check=False).compute(),
             "report": lambda: information_report(cube, model).compute(),
             "lazy": lambda: information_report(cube, model),
             "sample": lambda: sample_features(cube.transpose(..., "band"), "band", None, 0, exclude=exclude, default=REPORT_SAMPLES),
-        }
-        for step in steps.values():
-            step()  # warm-up
-        for _ in range(repeat):
-            for key, step in steps.items():
-                start = time.perf_counter()
-                step()
-                runs[key].append(time.perf_counter() - start)
-        ratios = np.array(runs["report"]) / np.array(runs["forward"])
-        cells = [", ".join(f"{t:.3f}" for t in runs[key]) for key in steps]
-        print(f"| {name} | " + " | ".join(cells) + f" | {min(runs['report']) / min(runs['forward']):.1f}x ({ratios.max():.1f}x) |", flush=True)
+        }, repeat)
+        cells = " | ".join(runs(t) for t in times.values())
+        print(f"| {name} | {cells} | {ratio(times['report'], times['forward'])} |", flush=True)
+
+
+def sampling_cost(repeat: int = 5) -> None:
+    """The sampling pass of a fit (:func:`ppa_xr.cube.sampling.sample_valid_pixels`, 100,000 pixels) against one
+    ``.sum().compute()`` of the same cube (36 x 1536^2 float32 in memory, 512^2 chunks, threaded scheduler), interleaved."""
+    from bench_parallel import curved_cube as parallel_cube
+    from common import interleaved, machine, ratio, runs
+
+    from ppa_xr.cube.sampling import sample_valid_pixels
+
+    cube = parallel_cube(1536).chunk({"y": 512, "x": 512})
+    print(f"\n{machine()}")
+    print("Sampling pass: seconds of each interleaved run (one warm-up each); 36 x 1536 x 1536 float32, 512^2 chunks, threads")
+    print("| case | sum().compute() (s) | sample_valid_pixels, 100,000 (s) | sample / sum: best (worst round) |\n|---|---|---|---|")
+    times = interleaved({"sum": lambda: cube.sum().compute(), "sample": lambda: sample_valid_pixels(cube, "band", 100_000, 0)}, repeat)
+    print(f"| in memory (.chunk) | {runs(times['sum'])} | {runs(times['sample'])} | {ratio(times['sample'], times['sum'])} |", flush=True)
+
+
+_COMPILE_SCRIPT = """
+import time
+start = time.perf_counter()
+import numpy as np, xarray as xr
+import ppa_xr
+imported = time.perf_counter()
+X = np.random.default_rng(0).normal(size=(40000, 5)).astype(np.float32)
+X[:, 1] += X[:, 0] ** 2
+cube = xr.DataArray(X.reshape(200, 200, 5), dims=("y", "x", "band")).chunk({"y": 100})
+model = cube.ppa.fit(n_samples=5000, random_state=0, degree=2)
+fitted = time.perf_counter()
+cube.ppa.information_report(model).compute()
+first = time.perf_counter()
+cube.ppa.information_report(model).compute()
+second = time.perf_counter()
+print(imported - start, fitted - imported, first - fitted, second - first)
+"""
+
+
+def compile_cost(repeat: int = 2) -> None:
+    """The compiled loops' one-time costs, each in a fresh process: with an empty numba cache (every function
+    compiled on its first call) and with the cache that run left (loaded from disk): import, a fit of a small
+    float32 cube (the sampling loops), its first report (the look-ups) and a second report (steady state)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from common import machine
+
+    print(f"\n{machine()}")
+    print("Compiled loops, one-time costs (s): import ppa_xr; fit of a 200 x 200 x 5 float32 cube (sampling loops);")
+    print("its first report (look-ups); a second report. Each row a fresh process; NUMBA_CACHE_DIR empty, then as left")
+    print("| cache | import | fit | first report | second report |\n|---|---|---|---|---|")
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+            for label in ("empty (compiles)", "warm (from disk)"):
+                out = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], env=env, capture_output=True, text=True, check=True)
+                cells = " | ".join(f"{float(t):.2f}" for t in out.stdout.split())
+                print(f"| {label} | {cells} |", flush=True)
 
 
 def map_agreement() -> None:
@@ -199,12 +265,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-n", type=int, default=1_000_000)
     parser.add_argument("--dims", type=int, nargs="+", default=[10, 36, 100, 198])
-    parser.add_argument("--only", default="report,maps,quantized,truth", help="parts to run (comma separated)")
+    parser.add_argument("--only", default="report,sampling,compile,maps,quantized,truth", help="parts to run (comma separated)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of the interleaved timings")
+    parser.add_argument("--no-large", action="store_true", help="leave the 36 x 1536^2 cube out of the report's cost")
     parser.add_argument("--seeds", type=int, default=5, help="samples per cell of the truth tables")
     args = parser.parse_args()
     parts = args.only.split(",")
     if "report" in parts:
-        report_cost()
+        report_cost(args.repeat, not args.no_large)
+    if "sampling" in parts:
+        sampling_cost(max(args.repeat, 5))
+    if "compile" in parts:
+        compile_cost()
     if "maps" in parts:
         map_agreement()
     if "quantized" in parts:

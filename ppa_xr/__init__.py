@@ -1,6 +1,6 @@
 """ppa_xr: Principal Polynomial Analysis for xarray and dask.
 
-The package is layered, each folder one layer, imports pointing down: :mod:`ppa_xr.core` (numpy and scipy
+The package is layered, each folder one layer, imports pointing down: :mod:`ppa_xr.core` (numpy, scipy and numba
 only: the method and its measures), :mod:`ppa_xr.model` (the estimator and its file), :mod:`ppa_xr.cube`
 (cubes, dask graphs and the ``.ppa`` accessor), and on top :mod:`ppa_xr.information`,
 :mod:`ppa_xr.geometry`, :mod:`ppa_xr.view` and the command line (:mod:`ppa_xr.cli`).

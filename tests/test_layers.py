@@ -1,5 +1,5 @@
 """The package's structure: folders are layers, imports point down, no circles (through package ``__init__``
-files too), the core needs numpy and scipy alone, every function stays simple, the types check, and what is
+files too), the core needs numpy, scipy and numba alone, every function stays simple, the types check, and what is
 taken from scikit-learn's private parts works with the installed version."""
 
 from __future__ import annotations
@@ -130,12 +130,13 @@ def test_core_imports_no_xarray_dask_or_pandas():
     assert found == []
 
 
-def test_core_is_importable_with_numpy_and_scipy_alone():
-    """Every core module imports in a process where every other third-party package is refused."""
+def test_core_is_importable_with_numpy_scipy_and_numba_alone():
+    """Every core module imports in a process where every other third-party package is refused (numba compiles
+    the per-pixel loops of :mod:`ppa_xr.core.compiled`)."""
     script = f"""
 import importlib, importlib.abc, pkgutil, sys, types
 REFUSED = {{"xarray", "dask", "pandas", "sklearn", "rioxarray", "rasterio", "zarr", "h5py", "h5netcdf", "filelock", "tqdm",
-           "threadpoolctl", "distributed", "matplotlib", "numba", "psutil"}}
+           "threadpoolctl", "distributed", "matplotlib", "psutil"}}
 class Refuse(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name.split(".")[0] in REFUSED:

@@ -1,4 +1,4 @@
-"""The method on plain arrays (numpy and scipy only): the parameter spec, the fit, the kernels and every
+"""The method on plain arrays (numpy, scipy and numba only): the parameter spec, the fit, the kernels and every
 measure computed on the fitted parameters. Nothing here knows xarray, dask or the estimator.
 
 * the method: :mod:`~ppa_xr.core.spec` (the parameters, declared once), :mod:`~ppa_xr.core.ppa` (the fit),

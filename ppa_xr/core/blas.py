@@ -33,7 +33,7 @@ _AFFIXES = list(itertools.product(("", "scipy_"), ("", "64_", "_64")))
 @lru_cache(maxsize=1)
 def _controller():
     """The process's thread pools (threadpoolctl's ``ThreadpoolController``), found once: the scan of the loaded
-    libraries costs about 2 ms. Imported here, so the core imports with numpy and scipy alone."""
+    libraries costs about 2 ms. Imported here, so the core imports with numpy, scipy and numba alone."""
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()

@@ -53,8 +53,9 @@ estimates on pixels outside the model's fitting sample.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
@@ -79,6 +80,15 @@ def _finite_rows(X: np.ndarray) -> np.ndarray:
     if len(X) < 2:
         raise ValueError("need at least 2 complete (finite) rows to estimate entropies")
     return X
+
+
+def column_sorts(X: np.ndarray) -> np.ndarray:
+    """Each column of ``X`` (n, d) sorted, NaN last, as float64: an (n, d) view of a (d, n) array. The same sort
+    as ``np.sort(X, axis=0)``, so the same values, about 3x faster (numpy sorts contiguous rows faster than
+    strided columns)."""
+    rows = np.array(np.asarray(X, dtype=np.float64).T, order="C")  # a copy, sorted in place
+    rows.sort(axis=1)
+    return rows.T
 
 
 def _ranges(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,10 +127,13 @@ class EqualMassBins:
     lookup: StepLookup
 
     @classmethod
-    def fit(cls, X: np.ndarray, bins: int | None = None) -> EqualMassBins:
+    def fit(cls, X: np.ndarray, bins: int | None = None, sorted_columns: np.ndarray | None = None) -> EqualMassBins:
+        """From samples ``X`` (n, d), rows with NaN ignored; ``sorted_columns``: :func:`column_sorts` of ``X``
+        where already known (used when every row is finite)."""
+        rows = len(X)
         X = _finite_rows(X)
         n, d = X.shape
-        S = np.sort(X, axis=0)  # (n, d) order statistics of each column (a column-wise sort is fastest in this layout)
+        S = sorted_columns if sorted_columns is not None and n == rows else column_sorts(X)  # (n, d) order statistics
         _ranges(S[0], S[-1])
         index = np.unique(np.round(np.linspace(0, n - 1, min(int(bins or round(np.sqrt(n))), n - 1) + 1)).astype(int))
         spacings = np.diff(index)
@@ -235,7 +248,7 @@ class Histograms:
 ESTIMATORS = {"spacing": EqualMassBins, "histogram": Histograms}
 
 
-def marginal_density(X: np.ndarray, estimator: str = "spacing") -> EqualMassBins | Histograms:
+def marginal_density(X: np.ndarray, estimator: str = "spacing", sorted_columns: np.ndarray | None = None) -> EqualMassBins | Histograms:
     """The marginal densities of a sample, by ``"spacing"`` (default) or ``"histogram"``.
 
     Parameters
@@ -244,6 +257,8 @@ def marginal_density(X: np.ndarray, estimator: str = "spacing") -> EqualMassBins
         (n, d) samples; rows with NaN are ignored.
     estimator : {"spacing", "histogram"}
         The estimator (module docstring).
+    sorted_columns : np.ndarray, optional
+        :func:`column_sorts` of ``X`` where already known (the spacing estimator sorts otherwise).
 
     Returns
     -------
@@ -252,7 +267,7 @@ def marginal_density(X: np.ndarray, estimator: str = "spacing") -> EqualMassBins
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got {estimator!r}")
-    return ESTIMATORS[estimator].fit(X)
+    return EqualMassBins.fit(X, sorted_columns=sorted_columns) if estimator == "spacing" else Histograms.fit(X)
 
 
 def marginal_entropy(X: np.ndarray, estimator: str = "spacing") -> np.ndarray:
@@ -286,10 +301,11 @@ class MIReduction:
     per_dimension: float
 
 
-def discrete_columns(X: np.ndarray) -> np.ndarray:
+def discrete_columns(X: np.ndarray, sorted_columns: np.ndarray | None = None) -> np.ndarray:
     """Which columns take few distinct values, fewer than :data:`QUANTIZED_SHARE` of their rows -> (d,) bool:
-    integer digital numbers, scaled integers (reflectance stored to 1e-4), ratios of small counts."""
-    S = np.sort(np.asarray(X, dtype=np.float64), axis=0)  # one sort of every column; NaN and +-inf sort to the ends
+    integer digital numbers, scaled integers (reflectance stored to 1e-4), ratios of small counts.
+    ``sorted_columns``: :func:`column_sorts` of ``X`` where already known."""
+    S = column_sorts(X) if sorted_columns is None else sorted_columns  # NaN and +-inf sort to the ends
     finite = np.isfinite(S)
     steps = (np.diff(S, axis=0) > 0) & finite[1:] & finite[:-1]
     return steps.sum(axis=0) + finite.any(axis=0) <= QUANTIZED_SHARE * len(S)
@@ -395,6 +411,11 @@ class PointwiseReduction:
     params: PPAParams
     inputs: EqualMassBins | Histograms
     outputs: EqualMassBins | Histograms
+    #: names this measure in a dask graph (drawn once): dask would otherwise hash the model and every density table
+    token: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False, repr=False)
+
+    def __dask_tokenize__(self) -> str:
+        return self.token
 
     @classmethod
     def fit(

@@ -191,20 +191,25 @@ def _rotation_into(out_cols: np.ndarray, cols: np.ndarray, lin_t: np.ndarray, bi
     _run_spans(cols.shape[1], span, threads)
 
 
+def _forward_steps(prm: PPAParams, panels, r: np.ndarray, feats: np.ndarray, rows: int) -> None:
+    """The curved steps of a forward plan (:func:`_forward_plan`) on a block ``r`` (rows, pixels), in place."""
+    for q1, steps, rest in panels:
+        offset = 0
+        for p, g, inside in steps:
+            t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[offset : offset + g])
+            if p + 1 < q1:  # r[p+1:q1] -= inside^T t
+                blas.matmul_into(inside.T, t, r[p + 1 : q1], -1.0, 1.0)
+            offset += g
+        if q1 < rows:
+            blas.matmul_into(rest.T, feats[:offset], r[q1:], -1.0, 1.0)
+
+
 def _map_forward(x, params: PPAParams, rows: int, n_steps: int, width: int, finish, threads: int | None) -> np.ndarray:
     """Run the forward map's first ``n_steps`` steps on the first ``rows`` outputs of every
     block of ``x``; ``finish(r, out)`` turns the (rows, pixels) result into the (width, pixels) output."""
 
     def body(prm, panels, r, feats, out) -> None:
-        for q1, steps, rest in panels:
-            offset = 0
-            for p, g, inside in steps:
-                t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[offset : offset + g])
-                if p + 1 < q1:  # r[p+1:q1] -= inside^T t
-                    blas.matmul_into(inside.T, t, r[p + 1 : q1], -1.0, 1.0)
-                offset += g
-            if q1 < rows:
-                blas.matmul_into(rest.T, feats[:offset], r[q1:], -1.0, 1.0)
+        _forward_steps(prm, panels, r, feats, rows)
         finish(r, out)
 
     n_feats = PANEL * max(int(params.degrees.max(initial=1)), 1)
@@ -358,6 +363,49 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
     return _map_forward(x, params, d, k, 1, norm, threads)[..., 0]
 
 
+def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``forward(x, params)`` and ``squared_error(x, params, n_components)`` in one pass, bit for bit.
+
+    Both begin with the same rotation of the block (one GEMM, its result
+    copied once), then subtract their own bias and run their own steps: the
+    pass saves the second GEMM. A map without curved steps runs the two
+    kernels (its forward writes the GEMM straight into the output).
+    """
+    d = params.n_features
+    k = check_components(n_components, d)
+    if not any(p < d - 1 for p in params.curved_steps()):
+        return forward(x, params, threads=threads), squared_error(x, params, k, threads)
+    cols, dtype, feature_major = _as_columns(x, d, "x")
+    prm = params.cast(dtype)
+    lin_t, bias, plan = _cached(prm, ("forward", d, d - 1), lambda: _forward_plan(prm, d, d - 1))
+    _, error_bias, error_plan = _cached(prm, ("forward", d, k), lambda: _forward_plan(prm, d, k))
+    shape = np.shape(x)[:-1]
+    out, out_cols = _output(shape, d, dtype, feature_major)
+    error, error_cols = _output(shape, 1, dtype, feature_major)
+    n_feats = PANEL * max(int(params.degrees.max(initial=1)), 1)
+
+    def span(lo: int, hi: int) -> None:
+        size = min(BLOCK, hi - lo)
+        feats_buffer, r_buffer, e_buffer = np.empty(n_feats * size, dtype), np.empty(d * size, dtype), np.empty(d * size, dtype)
+        for start in range(lo, hi, BLOCK):
+            block = cols[:, start : min(start + BLOCK, hi)]
+            n = block.shape[1]
+            feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
+            r, e = r_buffer[: d * n].reshape(d, n), e_buffer[: d * n].reshape(d, n)
+            blas.matmul_into(lin_t.T, block, r)
+            np.subtract(r, error_bias, out=e)
+            r -= bias
+            _forward_steps(prm, plan, r, feats, d)
+            _copy(r, out_cols[:, start : start + n])
+            _invalid_to_nan(out_cols[:, start : start + n])
+            _forward_steps(prm, error_plan, e, feats, d)
+            np.einsum("ij,ij->j", e[k:], e[k:], out=error_cols[0, start : start + n])
+            _invalid_to_nan(error_cols[:, start : start + n])
+
+    _run_spans(cols.shape[1], span, threads)
+    return out, error[..., 0]
+
+
 @shared
 def _error_plan(params: PPAParams) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, np.ndarray, np.ndarray]]]:
     steps = [
@@ -390,7 +438,9 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
     """
     d = params.n_features
 
-    def body(prm, steps, r, feats, errors) -> None:
+    def body(prm, steps, r, feats, out) -> None:
+        # the suffix sums go row by row: into contiguous rows, copied once into a pixel-major output
+        errors = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         first = 1  # the state of r is that of every k in [first, next curved step]
         for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
             # ||r[j:]||^2 for j = p, p-1, ..., first: the tail beyond p, then one row at a time
@@ -404,6 +454,8 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
                 blas.matmul_into(coef.T, t, r[p + 1 :], -1.0, 1.0)
             first = p + 1
         errors[d - 1] = 0
+        if errors is not out:
+            out[...] = errors
 
     n_feats = max(int(params.degrees.max(initial=1)), 1)
     return _blockwise(x, params, ("errors",), _error_plan, d, n_feats, body, threads)

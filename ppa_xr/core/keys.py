@@ -15,19 +15,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+from . import compiled
 
 
 def pixel_keys(seed: int, index: np.ndarray) -> np.ndarray:
-    """Uniform uint64 key of each pixel: SplitMix64 of ``seed + (index + 1) * golden``.
+    """Uniform uint64 key of each pixel: SplitMix64 of ``seed + (index + 1) * golden`` (compiled:
+    :func:`ppa_xr.core.compiled.pixel_keys`).
 
     A counter-based hash of the global pixel index, so a pixel's key does not
     depend on the chunk it sits in, the chunking or the scheduler.
     """
-    z = (index.astype(np.uint64) + np.uint64(1)) * _GOLDEN + np.uint64(seed)
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    return z ^ (z >> np.uint64(31))
+    index = np.asarray(index, dtype=np.int64)
+    out = np.empty(index.shape, np.uint64)
+    compiled.pixel_keys(seed, index.ravel(), out.reshape(-1))
+    return out
 
 
 def row_digest(values: np.ndarray) -> str:
@@ -47,12 +48,6 @@ class PixelSample:
     #: (flat index, :func:`row_digest`) of its pixel with the smallest key: tells the cube it was drawn from
     witness: tuple[int, str] | None = None
 
-    def holds(self, index: np.ndarray) -> np.ndarray:
-        """Whether each pixel (global flat index) has a key within this sample's (validity aside)."""
-        if self.size == 0:
-            return np.zeros(np.shape(index), bool)
-        return pixel_keys(self.seed, index) <= np.uint64(self.key_max)
-
 
 @dataclass(frozen=True)
 class FitSample:
@@ -71,9 +66,15 @@ class FitSample:
         return tuple(cube for cube in self.cubes if cube.shape == tuple(shape))
 
 
+def exclusion(samples: tuple[PixelSample, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``(seeds, largest keys)`` (uint64) of the non-empty ``samples``: what the compiled tests of :func:`held_by` take."""
+    kept = [sample for sample in samples if sample.size]
+    return np.array([s.seed for s in kept], np.uint64), np.array([s.key_max for s in kept], np.uint64)
+
+
 def held_by(samples: tuple[PixelSample, ...], index: np.ndarray) -> np.ndarray:
     """Whether each pixel (global flat index) belongs to any of ``samples``."""
-    held = np.zeros(np.shape(index), bool)
-    for sample in samples:
-        held |= sample.holds(index)
+    index = np.asarray(index, dtype=np.int64)
+    held = np.empty(index.shape, bool)
+    compiled.held(index.ravel(), *exclusion(samples), held.reshape(-1))
     return held

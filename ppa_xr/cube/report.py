@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -10,25 +11,67 @@ import xarray as xr
 
 from ..core import errors, kernels
 from ..core.checks import check_components, warn_user
-from ..core.entropy import LN2, PointwiseReduction, dequantized, discrete_columns, marginal_density, reduction
+from ..core.entropy import LN2, PointwiseReduction, column_sorts, dequantized, discrete_columns, marginal_density, reduction
+from ..core.params import PPAParams
 from ..model import PPA
+from . import sampling
 from .inputs import model_features
 from .maps import map_kernel, provenance
-from . import sampling
+
 
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None) -> np.ndarray:
     """The four per-pixel maps of a report over a chunk: (..., 4).
 
     Both measures share the input densities, looked up once. PCA's squared
     error is ``||r[k:]||^2`` of its own output (no corrections to undo), so
-    PCA costs one GEMM; PPA's needs its truncated forward pass.
+    PCA costs one GEMM; PPA's needs its truncated forward pass, which shares
+    the rotation's GEMM with PPA's full forward pass (:func:`kernels.forward_and_error`).
     """
-    x = np.ascontiguousarray(x)  # one copy of a strided chunk, not one per kernel
-    r_ppa, r_pca = (kernels.forward(x, m.params, threads=threads) for m in (ppa, pca))
-    inputs = ppa.inputs.log2_product_density(np.asarray(x, dtype=r_ppa.dtype))
-    maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), kernels.squared_error(x, ppa.params, k, threads)]
+    # one copy of a strided chunk, in the kernels' float type (not one per kernel)
+    x = np.ascontiguousarray(x, dtype=np.float32 if x.dtype == np.float32 else np.float64)
+    r_ppa, error_ppa = kernels.forward_and_error(x, ppa.params, k, threads)
+    r_pca = kernels.forward(x, pca.params, threads=threads)
+    inputs = ppa.inputs.log2_product_density(x)
+    maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), error_ppa]
     maps.append(np.einsum("...j,...j->...", r_pca[..., k:], r_pca[..., k:]))
     return np.stack(maps, axis=-1)
+
+
+def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_state: int | None) -> tuple:
+    """What the report measures on its sample: the shift check's error curves, which bands are quantized, the input
+    densities, and per method (PPA, its PCA) the output densities and the curves.
+
+    The independent parts run side by side on two threads (numpy's sorts and
+    the kernels release the GIL): the error curves, the densities of each
+    method's outputs, and here the input densities. One sort of each column
+    serves the quantization test and the input densities.
+    """
+    methods = {"ppa": params, "pca": params.pca()}  # the PCA of the model's own fitting sample
+
+    def outputs(method: PPAParams, smooth: np.ndarray) -> tuple:
+        R = kernels.forward(smooth, method)  # the map itself: whitening is not part of it
+        return marginal_density(R, estimator), R.var(axis=0)
+
+    with ThreadPoolExecutor(2) as pool:
+        pending = pool.submit(errors.compare_errors, params, sample)
+        S = column_sorts(sample)
+        discrete = discrete_columns(sample, S)
+        if discrete.any():  # densities of quantized bands: of the dequantized values, sorted again
+            smooth = dequantized(sample, random_state, discrete)
+            S = S.copy(order="K")
+            S[:, discrete] = column_sorts(smooth[:, discrete])
+        else:
+            smooth = sample
+        done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
+        inputs = marginal_density(smooth, estimator, S)
+        comparison = pending.result()
+        measures, curves = {}, {}
+        for name, method in methods.items():
+            density, variance = done[name].result()
+            measures[name] = PointwiseReduction(method, inputs, density)
+            mse = np.append(getattr(comparison, name), 0.0)  # k = d keeps everything
+            curves[name] = {"entropy": density.entropy(), "variance": variance, "mse": mse}
+    return comparison, discrete, inputs, measures, curves
 
 
 _ESTIMATOR_NAMES = {
@@ -108,32 +151,25 @@ def information_report(
     da, dim = model_features(obj, model, dim)
     k = check_components(n_components, model.n_features_in_)
     sample, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
-    comparison = errors.compare_errors(model.params_, sample)
+    comparison, discrete, inputs, measures, curves = _statistics(model.params_, sample, estimator, random_state)
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
-    discrete = discrete_columns(sample)
-    smooth = dequantized(sample, random_state, discrete) if discrete.any() else sample  # densities of quantized bands
-    inputs = marginal_density(smooth, estimator)
-    measures, curves = {}, {}
-    for method, params in (("ppa", model.params_), ("pca", model.params_.pca())):  # the PCA of the model's own fitting sample
-        R = kernels.forward(smooth, params)  # the map itself: whitening is not part of it
-        measures[method] = PointwiseReduction.fit(params, smooth, R, inputs, estimator)
-        mse = np.append(getattr(comparison, method), 0.0)  # k = d keeps everything
-        curves[method] = {"entropy": measures[method].outputs.entropy(), "variance": R.var(axis=0), "mse": mse}
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
-    report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
+    variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
-        _add(report, stem, method, maps.isel(map=i, drop=True), model.whitened_units_, k=k)
+        _add(variables, stem, method, maps.isel(map=i, drop=True), model.whitened_units_, k=k)
     entropy_input = inputs.entropy()
     for method, values in curves.items():
         for stem, curve in values.items():
-            _add(report, stem, method, xr.DataArray(curve, dims="component"), model.whitened_units_)
+            _add(variables, stem, method, xr.DataArray(curve, dims="component"), model.whitened_units_)
         total = reduction(entropy_input, values["entropy"], model.params_.log2_det_jacobian())
-        _add(report, "total_mi_reduction", method, xr.DataArray(total))
-        _add(report, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
-    report["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
+        _add(variables, "total_mi_reduction", method, xr.DataArray(total))
+        _add(variables, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
+    variables["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
     if hasattr(model, "snr_"):  # noise-adjusted: components come ordered by signal-to-noise ratio
-        report["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
+        variables["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
+    report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
+    report.update(variables)
     report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
     report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
                         dequantized=discrete.astype(np.int8), **provenance(model, "information report", k))
@@ -177,10 +213,10 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
     return values.astype(np.float64), "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
 
 
-def _add(report: xr.Dataset, stem: str, method: str, values: xr.DataArray, whitened: str | None = None, **fmt: Any) -> None:
-    """``report[stem_method] = values`` with its long name and units (``whitened``: the whitened units
+def _add(variables: dict[str, xr.DataArray], stem: str, method: str, values: xr.DataArray, whitened: str | None = None, **fmt: Any) -> None:
+    """``variables[stem_method] = values`` with its long name and units (``whitened``: the whitened units
     a standardizing or noise-whitening model measures errors in, :attr:`PPA.whitened_units_`)."""
     long_name, units = _DESCRIPTIONS[stem]
     if whitened:
         units = units.replace("input units", whitened)
-    report[f"{stem}_{method}"] = values.assign_attrs(long_name=f"{long_name.format(**fmt)}, {method.upper()}", units=units)
+    variables[f"{stem}_{method}"] = values.assign_attrs(long_name=f"{long_name.format(**fmt)}, {method.upper()}", units=units)

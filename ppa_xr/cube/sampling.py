@@ -18,10 +18,9 @@ import dask
 import numpy as np
 import xarray as xr
 
-from ..core import checks
+from ..core import checks, compiled
 from ..core.checks import warn_user
-
-from ..core.keys import FitSample, PixelSample, held_by, pixel_keys, row_digest
+from ..core.keys import FitSample, PixelSample, exclusion, row_digest
 from .inputs import feature_array, spatial_dims
 
 #: pixels a fit samples when ``n_samples`` is not given, at most :data:`FIT_SHARE` of the valid pixels
@@ -68,14 +67,17 @@ class _Layout:
         tiles = tuple(max(1, min(da.sizes[d], round(per_dim))) if d in blocked else 1 for d in pixel_dims)
         return cls(tuple(da.sizes[d] for d in pixel_dims), tiles)
 
-    def index_and_block(self, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """Global flat index and block id of every pixel of a chunk at ``offsets`` (C order)."""
+    def lines(self, offsets: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
+        """A chunk at ``offsets`` as lines of pixels along the last pixel dim (C order): the global flat index of each
+        line's first pixel, each line's block id over the other dims, and the last dim's (offset, size, tiles); a
+        pixel ``c`` of line ``r`` is pixel ``start[r] + c`` of block ``line_block[r] tiles + (offset + c) tiles // size``."""
         index, block = np.zeros(1, np.int64), np.zeros(1, np.int64)
-        for start, size, total, tiles in zip(offsets, sizes, self.shape, self.tiles):
+        for start, size, total, tiles in zip(offsets[:-1], sizes[:-1], self.shape[:-1], self.tiles[:-1]):
             position = np.arange(start, start + size, dtype=np.int64)
             index = np.add.outer(index * total, position).ravel()
             block = np.add.outer(block * tiles, position * tiles // total).ravel()
-        return index, block
+        last = (offsets[-1], self.shape[-1], self.tiles[-1]) if self.shape else (0, 1, 1)
+        return index * last[1] + last[0], block, last
 
 
 def fitted_shares(da: xr.DataArray, dim: Hashable, sample: FitSample | None) -> tuple[PixelSample, ...]:
@@ -102,22 +104,34 @@ def _smallest(keys: np.ndarray, n: int) -> np.ndarray:
 
 def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int, exclude: tuple[PixelSample, ...]) -> tuple:
     """The ``n`` valid pixels of one chunk with the smallest keys (none of ``exclude``): keys, values, blocks, flat indices,
-    valid count. Only the kept rows are copied."""
-    values = block.reshape(-1, block.shape[-1])
-    index, blocks = layout.index_and_block(offsets, block.shape[:-1])
-    rows = np.flatnonzero(np.isfinite(values).all(axis=1) & ~held_by(exclude, index))
-    keys = pixel_keys(seed, index[rows])
-    kept = _smallest(keys, n)
-    rows = rows[kept]
-    return keys[kept], values[rows], blocks[rows], index[rows], len(keys)
+    valid count. Keys do not depend on values: the ``n``-th smallest of the chunk's free pixels bounds the sample when
+    they are all valid, and one compiled pass tests, keys and copies them (:func:`ppa_xr.core.compiled.sample_candidates`);
+    where some are not, the kept rows are copied in a second pass."""
+    pixel_shape = block.shape[:-1]
+    width = pixel_shape[-1] if pixel_shape else 1
+    lines = int(np.prod(pixel_shape[:-1], dtype=np.int64))
+    bands = np.moveaxis(block, -1, 0).reshape(block.shape[-1], lines, width)  # a view, but where leading pixel dims do not merge
+    (starts, line_blocks, last), excluded = layout.lines(offsets, pixel_shape), exclusion(exclude)
+    keys, free = compiled.chunk_keys(starts, width, seed, *excluded)
+    free_keys = keys[free]
+    bound = np.partition(free_keys, n - 1)[n - 1] if len(free_keys) > n else np.uint64(2**64 - 1)
+    rows, keys, values, copied = compiled.sample_candidates(bands, keys, free, bound, min(n, len(free_keys)))
+    if copied == min(n, len(keys)):  # the n smallest free keys are all valid pixels: those copied
+        kept = np.flatnonzero(keys <= bound)
+        values = values[:copied]
+    else:
+        kept = _smallest(keys, n)
+        values = compiled.gather_pixels(bands, rows[kept])
+    index, blocks = compiled.pixel_index(rows[kept], width, starts, line_blocks, *last)
+    return keys[kept], values, blocks, index, len(keys)
 
 
 def _merge_samples(a: tuple, b: tuple, n: int) -> tuple:
-    """The ``n`` smallest keys of two chunk samples; only the kept rows are copied."""
-    kept = _smallest(np.concatenate([a[0], b[0]]), n)
-    split = np.searchsorted(kept, len(a[0]))
-    rows = (kept[:split], kept[split:] - len(a[0]))
-    return *(np.concatenate([x[rows[0]], y[rows[1]]]) for x, y in zip(a[:4], b[:4])), a[4] + b[4]
+    """The ``n`` smallest keys of two chunk samples (keys are distinct: those up to the ``n``-th smallest), each
+    part's rows in their order; only the kept rows are copied, once (:func:`ppa_xr.core.compiled.merge_within`)."""
+    keys = np.concatenate([a[0], b[0]])
+    bound = np.partition(keys, n - 1)[n - 1] if len(keys) > n else np.uint64(2**64 - 1)
+    return *compiled.merge_within(bound, *a[:4], *b[:4]), a[4] + b[4]
 
 
 def sample_valid_pixels(
@@ -249,7 +263,7 @@ def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tupl
 
 def _drawn(result: tuple, seed: int, layout: _Layout) -> Sample:
     keys, values, groups, index, count = result
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)  # the keys of one cube are distinct (a bijection of the pixel index): one order
     values, keys, index = values[order], keys[order], index[order]
     witness = (int(index[0]), row_digest(values[0])) if len(keys) else None
     return Sample(values, keys, groups[order], index, count, PixelSample(seed, int(keys.max(initial=0)), len(keys), layout.shape, witness))

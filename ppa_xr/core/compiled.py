@@ -1,0 +1,358 @@
+"""Compiled per-pixel loops (numba): step-function look-ups, their row sums, and the pixel keys of a sample.
+
+Every function is compiled on first use and cached on disk (``cache=True``),
+and releases the GIL (``nogil=True``), so dask's threads run one call per
+task in parallel. Nothing here starts threads of its own.
+
+Step functions (:class:`ppa_xr.information.lookup.StepLookup`): a column's
+function is ``table[pos(v)]`` with ``pos(v) = #{P_i <= v}`` over its sorted
+breakpoints ``P`` (``np.searchsorted(P, v, side="right")``). ``pos`` starts at
+the first breakpoint of ``v``'s cell in a uniform grid of the coordinate
+
+    t(v) = sign(u) (bits(1 + |u|) - bits(1)),   u = (v - c) s,
+
+(``bits``: the IEEE-754 pattern of a float64 as an integer, a piecewise
+linear ``2^52 log2(1 + |u|)``: linear near the column's center ``c``,
+logarithmic in its tails, like ``asinh``) and moves past the breakpoints of
+that cell that are ``<= v``. Every operation of ``t`` and of the cell is
+monotone in ``v``, and the cells of the breakpoints come from the same
+function (:func:`grid_cells`), so the position is exactly the binary
+search's, whatever the rounding.
+
+Pixel keys (:mod:`ppa_xr.pixels`): SplitMix64 of ``seed + (index + 1) *
+golden`` in uint64 arithmetic (wrapping), bit for bit numpy's.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba.extending import overload
+
+#: the bit pattern of 1.0 as a float64
+_ONE_BITS = np.int64(np.float64(1.0).view(np.int64))
+_GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+_jit = numba.njit(cache=True, nogil=True)
+
+
+@_jit
+def _coordinate(v, center, inv_scale):
+    """``t(v)`` of the module docstring, in float64."""
+    u = (np.float64(v) - center) * inv_scale
+    t = np.float64(np.float64(1.0 + abs(u)).view(np.int64) - _ONE_BITS)
+    return -t if u < 0 else t
+
+
+#: values per block of a look-up: the block's cells and positions stay in L1
+BLOCK = 2048
+
+
+@_jit
+def _clipped_cell(g, last):
+    """``floor(g)`` clipped to ``0..last`` (NaN to 0: a NaN value's cell is never read as a result)."""
+    if not g > 0.0:
+        return 0
+    if not g < last:
+        return last
+    return int(g)
+
+
+@_jit
+def row_coordinates(values, center, inv_scale):
+    """``t`` of each value of ``values`` (d, m) in its row's coordinate (the grid's ends)."""
+    out = np.empty(values.shape, np.float64)
+    for j in range(values.shape[0]):
+        for q in range(values.shape[1]):
+            out[j, q] = _coordinate(values[j, q], center[j], inv_scale[j])
+    return out
+
+
+@_jit
+def grid_cells(breaks, sizes, center, inv_scale, slope, intercept, cells):
+    """Flat cell ``j cells + g`` of each of the first ``sizes[j]`` breakpoints of each row ``j`` of ``breaks`` (d, m),
+    in one ascending (row-major) array: the grid's own arithmetic, for building ``start``."""
+    out = np.empty(sizes.sum(), np.int64)
+    i = 0
+    for j in range(breaks.shape[0]):
+        for q in range(sizes[j]):
+            g = _coordinate(breaks[j, q], center[j], inv_scale[j]) * slope[j] + intercept[j]
+            out[i] = j * cells + _clipped_cell(g, cells - 1)
+            i += 1
+    return out
+
+
+@_jit
+def _tiled(center, inv_scale, slope, intercept, cells, rows):
+    """The per-column constants repeated over ``rows`` rows (the cell loop then runs over a whole block), and each
+    position's offset ``j cells`` into the flat ``start``."""
+    d = len(center)
+    m = rows * d
+    tc, ts, tsl, tic = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
+    offset = np.empty(m, np.uint32)
+    for i in range(rows):
+        for j in range(d):
+            q = i * d + j
+            tc[q], ts[q], tsl[q], tic[q], offset[q] = center[j], inv_scale[j], slope[j], intercept[j], j * cells
+    return tc, ts, tsl, tic, offset
+
+
+@_jit
+def _block_positions(block, tiled, starts, points, steps, last, pos):
+    """Flat position ``j (K+1) + pos_j(v)`` of every value of ``block`` (whole rows of ``d``) into ``pos``; whether
+    every value is finite.
+
+    Two loops: the cells (arithmetic only, vectorized, the per-column
+    constants tiled to the block), then the gathers (``start``, then
+    ``steps`` comparisons with the breakpoints; one, without a loop, on most
+    columns).
+    """
+    tc, ts, tsl, tic, offset = tiled
+    finite = True
+    for q in range(len(block)):
+        v = block[q]
+        finite &= v - v == 0
+        g = _coordinate(v, tc[q], ts[q]) * tsl[q] + tic[q]
+        pos[q] = np.uint32(_clipped_cell(g, last)) + offset[q]
+    if steps == 1:
+        for q in range(len(block)):
+            p = starts[pos[q]]
+            pos[q] = p + np.uint32(points[p] <= block[q])
+    else:
+        for q in range(len(block)):
+            p = starts[pos[q]]
+            for _ in range(steps):
+                p += np.uint32(points[p] <= block[q])
+            pos[q] = p
+    return finite
+
+
+@_jit
+def step_lookup(values, breaks, table, start, center, inv_scale, slope, intercept, steps, out):
+    """``out[i, j] = table[j, pos_j(values[i, j])]`` for ``values`` (n, d, C-contiguous) into ``out`` (n, d,
+    C-contiguous); undefined where a value is NaN (the caller masks it). Blocks of about :data:`BLOCK` values."""
+    n, d = values.shape
+    rows = max(1, BLOCK // d)
+    tiled = _tiled(center, inv_scale, slope, intercept, start.shape[1], rows)
+    flat, result, starts, points, values_of = values.ravel(), out.ravel(), start.ravel(), breaks.ravel(), table.ravel()
+    pos = np.empty(rows * d, np.uint32)
+    for first in range(0, n * d, rows * d):
+        block = flat[first : first + rows * d]
+        _block_positions(block, tiled, starts, points, steps, start.shape[1] - 1, pos)
+        for q in range(len(block)):
+            result[first + q] = values_of[pos[q]]
+
+
+@_jit
+def step_row_sums(values, breaks, table, start, center, inv_scale, slope, intercept, steps, out):
+    """``out[i] = sum_j table[j, pos_j(values[i, j])]`` for ``values`` (n, d, C-contiguous), summed in order of
+    ``j`` in float64; NaN where a value is NaN or where +inf and -inf meet in one row (looked for only in a block
+    with a value that is not finite)."""
+    n, d = values.shape
+    rows = max(1, BLOCK // d)
+    tiled = _tiled(center, inv_scale, slope, intercept, start.shape[1], rows)
+    flat, starts, points, values_of = values.ravel(), start.ravel(), breaks.ravel(), table.ravel()
+    pos = np.empty(rows * d, np.uint32)
+    for first in range(0, n, rows):
+        block = flat[first * d : min(first + rows, n) * d]
+        finite = _block_positions(block, tiled, starts, points, steps, start.shape[1] - 1, pos)
+        for i in range(len(block) // d):
+            total = 0.0
+            for q in range(i * d, i * d + d):
+                total += values_of[pos[q]]
+            out[first + i] = total
+        if not finite:
+            for i in range(len(block) // d):
+                nan = up = down = False
+                for q in range(i * d, i * d + d):
+                    v = block[q]
+                    nan |= np.isnan(v)
+                    up |= v == np.inf
+                    down |= v == -np.inf
+                if nan or (up and down):
+                    out[first + i] = np.nan
+
+
+@_jit
+def _key(seed, index):
+    """SplitMix64 of ``seed + (index + 1) golden`` (uint64, wrapping)."""
+    z = (np.uint64(index) + np.uint64(1)) * _GOLDEN + seed
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@_jit
+def pixel_keys(seed, index, out):
+    """``out[i]``: the key of pixel ``index[i]`` under ``seed`` (:func:`ppa_xr.pixels.pixel_keys`)."""
+    seed = np.uint64(seed)
+    for i in range(len(index)):
+        out[i] = _key(seed, index[i])
+
+
+@_jit
+def _held(index, seeds, maxima):
+    """Whether the pixel is in any of the samples ``(seeds[s], maxima[s])`` (key at most the sample's largest)."""
+    for s in range(len(seeds)):
+        if _key(seeds[s], index) <= maxima[s]:
+            return True
+    return False
+
+
+@_jit
+def held(index, seeds, maxima, out):
+    """``out[i]``: pixel ``index[i]`` belongs to one of the samples ``(seeds, maxima)`` (uint64 each; empty samples left out)."""
+    for i in range(len(index)):
+        out[i] = _held(index[i], seeds, maxima)
+
+
+def _itemsize(array):
+    """The bytes of one element of ``array``, a constant of the compiled code (a stride compared with it
+    lets the compiler version a loop for contiguous data)."""
+    return array.itemsize
+
+
+@overload(_itemsize)
+def _itemsize_constant(array):
+    size = array.dtype.bitwidth // 8
+    return lambda array: size
+
+
+@_jit
+def chunk_keys(base, width, seed, seeds, maxima):
+    """The key under ``seed`` of every pixel of a chunk (lines starting at global indices ``base``, ``width`` pixels
+    each, flat), and whether no sample ``(seeds, maxima)`` holds it (free); no value is read. Loops over a line's
+    consecutive indices, vectorized."""
+    n = len(base) * width
+    keys, free = np.empty(n, np.uint64), np.ones(n, np.bool_)
+    seed = np.uint64(seed)
+    for r in range(len(base)):
+        line = r * width
+        for c in range(width):
+            keys[line + c] = _key(seed, base[r] + c)
+        for s in range(len(seeds)):
+            for c in range(width):
+                free[line + c] &= _key(seeds[s], base[r] + c) > maxima[s]
+    return keys, free
+
+
+@_jit
+def sample_candidates(bands, keys, free, bound, capacity):
+    """The valid free pixels of a chunk (:func:`chunk_keys`) and their keys, and the values of those with a key at
+    most ``bound`` (up to ``capacity`` of them), in one pass over the chunk.
+
+    ``bands`` (d, R, C), any strides: the chunk's values, features first, its
+    pixels as R lines of C (the last pixel dimension). Valid: every feature
+    finite (``v - v == 0``). Each line is read in the order of its memory
+    (feature by feature, or pixel by pixel), with a loop of its own where
+    that order is contiguous (vectorized); a pixel whose key is within
+    ``bound`` is copied while its line is in cache. Returns the local flat
+    positions ``r C + c`` (ascending), their keys, and the copied rows
+    (C-contiguous, in the same order) with their count.
+    """
+    d, lines, width = bands.shape
+    rows = np.empty(lines * width, np.int64)
+    kept_keys = np.empty(lines * width, np.uint64)
+    values = np.empty((capacity, d), bands.dtype)
+    bad = np.empty(width, bands.dtype)  # v - v: 0, or NaN where v is NaN or infinite
+    by_feature = abs(bands.strides[2]) <= abs(bands.strides[0])
+    size = _itemsize(bands)
+    count = copied = 0
+    for r in range(lines):
+        if by_feature:
+            bad[:] = 0
+            for j in range(d):
+                line = bands[j, r]
+                if bands.strides[2] == size:  # the same loop twice: this one compiled (vectorized) for a unit stride
+                    for c in range(width):
+                        bad[c] += line[c] - line[c]
+                else:
+                    for c in range(width):
+                        bad[c] += line[c] - line[c]
+        else:
+            for c in range(width):
+                pixel = bands[:, r, c]
+                total = pixel[0] - pixel[0]
+                if bands.strides[0] == size:
+                    for j in range(1, d):
+                        total += pixel[j] - pixel[j]
+                else:
+                    for j in range(1, d):
+                        total += pixel[j] - pixel[j]
+                bad[c] = total
+        for c in range(width):
+            q = r * width + c
+            if bad[c] == 0 and free[q]:
+                rows[count], kept_keys[count] = q, keys[q]
+                count += 1
+                if keys[q] <= bound and copied < capacity:
+                    for j in range(d):
+                        values[copied, j] = bands[j, r, c]
+                    copied += 1
+    return rows[:count], kept_keys[:count], values, copied
+
+
+@_jit
+def gather_pixels(bands, rows):
+    """``out[i, j] = bands[j, rows[i] // C, rows[i] % C]``: the chosen pixels of a chunk as rows (C-contiguous),
+    256 pixels at a time, feature by feature where ``bands`` is feature-major."""
+    d, _, width = bands.shape
+    n = len(rows)
+    out = np.empty((n, d), bands.dtype)
+    line, col = np.empty(256, np.int64), np.empty(256, np.int64)
+    by_feature = abs(bands.strides[2]) <= abs(bands.strides[0])
+    for first in range(0, n, 256):
+        m = min(256, n - first)
+        for i in range(m):
+            line[i], col[i] = divmod(rows[first + i], width)
+        if by_feature:  # read each feature's plane in order
+            for j in range(d):
+                plane = bands[j]
+                for i in range(m):
+                    out[first + i, j] = plane[line[i], col[i]]
+        else:
+            for i in range(m):
+                for j in range(d):
+                    out[first + i, j] = bands[j, line[i], col[i]]
+    return out
+
+
+@_jit
+def pixel_index(rows, width, starts, line_blocks, offset, size, tiles):
+    """Global flat index and block id of the pixels ``rows`` (flat in a chunk of lines of ``width``;
+    :meth:`ppa_xr.cube.sampling._Layout.lines`)."""
+    index, blocks = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
+    for i in range(len(rows)):
+        line = rows[i] // width
+        c = rows[i] - line * width
+        index[i] = starts[line] + c
+        blocks[i] = line_blocks[line] * tiles + (offset + c) * tiles // size
+    return index, blocks
+
+
+@_jit
+def _copy_within(bound, keys, values, blocks, index, out_keys, out_values, out_blocks, out_index, k):
+    """Rows of one chunk sample with a key at most ``bound`` into the outputs from row ``k`` on; the next free row."""
+    for i in range(len(keys)):
+        if keys[i] <= bound:
+            out_keys[k], out_blocks[k], out_index[k] = keys[i], blocks[i], index[i]
+            for j in range(values.shape[1]):
+                out_values[k, j] = values[i, j]
+            k += 1
+    return k
+
+
+@_jit
+def merge_within(bound, keys_a, values_a, blocks_a, index_a, keys_b, values_b, blocks_b, index_b):
+    """The rows of two chunk samples whose key is at most ``bound``, ``a``'s then ``b``'s, each in its order: keys,
+    values (rows, C-contiguous), blocks and flat indices, written once (no temporaries)."""
+    size = 0
+    for i in range(len(keys_a)):
+        size += keys_a[i] <= bound
+    for i in range(len(keys_b)):
+        size += keys_b[i] <= bound
+    out_keys, out_values = np.empty(size, np.uint64), np.empty((size, values_a.shape[1]), values_a.dtype)
+    out_blocks, out_index = np.empty(size, np.int64), np.empty(size, np.int64)
+    k = _copy_within(bound, keys_a, values_a, blocks_a, index_a, out_keys, out_values, out_blocks, out_index, 0)
+    _copy_within(bound, keys_b, values_b, blocks_b, index_b, out_keys, out_values, out_blocks, out_index, k)
+    return out_keys, out_values, out_blocks, out_index

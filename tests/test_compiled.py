@@ -1,0 +1,423 @@
+"""The compiled per-pixel loops (:mod:`ppa_xr.core.compiled`) against the numpy algorithms they replaced.
+
+The references below are those numpy algorithms (as they stood before the
+loops were compiled), or the definition itself (``np.searchsorted``). Keys,
+samples, merges and look-ups are compared bit for bit; sums of looked-up
+densities within 1e-12 relative (a sum over the bands, in another order).
+"""
+
+import pickle
+
+import dask
+import numpy as np
+import pytest
+import xarray as xr
+
+import ppa_xr
+from ppa_xr.core import compiled
+from ppa_xr.cube import sampling
+from ppa_xr.cube.inputs import model_features
+from ppa_xr.information import StepLookup
+from ppa_xr.cube.report import _pixel_block, _report_sample, _statistics
+from ppa_xr.core.keys import PixelSample, held_by, pixel_keys
+
+# ---------------------------------------------------------------------------------------------------------------------
+# numpy references
+
+_GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def reference_keys(seed: int, index: np.ndarray) -> np.ndarray:
+    """SplitMix64 of ``seed + (index + 1) * golden`` in numpy (wrapping uint64)."""
+    z = (index.astype(np.uint64) + np.uint64(1)) * _GOLDEN + np.uint64(seed)
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def reference_held(samples, index):
+    held = np.zeros(np.shape(index), bool)
+    for sample in samples:
+        if sample.size:
+            held |= reference_keys(sample.seed, index) <= np.uint64(sample.key_max)
+    return held
+
+
+def _reference_index_and_block(layout, offsets, sizes):
+    index, block = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    for start, size, total, tiles in zip(offsets, sizes, layout.shape, layout.tiles):
+        position = np.arange(start, start + size, dtype=np.int64)
+        index = np.add.outer(index * total, position).ravel()
+        block = np.add.outer(block * tiles, position * tiles // total).ravel()
+    return index, block
+
+
+def reference_block_sample(block, seed, offsets, layout, n, exclude):
+    values = block.reshape(-1, block.shape[-1])
+    index, blocks = _reference_index_and_block(layout, offsets, block.shape[:-1])
+    rows = np.flatnonzero(np.isfinite(values).all(axis=1) & ~reference_held(exclude, index))
+    keys = reference_keys(seed, index[rows])
+    kept = sampling._smallest(keys, n)
+    rows = rows[kept]
+    return keys[kept], values[rows], blocks[rows], index[rows], len(keys)
+
+
+def reference_merge(a, b, n):
+    kept = sampling._smallest(np.concatenate([a[0], b[0]]), n)
+    split = np.searchsorted(kept, len(a[0]))
+    rows = (kept[:split], kept[split:] - len(a[0]))
+    return *(np.concatenate([x[rows[0]], y[rows[1]]]) for x, y in zip(a[:4], b[:4])), a[4] + b[4]
+
+
+def reference_step(breaks: np.ndarray, tables: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``tables[j][#{P_j <= v}]`` per column by binary search; NaN where a value is NaN."""
+    out = np.full(values.shape, np.nan)
+    for j, (P, table) in enumerate(zip(breaks, tables)):
+        finite = ~np.isnan(values[:, j])
+        out[finite, j] = table[np.searchsorted(P, values[finite, j], side="right")]
+    return out
+
+
+def reference_row_sums(breaks, tables, values):
+    """Sum over the columns; NaN where a value is NaN or where +inf and -inf meet in one row."""
+    sums = reference_step(breaks, tables, values).sum(axis=1)
+    both = (values == np.inf).any(axis=1) & (values == -np.inf).any(axis=1)
+    return np.where(both, np.nan, sums)
+
+
+def reference_density(bins, values):
+    """``log2 p_j(v_j)`` of :class:`EqualMassBins` by binary search (the breakpoints and values its look-up is built from)."""
+    breaks = np.column_stack([bins.edges[:, :-1], np.nextafter(bins.edges[:, -1], np.inf)])
+    outside = bins.log_density.min(axis=1, keepdims=True) - 1.0
+    return reference_step(breaks, np.hstack([outside, bins.log_density, outside]), np.asarray(values, dtype=np.float64))
+
+
+def reference_pixel_block(x, ppa, pca, k):
+    """The four maps of :func:`_pixel_block` with every density found by binary search and summed by numpy."""
+    from ppa_xr.core import kernels
+
+    flat = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    r_ppa, r_pca = (kernels.forward(flat, m.params, threads=1) for m in (ppa, pca))
+    inputs = reference_density(ppa.inputs, flat.astype(r_ppa.dtype)).sum(axis=1)
+    outputs = [reference_density(m.outputs, r).sum(axis=1) for m, r in ((ppa, r_ppa), (pca, r_pca))]
+    gains = [out - inputs + m.params.log2_det_jacobian() for out, m in zip(outputs, (ppa, pca))]
+    scales = [np.abs(out) + np.abs(inputs) for out in outputs]  # what the sums' rounding is relative to
+    errors = [kernels.squared_error(flat, ppa.params, k, 1), np.einsum("ij,ij->i", r_pca[:, k:], r_pca[:, k:])]
+    return np.stack(gains, axis=-1), np.stack(scales, axis=-1), np.stack(errors, axis=-1)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# look-ups
+
+
+def _hostile(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
+    """Columns a look-up must survive: (name -> samples)."""
+    return {
+        "normal": rng.normal(size=n),
+        "ties": np.round(rng.normal(size=n) * 2),
+        "one value": np.full(n, 3.5),
+        "cauchy": rng.standard_cauchy(size=n),
+        "lognormal": np.exp(3 * rng.normal(size=n)),
+        "1e-41": 1e-41 * rng.normal(size=n),
+        "1e-310 (subnormal)": 1e-310 * np.round(rng.normal(size=n) * 50),
+        "1e300": 1e300 * rng.normal(size=n),
+        "1e6 +- 1e-3": 1e6 + 1e-3 * rng.normal(size=n),
+        "-5e37 +- 1e36": -5e37 + 1e36 * rng.normal(size=n),
+        "two far modes": np.where(rng.uniform(size=n) < 0.9, 1e-3 * rng.normal(size=n), 50 + rng.normal(size=n)),
+    }
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lookup_is_the_binary_search_on_hostile_columns(seed):
+    rng = np.random.default_rng(seed)
+    columns = _hostile(rng, 4000)
+    breaks = np.sort(np.column_stack(list(columns.values())), axis=0)[:: 37 + seed].T
+    tables = rng.normal(size=(breaks.shape[0], breaks.shape[1] + 1))
+    lookup = StepLookup.build(breaks, tables)
+    values = np.column_stack(list(_hostile(rng, 6000).values())) * rng.uniform(0.9, 1.1, size=len(columns))
+    values[:50] = breaks.T[:50]  # exactly on breakpoints
+    values[50:60] = np.nextafter(breaks.T[:10], np.inf)  # just past them
+    values[60:70] = np.nextafter(breaks.T[:10], -np.inf)  # just before
+    values[70:76] = np.array([np.inf, -np.inf, np.nan, 1e308, -1e308, 0.0])[:, None]
+    values[76, ::2], values[76, 1::2] = np.inf, -np.inf  # +inf and -inf in one row
+    values[77, 3] = np.inf  # +inf alone in a row
+    values[78, 4] = np.nan
+    expected = reference_step(breaks, tables, values)
+    out = lookup(values)
+    finite = ~np.isnan(values)
+    np.testing.assert_array_equal(out[finite], expected[finite])
+    sums = lookup.row_sums(values)
+    reference = reference_row_sums(breaks, tables, values)
+    np.testing.assert_array_equal(np.isnan(sums), np.isnan(reference))
+    assert np.isnan(sums[[72, 76, 78]]).all() and np.isfinite(sums[77])
+    size = np.nansum(np.abs(expected), axis=1)  # a sum in another order: within 1e-12 of the sum of the terms' sizes
+    valid = ~np.isnan(reference)
+    assert (np.abs(sums - reference)[valid] <= 1e-12 * size[valid]).all()
+    for shape in [(2, 3000), (6000,)]:  # any leading shape, any layout
+        strided = np.asfortranarray(values).reshape(*shape, -1)
+        np.testing.assert_array_equal(lookup(strided).reshape(values.shape)[finite], expected[finite])
+        np.testing.assert_array_equal(lookup.row_sums(strided).ravel(), sums)
+
+
+def test_lookup_float32_values_compare_as_float64():
+    """float32 values against float64 breakpoints: the comparison of ``np.searchsorted`` (both as float64)."""
+    rng = np.random.default_rng(4)
+    breaks = np.sort(rng.normal(size=(3, 200)), axis=1)
+    breaks[1] = breaks[1].astype(np.float32)  # breakpoints a float32 value can equal
+    tables = rng.normal(size=(3, 201))
+    values = rng.normal(size=(5000, 3)).astype(np.float32)
+    values[:200, 1] = breaks[1]
+    lookup = StepLookup.build(breaks, tables)
+    np.testing.assert_array_equal(lookup(values), reference_step(breaks, tables, values.astype(np.float64)))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# keys and samples
+
+
+def test_keys_and_exclusion_bit_for_bit():
+    rng = np.random.default_rng(0)
+    index = np.concatenate([rng.integers(0, 2**40, 10_000), [0, 1, 2**62, 2**63 - 1]]).astype(np.int64)
+    for seed in (0, 1, 2**63 - 1, 123456789):
+        np.testing.assert_array_equal(pixel_keys(seed, index), reference_keys(seed, index))
+    samples = (PixelSample(5, 2**62, 10, (1,)), PixelSample(6, 2**64 - 1, 0, (1,)), PixelSample(7, 2**61, 3, (1,)))
+    np.testing.assert_array_equal(held_by(samples, index), reference_held(samples, index))
+    assert not held_by((), index).any()
+
+
+def _blocks(rng):
+    full = rng.normal(size=(30, 40, 50, 7)).astype(np.float32)
+    holes = full.copy()
+    holes[rng.uniform(size=holes.shape) < 0.02] = np.nan
+    holes[0, 0, 0, 3], holes[1, 1, 1, 0] = np.inf, -np.inf
+    band_first = np.ascontiguousarray(np.moveaxis(holes, -1, 0))
+    return {
+        "pixel-major, no holes": full[5:25, 3:33, 2:40],
+        "pixel-major, holes": holes[5:25, 3:33, 2:40],
+        "band-first view": np.moveaxis(band_first[:, 5:25, 3:33, 2:40], 0, -1),
+        "int16": (100 * np.nan_to_num(holes[5:25, 3:33, 2:40])).astype(np.int16),
+        "float64 strided": holes.astype(np.float64)[5:25:2, 3:33, 2:40:3],
+    }
+
+
+@pytest.mark.parametrize("n", [1, 700, 10**6])
+def test_block_sample_bit_for_bit(n, monkeypatch):
+    """Both ways a chunk's rows are copied: in the pass (the n smallest free keys all valid) and after it."""
+    second_pass = []
+    gather = compiled.gather_pixels
+    monkeypatch.setattr(compiled, "gather_pixels", lambda *args: second_pass.append(1) or gather(*args))
+    rng = np.random.default_rng(1)
+    layout = sampling._Layout((30, 40, 50), (3, 4, 5))
+    exclude = (PixelSample(11, 2**62, 10, (30, 40, 50)), PixelSample(12, 2**64 - 1, 0, (30, 40, 50)))
+    for name, block in _blocks(rng).items():
+        for excluded in ((), exclude):
+            expected = reference_block_sample(block, 42, (5, 3, 2), layout, n, excluded)
+            got = sampling._block_sample(block, 42, (5, 3, 2), layout, n, excluded)
+            for e, g in zip(expected[:4], got[:4]):
+                assert e.dtype == g.dtype and g.flags.c_contiguous, name
+                np.testing.assert_array_equal(g, e, err_msg=name)
+            assert got[4] == expected[4], name
+    assert 0 < len(second_pass) < 10 if n == 700 else not second_pass
+
+
+def test_empty_chunks_and_pixel_tables():
+    layout = sampling._Layout((30, 40, 50), (3, 4, 5))
+    empty = np.zeros((0, 4, 5, 7), np.float32)
+    for e, g in zip(reference_block_sample(empty, 1, (3, 0, 0), layout, 10, ()), sampling._block_sample(empty, 1, (3, 0, 0), layout, 10, ())):
+        np.testing.assert_array_equal(g, e)
+    table = np.random.default_rng(0).normal(size=(500, 3))
+    table[7, 1] = np.nan
+    flat = sampling._Layout((500,), (100,))
+    for e, g in zip(reference_block_sample(table, 1, (0,), flat, 40, ()), sampling._block_sample(table, 1, (0,), flat, 40, ())):
+        np.testing.assert_array_equal(g, e)
+
+
+def test_merge_bit_for_bit():
+    rng = np.random.default_rng(2)
+
+    def part(m, d=4):
+        return rng.integers(0, 2**63, m).astype(np.uint64), rng.normal(size=(m, d)), rng.integers(0, 9, m), rng.integers(0, 10**6, m), m
+
+    for m1, m2, n in [(10, 20, 5), (100, 0, 50), (0, 0, 3), (1000, 1000, 1500), (5, 5, 100), (300, 700, 1000)]:
+        a, b = part(m1), part(m2)
+        for e, g in zip(reference_merge(a, b, n), sampling._merge_samples(a, b, n)):
+            np.testing.assert_array_equal(g, e)
+
+
+_SCENES = {
+    "landsat": lambda: ppa_xr.datasets.open_landsat8_sample(),
+    "abu": lambda: ppa_xr.datasets.open_abu_beach().reflectance,
+    "rgb": lambda: ppa_xr.datasets.open_rgb_byte(masked=True),
+}
+
+
+@pytest.fixture(scope="module", params=list(_SCENES))
+def scene(request):
+    """A bundled scene and a model fitted on at most half of its pixels (the held-out report's setting)."""
+    cube = _SCENES[request.param]()
+    pixels = cube.sizes["x"] * cube.sizes["y"]
+    model = cube.ppa.fit(n_samples=min(200_000, pixels // 2), random_state=0)
+    return request.param, cube, model
+
+
+def test_samples_of_the_bundled_scenes_bit_for_bit(scene, monkeypatch):
+    """The held-out report's sample and a plain one, in memory and in chunks: as the numpy sampler drew them."""
+    _, cube, model = scene
+    cases = {"memory": cube, "chunks": cube.chunk({"y": 100, "x": 150})}
+    da = cube.transpose(..., "band")
+    exclude = sampling.fitted_shares(da, "band", model.sample_)
+    assert exclude  # the model's own sample of this scene is recorded: the exclusion is exercised
+    draws = {}
+    for label, c in cases.items():
+        c = c.transpose(..., "band")
+        draws[label] = lambda c=c: [sampling.sample_features(c, "band", 5000, 3, exclude=exclude), sampling.sample_features(c, "band", None, 4)]
+    got = {label: draw() for label, draw in draws.items()}
+    monkeypatch.setattr(sampling, "_block_sample", reference_block_sample)
+    monkeypatch.setattr(sampling, "_merge_samples", reference_merge)
+    for label, draw in draws.items():
+        for g, e in zip(got[label], draw()):
+            for field in ("values", "keys", "groups", "index"):
+                np.testing.assert_array_equal(getattr(g, field), getattr(e, field), err_msg=f"{label} {field}")
+            assert g.n_valid == e.n_valid and g.drawn == e.drawn
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the report's per-pixel maps
+
+
+def test_report_maps_of_the_bundled_scenes(scene):
+    """Each scene's four per-pixel maps against binary searches summed by numpy: the error maps bit for bit (their
+    kernels are unchanged), the redundancy maps (a difference of two sums over the bands) within 1e-12 of the sums
+    (float64 cubes), and one float32 rounding of that (float32 cubes)."""
+    name, cube, model = scene
+    da, dim = model_features(cube, model, None)
+    sample, _ = _report_sample(da, dim, model, None, 0, True)
+    _, _, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+    x = np.moveaxis(da.values, da.get_axis_num(dim), -1)
+    maps = _pixel_block(x, measures["ppa"], measures["pca"], 2, 1).reshape(-1, 4)
+    gains, scales, errors = reference_pixel_block(x, measures["ppa"], measures["pca"], 2)
+    np.testing.assert_array_equal(maps[:, 2:], errors.astype(maps.dtype))
+    np.testing.assert_array_equal(np.isnan(maps[:, :2]), np.isnan(gains))
+    # the sums within 1e-12 of their own size; a float32 map rounds that once more
+    rounding = 0.0 if maps.dtype == np.float64 else np.finfo(np.float32).eps * np.abs(gains)
+    valid = ~np.isnan(gains)
+    assert (np.abs(maps[:, :2] - gains)[valid] <= (1e-12 * scales + rounding)[valid]).all()
+    if name == "rgb":
+        assert np.isnan(maps[:, 0]).any()  # the masked pixels are NaN in every map
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes", "synchronous", "cluster"])
+def test_report_under_every_scheduler(scheduler):
+    """The compiled loops run in dask's threads, in worker processes and on a LocalCluster (the functions travel
+    by reference and compile, or load from the disk cache, in each process): the same report."""
+    cube = ppa_xr.datasets.open_landsat8_sample().isel(x=slice(0, 240), y=slice(0, 200)).chunk({"x": 120, "y": 100})
+    # through pickle first, as the workers get it: a fitted model's pca_rotation is a reversed view, which pickle
+    # makes contiguous, and its PCA's products (BLAS) then round differently in the last bits, compiled loops or not
+    model = pickle.loads(pickle.dumps(cube.ppa.fit(n_samples=10_000, random_state=0, degree=2)))
+    with dask.config.set(scheduler="synchronous"):
+        expected = cube.ppa.information_report(model, n_components=2).compute()
+    if scheduler == "cluster":
+        distributed = pytest.importorskip("distributed")
+        with (
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+            distributed.Client(cluster),
+        ):
+            got = cube.ppa.information_report(model, n_components=2).compute()
+    else:
+        with dask.config.set(scheduler=scheduler):
+            got = cube.ppa.information_report(model, n_components=2).compute()
+    xr.testing.assert_identical(got, expected)
+
+
+def test_read_only_chunks():
+    """Chunks and chunk samples that arrive read-only (a memory map, a distributed worker's buffers) compile and
+    give the same results."""
+    rng = np.random.default_rng(3)
+    layout = sampling._Layout((30, 40, 50), (3, 4, 5))
+    block = _blocks(rng)["band-first view"]
+    frozen = block.copy()
+    frozen.flags.writeable = False
+    expected = reference_block_sample(block, 42, (5, 3, 2), layout, 700, ())
+    got = sampling._block_sample(frozen, 42, (5, 3, 2), layout, 700, ())
+    for e, g in zip(expected, got):
+        np.testing.assert_array_equal(g, e)
+    a = tuple(np.array(x) for x in got[:4]) + (got[4],)
+    for x in got[:4]:
+        x.flags.writeable = False
+    for e, g in zip(reference_merge(got, a, 500), sampling._merge_samples(got, a, 500)):
+        np.testing.assert_array_equal(g, e)
+    lookup = StepLookup.build(np.sort(rng.normal(size=(3, 40)), axis=1), rng.normal(size=(3, 41)))
+    values = rng.normal(size=(100, 3))
+    values.flags.writeable = False
+    np.testing.assert_array_equal(lookup.row_sums(values), lookup.row_sums(values.copy()))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the report's sample statistics and kernels: the same numbers from fewer passes
+
+
+def reference_error_curve(x, params):
+    """``kernels.error_curve`` as it was: the suffix sums written row by row into the output (strided when the
+    output is pixel-major)."""
+    from ppa_xr.core import basis, blas, kernels
+
+    d = params.n_features
+
+    def body(prm, steps, r, feats, errors):
+        first = 1
+        for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
+            np.einsum("ij,ij->j", r[p + 1 :], r[p + 1 :], out=errors[p - 1])
+            errors[p - 1] += np.square(r[p])
+            for j in range(p - 1, first - 1, -1):
+                np.add(errors[j], np.square(r[j]), out=errors[j - 1])
+            if coef is not None:
+                t = basis.powers(kernels._scaled(prm, p, r[p]), g, prm.tails, feats[:g])
+                r[p + 1 :] -= bias
+                blas.matmul_into(coef.T, t, r[p + 1 :], -1.0, 1.0)
+            first = p + 1
+        errors[d - 1] = 0
+
+    n_feats = max(int(params.degrees.max(initial=1)), 1)
+    return kernels._blockwise(x, params, ("errors",), kernels._error_plan, d, n_feats, body, None)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kernels_sharing_a_pass(dtype):
+    """``forward_and_error`` is ``forward`` and ``squared_error`` bit for bit (curved and straight maps, both
+    layouts), and ``error_curve`` the row-by-row curve it was."""
+    from ppa_xr import PPA
+    from ppa_xr.core import kernels
+
+    from .conftest import curved_sample
+
+    X = curved_sample(40_000, d=6).astype(dtype)
+    X[5, 2] = np.nan
+    for degree in (None, 1):
+        model = PPA(random_state=0, **({} if degree is None else {"degree": degree})).fit(curved_sample(5000, d=6))
+        for x in (X, np.asfortranarray(X)):
+            for k in (1, 3):
+                r, error = kernels.forward_and_error(x, model.params_, k)
+                np.testing.assert_array_equal(r, kernels.forward(x, model.params_))
+                np.testing.assert_array_equal(error, kernels.squared_error(x, model.params_, k))
+            np.testing.assert_array_equal(kernels.error_curve(x, model.params_), reference_error_curve(x, model.params_))
+
+
+def test_one_sort_serves_the_quantization_test_and_the_densities():
+    from ppa_xr.core.entropy import (
+        EqualMassBins,
+        column_sorts,
+        discrete_columns,
+    )
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    X = np.column_stack([np.round(rng.normal(size=n) * 30), rng.integers(0, 5, n), rng.normal(size=n), np.full(n, 3.0), np.round(rng.normal(size=n)) / 4])
+    X[::97, 0], X[5, 1], X[7, 4] = np.nan, np.inf, -0.0
+    S = column_sorts(X)
+    np.testing.assert_array_equal(S, np.sort(X, axis=0))
+    discrete = discrete_columns(X)
+    np.testing.assert_array_equal(discrete_columns(X, S), discrete)
+    finite = X[np.isfinite(X).all(axis=1)][:, 2:3]
+    given, sorted_here = EqualMassBins.fit(finite, sorted_columns=column_sorts(finite)), EqualMassBins.fit(finite)
+    np.testing.assert_array_equal(given.edges, sorted_here.edges)
+    np.testing.assert_array_equal(given.log_density, sorted_here.log_density)
