@@ -128,7 +128,7 @@ class EqualMassBins:
 
     @classmethod
     def fit(cls, X: np.ndarray, bins: int | None = None, sorted_columns: np.ndarray | None = None) -> EqualMassBins:
-        """From samples ``X`` (n, d), rows with NaN ignored; ``sorted_columns``: :func:`column_sorts` of ``X``
+        """From samples ``X`` (n, d), rows with NaN ignored; ``sorted_columns``: ``column_sorts`` of ``X``
         where already known (used when every row is finite)."""
         rows = len(X)
         X = _finite_rows(X)
@@ -258,7 +258,7 @@ def marginal_density(X: np.ndarray, estimator: str = "spacing", sorted_columns: 
     estimator : {"spacing", "histogram"}
         The estimator (module docstring).
     sorted_columns : np.ndarray, optional
-        :func:`column_sorts` of ``X`` where already known (the spacing estimator sorts otherwise).
+        ``column_sorts`` of ``X`` where already known (the spacing estimator sorts otherwise).
 
     Returns
     -------
@@ -304,7 +304,7 @@ class MIReduction:
 def discrete_columns(X: np.ndarray, sorted_columns: np.ndarray | None = None) -> np.ndarray:
     """Which columns take few distinct values, fewer than :data:`QUANTIZED_SHARE` of their rows -> (d,) bool:
     integer digital numbers, scaled integers (reflectance stored to 1e-4), ratios of small counts.
-    ``sorted_columns``: :func:`column_sorts` of ``X`` where already known."""
+    ``sorted_columns``: ``column_sorts`` of ``X`` where already known."""
     S = column_sorts(X) if sorted_columns is None else sorted_columns  # NaN and +-inf sort to the ends
     finite = np.isfinite(S)
     steps = (np.diff(S, axis=0) > 0) & finite[1:] & finite[:-1]

@@ -44,7 +44,7 @@ class StepLookup:
     center, inv_scale, slope, intercept : np.ndarray
         (d,) float64: the cell of ``v`` in column ``j`` is
         ``floor(slope_j t((v - center_j) inv_scale_j) + intercept_j)``, clipped to ``0..G-1``
-        (``t``: :func:`ppa_xr.core.compiled.grid_cells`'s coordinate).
+        (``t``: ``ppa_xr.core.compiled.grid_cells``'s coordinate).
     steps : int
         Comparisons after the grid: the most breakpoints in one cell.
     """
