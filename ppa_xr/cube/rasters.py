@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,17 +114,19 @@ def file_lock():
         return threading.Lock()
 
 
-def to_raster(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = False, **kwargs: Any) -> Path:
+def to_raster(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite: bool = False, **kwargs: Any) -> Path:
     """Write a result as a GeoTIFF whose bands say what they are, as the CLI writes them.
 
     Band descriptions are ``PPA component k`` for components and the band
     labels for reconstructions (``da.rio.to_raster`` alone writes one
     ``long_name`` for every band), the bands' common unit is written as each
-    band's unit, and the lock works on a cluster (:func:`file_lock`).
+    band's unit, and the lock works on a cluster (:func:`file_lock`). A
+    Dataset (the inverse of a model fitted on a Dataset's variables) is
+    written as one band per variable, described by its name.
 
     Parameters
     ----------
-    da : xr.DataArray
+    da : xr.DataArray or xr.Dataset
         A lazy or computed result with the band-like dimension first
         (``component``, or the features), then y and x; or a single map (y, x).
     path : str or os.PathLike
@@ -147,10 +149,22 @@ def to_raster(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = False
     return replace_atomically(path, lambda tmp: _geotiff(da, tmp, **kwargs))
 
 
-def _geotiff(da: xr.DataArray, path: Path, **kwargs: Any) -> None:
+def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
+    """A Dataset's variables as the bands of one DataArray (named by the variables), a DataArray as it is."""
+    if isinstance(obj, xr.DataArray):
+        return obj
+    if not obj.data_vars:
+        raise ValueError("the Dataset has no data variables to write")
+    units = {str(v.attrs.get("units", "")) for v in obj.data_vars.values()}
+    out = obj.to_dataarray(dim="band")
+    return out.assign_attrs(units=units.pop()) if len(units) == 1 and "" not in units else out
+
+
+def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     """The GeoTIFF of :func:`to_raster`, written at ``path``."""
     import rasterio
 
+    da = _as_bands(obj)
     if da.ndim == 3:  # one description per band; a single map (an error map) keeps its long_name
         labels = da[da.dims[0]].values if da.dims[0] in da.coords else np.arange(1, da.shape[0] + 1)
         names = [f"PPA component {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
@@ -218,14 +232,16 @@ def _open_dataset(path: Path) -> xr.Dataset:
     return xr.open_dataset(path, chunks={}, decode_coords="all")
 
 
-def write_cube(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = False, inputs: Sequence[str | os.PathLike] = ()) -> Path:
+def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite: bool = False,
+               inputs: Sequence[str | os.PathLike] = ()) -> Path:
     """Write a (lazy) result by its suffix, GeoTIFF (:func:`to_raster`), netCDF or zarr, to a hidden sibling
-    moved into place when complete: a kill leaves the old file or the new one.
+    moved into place when complete: a kill leaves the old file or the new one, and an interruption
+    (Ctrl-C) waits for the chunks being written, then removes the temporary.
 
     Parameters
     ----------
-    da : xr.DataArray
-        The result.
+    da : xr.DataArray or xr.Dataset
+        The result (a Dataset: the inverse of a model fitted on a Dataset's variables).
     path : str or os.PathLike
         Ending in .tif, .tiff, .nc or .zarr.
     overwrite : bool
@@ -239,25 +255,54 @@ def write_cube(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = Fals
         The path written.
     """
     path = check_output(path, OUTPUT_SUFFIXES, [*inputs, *sources(da)], overwrite)
+    suffix = path.suffix.lower()
 
     def write(tmp: Path) -> None:
-        if path.suffix.lower() in (".tif", ".tiff"):
-            _geotiff(da, tmp)
-        elif path.suffix == ".zarr":
-            da.to_dataset(name=da.name or "data").to_zarr(tmp, mode="w-")
-        else:
-            da.to_dataset(name=da.name or "data").to_netcdf(tmp, engine="h5netcdf")
+        with _finishing_tasks():
+            if suffix in (".tif", ".tiff"):
+                _geotiff(da, tmp)
+            elif suffix == ".zarr":
+                _as_dataset(da).to_zarr(tmp, mode="w-")
+            else:
+                _as_dataset(da).to_netcdf(tmp, engine="h5netcdf")
 
-    one_file = path.suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
+    one_file = suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
         return replace_atomically(path, write)
 
 
-def sources(da: xr.DataArray) -> list[str]:
+def _as_dataset(obj: xr.DataArray | xr.Dataset) -> xr.Dataset:
+    return obj if isinstance(obj, xr.Dataset) else obj.to_dataset(name=obj.name or "data")
+
+
+@contextlib.contextmanager
+def _finishing_tasks() -> Iterator[None]:
+    """Run the threaded scheduler's tasks in a pool of this write's own, which is drained before an error
+    (or Ctrl-C) leaves: no task is still writing into the temporary when it is removed. Other schedulers
+    run as configured."""
+    if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
+        yield
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask import threaded
+
+    pool = getattr(threaded, "ContextAwareThreadPoolExecutor", ThreadPoolExecutor)(threaded.CPU_COUNT)
+    try:
+        with dask.config.set(pool=pool):
+            yield
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def sources(obj: xr.DataArray | xr.Dataset) -> list[str]:
     """The files a (lazy) result is read from, as far as xarray and dask tell: the ``source`` xarray records
-    when it opens a file, and the file managers of the arrays at the roots of its dask graph."""
-    found = [str(da.encoding["source"])] if da.encoding.get("source") else []
-    graph = da.data.__dask_graph__() if hasattr(da.data, "__dask_graph__") else None
+    when it opens a file, and the file managers of the arrays at the roots of its dask graph (of every
+    variable of a Dataset)."""
+    found = [str(obj.encoding["source"])] if obj.encoding.get("source") else []
+    if isinstance(obj, xr.Dataset):
+        return found + [path for var in obj.data_vars.values() for path in sources(var)]
+    graph = obj.data.__dask_graph__() if hasattr(obj.data, "__dask_graph__") else None
     for layer in (graph.layers.values() if graph is not None and hasattr(graph, "layers") else ()):
         if not getattr(layer, "is_materialized", lambda: True)() or len(layer) != 1:
             continue  # the arrays a graph starts from are one-key layers

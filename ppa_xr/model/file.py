@@ -39,7 +39,7 @@ from ..core.checks import warn_user
 from ..core.keys import FitSample, PixelSample
 from ..core.params import PPAParams
 from ..core.spec import Spec
-from .atomic import check_output, locked, recover_interrupted, replace_atomically
+from .atomic import as_path, check_output, locked, recover_interrupted, replace_atomically, suffix_of
 from .labels import FeatureLabels
 
 FORMAT = "ppa_xr.model"
@@ -338,9 +338,9 @@ def engine(path: Path, format: str | None) -> str:
         if format not in SUFFIXES.values():
             raise ValueError(f"format must be 'netcdf' or 'zarr', got {format!r}")
         return format
-    if path.suffix.lower() not in SUFFIXES:
+    if path.suffix.lower() not in SUFFIXES and path.name.lower() not in SUFFIXES:
         raise ValueError(f"a model path must end in .nc (netCDF) or .zarr, got {path}; or pass format='netcdf' / 'zarr'")
-    return SUFFIXES[path.suffix.lower()]
+    return SUFFIXES[suffix_of(path, SUFFIXES, "model path")]  # ".nc" alone: a ValueError, the name is missing
 
 
 def _is_model(path: Path) -> bool:
@@ -361,7 +361,7 @@ def _is_model(path: Path) -> bool:
 
 def check_path(path: str | os.PathLike, format: str | None, overwrite: bool, inputs=()) -> Path:
     """Where a model may be written: an existing path only if it holds a model and ``overwrite``; never an input."""
-    path = Path(path)
+    path = as_path(path, "model path")
     engine(path, format)
     if path.exists() and not _is_model(path):
         raise FileExistsError(f"{path} exists and is not a ppa_xr model; refusing to replace it, choose another path")
@@ -371,7 +371,7 @@ def check_path(path: str | os.PathLike, format: str | None, overwrite: bool, inp
             f"{path} holds a ppa_xr model and files a model does not write ({', '.join(foreign)}); replacing the store would "
             "delete them: move them out of it, or save to another path"
         )
-    return check_output(path, [path.suffix.lower()], inputs, overwrite, what="model")
+    return check_output(path, [path.suffix.lower() or path.name.lower()], inputs, overwrite, what="model")
 
 
 #: the metadata files of a zarr store (v2 and v3) and of each of its arrays
@@ -381,20 +381,26 @@ _CHUNK = re.compile(r"\d+(\.\d+)*")
 
 
 def _foreign_entries(store: Path) -> list[str]:
-    """Everything in a model store, at any depth, that a model does not write: replacing the store would delete it."""
+    """Everything in a model store, at any depth, that a model does not write: replacing the store would delete it.
+    A model writes the store's metadata files and, per variable it may hold, a folder of array metadata and chunks."""
     foreign = []
     for entry in sorted(store.iterdir()):
-        if entry.name in _META and entry.is_file():
+        if entry.name in _META and entry.is_file() and not entry.is_symlink():
             continue
-        if not (entry.is_dir() and not entry.is_symlink() and _allowed(entry.name)):
+        array = any((entry / meta).is_file() for meta in ("zarr.json", ".zarray"))
+        if not (entry.is_dir() and not entry.is_symlink() and _allowed(entry.name) and array):
             foreign.append(entry.name)
             continue
-        for inner in sorted(entry.rglob("*")):
-            parts = inner.relative_to(entry).parts
-            chunk = parts[0] == "c" and all(part.isdigit() for part in parts[1:])
-            if not (chunk or (len(parts) == 1 and (parts[0] in _META or _CHUNK.fullmatch(parts[0])))) or inner.is_symlink():
-                foreign.append(str(inner.relative_to(store)))
+        foreign += [str(inner.relative_to(store)) for inner in sorted(entry.rglob("*")) if not _array_entry(inner.relative_to(entry), inner)]
     return foreign
+
+
+def _array_entry(relative: Path, inner: Path) -> bool:
+    """Whether ``inner`` (``relative`` to its array's folder) is what zarr writes there: metadata, or a chunk
+    (``c/0/1``, zarr v3; ``0.1``, v2) and the folders holding chunks; never a link."""
+    parts = relative.parts
+    chunk = parts[0] == "c" and all(part.isdigit() for part in parts[1:])
+    return not inner.is_symlink() and (chunk or (len(parts) == 1 and (parts[0] in _META or bool(_CHUNK.fullmatch(parts[0])))))
 
 
 def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:
@@ -437,7 +443,7 @@ def _codecs(path: Path) -> set[str]:
 
 def read(path: str | os.PathLike, format: str | None = None) -> xr.Dataset:
     """Open a model file and load its variables, after checking that nothing in it can run code."""
-    path = Path(path)
+    path = as_path(path, "model path")
     with locked(path, reading=True):  # a save in progress finishes first
         return _read(path, format)
 
