@@ -20,7 +20,7 @@ from ..core.checks import check_components
 from ..core.docstrings import shared
 from ..model import PPA
 from ..model.labels import FeatureLabels
-from .inputs import COMPONENT, _component_units, _one_chunk_along, common_units, model_features
+from .inputs import COMPONENT, _component_units, _one_chunk_along, check_model, common_units, masked_float, model_features
 from .shift import warn_on_shift
 
 # attributes that describe the values of the input bands, wrong for components or errors
@@ -67,14 +67,15 @@ def map_kernel(
     attributes (units, scale, band names) are replaced by it and ``units``.
     """
     axis, keep = da.get_axis_num(in_dim), out_dim is not None
+    dtype = kernels.computed_dtype(da.dtype)  # what the kernel returns: integer components invert to floats
     block = partial(_apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs})
     if da.chunks is None:
         data = block(da.values)
     else:
         chunks = tuple((size,) if i == axis else c for i, c in enumerate(da.data.chunks)) if keep else None
         data = da.data.map_blocks(
-            block, dtype=da.dtype, chunks=chunks, drop_axis=[] if keep else axis,
-            meta=np.empty((0,) * (da.ndim if keep else da.ndim - 1), da.dtype),
+            block, dtype=dtype, chunks=chunks, drop_axis=[] if keep else axis,
+            meta=np.empty((0,) * (da.ndim if keep else da.ndim - 1), dtype),
         )
     dims = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or keep]
     coords = {name: coord for name, coord in da.coords.items() if in_dim not in coord.dims}
@@ -151,10 +152,12 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
     ValueError
         Components that are not 1..k (each step is undone from the ones before it).
     """
+    check_model(model)
     if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
         raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
     if scores.dtype.kind not in "iuf":
         raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
+    scores = masked_float(scores)  # integer components (rounded, or read from an integer file) as floats, nodata as NaN
     k, d = check_components(scores.sizes[dim], model.n_features_in_, f"the number of components along {dim!r}"), model.n_features_in_
     if dim in scores.coords:  # matched by label, as bands are: components 1..k in any order
         labels = scores[dim].values
@@ -188,8 +191,8 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
     xr.DataArray
         The reconstruction, the cube's layout and labels, lazy.
     """
-    k = check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
+    k = check_components(n_components, model.n_features_in_)
     out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     return (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction"))
 
@@ -210,8 +213,8 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
         One value per pixel (the feature dimension dropped), in squared input
         units (whitened units for a standardizing or noise-whitening model), lazy.
     """
-    k = check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
+    k = check_components(n_components, model.n_features_in_)
     name = f"squared reconstruction error summed over bands, {k} PPA components"
     units = _component_units(da, model)
     out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)
