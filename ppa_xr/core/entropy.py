@@ -291,7 +291,8 @@ def discrete_columns(X: np.ndarray) -> np.ndarray:
     integer digital numbers, scaled integers (reflectance stored to 1e-4), ratios of small counts."""
     S = np.sort(np.asarray(X, dtype=np.float64), axis=0)  # one sort of every column; NaN and +-inf sort to the ends
     finite = np.isfinite(S)
-    steps = (np.diff(S, axis=0) > 0) & finite[1:] & finite[:-1]
+    with np.errstate(invalid="ignore"):  # inf - inf: not a step between finite values either way
+        steps = (np.diff(S, axis=0) > 0) & finite[1:] & finite[:-1]
     return steps.sum(axis=0) + finite.any(axis=0) <= QUANTIZED_SHARE * len(S)
 
 
