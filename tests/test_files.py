@@ -191,19 +191,21 @@ def test_stale_temporaries_are_removed_and_the_newest_backup_restored(tmp_path, 
 def test_a_failure_between_the_two_renames_puts_the_old_store_back(tmp_path, models, monkeypatch):
     path = models[0].save(tmp_path / "m.zarr")
     before = listing(path)
-    real, calls = os.replace, []
+    real, aside = os.replace, []
 
     def interrupted(src, dst):
-        calls.append(dst)
-        if len(calls) == 2:  # the old store moved aside; Ctrl-C before the new one is in place
+        if len(aside) == 1:  # the old store is moved aside: one Ctrl-C before the new one takes its place
+            aside.append(src)
             os.kill(os.getpid(), signal.SIGINT)
-        return real(src, dst)
+        real(src, dst)
+        aside.extend([dst] if Path(src) == path else [])
 
     monkeypatch.setattr(atomic.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         models[1].save(path, overwrite=True)
     monkeypatch.undo()
-    assert listing(path) == before and hidden(tmp_path) == []  # put back at once, not at the next load
+    assert aside and not Path(aside[0]).exists()  # interrupted in that window, and the backup was put back
+    assert listing(path) == before and hidden(tmp_path) == []  # at once, not at the next load
 
 
 def test_a_dangling_symlink_at_the_output_is_not_replaced(tmp_path, models):
