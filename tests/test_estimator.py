@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.decomposition import PCA
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -17,12 +18,21 @@ def test_sklearn_contract(estimator, check):
 def test_params_clone_and_pipeline(curved):
     model = PPA(n_components=2, degree=3, tails="linear")
     assert model.get_params()["tails"] == "linear"
-    assert clone(model).set_params(degree=2).degree == 2
+    copy = clone(model).set_params(degree=2)
+    assert copy.degree == 2 and model.degree == 3 and copy.get_params() == model.get_params() | {"degree": 2}
+    assert not hasattr(clone(PPA(degree=1).fit(curved)), "params_")  # a clone is unfitted
     pipe = make_pipeline(StandardScaler(), PPA(n_components=2, random_state=0)).fit(curved)
+    scaled = StandardScaler().fit_transform(curved)
+    alone = PPA(n_components=2, random_state=0).fit(scaled)  # the pipeline is the two steps, nothing else
     out = pipe.transform(curved)
-    assert out.shape == (len(curved), 2)
+    np.testing.assert_allclose(out, alone.transform(scaled), rtol=1e-12, atol=1e-12)
+    assert alone.degrees_.max() > 1  # a curve was fitted
     back = pipe.inverse_transform(out)
-    assert back.shape == curved.shape and np.isfinite(back).all()
+    np.testing.assert_allclose(back, pipe[0].inverse_transform(alone.inverse_transform(out)), rtol=1e-12, atol=1e-12)
+    ppa_error = np.mean(np.sum((scaled - alone.inverse_transform(out)) ** 2, axis=1))
+    pca = PCA(2).fit(scaled)
+    pca_error = np.mean(np.sum((scaled - pca.inverse_transform(pca.transform(scaled))) ** 2, axis=1))
+    assert ppa_error < 0.5 * pca_error  # two curved components keep more of the curve than two straight ones
 
 
 def test_fitted_attributes(curved):
