@@ -67,22 +67,24 @@ def map_kernel(
     attributes (units, scale, band names) are replaced by it and ``units``.
     """
     axis, keep = da.get_axis_num(in_dim), out_dim is not None
-    dtype = kernels.computed_dtype(da.dtype)  # what the kernel returns: integer components invert to floats
     block = partial(_apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs})
-    if da.chunks is None:
-        data = block(da.values)
-    else:
-        chunks = tuple((size,) if i == axis else c for i, c in enumerate(da.data.chunks)) if keep else None
-        data = da.data.map_blocks(
-            block, dtype=dtype, chunks=chunks, drop_axis=[] if keep else axis,
-            meta=np.empty((0,) * (da.ndim if keep else da.ndim - 1), dtype),
-        )
+    data = block(da.values) if da.chunks is None else _mapped_chunks(block, da, axis, size if keep else None)
     dims = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or keep]
     coords = {name: coord for name, coord in da.coords.items() if in_dim not in coord.dims}
     attrs = dict(da.attrs)
     if long_name is not None:
         attrs = {k: v for k, v in attrs.items() if k not in _VALUE_ATTRS} | {"long_name": long_name} | ({"units": units} if units else {})
     return _copy_geo(da, xr.DataArray(data, dims=dims, coords=coords, attrs=attrs, name=da.name))
+
+
+def _mapped_chunks(block: partial, da: xr.DataArray, axis: int, size: int | None) -> Any:
+    """``block`` over the dask chunks of ``da``: the axis becomes ``size`` long (None: dropped), declared as the
+    floating dtype the kernels compute (:func:`~ppa_xr.core.kernels.computed_dtype`: integer components invert to floats)."""
+    dtype = kernels.computed_dtype(da.dtype)
+    keep = size is not None
+    chunks = tuple((size,) if i == axis else c for i, c in enumerate(da.data.chunks)) if keep else None
+    return da.data.map_blocks(block, dtype=dtype, chunks=chunks, drop_axis=[] if keep else axis,
+                              meta=np.empty((0,) * (da.ndim if keep else da.ndim - 1), dtype))
 
 
 def transform(

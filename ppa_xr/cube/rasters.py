@@ -14,7 +14,7 @@ import dask
 import numpy as np
 import xarray as xr
 
-from ..model.atomic import check_output, replace_atomically
+from ..model.atomic import as_path, check_output, replace_atomically
 from .inputs import common_units, masked_float
 
 #: suffixes opened as rasters (rioxarray); other inputs are netCDF (``.nc``) or zarr stores
@@ -56,24 +56,10 @@ def open_band_stack(
     """
     import rioxarray
 
-    paths = [Path(p) for p in paths]
-    bands = [band_name(p) for p in paths] if bands is None else list(bands)
-    if len(bands) != len(paths) or not paths:
-        raise ValueError(f"need one label per file, got {len(bands)} labels for {len(paths)} files")
-    resolved = [p.resolve() for p in paths]
-    repeated = sorted({str(p) for p in paths if resolved.count(p.resolve()) > 1})
-    if repeated:
-        raise ValueError(f"the same file is given more than once: {repeated}; give each band's file once")
-    if len({str(b) for b in bands}) != len(bands):
-        raise ValueError(f"band labels repeat: {bands}; give every band a distinct label")
+    paths = [as_path(p, "a band's file") for p in paths]
+    bands = _band_labels(paths, bands)
     layers = [rioxarray.open_rasterio(p, chunks=chunks, masked=masked) for p in paths]
-    first = layers[0]
-    for path, layer in zip(paths, layers):
-        if layer.sizes["band"] != 1:
-            raise ValueError(f"{path} has {layer.sizes['band']} bands; open multiband files with rioxarray.open_rasterio")
-        same_grid = layer.shape == first.shape and layer.rio.crs == first.rio.crs and layer.rio.transform() == first.rio.transform()
-        if not same_grid:
-            raise ValueError(f"{path} is not on the grid of {paths[0]} (shape, CRS or transform differ); resample it first")
+    _check_grid(paths, layers)
     nodata = {layer.rio.nodata for layer in layers}
     if len(nodata) > 1:  # one nodata per band: mask each with its own
         dtype = np.result_type(np.float32, *(layer.dtype for layer in layers))
@@ -83,6 +69,31 @@ def open_band_stack(
     cube = xr.concat([layer.squeeze("band", drop=True) for layer in layers], dim="band", combine_attrs="drop_conflicts")
     cube = cube.assign_coords(band=bands)
     return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
+
+
+def _band_labels(paths: list[Path], bands: Sequence[Hashable] | None) -> list[Hashable]:
+    """One distinct label per file, each file given once (default labels: :func:`band_name`)."""
+    bands = [band_name(p) for p in paths] if bands is None else list(bands)
+    if len(bands) != len(paths) or not paths:
+        raise ValueError(f"need one label per file, got {len(bands)} labels for {len(paths)} files")
+    resolved = [p.resolve() for p in paths]
+    repeated = sorted({str(p) for p in paths if resolved.count(p.resolve()) > 1})
+    if repeated:
+        raise ValueError(f"the same file is given more than once: {repeated}; give each band's file once")
+    if len({str(b) for b in bands}) != len(bands):
+        raise ValueError(f"band labels repeat: {bands}; give every band a distinct label")
+    return bands
+
+
+def _check_grid(paths: list[Path], layers: list[xr.DataArray]) -> None:
+    """Every layer one band, on the first one's grid (shape, CRS and transform)."""
+    first = layers[0]
+    for path, layer in zip(paths, layers):
+        if layer.sizes["band"] != 1:
+            raise ValueError(f"{path} has {layer.sizes['band']} bands; open multiband files with rioxarray.open_rasterio")
+        same_grid = layer.shape == first.shape and layer.rio.crs == first.rio.crs and layer.rio.transform() == first.rio.transform()
+        if not same_grid:
+            raise ValueError(f"{path} is not on the grid of {paths[0]} (shape, CRS or transform differ); resample it first")
 
 
 def band_name(path: str | os.PathLike) -> str:
@@ -200,7 +211,7 @@ def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: 
     FileNotFoundError, ValueError
         A missing input, an unreadable one, a ``variable`` it lacks.
     """
-    paths = [Path(p) for p in paths]
+    paths = [as_path(p, "an input") for p in paths]
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"input {path} does not exist")

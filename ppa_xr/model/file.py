@@ -110,17 +110,32 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
         ds[_NOISE] = (("noise", "feature"), declared.noise_cov)
     if error_ratio is not None:
         ds[_CURVE] = ("step", np.asarray(error_ratio, dtype=np.float64), {"long_name": "100 x PPA error / PCA error on the fitting sample"})
-    if features is not None and features.labels is not None:
-        if features.levels:
-            for i, level in enumerate(features.levels):
-                ds[_LEVEL + level] = ("feature", _portable([label[i] for label in features.labels]))
-        else:
-            ds = ds.assign_coords(feature=_portable(features.labels))
-    for name, values in (features.coords if features else {}).items():
-        ds[_COORD + name] = ("feature", _portable(values))
+    ds = _with_labels(ds, features)
     for name in ds.variables:
         ds[name].attrs["sha256"] = _checksum(str(name), ds[name].values)
-    ds.attrs = {
+    ds.attrs = _attributes(params, init, features, sample)
+    ds.attrs["attrs_sha256"] = _attrs_digest(ds.attrs)
+    return ds
+
+
+def _with_labels(ds: xr.Dataset, features: FeatureLabels | None) -> xr.Dataset:
+    """``ds`` with the feature labels (the ``feature`` coordinate, or one variable per level of a stacked
+    dimension) and the other per-feature coordinates."""
+    if features is None:
+        return ds
+    if features.labels is not None and features.levels:
+        for i, level in enumerate(features.levels):
+            ds[_LEVEL + level] = ("feature", _portable([label[i] for label in features.labels]))
+    elif features.labels is not None:
+        ds = ds.assign_coords(feature=_portable(features.labels))
+    for name, values in features.coords.items():
+        ds[_COORD + name] = ("feature", _portable(values))
+    return ds
+
+
+def _attributes(params: PPAParams, init: dict[str, Any], features: FeatureLabels | None, sample: FitSample | None) -> dict[str, Any]:
+    """A model file's attributes: format, provenance, the parameters and what defines the model (:data:`_DEFINING`)."""
+    return {
         "ppa_xr_format": FORMAT,
         "ppa_xr_format_version": FORMAT_VERSION,
         "ppa_xr_version": VERSION,
@@ -133,8 +148,6 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
         "fit_sample": json.dumps([dataclasses.asdict(cube) for cube in sample.cubes]) if sample is not None else "",
         "title": "Principal Polynomial Analysis model (ppa_xr)",
     }
-    ds.attrs["attrs_sha256"] = _attrs_digest(ds.attrs)
-    return ds
 
 
 def _portable(values: Any) -> np.ndarray:
@@ -163,9 +176,7 @@ def _version(ds: xr.Dataset, source: str) -> int:
 def _arrays_of(ds: xr.Dataset, version: int, source: str) -> dict[str, np.ndarray]:
     """The parameter arrays a file of ``version`` must hold, each checked against its checksum."""
     expected = [name for name in [*_DIMS, *LEGACY] if _belongs(name, version)]
-    foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
-    if foreign:
-        raise ValueError(f"{source} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
+    _refuse_foreign(ds, source)
     later = sorted(n for n in [*SINCE, *LEGACY] if n in ds.variables and not _belongs(n, version))
     if later:
         raise ValueError(f"{source} is inconsistent: a format-{version} file cannot hold {later} (added in another version); "
@@ -175,6 +186,13 @@ def _arrays_of(ds: xr.Dataset, version: int, source: str) -> dict[str, np.ndarra
         raise ValueError(f"{source} is corrupt or truncated: variables {missing} are missing")
     arrays = {name: _verified(ds, name, source, "i" if name == "degrees" else "f") for name in expected}
     return {k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}
+
+
+def _refuse_foreign(ds: xr.Dataset, source: str) -> None:
+    """A ValueError naming the variables of ``ds`` that no model writes."""
+    foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
+    if foreign:
+        raise ValueError(f"{source} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
 
 
 def _belongs(name: str, version: int) -> bool:
@@ -293,16 +311,23 @@ def _pixel_sample(record: dict[str, Any]) -> PixelSample:
     return PixelSample(seed, key_max, size, shape, (int(witness[0]), str(witness[1])) if witness else None)
 
 
-def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None:
-    dim = ds.attrs.get("feature_dim") or None
-    if dim is None:
-        return None
+def _levels(ds: xr.Dataset, source: str) -> tuple[str, ...] | None:
+    """The level names of a stacked feature dimension's labels (None: plain labels), each level stored."""
     try:
         levels = tuple(str(v) for v in json.loads(ds.attrs["feature_levels"])) if ds.attrs.get("feature_levels") else None
     except (ValueError, TypeError) as err:
         raise ValueError(f"{source} is corrupt: its feature_levels attribute is not a JSON list of names ({err})") from err
     if levels and any(_LEVEL + level not in ds for level in levels):
         raise ValueError(f"{source} is corrupt: the levels {list(levels)} of its feature labels are not all stored")
+    return levels
+
+
+def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None:
+    """The feature labels a file stores (checked against their checksums from format 8 on), None without a feature dimension."""
+    dim = ds.attrs.get("feature_dim") or None
+    if dim is None:
+        return None
+    levels = _levels(ds, source)
     read = (lambda name: _verified(ds, name, source)) if version >= 8 else (lambda name: ds[name].values)
     if levels:
         labels = np.empty(ds.sizes["feature"], dtype=object)
@@ -455,11 +480,7 @@ def _read(path: Path, format: str | None) -> xr.Dataset:
         raise FileNotFoundError(f"no model at {path}")
     kind = "zarr" if format is None and path.is_dir() else engine(path, format)
     if kind == "zarr":
-        if not path.is_dir() or not any(path.iterdir()):
-            raise ValueError(f"{path} is {'an empty directory' if path.is_dir() else 'not a directory'}, not a ppa_xr model")
-        unsafe = _codecs(path) - _SAFE_CODECS
-        if unsafe:
-            raise ValueError(f"{path} uses codecs {sorted(unsafe)} that a ppa_xr model never uses; refusing to decode it")
+        _check_store(path)
     try:
         opened = xr.open_zarr(path, consolidated=False) if kind == "zarr" else xr.open_dataset(path, engine="h5netcdf")
     except Exception as err:  # the readers raise many types on damaged or foreign files
@@ -467,10 +488,17 @@ def _read(path: Path, format: str | None) -> xr.Dataset:
     with opened as ds:
         if ds.attrs.get("ppa_xr_format") != FORMAT:
             raise ValueError(f"{path} is not a ppa_xr model: it has no ppa_xr_format={FORMAT!r} attribute")
-        foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
-        if foreign:
-            raise ValueError(f"{path} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
+        _refuse_foreign(ds, str(path))
         try:
             return ds.load()
         except Exception as err:
             raise ValueError(f"{path} is corrupt or truncated ({kind}): {type(err).__name__}: {err}") from err
+
+
+def _check_store(path: Path) -> None:
+    """A zarr model store before anything in it is decoded: a non-empty directory whose codecs cannot run code."""
+    if not path.is_dir() or not any(path.iterdir()):
+        raise ValueError(f"{path} is {'an empty directory' if path.is_dir() else 'not a directory'}, not a ppa_xr model")
+    unsafe = _codecs(path) - _SAFE_CODECS
+    if unsafe:
+        raise ValueError(f"{path} uses codecs {sorted(unsafe)} that a ppa_xr model never uses; refusing to decode it")
