@@ -132,7 +132,7 @@ REPORT_FILES = ("report.md", "report.png", "report_maps.nc")
 def _report_folder(args: argparse.Namespace) -> Path:
     """Check the report folder before any work: not a file, not an input nor holding one, new or holding only
     an earlier report (replaced whole, with ``--overwrite``), so nothing but a report is ever replaced."""
-    folder = as_path(args.output_dir, "the report folder")
+    folder = Path(os.path.abspath(as_path(args.output_dir, "the report folder")))  # "." and ".." named, links not followed
     recover_interrupted(folder)  # a report whose replacement was killed: the previous one is put back first
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"the report folder {folder} is a file; name a directory")

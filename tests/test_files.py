@@ -65,9 +65,11 @@ def in_child(target, *args, timeout: float = 60) -> int:
 # --------------------------------------------------------------------------- saves cost what they write
 def hostile_folder(folder: Path) -> socket.socket:
     """A folder holding what a save must not open: a FIFO (opening it blocks), a socket, a dangling symlink and an
-    unreadable file, a level down, and 3,000 unrelated files."""
+    unreadable file, beside the model and below it, and 3,000 unrelated files."""
     (folder / "sub" / "deeper").mkdir(parents=True)
     os.mkfifo(folder / "sub" / "deeper" / "pipe")
+    os.mkfifo(folder / "pipe")
+    os.symlink(folder / "gone", folder / "dangling")
     server = socket.socket(socket.AF_UNIX)
     server.bind(str(folder / "sub" / "sock"))
     os.symlink(folder / "nowhere", folder / "sub" / "dangling")
