@@ -331,20 +331,39 @@ def test_an_interrupted_report_leaves_the_old_report_whole(tmp_path, scene):
     assert listing(tmp_path) == before  # the old report.md, report.png and report_maps.nc, and nothing beside them
 
 
+_INTERRUPTED_WRITE = """
+import sys, time
+import ppa_xr
+from ppa_xr.core import kernels
+
+forward = kernels.forward
+def slow(*args, **kwargs):  # each chunk's task still computing when Ctrl-C comes, writing after the removal took
+    time.sleep(0.3)
+    return forward(*args, **kwargs)
+kernels.forward = slow
+scene, model, out = sys.argv[1:]
+scores = ppa_xr.open_cube([scene], chunks=8).ppa.transform(ppa_xr.load_model(model), check=False)
+try:
+    ppa_xr.write_cube(scores, out)
+except KeyboardInterrupt:
+    time.sleep(0.6)  # the session goes on (a notebook): a task still running would write into the removed store now
+    sys.exit(130)
+"""
+
+
 def test_an_interrupted_zarr_write_leaves_nothing(tmp_path, scene):
     before = listing(scene)
-    out = tmp_path / "c.zarr"
-    run = subprocess.Popen([sys.executable, "-m", "ppa_xr.cli", "transform", str(scene / "scene.tif"), str(scene / "m.nc"), str(out),
-                            "--chunks", "4"], stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen([sys.executable, "-c", _INTERRUPTED_WRITE, str(scene / "scene.tif"), str(scene / "m.nc"), str(tmp_path / "c.zarr")],
+                           stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not any((tmp_path / name).is_dir() and any((tmp_path / name).rglob("c/*")) for name in os.listdir(tmp_path)):
+    while not any((tmp_path / name).is_dir() and any((tmp_path / name).rglob("c/*/*/*")) for name in os.listdir(tmp_path)):
         assert time.monotonic() < deadline and run.poll() is None, "no chunk was written"
         time.sleep(0.002)
-    run.send_signal(signal.SIGINT)  # Ctrl-C while the chunks of the temporary store are being written
+    time.sleep(0.1)  # the next chunks' tasks are running (0.3 s each)
+    run.send_signal(signal.SIGINT)  # Ctrl-C while the chunks of the temporary store are being computed and written
     err = run.communicate(timeout=60)[1]
-    assert run.returncode == 130, err
-    assert "interrupted; the output being written was removed" in err and "Directory not empty" not in err
-    assert os.listdir(tmp_path) == [] and listing(scene) == before
+    assert run.returncode == 130 and "Directory not empty" not in err, err  # once the removal failed, a partial store left
+    assert os.listdir(tmp_path) == [] and listing(scene) == before  # and no task wrote into the store after it was removed
 
 
 # --------------------------------------------------------------------------- results of Dataset models, rasters of inputs

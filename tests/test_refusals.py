@@ -34,6 +34,11 @@ def test_integer_components_invert_to_floating_point_as_computed(small, tmp_path
     np.testing.assert_array_equal(back.values, expected)  # not truncated to integers (the error once reached 0.999)
     assert np.abs(expected - np.round(expected)).max() > 0.1
     assert back.rio.crs == cube.rio.crs and np.isnan(back.rio.nodata)  # with a CRS: once "cannot convert float NaN to integer"
+    from ppa_xr.core import kernels
+    from ppa_xr.cube.maps import map_kernel
+
+    mapped = map_kernel(kernels.inverse, rounded.astype("int64"), "component", "band", 5, None, params=model.params_)
+    assert mapped.dtype == np.float64 and mapped.compute().dtype == np.float64  # any kernel: declared as it computes
     ppa_xr.write_cube(back, tmp_path / "back.nc")
     written = next(iter(xr.open_dataset(tmp_path / "back.nc", decode_coords="all").data_vars.values()))
     np.testing.assert_array_equal(written.transpose(*back.dims).values, expected)
