@@ -148,6 +148,7 @@ def _report_folder(args: argparse.Namespace) -> Path:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    """``ppa-xr report``: the information report's summary, figure and maps, written into its folder as one unit."""
     from .information import information_report, plot_report, summary_table
 
     folder = _report_folder(args)
@@ -159,7 +160,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     summary = summary_table(report)
     maps = report[[name for name in report.data_vars if report[name].ndim >= 2]]
 
-    def write(tmp: Path) -> None:  # the three files into a new folder, which then takes the old one's place
+    def write(tmp: Path) -> None:
+        """The three files into a new folder, which then takes the old one's place."""
         tmp.mkdir()
         (tmp / REPORT_FILES[0]).write_text(f"# PPA report: {' '.join(args.inputs)}\n\n{report.attrs['estimated_on']}\n\n{summary}\n")
         plot_report(report).savefig(tmp / REPORT_FILES[1], dpi=100, format="png")

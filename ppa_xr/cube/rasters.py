@@ -283,6 +283,7 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
 
 
 def _as_dataset(obj: xr.DataArray | xr.Dataset) -> xr.Dataset:
+    """What a netCDF or zarr output holds: a Dataset as it is, a DataArray as its one variable."""
     return obj if isinstance(obj, xr.Dataset) else obj.to_dataset(name=obj.name or "data")
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -37,8 +38,9 @@ from typing import Any
 from filelock import FileLock
 
 _TMP, _OLD, _LOCK = ".tmp-", ".old-", ".lock"
-#: the random part of a temporary's or backup's name
-_TOKEN = re.compile(r"[0-9a-f]{8}")
+#: the random part of a temporary's or backup's name: this many hex digits
+_TOKEN_LENGTH = 8
+_TOKEN = re.compile(f"[0-9a-f]{{{_TOKEN_LENGTH}}}")
 #: the longest file name (bytes) where the file system does not say (Linux, macOS, Windows: 255)
 NAME_MAX = 255
 
@@ -90,12 +92,13 @@ def hidden_name(path: Path, marker: str) -> str:
     """The name of ``path``'s hidden sibling of kind ``marker`` without its random part: ``.<name><marker>``,
     or ``.<sha256 of name><marker>`` where the full name with its random part would exceed the file system's limit."""
     name = f".{path.name}{marker}"
-    if len(os.fsencode(name)) + 8 <= _name_max(path.parent):
+    if len(os.fsencode(name)) + _TOKEN_LENGTH <= _name_max(path.parent):
         return name
     return f".{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:40]}{marker}"
 
 
 def _name_max(folder: Path) -> int:
+    """The longest file name ``folder``'s file system takes, in bytes (:data:`NAME_MAX` where it does not say)."""
     try:
         return os.pathconf(folder, "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):
@@ -103,7 +106,8 @@ def _name_max(folder: Path) -> int:
 
 
 def _new_sibling(path: Path, marker: str) -> Path:
-    return path.with_name(hidden_name(path, marker) + uuid.uuid4().hex[:8])
+    """A new hidden sibling's path: :func:`hidden_name` and a random part."""
+    return path.with_name(hidden_name(path, marker) + uuid.uuid4().hex[:_TOKEN_LENGTH])
 
 
 def _siblings(path: Path, marker: str) -> list[Path]:
@@ -118,6 +122,7 @@ def _siblings(path: Path, marker: str) -> list[Path]:
 
 
 def _mtime(path: Path) -> float:
+    """When ``path`` (not what a link points to) last changed."""
     try:
         return path.lstat().st_mtime
     except FileNotFoundError:  # removed meanwhile: first, and gone
@@ -125,10 +130,13 @@ def _mtime(path: Path) -> float:
 
 
 def _fsync(path: Path) -> None:
-    """Flush one file or directory (its entries) to disk."""
+    """Flush one file or directory (its entries) to disk; a file system that cannot flush it has nothing to flush."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
     finally:
         os.close(fd)
 
@@ -146,6 +154,7 @@ def _fsync_written(path: Path) -> None:
 
 
 def _remove(path: Path) -> None:
+    """Delete a file, a link or a directory tree."""
     shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
 
 
@@ -215,6 +224,7 @@ def _settle_zarr(timeout: float = 60) -> None:
         return
 
     async def others() -> None:
+        """Wait for every task on the loop but this one."""
         pending = asyncio.all_tasks() - {asyncio.current_task()}
         if pending:
             await asyncio.wait(pending)
