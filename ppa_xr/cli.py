@@ -134,6 +134,8 @@ def _report_folder(args: argparse.Namespace) -> Path:
     an earlier report (replaced whole, with ``--overwrite``), so nothing but a report is ever replaced."""
     folder = Path(os.path.abspath(as_path(args.output_dir, "the report folder")))  # "." and ".." named, links not followed
     recover_interrupted(folder)  # a report whose replacement was killed: the previous one is put back first
+    if folder.is_symlink():
+        raise ValueError(f"the report folder {folder} is a link; name the folder it points to (the report replaces its folder whole)")
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"the report folder {folder} is a file; name a directory")
     refuse_inputs(folder, [*args.inputs, args.model], "the report folder")

@@ -292,6 +292,10 @@ def test_report_refuses_its_inputs_as_outputs(tmp_path, scene, capsys):
     assert f"the report folder {b} holds an input ({b / 'report_maps.nc'})" in capsys.readouterr().err
     assert main(["report", str(b / "report.md"), str(scene / "m.nc"), str(b / "report.md")]) == 2  # a folder over a file
     assert "is a file; name a directory" in capsys.readouterr().err
+    os.symlink(b, tmp_path / "link")
+    assert main(["report", str(scene / "scene.tif"), str(scene / "m.nc"), str(tmp_path / "link"), "--overwrite"]) == 2
+    assert "is a link; name the folder it points to" in capsys.readouterr().err
+    (tmp_path / "link").unlink()
     assert listing(tmp_path) == before
 
 

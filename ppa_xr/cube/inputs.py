@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -124,13 +125,13 @@ def declared_nodata(da: xr.DataArray) -> float | None:
         ) from err
 
 
-def _held(value: object, dtype: np.dtype) -> float:
-    """``value`` as a number ``dtype`` holds (NaN included: it marks no value); a string, or an integer dtype's
-    out-of-range or fractional value, raises."""
-    number = float(value)  # type: ignore[arg-type]
+def _held(value: Any, dtype: np.dtype) -> Any:
+    """``value`` itself where it is a number ``dtype`` holds (NaN included: it marks no value); a string, or an
+    integer dtype's out-of-range or fractional value, raises."""
+    number = float(value)
     if dtype.kind in "iu" and not np.isnan(number) and not (number.is_integer() and np.iinfo(dtype).min <= number <= np.iinfo(dtype).max):
         raise OverflowError(f"{value!r} is not a {dtype} value")
-    return number
+    return value
 
 
 def check_model(model: object) -> PPA:
