@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import os
 import sys
 import time
 import warnings
@@ -25,7 +26,7 @@ import xarray as xr
 from .core import spec
 from .cube.rasters import OUTPUT_SUFFIXES, open_cube, with_grid_mapping, write_cube
 from .model import PPA, load_model
-from .model.atomic import check_output, replace_atomically
+from .model.atomic import as_path, check_output, recover_interrupted, refuse_inputs, replace_atomically
 from .model.file import check_path
 
 
@@ -116,26 +117,54 @@ def _error_table(curves: xr.Dataset) -> None:
         print(f"{k:>3}{ppa:16.6g}{pca:16.6g}{ratio:16.1f}")
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
-    from .information import information_report, plot_report, summary_table
+#: the files ``ppa-xr report`` writes into its folder, which it replaces whole
+REPORT_FILES = ("report.md", "report.png", "report_maps.nc")
 
-    folder = Path(args.output_dir)
+
+def _report_folder(args: argparse.Namespace) -> Path:
+    """Check the report folder before any work: not a file, not an input nor holding one, new or holding only
+    an earlier report (replaced whole, with ``--overwrite``), so nothing but a report is ever replaced."""
+    folder = Path(os.path.abspath(as_path(args.output_dir, "the report folder")))  # "." and ".." named, links not followed
+    recover_interrupted(folder)  # a report whose replacement was killed: the previous one is put back first
+    if folder.is_symlink():
+        raise ValueError(f"the report folder {folder} is a link; name the folder it points to (the report replaces its folder whole)")
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"the report folder {folder} is a file; name a directory")
-    folder.mkdir(parents=True, exist_ok=True)
-    outputs = [check_output(folder / name, (Path(name).suffix,), overwrite=args.overwrite) for name in ("report.md", "report.png", "report_maps.nc")]
+    refuse_inputs(folder, [*args.inputs, args.model], "the report folder")
+    entries = sorted(os.listdir(folder)) if folder.is_dir() else []
+    foreign = [name for name in entries if name not in REPORT_FILES]
+    if foreign:
+        raise FileExistsError(f"the report folder {folder} holds files a report does not write ({', '.join(foreign)}); a report "
+                              "replaces its folder whole: name a new or empty folder")
+    if entries and not args.overwrite:
+        raise FileExistsError(f"the report folder {folder} holds a report; choose another folder or allow replacing it (--overwrite)")
+    return folder
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    """``ppa-xr report``: the information report's summary, figure and maps, written into its folder as one unit."""
+    from .information import information_report, plot_report, summary_table
+
+    folder = _report_folder(args)
     model = load_model(args.model)
     cube = _cube(args, model)
     k = args.n_components or min(3, model.n_features_in_ - 1)
     print(f"report on {dict(cube.sizes)}, {k} components kept; PPA (degrees {model.degrees_.tolist()}) vs the PCA of its fitting sample", file=sys.stderr)
     report = information_report(cube, model, n_components=k).compute()
     summary = summary_table(report)
-    replace_atomically(outputs[0], lambda tmp: tmp.write_text(f"# PPA report: {' '.join(args.inputs)}\n\n{report.attrs['estimated_on']}\n\n{summary}\n"))
-    replace_atomically(outputs[1], lambda tmp: plot_report(report).savefig(tmp, dpi=100, format="png"))
     maps = report[[name for name in report.data_vars if report[name].ndim >= 2]]
-    replace_atomically(outputs[2], lambda tmp: with_grid_mapping(maps).to_netcdf(tmp, engine="h5netcdf"))
+
+    def write(tmp: Path) -> None:
+        """The three files into a new folder, which then takes the old one's place."""
+        tmp.mkdir()
+        (tmp / REPORT_FILES[0]).write_text(f"# PPA report: {' '.join(args.inputs)}\n\n{report.attrs['estimated_on']}\n\n{summary}\n")
+        plot_report(report).savefig(tmp / REPORT_FILES[1], dpi=100, format="png")
+        with_grid_mapping(maps).to_netcdf(tmp / REPORT_FILES[2], engine="h5netcdf")
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    replace_atomically(folder, write)
     print(summary)
-    print(f"wrote {', '.join(map(str, outputs))}")
+    print(f"wrote {', '.join(str(folder / name) for name in REPORT_FILES)}")
     return 0
 
 
@@ -238,7 +267,8 @@ _POSITIONALS = {
     "inputs": "one GeoTIFF / netCDF / zarr cube, or several single-band rasters (one per band, e.g. LC08_*_B[1-7].TIF)",
     "model": "model file (.nc or .zarr)",
     "output": "output cube (.tif, .nc or .zarr)",
-    "output_dir": "folder for report.md, report.png and report_maps.nc",
+    "output_dir": "folder for report.md, report.png and report_maps.nc: a new one, or one holding only an earlier report "
+                  "(replaced whole with --overwrite)",
 }
 
 
@@ -299,6 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, OSError) as err:  # FileNotFoundError, FileExistsError included
         print(f"ppa-xr {args.command}: error: {_in_flags(str(err))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # every output is written to a temporary first: the interrupted one was removed
+        print(f"ppa-xr {args.command}: interrupted; the output being written was removed, none is left half-written", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

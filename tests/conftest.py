@@ -31,8 +31,8 @@ def landsat():
 
 def as_older_file(ds, version: int, validation: str = "groups"):
     """A model Dataset as a format-``version`` file wrote it: without what later versions added (the spec's
-    ``since``, the file's ``SINCE``), with the standardizing scales of formats 3-6, and the retired
-    ``validation`` parameter where its format recorded it."""
+    ``since``, the file's ``SINCE``), with the standardizing scales of formats 3-6, the retired
+    ``validation`` parameter where its format recorded it, and the fitting sample as one record before format 6."""
     import json
 
     from ppa_xr.core import spec
@@ -47,6 +47,9 @@ def as_older_file(ds, version: int, validation: str = "groups"):
     if low <= version <= high:  # those versions stored the standardizing scales D, W = diag(1 / D)
         scales = 1 / np.diag(ds["whitening"].values)
         old["feature_scale"] = ("feature", scales, {"sha256": model_io._checksum("feature_scale", scales)})
+    if version < 6 and ds.attrs.get("fit_sample"):  # one cube's record itself, not a list of them
+        (record,) = json.loads(ds.attrs["fit_sample"])
+        old = old.assign_attrs(fit_sample=json.dumps(record))
     return old.assign_attrs(ppa_xr_format_version=version, estimator_params=json.dumps(init))
 
 

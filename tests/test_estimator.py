@@ -3,21 +3,14 @@
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.decomposition import PCA
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ppa_xr import PPA
 
-# Checks that cannot pass, with the reason.
-EXPECTED_FAILED = {
-    # Raster pixels flagged NaN must come out NaN in every component (the xarray
-    # layer relies on it), so transform passes NaN through instead of raising.
-    "check_estimators_nan_inf": "transform maps NaN rows to NaN by design",
-}
-
-
-@parametrize_with_checks([PPA(degree=(1, 2, 3), random_state=0)], expected_failed_checks=lambda est: EXPECTED_FAILED)
+@parametrize_with_checks([PPA(degree=(1, 2, 3), random_state=0)])  # every check passes: NaN rows are allowed (tags), as they behave
 def test_sklearn_contract(estimator, check):
     check(estimator)
 
@@ -25,12 +18,21 @@ def test_sklearn_contract(estimator, check):
 def test_params_clone_and_pipeline(curved):
     model = PPA(n_components=2, degree=3, tails="linear")
     assert model.get_params()["tails"] == "linear"
-    assert clone(model).set_params(degree=2).degree == 2
+    copy = clone(model).set_params(degree=2)
+    assert copy.degree == 2 and model.degree == 3 and copy.get_params() == model.get_params() | {"degree": 2}
+    assert not hasattr(clone(PPA(degree=1).fit(curved)), "params_")  # a clone is unfitted
     pipe = make_pipeline(StandardScaler(), PPA(n_components=2, random_state=0)).fit(curved)
+    scaled = StandardScaler().fit_transform(curved)
+    alone = PPA(n_components=2, random_state=0).fit(scaled)  # the pipeline is the two steps, nothing else
     out = pipe.transform(curved)
-    assert out.shape == (len(curved), 2)
+    np.testing.assert_allclose(out, alone.transform(scaled), rtol=1e-12, atol=1e-12)
+    assert alone.degrees_.max() > 1  # a curve was fitted
     back = pipe.inverse_transform(out)
-    assert back.shape == curved.shape and np.isfinite(back).all()
+    np.testing.assert_allclose(back, pipe[0].inverse_transform(alone.inverse_transform(out)), rtol=1e-12, atol=1e-12)
+    ppa_error = np.mean(np.sum((scaled - alone.inverse_transform(out)) ** 2, axis=1))
+    pca = PCA(2).fit(scaled)
+    pca_error = np.mean(np.sum((scaled - pca.inverse_transform(pca.transform(scaled))) ** 2, axis=1))
+    assert ppa_error < 0.5 * pca_error  # two curved components keep more of the curve than two straight ones
 
 
 def test_fitted_attributes(curved):
@@ -142,8 +144,19 @@ def test_extreme_units_fit_like_unit_ones(curved, scale):
 
 
 def test_variances_beyond_float64_give_a_clear_error(curved):
-    with pytest.raises(ValueError, match="numerical failure while fitting PPA.*rescale the features"):
-        PPA().fit(curved * 1e200)  # variances of 1e400 do not exist in float64
+    """The documented bound: a deviation whose square, summed over the features, float64 holds (max_spread); beyond
+    it a clear refusal, and standardize=True (variances in standardized units) takes any scale."""
+    from ppa_xr.core.ppa import max_spread
+
+    assert 1e152 < max_spread(4) / 8 and max_spread(4) < 1e154  # curved deviates by up to about 6 from its mean
+    for scale in (1e160, 1e200):
+        with pytest.raises(ValueError, match=r"deviates from its mean by about .* beyond the 4.7e\+153 whose square float64 can hold "
+                                             r"\(summed over 4 features\).*pass standardize=True"):
+            PPA().fit(curved * scale)  # variances of 1e320 do not exist in float64
+        model = PPA(standardize=True, random_state=0).fit(curved * scale)
+        np.testing.assert_allclose(model.inverse_transform(model.transform(curved * scale)), curved * scale, rtol=1e-9, atol=1e-9 * scale)
+    model = PPA(random_state=0).fit(curved * 1e152)  # below the bound: as unit data
+    np.testing.assert_allclose(model.explained_variance_ / 1e304, PPA(random_state=0).fit(curved).explained_variance_, rtol=1e-9)
 
 
 def test_feature_names_out_for_pandas_output(curved):

@@ -32,7 +32,7 @@ def test_entropy_of_known_densities():
     X = np.column_stack([rng.normal(0, 2, 200_000), rng.uniform(0, 8, 200_000)])
     h = marginal_entropy(X)
     assert h[0] == pytest.approx(0.5 * np.log2(2 * np.pi * np.e * 4), abs=0.02)
-    assert h[1] == pytest.approx(3.0, abs=0.01)
+    assert h[1] == pytest.approx(3.0, abs=0.001)  # reached 0.00018 bits
 
 
 def test_rotation_of_independent_gaussians():
@@ -45,7 +45,7 @@ def test_rotation_of_independent_gaussians():
     expected = -0.5 * np.log2(np.linalg.det(corr))
     pca = PPA(degree=1).fit(X)
     result = multi_information_reduction(X, pca.transform(X))
-    assert result.total == pytest.approx(expected, abs=0.03)
+    assert result.total == pytest.approx(expected, abs=0.005)  # reached 0.0015 bits
     assert result.per_dimension == pytest.approx(result.total / 3)
 
 
@@ -65,7 +65,7 @@ def test_pointwise_mean_equals_total(estimator):
     assert per_pixel.shape == (5000,)
     assert np.mean(per_pixel) == pytest.approx(measure.total(), abs=1e-9)  # the maps average to the plug-in total
     reported = multi_information_reduction(X, model.transform(X), estimator).total  # bias-corrected
-    assert measure.total() == pytest.approx(reported, abs=0.02 * X.shape[1])
+    assert measure.total() == pytest.approx(reported, abs=0.01)  # the plug-in total against the bias-corrected one: 0.002 (spacing), 0.004 (histogram)
 
 
 def test_equal_mass_bins_lookup_with_ties_and_pixel_grids():

@@ -50,7 +50,7 @@ def test_ppa_never_claims_more_than_the_total_correlation():
     X, tc = gaussian(10, 200_000, 3)
     ppa = PPA(random_state=0).fit(X[:100_000])
     reduction = multi_information_reduction(X[100_000:], ppa.transform(X[100_000:])).total
-    assert reduction <= tc + 0.05 * 2 * 10  # the estimator's stated error, 0.05 bits per marginal
+    assert tc - 0.03 <= reduction <= tc + 0.01  # reached tc - 0.003 bits: no curve to find, PPA is PCA here
 
 
 def test_cubed_marginals_reduction_matches_the_realised_value():
@@ -101,7 +101,7 @@ def _rounded(X, levels):
     return np.minimum(np.floor((X - low) / (high - low) * levels), levels - 1)
 
 
-@pytest.mark.parametrize("levels, tolerance", [(256, 0.02), (64, 0.05)])
+@pytest.mark.parametrize("levels, tolerance", [(256, 0.003), (64, 0.05)])  # reached 0.0008 and 0.014 relative
 def test_quantized_gaussian_bands_keep_their_total_correlation(levels, tolerance):
     """A Gaussian with known total correlation, each band rounded to a uint8-like grid: dequantized, PCA recovers it."""
     X, tc = gaussian(10, 100_000, 2)
@@ -112,7 +112,7 @@ def test_quantized_gaussian_bands_keep_their_total_correlation(levels, tolerance
         multi_information_reduction(Q[50_000:], pca.transform(Q[50_000:]))  # an output cannot be dequantized
 
 
-@pytest.mark.parametrize("levels, tolerance", [(256, 0.03), (64, 0.10)])
+@pytest.mark.parametrize("levels, tolerance", [(256, 0.005), (64, 0.10)])  # reached 0.0016 and 0.075 relative
 def test_quantized_uniform_marginals_match_the_unrounded_estimate(levels, tolerance):
     """The same dependence with uniform marginals (a Gaussian copula): quantized, against the estimate before."""
     from scipy.stats import norm
@@ -150,7 +150,7 @@ def test_report_on_a_uint8_scene_is_dequantized_and_its_maps_agree_with_the_tota
     np.testing.assert_array_equal(report.attrs["dequantized"], [1, 1, 1])
     for method in ("ppa", "pca"):
         total = float(report[f"mi_reduction_per_dim_{method}"])
-        assert 0 < total < 8  # bits per band of an 8-bit scene: no negative or inflated figures
+        assert total == pytest.approx(0.59, abs=0.03)  # bits per band of an 8-bit scene: reached 0.591 (PPA and PCA)
         mean_map = float(report[f"mi_reduction_{method}"].mean()) / 3
         assert mean_map == pytest.approx(total, abs=0.05)
 

@@ -307,7 +307,8 @@ def discrete_columns(X: np.ndarray, sorted_columns: np.ndarray | None = None) ->
     ``sorted_columns``: ``column_sorts`` of ``X`` where already known."""
     S = column_sorts(X) if sorted_columns is None else sorted_columns  # NaN and +-inf sort to the ends
     finite = np.isfinite(S)
-    steps = (np.diff(S, axis=0) > 0) & finite[1:] & finite[:-1]
+    with np.errstate(invalid="ignore"):  # inf - inf: not a step between finite values either way
+        steps = (np.diff(S, axis=0) > 0) & finite[1:] & finite[:-1]
     return steps.sum(axis=0) + finite.any(axis=0) <= QUANTIZED_SHARE * len(S)
 
 

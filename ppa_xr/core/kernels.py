@@ -44,6 +44,12 @@ from .params import PPAParams
 BLOCK = 16384
 
 
+def computed_dtype(dtype: np.dtype) -> np.dtype:
+    """The floating dtype every kernel computes and returns for inputs of ``dtype``: float32 stays float32,
+    anything else (float64, integers, bools) is float64."""
+    return np.dtype(np.float32) if np.dtype(dtype) == np.float32 else np.dtype(np.float64)
+
+
 def _as_columns(x: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.dtype, bool]:
     """``x`` (``...`` x width) as a (width, pixels) array, without copying when possible.
 
@@ -54,7 +60,7 @@ def _as_columns(x: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.dt
     x = np.asarray(x)
     if x.ndim < 1 or x.shape[-1] != width:
         raise ValueError(f"{what} must have {width} values along its last axis, got shape {x.shape}")
-    dtype = np.dtype(np.float32) if x.dtype == np.float32 else np.dtype(np.float64)
+    dtype = computed_dtype(x.dtype)
     moved = np.moveaxis(x, -1, 0)
     # by the strides, not by contiguity: a strided view of a band-first chunk (a slice of a larger raster,
     # as dask hands out slices of an in-memory cube) is band-major too, and gets a band-major output

@@ -41,6 +41,15 @@ from .steps import Designs, Residual, Step, fit_step, interlaced, leading_vector
 #: most steps whose projections and Gram matrices one pass over the sample prepares
 MAX_BLOCK = 32
 
+
+def max_spread(d: int) -> float:
+    """The largest deviation from the mean a fit of ``d`` features takes, ``sqrt(max float64 / (2 d))`` (1e153 at
+    d = 10, 1e152 at d = 1000): the model's variances and errors are in the data's squared units, and their sums
+    over the features, at most ``2 d`` times the squared power of two the fit scales by, must fit float64.
+    A standardizing fit keeps them in standardized units and takes any scale."""
+    return float(np.sqrt(np.finfo(np.float64).max / (2 * d)))
+
+
 Progress = Callable[[int, int], None]
 
 
@@ -115,7 +124,7 @@ class _Start:
         if spec.noise_cov is not None:  # W = Lambda^-1/2 U^T (noise in unit variance), then a power of two for O(1) values
             whitening = noise_whitening(spec.noise_cov)
             Z = Z @ (whitening * factor).T
-            unit = float(power_of_two(np.abs(Z).max()))
+            unit = _checked_spread(float(power_of_two(np.abs(Z).max())), len(mean), "in noise units (the noise far below the signal)")
             Z /= unit
             return cls(Z, Z.T @ Z / n, whitening @ mean / unit, unit, whitening)
         cov = Z.T @ Z / n
@@ -125,7 +134,7 @@ class _Start:
             Z /= feature_scale
             whitening = np.diag(1 / (factor * feature_scale))
             return cls(Z, cov / np.outer(feature_scale, feature_scale), whitening @ mean, 1.0, whitening)
-        return cls(Z, cov, mean / factor, factor, None)
+        return cls(Z, cov, mean / factor, _checked_spread(float(factor), len(mean), "(pass standardize=True, or divide the data by a constant)"), None)
 
     def finish(self, params: PPAParams) -> PPAParams:
         """The map fitted on ``Z`` as a map of the data itself."""
@@ -300,6 +309,15 @@ def noise_whitening(noise_cov: np.ndarray) -> np.ndarray:
             "band needs some noise; estimate it from more pixels, or add a small diagonal, e.g. N + 1e-6 * trace(N) / d * I"
         )
     return vectors.T / np.sqrt(values)[:, None]
+
+
+def _checked_spread(unit: float, d: int, advice: str) -> float:
+    """``unit``, the power of two near the sample's largest deviation, where the model's variances can hold its square
+    (:func:`max_spread`)."""
+    if unit > max_spread(d):
+        raise ValueError(f"the sample deviates from its mean by about {unit:.1e}, beyond the {max_spread(d):.1e} whose square "
+                         f"float64 can hold (summed over {d} features): the model's variances and errors would overflow {advice}")
+    return unit
 
 
 def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:

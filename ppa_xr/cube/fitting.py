@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import numpy as np
@@ -80,7 +80,7 @@ def fit(
 
 
 def fit_pooled(
-    cubes: Sequence[xr.DataArray | xr.Dataset], dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
+    cubes: Iterable[xr.DataArray | xr.Dataset], dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
     progress: bool = False, **ppa_params: Any,
 ) -> PPA:
     """Fit one :class:`~ppa_xr.PPA` on several cubes (scenes, dates; any grids), as :func:`~ppa_xr.cube.fit` does on one.
@@ -94,8 +94,8 @@ def fit_pooled(
 
     Parameters
     ----------
-    cubes : sequence of xr.DataArray or xr.Dataset
-        The scenes or dates, on any grids, with the same features.
+    cubes : iterable of xr.DataArray or xr.Dataset
+        The scenes or dates, on any grids, with the same features (a list, or any iterable such as a generator).
     dim, n_samples, random_state, progress, **ppa_params
         As in :func:`~ppa_xr.cube.fit`; ``noise_cov="shift"`` pools the neighbour differences of every cube.
 
@@ -108,7 +108,8 @@ def fit_pooled(
     --------
     >>> model = ppa_xr.fit_pooled([scene_2021, scene_2022], n_samples=100_000)  # doctest: +SKIP
     """
-    if isinstance(cubes, (xr.DataArray, xr.Dataset)) or not isinstance(cubes, Sequence) or not len(cubes):
+    cubes = list(cubes) if isinstance(cubes, Iterable) and not isinstance(cubes, (xr.DataArray, xr.Dataset, str, bytes)) else None
+    if not cubes:
         raise TypeError("fit_pooled takes a list of cubes, e.g. fit_pooled([scene_a, scene_b]); for one cube use cube.ppa.fit")
     check_names(ppa_params)
     noise = ppa_params.pop("noise_cov", None)

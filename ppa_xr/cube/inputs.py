@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -60,6 +61,11 @@ def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray
         raise TypeError(f"expected an xarray DataArray or Dataset, got {type(obj).__name__}")
     if dim not in obj.dims:
         raise ValueError(f"the cube has no dimension {dim!r} (its dims are {tuple(obj.dims)}); {_dim_advice(obj, dim)}")
+    if obj.sizes[dim] == 0:
+        raise ValueError(f"the cube has no features: its dimension {dim!r} has size 0")
+    if obj.chunks is not None and any(np.isnan(size) for sizes in obj.chunks for size in sizes):
+        raise ValueError("the cube's dask array has unknown chunk sizes (NaN), as boolean indexing leaves them; compute them "
+                         "first: cube.copy(data=cube.data.compute_chunk_sizes())")
     return masked_float(described_bands(obj, dim))
 
 
@@ -99,7 +105,7 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
         raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
     if dtype is None:
         dtype = np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32
-    nodata = da.rio.nodata
+    nodata = declared_nodata(da)
     out = da.copy(deep=False) if da.dtype == dtype else da.astype(dtype)  # never the caller's object; +-inf become NaN in the kernels
     if nodata is not None and not np.isnan(nodata):
         out = out.where(da != nodata)
@@ -107,8 +113,53 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
     return out
 
 
+#: where a cube may declare its nodata (rioxarray's order: the encoding's ``_FillValue``, then the attributes)
+_NODATA = (("encoding", "_FillValue"), ("attrs", "_FillValue"), ("attrs", "missing_value"), ("attrs", "fill_value"), ("attrs", "nodata"))
+
+
+def declared_nodata(da: xr.DataArray) -> float | None:
+    """The nodata ``da`` declares (rioxarray's ``nodata``), or a ValueError naming the attribute and value its dtype
+    cannot hold (a uint8 cube with nodata -9999, a uint16 one with 65535.5 or 'abc'), and what to do. NaN declared
+    on integers (a float result's attributes kept by ``astype``) marks no value: None."""
+    try:
+        nodata = da.rio.nodata
+        return nodata if nodata is None else _held(nodata, da.dtype)
+    except (OverflowError, ValueError, TypeError) as err:
+        found = [(f"{place}[{key!r}]", getattr(da, place)[key]) for place, key in _NODATA if getattr(da, place).get(key) is not None]
+        where, value = found[0] if found else ("nodata", None)
+        if isinstance(value, (float, np.floating)) and np.isnan(value):
+            return None
+        raise ValueError(
+            f"the cube{'' if da.name is None else f' {da.name!r}'} of dtype {da.dtype} declares nodata {value!r} in {where}, a value {da.dtype} cannot hold "
+            f"({err}); correct it to the value that marks missing pixels (cube.rio.write_nodata(value)) or remove it "
+            f"(del cube.{where}) if the cube has no nodata"
+        ) from err
+
+
+def _held(value: Any, dtype: np.dtype) -> Any:
+    """``value`` itself where it is a number ``dtype`` holds (NaN included: it marks no value); a string, or an
+    integer dtype's out-of-range or fractional value, raises."""
+    number = float(value)
+    if dtype.kind in "iu" and not np.isnan(number) and not (number.is_integer() and np.iinfo(dtype).min <= number <= np.iinfo(dtype).max):
+        raise OverflowError(f"{value!r} is not a {dtype} value")
+    return value
+
+
+def check_model(model: object) -> PPA:
+    """``model`` as the cube layer takes it: a fitted :class:`~ppa_xr.PPA` (a TypeError naming PPA for any other
+    object, scikit-learn's NotFittedError for an unfitted one)."""
+    from ..model._sklearn import check_is_fitted
+
+    if not isinstance(model, PPA):
+        raise TypeError(f"expected a fitted ppa_xr.PPA model, got {type(model).__module__}.{type(model).__name__}; fit one with "
+                        "cube.ppa.fit(...) or load one with ppa_xr.load_model(path)")
+    check_is_fitted(model, "params_")
+    return model
+
+
 def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None) -> tuple[xr.DataArray, Hashable]:
-    """Features of ``obj`` in the order the model was fitted on, band dim as one chunk."""
+    """Features of ``obj`` in the order the model was fitted on, band dim as one chunk (``model`` checked first)."""
+    check_model(model)
     features = model.features_ or FeatureLabels(dim or "band")
     if dim is not None and dim != features.dim:
         features = features.renamed(dim)

@@ -22,7 +22,7 @@ from ..core.checks import check_components
 from ..core.docstrings import shared
 from ..model import PPA
 from ..model.labels import FeatureLabels
-from .inputs import COMPONENT, _component_units, _one_chunk_along, common_units, model_features
+from .inputs import COMPONENT, _component_units, _one_chunk_along, check_model, common_units, masked_float, model_features
 from .shift import warn_on_shift
 
 # attributes that describe the values of the input bands, wrong for components or errors
@@ -70,20 +70,23 @@ def map_kernel(
     """
     axis, keep = da.get_axis_num(in_dim), out_dim is not None
     block = partial(_apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs})
-    if da.chunks is None:
-        data = block(da.values)
-    else:
-        chunks = tuple((size,) if i == axis else c for i, c in enumerate(da.data.chunks)) if keep else None
-        data = da.data.map_blocks(
-            block, dtype=da.dtype, chunks=chunks, drop_axis=[] if keep else axis,
-            meta=np.empty((0,) * (da.ndim if keep else da.ndim - 1), da.dtype),
-        )
+    data = block(da.values) if da.chunks is None else _mapped_chunks(block, da, axis, size if keep else None)
     dims = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or keep]
     coords = {name: coord for name, coord in da.coords.items() if in_dim not in coord.dims}
     attrs = dict(da.attrs)
     if long_name is not None:
         attrs = {k: v for k, v in attrs.items() if k not in _VALUE_ATTRS} | {"long_name": long_name} | ({"units": units} if units else {})
     return _copy_geo(da, xr.DataArray(data, dims=dims, coords=coords, attrs=attrs, name=da.name))
+
+
+def _mapped_chunks(block: partial, da: xr.DataArray, axis: int, size: int | None) -> Any:
+    """``block`` over the dask chunks of ``da``: the axis becomes ``size`` long (None: dropped), declared as the
+    floating dtype the kernels compute (:func:`~ppa_xr.core.kernels.computed_dtype`: integer components invert to floats)."""
+    dtype = kernels.computed_dtype(da.dtype)
+    keep = size is not None
+    chunks = tuple((size,) if i == axis else c for i, c in enumerate(da.data.chunks)) if keep else None
+    return da.data.map_blocks(block, dtype=dtype, chunks=chunks, drop_axis=[] if keep else axis,
+                              meta=np.empty((0,) * (da.ndim if keep else da.ndim - 1), dtype))
 
 
 def transform(
@@ -157,10 +160,12 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
     ValueError
         Components that are not 1..k (each step is undone from the ones before it).
     """
+    check_model(model)
     if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
         raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
     if scores.dtype.kind not in "iuf":
         raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
+    scores = masked_float(scores)  # integer components (rounded, or read from an integer file) as floats, nodata as NaN
     k, d = check_components(scores.sizes[dim], model.n_features_in_, f"the number of components along {dim!r}"), model.n_features_in_
     if dim in scores.coords:  # matched by label, as bands are: components 1..k in any order
         labels = scores[dim].values
@@ -195,8 +200,8 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
     xr.DataArray
         The reconstruction, the cube's layout and labels, lazy.
     """
-    k = check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
+    k = check_components(n_components, model.n_features_in_)
     out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     return (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction")).assign_attrs(provenance(model, "reconstruction", k))
 
@@ -217,8 +222,8 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
         One value per pixel (the feature dimension dropped), in squared input
         units (whitened units for a standardizing or noise-whitening model), lazy.
     """
-    k = check_components(n_components, model.n_features_in_)
     da, dim = model_features(obj, model, dim)
+    k = check_components(n_components, model.n_features_in_)
     name = f"squared reconstruction error summed over bands, {k} PPA components"
     units = _component_units(da, model)
     out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)

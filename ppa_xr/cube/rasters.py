@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import dask
 import numpy as np
 import xarray as xr
 
-from ..model.atomic import check_output, replace_atomically
+from ..model.atomic import as_path, check_output, replace_atomically
 from .inputs import common_units, masked_float
 
 #: suffixes opened as rasters (rioxarray); other inputs are netCDF (``.nc``) or zarr stores
@@ -56,11 +56,10 @@ def open_band_stack(
     """
     import rioxarray
 
-    paths = [Path(p) for p in paths]
-    bands = [band_name(p) for p in paths] if bands is None else list(bands)
-    _check_stack(paths, bands)
+    paths = [as_path(p, "a band's file") for p in paths]
+    bands = _band_labels(paths, bands)
     layers = [rioxarray.open_rasterio(p, chunks=chunks, masked=masked) for p in paths]
-    _check_grids(paths, layers)
+    _check_grid(paths, layers)
     nodata = {layer.rio.nodata for layer in layers}
     if len(nodata) > 1:  # one nodata per band: mask each with its own
         dtype = np.result_type(np.float32, *(layer.dtype for layer in layers))
@@ -72,8 +71,9 @@ def open_band_stack(
     return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
 
 
-def _check_stack(paths: list[Path], bands: list[Hashable]) -> None:
-    """One distinct label per file, each file once."""
+def _band_labels(paths: list[Path], bands: Sequence[Hashable] | None) -> list[Hashable]:
+    """One distinct label per file, each file given once (default labels: :func:`band_name`)."""
+    bands = [band_name(p) for p in paths] if bands is None else list(bands)
     if len(bands) != len(paths) or not paths:
         raise ValueError(f"need one label per file, got {len(bands)} labels for {len(paths)} files")
     resolved = [p.resolve() for p in paths]
@@ -82,10 +82,11 @@ def _check_stack(paths: list[Path], bands: list[Hashable]) -> None:
         raise ValueError(f"the same file is given more than once: {repeated}; give each band's file once")
     if len({str(b) for b in bands}) != len(bands):
         raise ValueError(f"band labels repeat: {bands}; give every band a distinct label")
+    return bands
 
 
-def _check_grids(paths: list[Path], layers: list[xr.DataArray]) -> None:
-    """Every file one band, on the first file's grid (shape, CRS and transform)."""
+def _check_grid(paths: list[Path], layers: list[xr.DataArray]) -> None:
+    """Every layer one band, on the first one's grid (shape, CRS and transform)."""
     first = layers[0]
     for path, layer in zip(paths, layers):
         if layer.sizes["band"] != 1:
@@ -124,17 +125,19 @@ def file_lock():
         return threading.Lock()
 
 
-def to_raster(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = False, **kwargs: Any) -> Path:
+def to_raster(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite: bool = False, **kwargs: Any) -> Path:
     """Write a result as a GeoTIFF whose bands say what they are, as the CLI writes them.
 
     Band descriptions are ``PPA component k`` for components and the band
     labels for reconstructions (``da.rio.to_raster`` alone writes one
     ``long_name`` for every band), the bands' common unit is written as each
-    band's unit, and the lock works on a cluster (:func:`file_lock`).
+    band's unit, and the lock works on a cluster (:func:`file_lock`). A
+    Dataset (the inverse of a model fitted on a Dataset's variables) is
+    written as one band per variable, described by its name.
 
     Parameters
     ----------
-    da : xr.DataArray
+    da : xr.DataArray or xr.Dataset
         A lazy or computed result with the band-like dimension first
         (``component``, or the features), then y and x; or a single map (y, x).
     path : str or os.PathLike
@@ -157,10 +160,22 @@ def to_raster(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = False
     return replace_atomically(path, lambda tmp: _geotiff(da, tmp, **kwargs))
 
 
-def _geotiff(da: xr.DataArray, path: Path, **kwargs: Any) -> None:
+def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
+    """A Dataset's variables as the bands of one DataArray (named by the variables), a DataArray as it is."""
+    if isinstance(obj, xr.DataArray):
+        return obj
+    if not obj.data_vars:
+        raise ValueError("the Dataset has no data variables to write")
+    units = {str(v.attrs.get("units", "")) for v in obj.data_vars.values()}
+    out = obj.to_dataarray(dim="band")
+    return out.assign_attrs(units=units.pop()) if len(units) == 1 and "" not in units else out
+
+
+def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     """The GeoTIFF of :func:`to_raster`, written at ``path``."""
     import rasterio
 
+    da = _as_bands(obj)
     if da.ndim == 3:  # one description per band; a single map (an error map) keeps its long_name
         labels = da[da.dims[0]].values if da.dims[0] in da.coords else np.arange(1, da.shape[0] + 1)
         names = [f"PPA component {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
@@ -196,7 +211,7 @@ def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: 
     FileNotFoundError, ValueError
         A missing input, an unreadable one, a ``variable`` it lacks.
     """
-    paths = [Path(p) for p in paths]
+    paths = [as_path(p, "an input") for p in paths]
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"input {path} does not exist")
@@ -228,14 +243,16 @@ def _open_dataset(path: Path) -> xr.Dataset:
     return xr.open_dataset(path, chunks={}, decode_coords="all")
 
 
-def write_cube(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = False, inputs: Sequence[str | os.PathLike] = ()) -> Path:
+def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite: bool = False,
+               inputs: Sequence[str | os.PathLike] = ()) -> Path:
     """Write a (lazy) result by its suffix, GeoTIFF (:func:`to_raster`), netCDF or zarr, to a hidden sibling
-    moved into place when complete: a kill leaves the old file or the new one.
+    moved into place when complete: a kill leaves the old file or the new one, and an interruption
+    (Ctrl-C) waits for the chunks being written, then removes the temporary.
 
     Parameters
     ----------
-    da : xr.DataArray
-        The result.
+    da : xr.DataArray or xr.Dataset
+        The result (a Dataset: the inverse of a model fitted on a Dataset's variables).
     path : str or os.PathLike
         Ending in .tif, .tiff, .nc or .zarr.
     overwrite : bool
@@ -249,25 +266,55 @@ def write_cube(da: xr.DataArray, path: str | os.PathLike, overwrite: bool = Fals
         The path written.
     """
     path = check_output(path, OUTPUT_SUFFIXES, [*inputs, *sources(da)], overwrite)
+    suffix = path.suffix.lower()
 
     def write(tmp: Path) -> None:
-        if path.suffix.lower() in (".tif", ".tiff"):
-            _geotiff(da, tmp)
-        elif path.suffix == ".zarr":
-            with_grid_mapping(da.to_dataset(name=da.name or "data")).to_zarr(tmp, mode="w-")
-        else:
-            with_grid_mapping(da.to_dataset(name=da.name or "data")).to_netcdf(tmp, engine="h5netcdf")
+        with _finishing_tasks():
+            if suffix in (".tif", ".tiff"):
+                _geotiff(da, tmp)
+            elif suffix == ".zarr":
+                with_grid_mapping(_as_dataset(da)).to_zarr(tmp, mode="w-")
+            else:
+                with_grid_mapping(_as_dataset(da)).to_netcdf(tmp, engine="h5netcdf")
 
-    one_file = path.suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
+    one_file = suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
         return replace_atomically(path, write)
 
 
-def sources(da: xr.DataArray) -> list[str]:
+def _as_dataset(obj: xr.DataArray | xr.Dataset) -> xr.Dataset:
+    """What a netCDF or zarr output holds: a Dataset as it is, a DataArray as its one variable."""
+    return obj if isinstance(obj, xr.Dataset) else obj.to_dataset(name=obj.name or "data")
+
+
+@contextlib.contextmanager
+def _finishing_tasks() -> Iterator[None]:
+    """Run the threaded scheduler's tasks in a pool of this write's own, which is drained before an error
+    (or Ctrl-C) leaves: no task is still writing into the temporary when it is removed. Other schedulers
+    run as configured."""
+    if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
+        yield
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask import threaded
+
+    pool = getattr(threaded, "ContextAwareThreadPoolExecutor", ThreadPoolExecutor)(threaded.CPU_COUNT)
+    try:
+        with dask.config.set(pool=pool):
+            yield
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def sources(obj: xr.DataArray | xr.Dataset) -> list[str]:
     """The files a (lazy) result is read from, as far as xarray and dask tell: the ``source`` xarray records
-    when it opens a file, and the file managers of the arrays at the roots of its dask graph."""
-    found = [str(da.encoding["source"])] if da.encoding.get("source") else []
-    graph = da.data.__dask_graph__() if hasattr(da.data, "__dask_graph__") else None
+    when it opens a file, and the file managers of the arrays at the roots of its dask graph (of every
+    variable of a Dataset)."""
+    found = [str(obj.encoding["source"])] if obj.encoding.get("source") else []
+    if isinstance(obj, xr.Dataset):
+        return found + [path for var in obj.data_vars.values() for path in sources(var)]
+    graph = obj.data.__dask_graph__() if hasattr(obj.data, "__dask_graph__") else None
     for layer in (graph.layers.values() if graph is not None and hasattr(graph, "layers") else ()):
         if not getattr(layer, "is_materialized", lambda: True)() or len(layer) != 1:
             continue  # the arrays a graph starts from are one-key layers

@@ -147,6 +147,8 @@ def information_report(
     >>> print(ppa_xr.information.summary_table(report))  # doctest: +SKIP
     """
     if isinstance(obj, np.ndarray):
+        if obj.ndim != 2:
+            raise ValueError(f"a numpy table must be 2-D (samples, features), got shape {obj.shape}; reshape it, e.g. x.reshape(1, -1) for one sample")
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = model_features(obj, model, dim)
     k = check_components(n_components, model.n_features_in_)

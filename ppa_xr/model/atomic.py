@@ -1,75 +1,172 @@
 """Writing files without losing anything: checked output paths and atomic replacement.
 
-Every file ppa_xr writes (models, CLI outputs) is written to a hidden
-temporary sibling, flushed to disk, and then renamed over the target, so a
-process killed at any moment leaves either the old file or the new one.
-A directory (a zarr store) cannot be renamed over another atomically; the
-old one is first renamed to a hidden backup sibling, which
+Every file ppa_xr writes (models, CLI outputs, reports) is written to a
+hidden temporary sibling, flushed to disk, and then renamed over the target,
+so a process killed at any moment leaves either the old file or the new one.
+A directory (a zarr store, a report folder) cannot be renamed over another
+atomically; the old one is first renamed to a hidden backup sibling, which
 :func:`recover_interrupted` puts back if the process dies before the new one
 is in place. Model saves and loads of one path take turns through a lock
-file beside it (``.<name>.lock``, :func:`locked`), so the hidden siblings a
-save finds are those of killed processes, never of a save still running.
+file beside it (:func:`locked`), so the hidden siblings a save finds are
+those of killed processes, never of a save still running.
+
+Durability costs what was written and nothing else: the new file (or every
+file and directory of the new store), then the one directory entry that
+changed (the parent directory itself, not what else it holds). Hidden
+siblings are found by their exact names (:func:`hidden_name`), never by a
+pattern of the target's name, so ``m[1].zarr`` and ``m1.zarr`` never see
+each other's temporaries; a name too long to carry the hidden prefix and
+suffix within the file system's limit is replaced there by its SHA-256.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import errno
+import hashlib
 import os
+import re
 import shutil
+import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
-_TMP, _OLD = ".tmp-", ".old-"
+_TMP, _OLD, _LOCK = ".tmp-", ".old-", ".lock"
+#: the random part of a temporary's or backup's name: this many hex digits
+_TOKEN_LENGTH = 8
+_TOKEN = re.compile(f"[0-9a-f]{{{_TOKEN_LENGTH}}}")
+#: the longest file name (bytes) where the file system does not say (Linux, macOS, Windows: 255)
+NAME_MAX = 255
 
 
-def check_output(path: str | os.PathLike, suffixes: Iterable[str], inputs: Iterable[str | os.PathLike] = (), overwrite: bool = False, what: str = "output") -> Path:
-    """Refuse an output path that would lose data: an unknown suffix, an input, an existing path without ``overwrite``, a missing directory."""
-    path = Path(path)
+def as_path(value: Any, what: str = "path") -> Path:
+    """``value`` (a str, bytes or ``os.PathLike``) as a :class:`~pathlib.Path`; anything else is a TypeError naming ``what``."""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return Path(os.fsdecode(value))
+    raise TypeError(f"{what} must be a path (str, bytes or os.PathLike), got {type(value).__name__}")
+
+
+def suffix_of(path: Path, suffixes: Iterable[str], what: str = "output") -> str:
+    """The lower-case suffix of ``path`` among ``suffixes``, or a ValueError saying what the name lacks."""
     suffixes = tuple(suffixes)
+    if path.name.lower() in suffixes:  # ".nc": a hidden file with no name, whose suffix pathlib does not see
+        raise ValueError(f"{what} {path} has no name before its suffix; name it, e.g. {path.with_name('name' + path.name.lower())}")
     if path.suffix.lower() not in suffixes:
         raise ValueError(f"{what} {path} must end in one of {', '.join(suffixes)} (the suffix picks the format)")
-    target = path.resolve()
-    for source in inputs:
-        if Path(source).resolve() == target:
-            raise ValueError(f"{what} {path} is also an input; write it to another path")
-    if not target.parent.is_dir():
-        raise FileNotFoundError(f"the directory of {what} {path} does not exist; create it first")
+    return path.suffix.lower()
+
+
+def check_output(path: str | os.PathLike, suffixes: Iterable[str], inputs: Iterable[str | os.PathLike] = (), overwrite: bool = False,
+                 what: str = "output") -> Path:
+    """Refuse an output path that would lose data: an unknown suffix, an input, an existing path without ``overwrite``,
+    a missing directory (or a parent that is a file)."""
+    path = as_path(path, what)
+    suffix_of(path, suffixes, what)
+    refuse_inputs(path, inputs, what)
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        state = "is a file, not a directory" if parent.exists() else "does not exist; create it first"
+        raise FileNotFoundError(f"the directory of {what} {path} ({parent}) {state}")
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise FileExistsError(f"{what} {path} exists; choose another path or allow replacing it (overwrite=True, CLI: --overwrite)")
     return path
 
 
-def _fsync_tree(path: Path) -> None:
-    """Flush a file, or every file and directory below a directory, to disk."""
-    paths = [path] if path.is_file() else [Path(root) / name for root, dirs, files in os.walk(path) for name in files + dirs] + [path]
-    for item in paths:
-        fd = os.open(item, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def refuse_inputs(path: Path, inputs: Iterable[str | os.PathLike], what: str = "output") -> None:
+    """A ValueError when ``path`` is one of ``inputs``, or holds one (a folder or store that would be replaced)."""
+    target = path.resolve()
+    for source in inputs:
+        resolved = as_path(source, "an input").resolve()
+        if resolved == target or target in resolved.parents:
+            how = "is also an input" if resolved == target else f"holds an input ({source})"
+            raise ValueError(f"{what} {path} {how}; write it to another path")
+
+
+def hidden_name(path: Path, marker: str) -> str:
+    """The name of ``path``'s hidden sibling of kind ``marker`` without its random part: ``.<name><marker>``,
+    or ``.<sha256 of name><marker>`` where the full name with its random part would exceed the file system's limit."""
+    name = f".{path.name}{marker}"
+    if len(os.fsencode(name)) + _TOKEN_LENGTH <= _name_max(path.parent):
+        return name
+    return f".{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:40]}{marker}"
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name ``folder``'s file system takes, in bytes (:data:`NAME_MAX` where it does not say)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return NAME_MAX
+
+
+def _new_sibling(path: Path, marker: str) -> Path:
+    """A new hidden sibling's path: :func:`hidden_name` and a random part."""
+    return path.with_name(hidden_name(path, marker) + uuid.uuid4().hex[:_TOKEN_LENGTH])
 
 
 def _siblings(path: Path, marker: str) -> list[Path]:
-    return sorted(path.parent.glob(f".{path.name}{marker}*"), key=lambda p: p.stat().st_mtime)
+    """``path``'s hidden siblings of kind ``marker`` (exactly its own, by name), oldest first."""
+    prefix = hidden_name(path, marker)
+    try:
+        with os.scandir(path.parent) as entries:
+            found = [path.with_name(e.name) for e in entries if e.name.startswith(prefix) and _TOKEN.fullmatch(e.name[len(prefix):])]
+    except FileNotFoundError:
+        return []
+    return sorted(found, key=_mtime)
+
+
+def _mtime(path: Path) -> float:
+    """When ``path`` (not what a link points to) last changed."""
+    try:
+        return path.lstat().st_mtime
+    except FileNotFoundError:  # removed meanwhile: first, and gone
+        return float("-inf")
+
+
+def _fsync(path: Path) -> None:
+    """Flush one file or directory (its entries) to disk; a file system that cannot flush it has nothing to flush."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _fsync_written(path: Path) -> None:
+    """Flush what was just written at ``path``: the file, or every file and directory of a new store (all of them
+    its writer's own: nothing else lies below a fresh temporary)."""
+    if not path.is_dir():
+        _fsync(path)
+        return
+    for root, _, files in os.walk(path):
+        for name in files:
+            _fsync(Path(root, name))
+        _fsync(Path(root))
 
 
 def _remove(path: Path) -> None:
+    """Delete a file, a link or a directory tree."""
     shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
 
 
 @contextmanager
-def locked(path: str | os.PathLike, reading: bool = False):
-    """Hold the lock of ``path`` (a ``.<name>.lock`` file beside it; released when the process dies).
+def locked(path: str | os.PathLike, reading: bool = False) -> Iterator[None]:
+    """Hold the lock of ``path`` (a hidden lock file beside it, :func:`hidden_name`; released when the process dies).
 
     ``reading``: where no lock file can be made (a read-only directory, where
     nothing is being saved either), go on without one.
     """
-    path = Path(path)
-    lock: FileLock | None = FileLock(path.with_name(f".{path.name}.lock"))
+    path = as_path(path)
+    lock: FileLock | None = FileLock(path.with_name(hidden_name(path, _LOCK)))
     try:
         lock.acquire()
     except OSError:
@@ -88,23 +185,27 @@ def replace_atomically(path: Path, write: Callable[[Path], None]) -> Path:
 
     The caller has decided that ``path`` may be replaced (see :func:`check_output`),
     and holds its lock (:func:`locked`) where other processes may save there too.
+    On any error or interruption the temporary is removed and the old ``path`` is
+    where it was; temporaries and backups that killed processes left are removed
+    after a write succeeds.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}{_TMP}{uuid.uuid4().hex[:8]}")
+    path = as_path(path)
+    tmp = _new_sibling(path, _TMP)
     try:
         write(tmp)
-        _fsync_tree(tmp)
-        if tmp.is_dir() and path.exists():
-            backup = path.with_name(f".{path.name}{_OLD}{uuid.uuid4().hex[:8]}")
+        _fsync_written(tmp)
+        if tmp.is_dir() and (path.exists() or path.is_symlink()):
+            backup = _new_sibling(path, _OLD)
             os.replace(path, backup)
             os.replace(tmp, path)
-            _fsync_tree(path.parent)
+            _fsync(path.parent)
             _remove(backup)
         else:
             os.replace(tmp, path)
-            _fsync_tree(path.parent)
+            _fsync(path.parent)
     except BaseException:
-        if tmp.exists():
+        _settle_zarr()
+        with contextlib.suppress(OSError):  # never hide why the write failed
             _remove(tmp)
         recover_interrupted(path)
         raise
@@ -113,11 +214,31 @@ def replace_atomically(path: Path, write: Callable[[Path], None]) -> Path:
     return path
 
 
-def recover_interrupted(path: Path) -> bool:
-    """Put back the previous version of a directory whose replacement was interrupted; True if it did."""
-    path = Path(path)
+def _settle_zarr(timeout: float = 60) -> None:
+    """Wait for the writes zarr's IO thread still runs for a call that an exception (Ctrl-C) left: zarr runs each
+    store operation as a coroutine on its own loop, and an interrupted caller stops waiting, not the coroutine,
+    which would write into the temporary after it was removed."""
+    zarr_sync = sys.modules.get("zarr.core.sync")
+    loop = getattr(zarr_sync, "loop", [None])[0]
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+
+    async def others() -> None:
+        """Wait for every task on the loop but this one."""
+        pending = asyncio.all_tasks() - {asyncio.current_task()}
+        if pending:
+            await asyncio.wait(pending)
+
+    with contextlib.suppress(Exception):  # an unresponsive loop: the temporary is removed all the same
+        asyncio.run_coroutine_threadsafe(others(), loop).result(timeout)
+
+
+def recover_interrupted(path: str | os.PathLike) -> bool:
+    """Put back the previous version of a directory whose replacement was interrupted (its newest backup);
+    True if it did."""
+    path = as_path(path)
     backups = _siblings(path, _OLD)
-    if path.exists() or not backups:
+    if path.exists() or path.is_symlink() or not backups:
         return False
     os.replace(backups[-1], path)
     return True

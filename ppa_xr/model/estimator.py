@@ -69,15 +69,19 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return Spec(**self.get_params(deep=False))
 
     def fit(self, X: Any, y: Any = None, groups: Any = None, progress: bool = False) -> PPA:
-        """Fit the PPA map on ``X``; rows with NaN or inf are refused.
+        """Fit the PPA map on ``X``; rows with NaN or inf are left out, with a warning (every row of them: an error).
 
         The fit runs on the data divided by a power of two near its spread,
-        so tiny or huge units fit as well as unit ones.
+        so tiny or huge units fit as well as unit ones, up to a deviation from the
+        mean of about 1e152 (:func:`ppa_xr.core.ppa.max_spread`: the model's
+        variances, its squares summed over the features, must fit float64);
+        beyond it the fit is refused unless ``standardize=True`` (variances in
+        standardized units).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Finite training samples.
+            Training samples (rows with NaN or inf are left out).
         y : None
             Ignored (scikit-learn's signature).
         groups : array-like of shape (n_samples,), optional
@@ -517,7 +521,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return display.html_table(self) + widget if hasattr(self, "params_") else widget
 
     def __sklearn_tags__(self) -> Any:
-        """Transforms take rows with NaN (they give NaN, as pixels of a cube do); ``fit`` refuses them."""
+        """Rows with NaN are allowed: transforms give NaN for them (as for a cube's invalid pixels), ``fit`` leaves them
+        out with a warning."""
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
         return tags

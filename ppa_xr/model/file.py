@@ -39,7 +39,7 @@ from ..core.checks import warn_user
 from ..core.keys import FitSample, PixelSample
 from ..core.params import PPAParams
 from ..core.spec import Spec
-from .atomic import check_output, locked, recover_interrupted, replace_atomically
+from .atomic import as_path, check_output, locked, recover_interrupted, replace_atomically, suffix_of
 from .labels import FeatureLabels
 
 FORMAT = "ppa_xr.model"
@@ -110,17 +110,32 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
         ds[_NOISE] = (("noise", "feature"), declared.noise_cov)
     if error_ratio is not None:
         ds[_CURVE] = ("step", np.asarray(error_ratio, dtype=np.float64), {"long_name": "100 x PPA error / PCA error on the fitting sample"})
-    if features is not None and features.labels is not None:
-        if features.levels:
-            for i, level in enumerate(features.levels):
-                ds[_LEVEL + level] = ("feature", _portable([label[i] for label in features.labels]))
-        else:
-            ds = ds.assign_coords(feature=_portable(features.labels))
-    for name, values in (features.coords if features else {}).items():
-        ds[_COORD + name] = ("feature", _portable(values))
+    ds = _with_labels(ds, features)
     for name in ds.variables:
         ds[name].attrs["sha256"] = _checksum(str(name), ds[name].values)
-    ds.attrs = {
+    ds.attrs = _attributes(params, init, features, sample)
+    ds.attrs["attrs_sha256"] = _attrs_digest(ds.attrs)
+    return ds
+
+
+def _with_labels(ds: xr.Dataset, features: FeatureLabels | None) -> xr.Dataset:
+    """``ds`` with the feature labels (the ``feature`` coordinate, or one variable per level of a stacked
+    dimension) and the other per-feature coordinates."""
+    if features is None:
+        return ds
+    if features.labels is not None and features.levels:
+        for i, level in enumerate(features.levels):
+            ds[_LEVEL + level] = ("feature", _portable([label[i] for label in features.labels]))
+    elif features.labels is not None:
+        ds = ds.assign_coords(feature=_portable(features.labels))
+    for name, values in features.coords.items():
+        ds[_COORD + name] = ("feature", _portable(values))
+    return ds
+
+
+def _attributes(params: PPAParams, init: dict[str, Any], features: FeatureLabels | None, sample: FitSample | None) -> dict[str, Any]:
+    """A model file's attributes: format, provenance, the parameters and what defines the model (:data:`_DEFINING`)."""
+    return {
         "ppa_xr_format": FORMAT,
         "ppa_xr_format_version": FORMAT_VERSION,
         "ppa_xr_version": VERSION,
@@ -133,8 +148,6 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
         "fit_sample": json.dumps([dataclasses.asdict(cube) for cube in sample.cubes]) if sample is not None else "",
         "title": "Principal Polynomial Analysis model (ppa_xr)",
     }
-    ds.attrs["attrs_sha256"] = _attrs_digest(ds.attrs)
-    return ds
 
 
 def _portable(values: Any) -> np.ndarray:
@@ -163,9 +176,7 @@ def _version(ds: xr.Dataset, source: str) -> int:
 def _arrays_of(ds: xr.Dataset, version: int, source: str) -> dict[str, np.ndarray]:
     """The parameter arrays a file of ``version`` must hold, each checked against its checksum."""
     expected = [name for name in [*_DIMS, *LEGACY] if _belongs(name, version)]
-    foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
-    if foreign:
-        raise ValueError(f"{source} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
+    _refuse_foreign(ds, source)
     later = sorted(n for n in [*SINCE, *LEGACY] if n in ds.variables and not _belongs(n, version))
     if later:
         raise ValueError(f"{source} is inconsistent: a format-{version} file cannot hold {later} (added in another version); "
@@ -175,6 +186,13 @@ def _arrays_of(ds: xr.Dataset, version: int, source: str) -> dict[str, np.ndarra
         raise ValueError(f"{source} is corrupt or truncated: variables {missing} are missing")
     arrays = {name: _verified(ds, name, source, "i" if name == "degrees" else "f") for name in expected}
     return {k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}
+
+
+def _refuse_foreign(ds: xr.Dataset, source: str) -> None:
+    """A ValueError naming the variables of ``ds`` that no model writes."""
+    foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
+    if foreign:
+        raise ValueError(f"{source} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
 
 
 def _belongs(name: str, version: int) -> bool:
@@ -293,16 +311,23 @@ def _pixel_sample(record: dict[str, Any]) -> PixelSample:
     return PixelSample(seed, key_max, size, shape, (int(witness[0]), str(witness[1])) if witness else None)
 
 
-def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None:
-    dim = ds.attrs.get("feature_dim") or None
-    if dim is None:
-        return None
+def _levels(ds: xr.Dataset, source: str) -> tuple[str, ...] | None:
+    """The level names of a stacked feature dimension's labels (None: plain labels), each level stored."""
     try:
         levels = tuple(str(v) for v in json.loads(ds.attrs["feature_levels"])) if ds.attrs.get("feature_levels") else None
     except (ValueError, TypeError) as err:
         raise ValueError(f"{source} is corrupt: its feature_levels attribute is not a JSON list of names ({err})") from err
     if levels and any(_LEVEL + level not in ds for level in levels):
         raise ValueError(f"{source} is corrupt: the levels {list(levels)} of its feature labels are not all stored")
+    return levels
+
+
+def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None:
+    """The feature labels a file stores (checked against their checksums from format 8 on), None without a feature dimension."""
+    dim = ds.attrs.get("feature_dim") or None
+    if dim is None:
+        return None
+    levels = _levels(ds, source)
     read = (lambda name: _verified(ds, name, source)) if version >= 8 else (lambda name: ds[name].values)
     if levels:
         labels = np.empty(ds.sizes["feature"], dtype=object)
@@ -338,9 +363,9 @@ def engine(path: Path, format: str | None) -> str:
         if format not in SUFFIXES.values():
             raise ValueError(f"format must be 'netcdf' or 'zarr', got {format!r}")
         return format
-    if path.suffix.lower() not in SUFFIXES:
+    if path.suffix.lower() not in SUFFIXES and path.name.lower() not in SUFFIXES:
         raise ValueError(f"a model path must end in .nc (netCDF) or .zarr, got {path}; or pass format='netcdf' / 'zarr'")
-    return SUFFIXES[path.suffix.lower()]
+    return SUFFIXES[suffix_of(path, SUFFIXES, "model path")]  # ".nc" alone: a ValueError, the name is missing
 
 
 def _is_model(path: Path) -> bool:
@@ -361,7 +386,7 @@ def _is_model(path: Path) -> bool:
 
 def check_path(path: str | os.PathLike, format: str | None, overwrite: bool, inputs=()) -> Path:
     """Where a model may be written: an existing path only if it holds a model and ``overwrite``; never an input."""
-    path = Path(path)
+    path = as_path(path, "model path")
     engine(path, format)
     if path.exists() and not _is_model(path):
         raise FileExistsError(f"{path} exists and is not a ppa_xr model; refusing to replace it, choose another path")
@@ -371,7 +396,7 @@ def check_path(path: str | os.PathLike, format: str | None, overwrite: bool, inp
             f"{path} holds a ppa_xr model and files a model does not write ({', '.join(foreign)}); replacing the store would "
             "delete them: move them out of it, or save to another path"
         )
-    return check_output(path, [path.suffix.lower()], inputs, overwrite, what="model")
+    return check_output(path, [path.suffix.lower() or path.name.lower()], inputs, overwrite, what="model")
 
 
 #: the metadata files of a zarr store (v2 and v3) and of each of its arrays
@@ -381,20 +406,26 @@ _CHUNK = re.compile(r"\d+(\.\d+)*")
 
 
 def _foreign_entries(store: Path) -> list[str]:
-    """Everything in a model store, at any depth, that a model does not write: replacing the store would delete it."""
+    """Everything in a model store, at any depth, that a model does not write: replacing the store would delete it.
+    A model writes the store's metadata files and, per variable it may hold, a folder of array metadata and chunks."""
     foreign = []
     for entry in sorted(store.iterdir()):
-        if entry.name in _META and entry.is_file():
+        if entry.name in _META and entry.is_file() and not entry.is_symlink():
             continue
-        if not (entry.is_dir() and not entry.is_symlink() and _allowed(entry.name)):
+        array = any((entry / meta).is_file() for meta in ("zarr.json", ".zarray"))
+        if not (entry.is_dir() and not entry.is_symlink() and _allowed(entry.name) and array):
             foreign.append(entry.name)
             continue
-        for inner in sorted(entry.rglob("*")):
-            parts = inner.relative_to(entry).parts
-            chunk = parts[0] == "c" and all(part.isdigit() for part in parts[1:])
-            if not (chunk or (len(parts) == 1 and (parts[0] in _META or _CHUNK.fullmatch(parts[0])))) or inner.is_symlink():
-                foreign.append(str(inner.relative_to(store)))
+        foreign += [str(inner.relative_to(store)) for inner in sorted(entry.rglob("*")) if not _array_entry(inner.relative_to(entry), inner)]
     return foreign
+
+
+def _array_entry(relative: Path, inner: Path) -> bool:
+    """Whether ``inner`` (``relative`` to its array's folder) is what zarr writes there: metadata, or a chunk
+    (``c/0/1``, zarr v3; ``0.1``, v2) and the folders holding chunks; never a link."""
+    parts = relative.parts
+    chunk = parts[0] == "c" and all(part.isdigit() for part in parts[1:])
+    return not inner.is_symlink() and (chunk or (len(parts) == 1 and (parts[0] in _META or bool(_CHUNK.fullmatch(parts[0])))))
 
 
 def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:
@@ -437,7 +468,7 @@ def _codecs(path: Path) -> set[str]:
 
 def read(path: str | os.PathLike, format: str | None = None) -> xr.Dataset:
     """Open a model file and load its variables, after checking that nothing in it can run code."""
-    path = Path(path)
+    path = as_path(path, "model path")
     with locked(path, reading=True):  # a save in progress finishes first
         return _read(path, format)
 
@@ -449,11 +480,7 @@ def _read(path: Path, format: str | None) -> xr.Dataset:
         raise FileNotFoundError(f"no model at {path}")
     kind = "zarr" if format is None and path.is_dir() else engine(path, format)
     if kind == "zarr":
-        if not path.is_dir() or not any(path.iterdir()):
-            raise ValueError(f"{path} is {'an empty directory' if path.is_dir() else 'not a directory'}, not a ppa_xr model")
-        unsafe = _codecs(path) - _SAFE_CODECS
-        if unsafe:
-            raise ValueError(f"{path} uses codecs {sorted(unsafe)} that a ppa_xr model never uses; refusing to decode it")
+        _check_store(path)
     try:
         opened = xr.open_zarr(path, consolidated=False) if kind == "zarr" else xr.open_dataset(path, engine="h5netcdf")
     except Exception as err:  # the readers raise many types on damaged or foreign files
@@ -461,10 +488,17 @@ def _read(path: Path, format: str | None) -> xr.Dataset:
     with opened as ds:
         if ds.attrs.get("ppa_xr_format") != FORMAT:
             raise ValueError(f"{path} is not a ppa_xr model: it has no ppa_xr_format={FORMAT!r} attribute")
-        foreign = [str(n) for n in ds.variables if not _allowed(str(n))]
-        if foreign:
-            raise ValueError(f"{path} holds variables that are not part of a ppa_xr model: {foreign}; refusing to read it")
+        _refuse_foreign(ds, str(path))
         try:
             return ds.load()
         except Exception as err:
             raise ValueError(f"{path} is corrupt or truncated ({kind}): {type(err).__name__}: {err}") from err
+
+
+def _check_store(path: Path) -> None:
+    """A zarr model store before anything in it is decoded: a non-empty directory whose codecs cannot run code."""
+    if not path.is_dir() or not any(path.iterdir()):
+        raise ValueError(f"{path} is {'an empty directory' if path.is_dir() else 'not a directory'}, not a ppa_xr model")
+    unsafe = _codecs(path) - _SAFE_CODECS
+    if unsafe:
+        raise ValueError(f"{path} uses codecs {sorted(unsafe)} that a ppa_xr model never uses; refusing to decode it")

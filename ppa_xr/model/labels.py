@@ -63,6 +63,10 @@ class FeatureLabels:
     variables: bool = False
 
     def __post_init__(self) -> None:
+        """Refuse labels that could not find their features: NaN, or repeated."""
+        if self.labels is not None and any(isinstance(v, (float, np.floating)) and np.isnan(v) for v in np.ravel(self.labels).tolist()):
+            raise ValueError(f"a label along {self.dim!r} is NaN, which equals no label (a transform could never find that "
+                             f"feature): give every feature a label, e.g. cube.assign_coords({self.dim}=[...])")
         if self.labels is not None and (dups := _duplicates(self.labels)):
             raise ValueError(
                 f"the labels along {self.dim!r} repeat: {dups}; give every feature a distinct label, "

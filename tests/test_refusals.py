@@ -1,0 +1,183 @@
+"""Inputs a hostile user tried: each accepted as it should be, or refused with one message that says what and what to do."""
+
+import json
+
+import dask.array as dsa
+import numpy as np
+import pytest
+import xarray as xr
+from sklearn.decomposition import PCA
+from sklearn.exceptions import NotFittedError
+
+import ppa_xr
+from ppa_xr import PPA, geometry, load_model
+from ppa_xr.cli import main
+from ppa_xr.cube.sampling import MIN_HELD_OUT
+
+from .conftest import curved_sample
+
+
+@pytest.fixture(scope="module")
+def small(landsat):
+    """A 64 x 64 crop of five bands, chunked, and a model of it (half its pixels held out)."""
+    cube = landsat.isel(x=slice(0, 64), y=slice(0, 64), band=slice(0, 5)).drop_vars("wavelength").chunk({"x": 32, "y": 32})
+    return cube, cube.ppa.fit(degree=(1, 2), random_state=0)
+
+
+# --------------------------------------------------------------------------- integer components
+def test_integer_components_invert_to_floating_point_as_computed(small, tmp_path):
+    cube, model = small
+    rounded = cube.ppa.transform(model).round()
+    expected = rounded.astype(np.float64).ppa.inverse_transform(model).values
+    back = rounded.astype("int64").ppa.inverse_transform(model)  # lazy: dask declares what the kernel returns
+    assert back.dtype == np.float64 and back.data.dtype == np.float64
+    np.testing.assert_array_equal(back.values, expected)  # not truncated to integers (the error once reached 0.999)
+    assert np.abs(expected - np.round(expected)).max() > 0.1
+    assert back.rio.crs == cube.rio.crs and np.isnan(back.rio.nodata)  # with a CRS: once "cannot convert float NaN to integer"
+    from ppa_xr.core import kernels
+    from ppa_xr.cube.maps import map_kernel
+
+    mapped = map_kernel(kernels.inverse, rounded.astype("int64"), "component", "band", 5, None, params=model.params_)
+    assert mapped.dtype == np.float64 and mapped.compute().dtype == np.float64  # any kernel: declared as it computes
+    ppa_xr.write_cube(back, tmp_path / "back.nc")
+    written = next(iter(xr.open_dataset(tmp_path / "back.nc", decode_coords="all").data_vars.values()))
+    np.testing.assert_array_equal(written.transpose(*back.dims).values, expected)
+
+
+def test_cli_inverts_a_uint16_geotiff_of_components(small, tmp_path, capsys):
+    cube, model = small
+    model.save(tmp_path / "m.nc")
+    scores = cube.ppa.transform(model, n_components=2)
+    stored = (scores - scores.min() + 1).round().astype(np.uint16)  # integers a uint16 file can hold, 0 free as its nodata
+    stored.rio.write_nodata(0).rio.to_raster(tmp_path / "c.tif")
+    assert main(["inverse", str(tmp_path / "c.tif"), str(tmp_path / "m.nc"), str(tmp_path / "back.tif")]) == 0
+    import rioxarray
+
+    back = rioxarray.open_rasterio(tmp_path / "back.tif")
+    assert back.dtype == np.float32  # uint16 components are exact in float32, the kernels' float32 path
+    np.testing.assert_allclose(back.values, stored.astype(np.float32).ppa.inverse_transform(model).values, rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- geometry of invalid points
+def test_geometry_of_nan_and_inf_points_is_nan_everywhere():
+    X = curved_sample(1000, d=3)
+    model = PPA(degree=3, random_state=0).fit(X)
+    points = X[:4].copy()
+    points[0, 1], points[1, 0], points[2, 2] = np.nan, np.inf, -np.inf
+    for name, out in (("derivatives", geometry.derivatives(model, points)), ("frenet_frame", geometry.frenet_frame(model, points)),
+                      ("curvatures", geometry.curvatures(model, points)), ("metric", geometry.metric(model, points))):
+        assert np.isnan(out[:3]).all(), name  # curvatures once read 0 there
+        assert np.isfinite(out[3]).all(), name
+    assert geometry.curvatures(model, points)[3, 0] > 0
+
+
+# --------------------------------------------------------------------------- one minimum of held-out pixels
+@pytest.mark.parametrize("n_samples", [1, True, 2, MIN_HELD_OUT - 1, 2.5])
+def test_evaluate_and_the_report_refuse_fewer_held_out_pixels_than_the_minimum(small, n_samples):
+    cube, model = small
+    message = rf"n_samples \(held-out pixels; at least {MIN_HELD_OUT} for a stable estimate\) must be an integer >= {MIN_HELD_OUT}"
+    with pytest.raises(ValueError, match=message):
+        cube.ppa.evaluate(model, n_samples=n_samples)
+    with pytest.raises(ValueError, match=message):  # 9.43 bits on 2 pixels against 7.94 on 1,700, silently
+        cube.ppa.information_report(model, 2, n_samples=n_samples)
+
+
+@pytest.mark.parametrize("max_chunks", [0, -1, 1.5, True])
+def test_evaluate_refuses_chunk_counts_that_are_not_counts(small, max_chunks):
+    cube, model = small
+    with pytest.raises(ValueError, match=r"max_chunks \(chunks to read, or None for every chunk\) must be an integer >= 1"):
+        cube.ppa.evaluate(model, max_chunks=max_chunks)
+
+
+def test_the_minimum_itself_is_accepted(small):
+    cube, model = small
+    assert cube.ppa.evaluate(model, n_samples=MIN_HELD_OUT).attrs["n_pixels"] == MIN_HELD_OUT
+
+
+# --------------------------------------------------------------------------- parameters as numpy values
+@pytest.mark.parametrize("params", [{"n_components": np.int64(2)}, {"max_curved": np.int64(1)}, {"n_folds": np.int64(3)},
+                                    {"selection_samples": np.int64(200)}, {"whiten": np.bool_(True)}, {"standardize": np.bool_(True)},
+                                    {"robust": np.bool_(True)}, {"tails": np.str_("linear")}, {"degree": np.array([1, 2])},
+                                    {"random_state": np.int64(7)}])
+def test_numpy_parameters_fit_save_and_load_as_python_values(tmp_path, params):
+    X = curved_sample(400)
+    model = PPA(**params).fit(X)
+    for name in ("m.nc", "m.zarr"):
+        loaded = load_model(model.save(tmp_path / name))  # once a JSON or h5py TypeError
+        (key, value), = params.items()
+        saved = loaded.get_params()[key]
+        assert saved == (tuple(value.tolist()) if isinstance(value, np.ndarray) else value.item())
+        assert type(saved) is (tuple if isinstance(value, np.ndarray) else type(value.item()))
+        np.testing.assert_array_equal(loaded.transform(X), model.transform(X))
+
+
+def test_a_numpy_generator_seeds_array_and_cube_fits_and_saves(tmp_path, small):
+    cube, _ = small
+    X = curved_sample(400)
+    first, again = (PPA(degree=(1, 2), random_state=np.random.default_rng(0)).fit(X) for _ in range(2))
+    np.testing.assert_array_equal(first.components_, again.components_)  # a fresh generator of one seed: the same fit
+    model = cube.ppa.fit(degree=(1, 2), random_state=np.random.default_rng(0))
+    loaded = load_model(model.save(tmp_path / "m.nc"))
+    assert loaded.random_state is None and json.loads(loaded.to_dataset().attrs["estimator_params"])["random_state"] is None
+    np.testing.assert_array_equal(loaded.components_, model.components_)
+
+
+# --------------------------------------------------------------------------- nodata a dtype cannot hold
+@pytest.mark.parametrize("dtype, value, where", [("uint8", -9999, "attrs"), ("uint8", 300, "attrs"), ("uint16", -1, "attrs"),
+                                                 ("uint16", 65535.5, "attrs"), ("uint16", "abc", "attrs"), ("int8", 1000, "attrs"),
+                                                 ("uint16", -1, "encoding"), ("int16", 40000, "encoding")])
+def test_nodata_the_dtype_cannot_hold_is_named_with_what_to_do(dtype, value, where):
+    values = np.random.default_rng(0).integers(1, 100, size=(3, 20, 20)).astype(dtype)
+    cube = xr.DataArray(values, dims=("band", "y", "x"), coords={"band": ["a", "b", "c"]}, name="scene")
+    ds = cube.to_dataset("band")
+    getattr(cube, where)["_FillValue"] = value
+    getattr(ds["a"], where)["_FillValue"] = value
+    message = (rf"the cube 'scene' of dtype {dtype} declares nodata {value!r} in {where}\['_FillValue'\], a value {dtype} cannot hold "
+               rf".*correct it .*cube.rio.write_nodata\(value\).* or remove it \(del cube.{where}\['_FillValue'\]\)")
+    for obj, name in ((cube, "scene"), (ds, "a")):
+        with pytest.raises(ValueError, match=message.replace("scene", name)):
+            obj.ppa.fit(degree=1)
+    getattr(cube, where)["_FillValue"] = np.nan  # NaN marks no integer: nothing masked (a float result's attributes after astype)
+    assert cube.ppa.fit(degree=1).sample_.size == 400
+
+
+# --------------------------------------------------------------------------- the model given
+@pytest.mark.parametrize("call", ["transform", "evaluate", "information_report", "reconstruct", "reconstruction_error", "inverse"])
+def test_anything_but_a_fitted_ppa_is_named(small, call):
+    cube, model = small
+    scores = cube.ppa.transform(model)
+
+    def run(candidate):
+        if call == "inverse":
+            return scores.ppa.inverse_transform(candidate)
+        return getattr(cube.ppa, call)(candidate, *([2] if call.startswith("reconstruct") else []))
+
+    with pytest.raises(NotFittedError, match="This PPA instance is not fitted yet"):
+        run(PPA())
+    fitted_pca = PCA(2).fit(np.random.default_rng(0).normal(size=(50, 5)))
+    for other in (fitted_pca, "m.nc"):
+        with pytest.raises(TypeError, match=r"expected a fitted ppa_xr.PPA model, got .*(PCA|str); fit one with cube.ppa.fit"):
+            run(other)
+
+
+# --------------------------------------------------------------------------- one message each
+def test_single_messages_for_odd_inputs(small):
+    cube, model = small
+    with pytest.raises(ValueError, match="the cube has no features: its dimension 'band' has size 0"):
+        cube.isel(band=[]).ppa.fit()
+    unknown = xr.DataArray(cube.data[:, cube.data[0, :, 0] > -1, :], dims=cube.dims)  # boolean indexing: chunk sizes NaN
+    with pytest.raises(ValueError, match=r"unknown chunk sizes \(NaN\).*compute_chunk_sizes\(\)"):
+        unknown.ppa.fit()
+    assert isinstance(unknown.data, dsa.Array) and np.isnan(unknown.data.chunks[1][0])
+    labels = cube.band.values.astype(object)
+    labels[-1] = np.nan
+    with pytest.raises(ValueError, match="a label along 'band' is NaN, which equals no label"):
+        cube.assign_coords(band=labels).ppa.fit(degree=1)
+    with pytest.raises(ValueError, match="n_samples must be an integer >= 1, got True"):
+        cube.ppa.fit(n_samples=True)
+    with pytest.raises(ValueError, match=r"a numpy table must be 2-D \(samples, features\), got shape \(5,\)"):
+        ppa_xr.information.information_report(np.ones(5), model)
+    with pytest.raises(TypeError, match="fit_pooled takes a list of cubes"):
+        ppa_xr.fit_pooled(cube)
+    pooled = ppa_xr.fit_pooled((part for part in (cube.isel(y=slice(0, 32)), cube.isel(y=slice(32, None)))), degree=1, random_state=0)
+    assert len(pooled.sample_.cubes) == 2  # a generator of cubes is a sequence of cubes (once "has no len()")
