@@ -100,7 +100,7 @@ def test_evaluate_and_the_shift_check_leave_the_fitting_pixels_out(fitted, monke
     monkeypatch.setattr(shift, "held_out", lambda *args, **kwargs: drawn.append(real(*args, **kwargs)) or drawn[-1])
     with warnings.catch_warnings():
         warnings.simplefilter("error", ppa_xr.ShiftWarning)
-        cube.ppa.transform(model)  # the check reads all 4 chunks
+        cube.ppa.transform(model, check=True)  # the check reads all 4 chunks
     assert drawn[0].n_valid == 4096 - fitting and not np.isin(drawn[0].index, np.flatnonzero(held_by(model.sample_.cubes, np.arange(4096)))).any()
 
 

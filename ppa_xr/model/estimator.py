@@ -73,7 +73,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         The fit runs on the data divided by a power of two near its spread,
         so tiny or huge units fit as well as unit ones, up to a deviation from the
-        mean of about 1e152 (:func:`ppa_xr.core.ppa.max_spread`: the model's
+        mean of about 1e152 (``ppa_xr.core.ppa.max_spread``: the model's
         variances, its squares summed over the features, must fit float64);
         beyond it the fit is refused unless ``standardize=True`` (variances in
         standardized units).
