@@ -106,6 +106,18 @@ class Spec:
         sample; ``None``: every row. Straight steps then cost no pass over the whole sample; more rows
         resolve fainter curves at a fit cost that grows with them.""",
         since=4, implied=None, option=Option("--selection-samples", "sampled pixels the degree selection uses", type=int))
+    configuration: str = parameter("validated", checks.one_of("configuration", ("validated", "fixed")), """
+        How the fit's configuration (``robust``, ``max_curved``) is chosen. ``"validated"``: by validating whole
+        fits (:mod:`ppa_xr.core.candidates`): a fit on half of the groups (``groups`` in :meth:`fit`, a cube's
+        spatial blocks; random rows otherwise) is measured on the other half, truncated after each of its
+        curved steps (after none: PCA); a truncation is admitted where its held-out error is nowhere
+        significantly more than 1% above its PCA's; the uncapped fit stands while admitted, unless a
+        truncation lowers the held-out error relative to PCA, averaged over ``k``, by more than one standard
+        error; otherwise the robust fit's truncations join, and the admitted candidate with the lowest
+        average is fitted on the whole sample (``configuration_`` records it). Nothing is searched where the
+        configuration is given (``robust=True``, a ``max_curved``, a single ``degree``) or with ``"fixed"``.""",
+        since=8, implied="fixed", option=Option("--configuration", "how robust and max_curved are chosen: validated on held-out "
+                                                                    "groups, or fixed as given", choices=("validated", "fixed")))
     whiten: bool = parameter(False, checks.flag("whiten"), """
         :meth:`~ppa_xr.PPA.transform` divides each component by its standard deviation on the fitting sample (and
         :meth:`~ppa_xr.PPA.inverse_transform` multiplies it back): Euclidean distances between whitened PPA features

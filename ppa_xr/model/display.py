@@ -32,6 +32,7 @@ def facts(model) -> dict[str, str]:
         + (f" along {model.feature_dim_!r}" if model.feature_dim_ is not None else ""),
         "degrees per step": f"[{_elided(model.degrees_.tolist())}], {int((model.degrees_ > 1).sum())} curved",
         "tails": model.tails,
+        **({"configuration": _configuration(model.configuration_)} if hasattr(model, "configuration_") else {}),
         "units": model.whitened_units_ or "input units",
     }
     if sample is not None:
@@ -44,6 +45,12 @@ def facts(model) -> dict[str, str]:
         _elided(f"k={k}: {v:.1f}%" for k, v in enumerate(curve, start=1)) if curve is not None else "not stored (cube.ppa.evaluate(model))"
     )
     return out
+
+
+def _configuration(choice: dict) -> str:
+    """``robust=False, max_curved=3 (validated on held-out groups)``: the configuration fitted and how it was chosen."""
+    how = "validated on held-out groups" if choice.get("validated") else "as given"
+    return f"robust={choice.get('robust')}, max_curved={choice.get('max_curved')} ({how})"
 
 
 def text(model) -> str:

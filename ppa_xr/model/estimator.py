@@ -21,7 +21,7 @@ from ..core import blas, checks, errors, kernels, spec
 from ..core.checks import warn_user
 from ..core.keys import FitSample
 from ..core.params import PPAParams
-from ..core.ppa import fit_params
+from ..core.candidates import fit_selected
 from ..core.spec import Spec
 from . import display, file
 from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, set_outputs,
@@ -152,8 +152,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             # BLAS on one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and
             # stable under load, where the default threads doubled the fit time (docs/performance.md)
             with np.errstate(over="raise", invalid="raise", divide="raise"), blas.every_blas_on_one_thread():
-                params = fit_params(X, declared, groups=groups, rng=rng,
-                                    progress=(lambda done, total: bar.update(done - bar.n)) if bar is not None else None)
+                params, configuration = fit_selected(X, declared, groups, rng,
+                                                     (lambda done, total: bar.update(done - bar.n)) if bar is not None else None)
         except FloatingPointError as err:
             raise ValueError(f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree") from err
         finally:
@@ -163,6 +163,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             _warn_on_scales(np.sqrt(params.pca_variance @ params.pca_rotation**2))
         rows = X if n <= SUMMARY_ROWS else X[rng.choice(n, SUMMARY_ROWS, replace=False)]
         self._set_fitted(params, declared, features, sample)
+        self.configuration_ = configuration
         self.fit_error_ratio_ = errors.compare_errors(params, rows).relative
         return self
 
@@ -233,7 +234,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             ``explained_variance_ratio`` (component), ``snr`` (component, with
             ``noise_cov``) and ``degree`` (step: the polynomial degree of each
             step; 1 is straight). ``components`` are in whitened units for a
-            standardizing or noise-whitening model (``whitened_units_``).
+            standardizing or noise-whitening model (``whitened_units_``). The attributes
+            record the configuration fitted (``configuration_``).
 
         Examples
         --------
@@ -255,6 +257,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         )
         if hasattr(self, "snr_"):
             ds["snr"] = ("component", self.snr_, {"long_name": "signal-to-noise ratio of each component"})
+        if hasattr(self, "configuration_"):  # how the fit was configured: as given, or validated on held-out groups
+            ds.attrs.update({f"configuration_{key}": str(value) for key, value in self.configuration_.items()})
         return ds.assign(components=features.attach(ds["components"]))
 
     def to_dataset(self) -> Any:
@@ -266,7 +270,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             What :meth:`save` writes (``ppa_xr.model.file``).
         """
         check_is_fitted(self)
-        return file.to_dataset(self.params_, self.get_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None))
+        return file.to_dataset(self.params_, self.get_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None),
+                               getattr(self, "configuration_", None))
 
     @classmethod
     def from_dataset(cls, ds: Any, source: str = "dataset") -> PPA:
@@ -294,9 +299,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             model = cls.from_params(params, declared, features, sample)
         except ValueError as err:
             raise ValueError(f"{source} is corrupt: {err}") from err
-        ratio = file.error_ratio(ds, source)
+        ratio, configuration = file.error_ratio(ds, source), file.configuration(ds, source)
         if ratio is not None:
             model.fit_error_ratio_ = ratio
+        if configuration is not None:
+            model.configuration_ = configuration
         return model
 
     def save(self, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:
@@ -574,6 +581,9 @@ noise_cov_, snr_ : np.ndarray
     With ``noise_cov``: the noise covariance, and each component's
     signal-to-noise ratio, ``explained_variance_ - 1`` (to first order for
     curved steps; descending).
+configuration_ : dict
+    The configuration fitted, ``{{"robust": bool, "max_curved": int or None, "validated": bool}}``: chosen by
+    whole-fit validation (``configuration="validated"``) or as given.
 fit_error_ratio_ : np.ndarray of shape (d-1,)
     ``100 e_PPA(k) / e_PCA(k)`` on the fitting sample (at most
     {SUMMARY_ROWS} of its rows), shown in the model's summary.

@@ -64,7 +64,7 @@ _NOISE = "noise_cov"
 _CURVE = "fit_error_ratio"
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
 #: attributes that define the model (checksummed from format 8 on)
-_DEFINING = ("tails", "estimator_params", "feature_dim", "feature_levels", "feature_variables", "fit_sample")
+_DEFINING = ("tails", "estimator_params", "feature_dim", "feature_levels", "feature_variables", "fit_sample", "configuration")
 #: zarr codecs a model may use: none of them can run code when decoded
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}
 
@@ -102,8 +102,9 @@ def _json_parameters(declared: Spec) -> dict[str, Any]:
 
 
 def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None = None,
-               error_ratio: np.ndarray | None = None) -> xr.Dataset:
-    """The model as an xarray Dataset: parameters, labels and record, each with its checksum, and provenance."""
+               error_ratio: np.ndarray | None = None, configuration: dict[str, Any] | None = None) -> xr.Dataset:
+    """The model as an xarray Dataset: parameters, labels and record (the fitting sample, its error curve
+    against PCA, the configuration fitted), each with its checksum, and provenance."""
     init = _json_parameters(declared)
     ds = xr.Dataset({name: (dims, getattr(params, name)) for name, dims in _DIMS.items()})
     if declared.noise_cov is not None:
@@ -113,7 +114,7 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
     ds = _with_labels(ds, features)
     for name in ds.variables:
         ds[name].attrs["sha256"] = _checksum(str(name), ds[name].values)
-    ds.attrs = _attributes(params, init, features, sample)
+    ds.attrs = _attributes(params, init, features, sample) | {"configuration": json.dumps(configuration) if configuration else ""}
     ds.attrs["attrs_sha256"] = _attrs_digest(ds.attrs)
     return ds
 
@@ -253,6 +254,23 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, Sp
     _check(params, source)
     _check_whitening(params, declared, source)
     return params, declared, _features(ds, source, version), _sample(ds, source, version)
+
+
+def configuration(ds: xr.Dataset, source: str = "dataset") -> dict[str, Any] | None:
+    """The configuration a model was fitted with (``robust``, ``max_curved``, ``validated``), None where the
+    file does not record it (formats before 8)."""
+    raw = ds.attrs.get("configuration") or ""
+    if not raw:
+        return None
+    try:
+        found = json.loads(raw)
+        ok = set(found) == {"robust", "max_curved", "validated"} and isinstance(found["robust"], bool) and \
+            isinstance(found["validated"], bool) and (found["max_curved"] is None or isinstance(found["max_curved"], int))
+    except (ValueError, TypeError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{source} is corrupt: its configuration attribute is not readable ({raw!r})")
+    return found
 
 
 def error_ratio(ds: xr.Dataset, source: str = "dataset") -> np.ndarray | None:
