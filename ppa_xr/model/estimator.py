@@ -3,7 +3,7 @@
 Its parameters are the fields of :class:`~ppa_xr.core.spec.Spec`: ``__init__``
 and the class's Parameters section are made from that declaration. ``fit``
 checks them once (a ``Spec``) and hands them to
-:func:`~ppa_xr.core.ppa.fit_params`; every other method hands the fitted
+:func:`~ppa_xr.core.ppa.fit`; every other method hands the fitted
 parameters (``params_``) to a core kernel or measure.
 """
 
@@ -17,19 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from ..core import blas, checks, errors, kernels, spec
+from ..core import checks, errors, kernels, spec
 from ..core.checks import warn_user
 from ..core.keys import FitSample
 from ..core.params import PPAParams
-from ..core.ppa import fit_params
+from ..core.ppa import fit
 from ..core.spec import Spec
 from . import display, file
 from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, set_outputs,
                        validate_data)
 from .labels import FeatureLabels
 
-#: rows of the fitting sample the stored error curve against PCA (``fit_error_ratio_``) is measured on
-SUMMARY_ROWS = 20_000
 #: features whose standard deviations differ by more than this make PPA (and PCA) describe only the largest
 SCALE_RATIO_WARNING = 1e3
 
@@ -144,21 +142,19 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         rng = checks.rng_of(declared.random_state)
         bar = _progress_bar(d - 1) if progress else None
         try:
-            # BLAS on one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and
-            # stable under load, where the default threads doubled the fit time (docs/performance.md)
-            with np.errstate(over="raise", invalid="raise", divide="raise"), blas.every_blas_on_one_thread():
-                params = fit_params(X, declared, groups=groups, rng=rng,
-                                    progress=(lambda done, total: bar.update(done - bar.n)) if bar is not None else None)
+            with np.errstate(over="raise", invalid="raise", divide="raise"):
+                fitted = fit(X, declared, groups=groups, rng=rng,
+                             progress=(lambda done, total: bar.update(done - bar.n)) if bar is not None else None)
         except FloatingPointError as err:
             raise ValueError(f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree") from err
         finally:
             if bar is not None:
                 bar.close()
+        params = fitted.params
         if not (declared.standardize or declared.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
             _warn_on_scales(np.sqrt(params.pca_variance @ params.pca_rotation**2))
-        rows = X if n <= SUMMARY_ROWS else X[rng.choice(n, SUMMARY_ROWS, replace=False)]
         self._set_fitted(params, declared, features, sample)
-        self.fit_error_ratio_ = errors.compare_errors(params, rows).relative
+        self.fit_error_ratio_ = fitted.error_ratio
         return self
 
     def _set_fitted(self, params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None) -> None:
@@ -564,8 +560,8 @@ noise_cov_, snr_ : np.ndarray
     signal-to-noise ratio, ``explained_variance_ - 1`` (to first order for
     curved steps; descending).
 fit_error_ratio_ : np.ndarray of shape (d-1,)
-    ``100 e_PPA(k) / e_PCA(k)`` on the fitting sample (at most
-    {SUMMARY_ROWS} of its rows), shown in the model's summary.
+    ``100 e_PPA(k) / e_PCA(k)`` on every row of the fitting sample, from the
+    fit's own residual energies, shown in the model's summary.
 features_ : FeatureLabels or None
     The feature dimension, labels and coordinates of the cube fitted on.
 sample_ : FitSample or None
