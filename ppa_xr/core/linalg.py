@@ -67,11 +67,20 @@ def inverse_grams(grams: np.ndarray) -> np.ndarray:
 def least_squares(design: np.ndarray, y: Callable[[], np.ndarray], gram: np.ndarray, cross: np.ndarray) -> np.ndarray:
     """``W = argmin ||Y - B W||`` from the normal equations ``B^T B W = B^T Y`` while
     ``B^T B`` is well conditioned (cond < 1e6), else by a pivoted QR of ``B`` on
-    ``Y = y()`` (high degrees on skewed projections), so no accuracy is lost."""
+    ``Y = y()`` (high degrees on skewed projections), so no accuracy is lost: LAPACK's
+    ``gelsy`` (minimum norm at rank ``1e-10``), called on ``y()`` in place (a new
+    Fortran-ordered array: scipy's ``lstsq`` would copy it)."""
     eig = np.linalg.eigvalsh(gram)
     if eig[0] > 1e-6 * eig[-1]:
         return scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram, check_finite=False), cross, check_finite=False)
-    return scipy.linalg.lstsq(design, y(), cond=1e-10, lapack_driver="gelsy", check_finite=False)[0]
+    Y = y()
+    (n, k), rhs = design.shape, Y.shape[1]
+    gelsy, gelsy_lwork = scipy.linalg.get_lapack_funcs(("gelsy", "gelsy_lwork"), (design, Y))
+    lwork = int(gelsy_lwork(n, k, rhs, 1e-10)[0])
+    solution, info = gelsy(design, Y, np.zeros((k, 1), dtype=np.int32), 1e-10, lwork, overwrite_b=True)[1::3]
+    if info:
+        raise np.linalg.LinAlgError(f"gelsy failed (info {info})")
+    return solution[:k]
 
 
 def eigenbasis(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -42,7 +42,14 @@ import numpy as np
 import scipy.linalg
 
 from . import basis, blas, errors
-from .degrees import Choice, CrossValidation, Folds, group_grams, select_degree
+from .degrees import (
+    PSEUDO_GROUPS,
+    Choice,
+    CrossValidation,
+    Folds,
+    group_grams,
+    select_degree,
+)
 from .leading import LEADING_VECTORS, Strategy, pca_leading_vector
 from .linalg import eigenbasis, orientation, oriented, power_of_two
 from .params import PPAParams
@@ -84,8 +91,9 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     rows drawn at random; only a curved step's polynomial is then fitted on
     the whole sample, so a straight step costs no pass over it.
 
-    The covariance and the first eigendecomposition run on the process's BLAS
-    threads, as PCA's do; the steps hold every BLAS at one thread.
+    Every BLAS is held at one thread meanwhile: the steps' many small products
+    would only wait for threads, and the fit's rounding does not depend on
+    the machine's thread count.
 
     Parameters
     ----------
@@ -105,8 +113,16 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     Fit
         The fitted parameters and the training error curve.
     """
-    n = len(X)
     rng = np.random.default_rng() if rng is None else rng
+    # one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and stable under load, where
+    # the default threads doubled the fit time and took PCA() from 0.1 to 0.4-11 s (docs/performance.md)
+    with blas.every_blas_on_one_thread():
+        return _fit(X, spec, groups, rng, progress)
+
+
+def _fit(X: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator, progress: Progress | None) -> Fit:
+    """:func:`fit`, on one BLAS thread: the start, one eigendecomposition, the steps, their composition."""
+    n = len(X)
     rows = n if spec.selection_samples is None else spec.selection_samples
     folds, order = Folds.select(groups, n, spec.n_folds, rng, rows) if len(spec.candidates) > 1 else (None, None)
     start, Z = _Start.of(X, order, spec)
@@ -115,22 +131,61 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     res = Residual.start(Z, 0 if folds is None else int(folds.bounds[-1]), values, axes)
     del Z  # the residual owns the sample now, and overwrites it
     loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress)
-    with blas.every_blas_on_one_thread():  # the steps' many small products: threads would only wait (docs/performance.md)
-        loop.run()
+    loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
     return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total))
 
 
 def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
                progress: Progress | None = None) -> PPAParams:
-    """The parameters of :func:`fit` (same arguments)."""
+    """The fitted parameters of :func:`fit` alone.
+
+    Parameters
+    ----------
+    X, spec, groups, rng, progress
+        As :func:`fit`.
+
+    Returns
+    -------
+    PPAParams
+        The fitted parameters.
+    """
     return fit(X, spec, groups=groups, rng=rng, progress=progress).params
 
 
-def block_size(rows: int, groups: int, terms: int) -> int:
-    """Most steps one block prepares: :data:`MAX_BLOCK`, fewer where its per-group products ``B_ij^T Y_i``
-    (groups x b x K x m, ``K = terms``) would outgrow the selection rows themselves (rows x m)."""
-    return MAX_BLOCK if groups == 0 else max(1, min(MAX_BLOCK, rows // (groups * terms)))
+def block_size(rows: int, groups: int, terms: int, m: int, d: int) -> int:
+    """Most steps one block prepares: :data:`MAX_BLOCK`, fewer where the block's designs (b x K x rows) and
+    per-group products ``B_ij^T Y_i`` (groups x b x K x m, ``K = terms``) would outgrow the selection rows
+    themselves (rows x d); 1 where even one step's do."""
+    per_step = terms * (rows + groups * m)
+    return max(1, min(MAX_BLOCK, rows * d // per_step)) if groups else MAX_BLOCK
+
+
+def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize: int = 8) -> int:
+    """Bytes a fit of ``n`` rows of ``d`` features (``itemsize`` bytes each) needs beyond its input, at its
+    peak (an upper estimate; measured in benchmarks/bench_features.py).
+
+    The peak is the larger of the start, where the sample is copied into
+    float64 (``8 n d``, with the input's own type alongside while it is
+    converted, twice while it is noise-whitened), and the steps: the sample
+    once, the d x d matrices (covariance, eigendecomposition, frames, leading
+    vectors, and the parameters twice while they are scaled back:
+    ``(12 + 4 K) d^2``, ``K - 1`` the highest degree), and the larger of the
+    degree selection's block (its designs ``b K r`` and per-group products
+    ``groups b K d`` over ``r`` selection rows, ``b`` from :func:`block_size`;
+    axis by axis also the candidates' coefficients, ``2 C groups K d``) and a
+    curved step's fit, which regresses the whole residual (``n d``) where its
+    normal equations are ill-conditioned.
+    """
+    terms, candidates = max(spec.candidates) + 1, len(spec.candidates)
+    rows = 0 if candidates == 1 else min(n, n if spec.selection_samples is None else spec.selection_samples)
+    groups = min(PSEUDO_GROUPS if n_groups is None else n_groups, rows)
+    sample = 8 * n * d
+    start = sample * (2 if spec.noise_cov is not None else 1) + (n * d * itemsize if itemsize != 8 else 0) + 32 * d * d
+    block = terms * (rows + groups * d) * block_size(rows, groups, terms, d, d) if rows else 0
+    per_axis = 2 * candidates * groups * terms * d if spec.robust else 0
+    curved = n * (d + terms) if terms > 2 else 0
+    return max(start, sample + 8 * d * d * (12 + 4 * terms) + 8 * max(block + per_axis, curved))
 
 
 def _strategy(leading: str | Callable[..., np.ndarray]) -> Strategy:
@@ -192,13 +247,12 @@ class _Loop:
         self.total = self.reference = float(np.trace(self.res.cov))  # the sample's energy; the reference is renewed at each recompute
         self.designs_of = Designs(self.spec.tails, 1e-12 * np.sqrt(max(self.reference, np.finfo(float).tiny)), self.spec.robust)
         self.n_curved, self.searching = 0, self.strategy.searches
-        self.max_block = block_size(self.res.rows, 0 if self.folds is None else len(self.folds.fold), max(self.spec.candidates) + 1)
 
     def run(self) -> None:
         size = 1
         while len(self.steps) < self.d - 1:
             curved = self._block(size)
-            size = 1 if curved else min(2 * size, self.max_block)
+            size = 1 if curved else min(2 * size, MAX_BLOCK)
 
     def _block(self, size: int) -> bool:
         """Fit the next block of steps (at most ``size``); whether it ended on a curved step."""
@@ -208,7 +262,9 @@ class _Loop:
         if self.searching and not capped and np.trace(res.cov) > 1e-9 * self.total:
             return self._directed(_validated_lead(res, self.strategy, top, self.folds, self.designs_of), top)
         if self.strategy.is_pca or self.strategy.searches:  # below 1e-9 of the sample's energy a residual is rounding: no search
-            return self._principal_block(min(size, self.d - 1 - len(self.steps)), top)
+            groups = 0 if self.folds is None else len(self.folds.fold)
+            fits = block_size(res.rows, groups, top + 1, res.frame.shape[1], self.d)
+            return self._principal_block(min(size, fits, self.d - 1 - len(self.steps)), top)
         return self._directed(leading_vector(self.strategy, res.cov, res.sample()), top)
 
     def _principal_block(self, size: int, top: int) -> bool:

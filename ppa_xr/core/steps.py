@@ -101,9 +101,14 @@ class Residual:
         """The other rows, in input space (a view)."""
         return self.Z[self.rows:]
 
-    def sample(self) -> np.ndarray:
-        """Every row's residual in the frame's coordinates (n x m, a new array)."""
-        return np.vstack([self.scores, self.rest @ self.frame])
+    def sample(self, first: int = 0) -> np.ndarray:
+        """Every row's residual along the frame's axes from ``first`` on (n x (m - first)): a new
+        Fortran-ordered array, which least squares can overwrite without a copy."""
+        frame = self.frame[:, first:]
+        out = np.empty((self.n, frame.shape[1]), order="F")
+        out[: self.rows] = self.scores[:, first:]
+        blas.matmul_into(self.rest, frame, out[self.rows:])
+        return out
 
     def projections(self) -> np.ndarray:
         """Every row's coordinate along the frame's first axis, ``alpha`` (n,)."""
@@ -245,8 +250,8 @@ def _polynomial(res: Residual, design: np.ndarray, gram: np.ndarray, choice: Cho
 def _on_axes(res: Residual, design: np.ndarray, gram: np.ndarray, cross: np.ndarray, axes: np.ndarray | None) -> np.ndarray:
     """Least squares of the residual after the step along ``axes`` (every axis where None), in its coordinates."""
     if axes is None:
-        return least_squares(design.T, lambda: res.sample()[:, 1:], gram, cross)
-    return least_squares(design.T, lambda: res.sample()[:, 1:] @ axes, gram, cross @ axes) @ axes.T
+        return least_squares(design.T, lambda: res.sample(1), gram, cross)
+    return least_squares(design.T, lambda: np.asfortranarray(res.sample(1) @ axes), gram, cross @ axes) @ axes.T
 
 
 def interlaced(cov: np.ndarray, pca_variance: np.ndarray, steps: int) -> bool:

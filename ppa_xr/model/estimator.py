@@ -21,7 +21,7 @@ from ..core import checks, errors, kernels, spec
 from ..core.checks import warn_user
 from ..core.keys import FitSample
 from ..core.params import PPAParams
-from ..core.ppa import fit
+from ..core.ppa import fit, fit_memory
 from ..core.spec import Spec
 from . import display, file
 from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, set_outputs,
@@ -138,6 +138,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n, d = X.shape
         if d < 2:
             raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
+        _refuse_oversized(n, d, declared, groups, X.dtype.itemsize)
         declared.for_data(n, d)
         rng = checks.rng_of(declared.random_state)
         bar = _progress_bar(d - 1) if progress else None
@@ -580,6 +581,44 @@ Examples
 >>> model.transform(X).shape
 (6435, 36)
 """
+
+
+def available_memory() -> int | None:
+    """Bytes the machine can give now: psutil's ``available`` where psutil is installed, else the free pages
+    (``sysconf``, Linux); None where neither tells."""
+    try:
+        import psutil
+    except ImportError:
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return None
+    return int(psutil.virtual_memory().available)
+
+
+def _refuse_oversized(n: int, d: int, declared: Spec, groups: Any, itemsize: int) -> None:
+    """Refuse, before it starts, a fit with fewer samples than features, or one whose memory
+    (:func:`~ppa_xr.core.ppa.fit_memory`) is more than the machine has, saying what to do instead."""
+    if n < d:
+        raise ValueError(
+            f"PPA needs at least as many samples as features, got {n} samples of {d} features: reduce the features first "
+            f"(e.g. sklearn.decomposition.PCA(n_components=k) or EOFs with k < {n}) and fit PPA on those components, or, for a "
+            "cube, take another dimension as the features (cube.ppa.fit(dim=...): e.g. the bands or time steps as features, "
+            "the pixels as samples)"
+        )
+    n_groups = None if groups is None else len(np.unique(np.asarray(groups)))
+    need, free = fit_memory(n, d, declared, n_groups, itemsize), available_memory()
+    if free is None or need <= free:
+        return
+    rows = n if declared.selection_samples is None else min(n, declared.selection_samples)
+    fewer = declared.replace(selection_samples=max(rows // 4, declared.min_samples))
+    raise MemoryError(
+        f"fitting PPA on {n} samples of {d} features would need about {need / 2**30:.3g} GiB beyond the data, and "
+        f"{free / 2**30:.3g} GiB are available. Fewer selection rows need less (selection_samples={fewer.selection_samples}: "
+        f"{fit_memory(n, d, fewer, n_groups, itemsize) / 2**30:.3g} GiB), a single degree less still (degree=1, PCA's cost: "
+        f"{fit_memory(n, d, declared.replace(degree=1), n_groups, itemsize) / 2**30:.3g} GiB); else fit on fewer samples, or "
+        "reduce the features first (e.g. PCA or EOFs). max_curved bounds the time of a fit at many features, not its memory"
+    )
 
 
 def _warn_on_scales(std: np.ndarray) -> None:
