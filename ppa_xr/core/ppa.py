@@ -254,14 +254,20 @@ class _Loop:
             curved = self._block(size)
             size = 1 if curved else min(2 * size, MAX_BLOCK)
 
+    def _capped(self) -> bool:
+        """Whether ``max_curved`` steps are curved: the rest is a plain rotation."""
+        return self.spec.max_curved is not None and self.n_curved >= self.spec.max_curved
+
     def _block(self, size: int) -> bool:
         """Fit the next block of steps (at most ``size``); whether it ended on a curved step."""
-        capped = self.spec.max_curved is not None and self.n_curved >= self.spec.max_curved  # the rest is a plain rotation
+        capped = self._capped()
         top = 1 if capped else max(self.spec.candidates)
         res = self.res
         if self.searching and not capped and np.trace(res.cov) > 1e-9 * self.total:
             return self._directed(_validated_lead(res, self.strategy, top, self.folds, self.designs_of), top)
         if self.strategy.is_pca or self.strategy.searches:  # below 1e-9 of the sample's energy a residual is rounding: no search
+            if top == 1:
+                return self._rotation()
             groups = 0 if self.folds is None else len(self.folds.fold)
             fits = block_size(res.rows, groups, top + 1, res.frame.shape[1], self.d)
             return self._principal_block(min(size, fits, self.d - 1 - len(self.steps)), top)
@@ -274,10 +280,26 @@ class _Loop:
             res.to_principal_axes()
         choose = self._choices(size, top)
         for j in range(size):
-            curved = self._record(*fit_step(res, partial(choose, j), self.designs_of, False))
+            step, curved = fit_step(res, partial(choose, j), self.designs_of, False)
+            self._record([step], curved)
             if curved or not res.principal:
                 return curved
         return False
+
+    def _rotation(self) -> bool:
+        """The steps left, where no polynomial may follow, as one rotation along the principal axes up to the
+        next recompute of the covariance: the frame's first ``k`` axes, their variances its diagonal, the
+        residual energies after them its suffix sums; no work per step."""
+        res = self.res
+        if not res.principal:
+            res.to_principal_axes()
+        variances = np.diagonal(res.cov)
+        after = np.cumsum(variances[::-1])[::-1][1:]  # tr(S) after each step
+        low = np.flatnonzero(after < 1e-6 * self.reference)
+        k = int(low[0]) + 1 if len(low) else len(after)
+        steps = [Step.straight(lead, float(v)) for lead, v in zip(res.frame[:, :k].T.copy(), variances[:k])]
+        res.drop(k)
+        return self._record(steps, energies=after[:k])
 
     def _directed(self, e: np.ndarray, top: int) -> bool:
         """One step along ``e`` (frame coordinates). A direction that is not the PCA one must keep Property 2
@@ -289,22 +311,27 @@ class _Loop:
         if fitted is None:
             res.to_principal_axes()
             fitted = fit_step(res, partial(self._choices(1, top), 0), self.designs_of, False)
-        self.searching = self.searching and fitted[1]
-        return self._record(*fitted)
+        step, curved = fitted
+        self.searching = self.searching and curved
+        return self._record([step], curved)
 
     def _choices(self, size: int, top: int) -> Callable[[int, np.ndarray], Choice | None]:
         return _degree_choices(self.res, size, self.spec.candidates, top, self.folds, self.designs_of, self.spec.robust)
 
-    def _record(self, step: Step, curved: bool) -> bool:
-        """Keep a fitted step; recompute the covariance where the updates lost relative precision."""
-        self.steps.append(step)
+    def _record(self, steps: list[Step], curved: bool = False, energies: Sequence[float] | None = None) -> bool:
+        """Keep fitted steps, with the residual energy after each, ``tr(S_k)`` (the training error keeping ``k``
+        components; default: the one step's, the covariance's trace now). Where it has fallen by 1e6 since
+        the last recompute, the covariance is recomputed from the sample (the updates' rounding would be felt
+        in the small eigenvectors), and the rest's rows projected too while a polynomial may still follow
+        (the degree selection and the curves read them; a plain rotation needs only the covariance)."""
+        self.steps += steps
+        self.energies += [float(np.trace(self.res.cov))] if energies is None else list(energies)
         self.n_curved += curved
         if self.progress is not None:
             self.progress(len(self.steps), self.d - 1)
-        if np.trace(self.res.cov) < 1e-6 * self.reference:
-            self.res.renew()
+        if self.energies[-1] < 1e-6 * self.reference:
+            self.res.renew(project=max(self.spec.candidates) > 1 and not self._capped())
             self.reference = np.trace(self.res.cov)
-        self.energies.append(float(np.trace(self.res.cov)))
         return curved
 
 
@@ -388,9 +415,13 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False)
     near the largest deviation, so the fit runs on O(1) values, exactly scaled (no under/overflow at 1e-200 or 1e200).
     ``per_feature`` (standardizing fits): one power of two per feature, so a feature at 1e-150 beside one
     at 1e150 keeps its values (their variances are computed apart)."""
-    Z = np.array(X, dtype=np.float64) if order is None else np.take(X, order, axis=0).astype(np.float64, copy=False)
-    mean = Z.mean(axis=0)
-    Z -= mean
+    if order is None:  # the copy is the centring: one pass
+        mean = X.mean(axis=0, dtype=np.float64)
+        Z = np.subtract(X, mean, dtype=np.float64)
+    else:
+        Z = np.take(X, order, axis=0).astype(np.float64, copy=False)
+        mean = Z.mean(axis=0)
+        Z -= mean
     factor = power_of_two(np.maximum(Z.max(axis=0), -Z.min(axis=0)) if per_feature else max(Z.max(), -Z.min()))
     Z *= 1 / factor
     return Z, mean, factor if per_feature else factor[()]

@@ -48,6 +48,11 @@ class Step:
     scale: float
     variance: float
 
+    @classmethod
+    def straight(cls, lead: np.ndarray, variance: float) -> Step:
+        """A plain rotation step."""
+        return cls(lead, None, 1, 0.0, 1.0, variance)
+
 
 def leading_vector(strategy: Strategy, cov: np.ndarray, resid: np.ndarray) -> np.ndarray:
     """The strategy's unit vector for the residual, checked: a callable given by the user may return anything."""
@@ -140,6 +145,11 @@ class Residual:
         cov = reflect(reflect(self.cov, u).T, u) * np.outer(flip, flip)
         self.frame, self.cov, self.principal = reflect(self.frame, u) * flip, (cov + cov.T) / 2, False
 
+    def drop(self, k: int) -> None:
+        """Drop the first ``k`` axes, along which straight steps went (in the eigenbasis the covariance left is
+        the rest of the diagonal)."""
+        self.frame, self.cov = self.frame[:, k:], self.cov[k:, k:]
+
     def advance(self, cov: np.ndarray, design: np.ndarray | None = None, w: np.ndarray | None = None) -> np.ndarray | None:
         """Drop the first axis (the step's), ``cov`` being the covariance left. A curved step's polynomial
         ``B W`` (``B^T`` the design, K x n; ``W`` K x (m-1) on the remaining axes) is removed from every
@@ -153,15 +163,17 @@ class Residual:
         self.principal = False
         return w_input
 
-    def renew(self) -> None:
-        """Recompute the covariance from the sample, and project the rest's rows on the residual subspace,
-        ``rest <- rest F F^T``: the removed directions would swamp the small ones."""
+    def renew(self, project: bool = True) -> None:
+        """Recompute the covariance from the sample; with ``project``, also project the rest's rows on the
+        residual subspace, ``rest <- rest F F^T``: the removed directions would swamp the small ones in
+        the curves fitted later (a plain rotation needs only the covariance)."""
         cov = self.scores.T @ self.scores
         rest = self.rest
         for lo in range(0, len(rest), PANEL):
             resid = rest[lo:lo + PANEL] @ self.frame
             cov += resid.T @ resid
-            rest[lo:lo + PANEL] = resid @ self.frame.T
+            if project:
+                rest[lo:lo + PANEL] = resid @ self.frame.T
         self.cov, self.principal = cov / self.n, False
 
 
@@ -216,7 +228,7 @@ def fit_step(
     variance = float(res.cov[0, 0])
     cov = res.cov[1:, 1:]
     choice = choose(cov)
-    w, degree, center, scale, design = None, 1, 0.0, 1.0, None
+    w, degree, center, scale, design = None, 1, 0.0, 1.0, None  # a straight step's (Step.straight)
     if choice is not None and (choice.degree > 1 or fit_linear):
         designs, centers, scales = designs_of(res.projections()[None], choice.degree)
         if scales[0] > 0:

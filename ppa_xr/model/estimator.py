@@ -127,7 +127,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
              progress: bool) -> PPA:
         if groups is not None and np.shape(groups) != (len(X),):
             raise ValueError(f"groups must hold one label per sample, shape ({len(X)},), got shape {np.shape(groups)}")
-        bad = ~np.isfinite(X).all(axis=1)
+        bad = ~np.isfinite(X).all(axis=1) if not np.isfinite(X.sum(axis=1, dtype=np.float64)).all() else np.zeros(len(X), bool)
         if bad.any():  # pixels without data, as a cube's invalid pixels: fitted on the complete rows, said so
             if bad.all():
                 raise ValueError(f"every one of the {len(X)} rows of X has a NaN or inf; PPA needs complete rows")
