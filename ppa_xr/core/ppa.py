@@ -106,7 +106,7 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     rng : np.random.Generator, optional
         Folds and draws.
     progress : callable, optional
-        ``progress(done, total)`` after each step.
+        ``progress(done, total)`` as steps are done (a plain rotation's at once).
 
     Returns
     -------
