@@ -260,3 +260,46 @@ def test_copy_into_every_layout(dtype):
     np.testing.assert_array_equal(pixel_major[:100, :7], src[:, ::3].T)
     with pytest.raises(ValueError, match="one shape"):
         blas.copy_into(src, np.zeros((300, 7), dtype))
+
+
+def test_degree_one_is_scikit_learns_pca_at_300_features():
+    """``degree=1`` is PCA: one eigendecomposition, the components scikit-learn's up to sign, the variances up to
+    its ``n / (n - 1)``, and no per-step work (d = 300 in well under a second)."""
+    from sklearn.decomposition import PCA
+
+    rng = np.random.default_rng(0)
+    n, d = 2000, 300
+    X = rng.normal(size=(n, d)) * 0.98 ** np.arange(d) @ np.linalg.qr(rng.normal(size=(d, d)))[0] + 5.0
+    ours, theirs = PPA(degree=1).fit(X), PCA().fit(X)
+    signs = np.sign(np.sum(ours.components_ * theirs.components_, axis=1))
+    np.testing.assert_array_equal(np.abs(signs), 1)
+    np.testing.assert_allclose(ours.components_ * signs[:, None], theirs.components_, atol=1e-9)
+    np.testing.assert_allclose(ours.explained_variance_ * n / (n - 1), theirs.explained_variance_, rtol=1e-10)
+    np.testing.assert_allclose(ours.transform(X) * signs, theirs.transform(X), atol=1e-9 * np.abs(theirs.transform(X)).max())
+    np.testing.assert_allclose(ours.components_, ours.params_.pca_rotation, atol=1e-9)  # every row oriented, as the baseline's
+
+
+def test_fit_error_ratio_is_the_error_curve_on_the_fitting_sample(curved):
+    """The stored curve comes from the fit's residual energies ``tr(S_k)``; the kernels measure the same on the rows."""
+    for options in ({}, {"robust": True}, {"standardize": True}, {"leading": "gd"}):
+        model = PPA(random_state=0, **options).fit(curved)
+        np.testing.assert_allclose(model.fit_error_ratio_, model.evaluate(curved).relative, rtol=1e-9)
+
+
+def test_least_squares_falls_back_to_a_pivoted_qr_in_place():
+    """An ill-conditioned design (cond(B^T B) > 1e6) is solved by LAPACK's gelsy on ``y()`` in place: scipy's
+    ``lstsq`` (gelsy) result, without a copy of ``y``."""
+    import scipy.linalg
+
+    from ppa_xr.core.linalg import least_squares
+
+    rng = np.random.default_rng(0)
+    t = np.exp(rng.normal(size=5000) * 2)
+    design = np.column_stack([t**k for k in range(5)])
+    Y = rng.normal(size=(5000, 40))
+    gram = design.T @ design
+    assert np.linalg.cond(gram) > 1e6
+    target = np.asfortranarray(Y)
+    W = least_squares(design, lambda: target, gram, design.T @ Y)
+    np.testing.assert_array_equal(W, scipy.linalg.lstsq(design, Y, cond=1e-10, lapack_driver="gelsy")[0])
+    assert np.shares_memory(W, target)

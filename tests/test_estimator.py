@@ -198,3 +198,52 @@ def test_fit_runs_blas_on_one_thread_and_restores_the_count(curved):
     PPA(degree=2, leading=leading).fit(curved)
     assert seen and all(set(c.values()) == {1} for c in seen)
     assert counts() == before
+
+
+def test_more_features_than_samples_is_refused_with_what_to_do():
+    with pytest.raises(ValueError, match=r"at least as many samples as features, got 36 samples of 2000 features.*"
+                                         r"PCA\(n_components=k\) or EOFs with k < 36.*dim="):
+        PPA(degree=1).fit(np.random.default_rng(0).normal(size=(36, 2000)))
+
+
+def test_a_fit_larger_than_the_memory_is_refused_before_it_starts(monkeypatch):
+    from ppa_xr.core.ppa import fit_memory
+    from ppa_xr.model import estimator
+
+    X = np.random.default_rng(0).normal(size=(3000, 200))
+    need = fit_memory(3000, 200, PPA().get_spec())
+    class Started(Exception):
+        pass
+
+    def started(*args, **kwargs):
+        raise Started
+
+    monkeypatch.setattr(estimator, "fit", started)
+    monkeypatch.setattr(estimator, "available_memory", lambda: need - 1)
+    with pytest.raises(MemoryError, match=rf"about {need / 2**30:.3g} GiB beyond the data.*selection_samples=750: .* GiB.*"
+                                          r"degree=1, PCA's cost: .* GiB.*reduce the features first"):
+        PPA().fit(X)
+    for free in (need, None):  # enough, or unknown: the fit starts
+        monkeypatch.setattr(estimator, "available_memory", lambda free=free: free)
+        with pytest.raises(Started):
+            PPA().fit(X)
+
+
+@pytest.mark.parametrize("options", [{"degree": 1}, {}, {"robust": True}, {"degree": 4}, {"noise_cov": np.eye(60)}])
+def test_the_memory_estimate_bounds_the_fit(options):
+    """:func:`fit_memory` is an upper bound of what a fit allocates (tracemalloc traces numpy's arrays), within 2x."""
+    import tracemalloc
+
+    from ppa_xr.core.ppa import fit_memory
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6000, 60)) @ rng.normal(size=(60, 60))
+    X[:, 0] = np.exp(X[:, 1] / X[:, 1].std())  # a skewed curve: curved steps, ill-conditioned designs
+    tracemalloc.start()
+    try:
+        model = PPA(random_state=0, **options).fit(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    need = fit_memory(*X.shape, model.get_spec())
+    assert peak <= need <= 2 * peak

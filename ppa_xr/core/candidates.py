@@ -90,7 +90,8 @@ from .degrees import PSEUDO_GROUPS, Folds
 from .errors import ALLOWANCE, LEVEL
 from .linalg import power_of_two
 from .params import PPAParams
-from .ppa import Progress, fit_params
+from .ppa import Fit as Fitted
+from .ppa import Progress, fit, fit_params
 from .spec import Spec
 
 #: errors below this fraction of the held-out rows' total energy count as equal (float64 rounding beyond
@@ -312,7 +313,7 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
 
 
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
-                 progress: Progress | None = None) -> tuple[PPAParams, Choice]:
+                 progress: Progress | None = None) -> tuple[Fitted, Choice]:
     """The fit of ``declared``, its configuration chosen by :func:`select` where ``configuration="validated"`` leaves it
     open: nothing is searched where ``robust=True`` or a ``max_curved`` fix it, a single degree leaves nothing to
     validate, or the sample is too small (:func:`feasible`). The validation draws from a child of ``rng``, so the
@@ -322,18 +323,18 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
 
     Returns
     -------
-    tuple of PPAParams and dict
-        The fitted parameters, and the configuration: ``{"robust", "max_curved", "validated"}``.
+    tuple of Fit and dict
+        The fit (parameters and training error curve), and the configuration: ``{"robust", "max_curved", "validated"}``.
     """
     choice: Choice = {"robust": declared.robust, "max_curved": declared.max_curved, "validated": False}
     searched = declared.configuration == "validated" and not declared.robust and declared.max_curved is None
     if searched and feasible(len(X), groups, declared):
 
-        def fit(rows: np.ndarray, row_groups: np.ndarray | None, child: np.random.Generator, **configuration: object) -> PPAParams:
+        def candidate(rows: np.ndarray, row_groups: np.ndarray | None, child: np.random.Generator, **configuration: object) -> PPAParams:
             return fit_params(rows, declared.replace(leading="pca", **configuration), groups=row_groups, rng=child)
 
-        found = select(X, fit, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca")
+        found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca")
         if found is not None:
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
-    return fit_params(X, final, groups=groups, rng=rng, progress=progress), choice
+    return fit(X, final, groups=groups, rng=rng, progress=progress), choice

@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 import scipy.stats
 
-from .linalg import solve_grams
+from .linalg import inverse_grams
 
 #: a curved step must beat the lowest candidate degree on held-out data by
 #: this many standard errors of the (group-clustered) error difference: the
@@ -45,6 +45,16 @@ class Folds:
     @property
     def n_folds(self) -> int:
         return int(self.fold.max()) + 1
+
+    @cached_property
+    def membership(self) -> np.ndarray:
+        """(folds, groups): 1 where the group is held out in the fold."""
+        return np.equal.outer(np.arange(self.n_folds), self.fold).astype(float)
+
+    @cached_property
+    def members(self) -> list[np.ndarray]:
+        """The groups of each fold."""
+        return [np.flatnonzero(self.fold == f) for f in range(self.n_folds)]
 
     @classmethod
     def make(cls, groups: np.ndarray | None, n: int, n_folds: int, rng: np.random.Generator) -> tuple[Folds, np.ndarray]:
@@ -101,108 +111,140 @@ def significant(diff: np.ndarray, z: float) -> np.ndarray:
     return total < -z * spread
 
 
-def group_grams(designs: np.ndarray, Z: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per group ``i`` and step ``j`` of a block: ``B_ij^T B_ij`` (groups, b, K, K) and ``B_ij^T Z_i``
-    (groups, b, K, d), one batched product per group on views of its rows (no copies: measured 2.5-5x
-    faster than one product over zero-padded groups, from 5 to 64 groups and 6,435 to 200,000 rows)."""
+def group_grams(designs: np.ndarray, Y: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group ``i`` and step ``j`` of a block: ``B_ij^T B_ij`` (groups, b, K, K) and ``B_ij^T Y_i``
+    (groups, b, K, m), one batched product per group on views of its rows, written in place (no copies:
+    measured 2.5-5x faster than one product over zero-padded groups, from 5 to 64 groups and 6,435 to
+    200,000 rows)."""
     b, K, n = designs.shape
     flat = designs.reshape(b * K, n)
-    spans = list(zip(bounds[:-1], bounds[1:]))
-    gram = np.stack([designs[:, :, lo:hi] @ designs[:, :, lo:hi].transpose(0, 2, 1) for lo, hi in spans])
-    cross = np.stack([(flat[:, lo:hi] @ Z[lo:hi]).reshape(b, K, -1) for lo, hi in spans])
-    return gram, cross
+    gram, cross = np.empty((len(bounds) - 1, b, K, K)), np.empty((len(bounds) - 1, b * K, Y.shape[1]))
+    for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        np.matmul(designs[:, :, lo:hi], designs[:, :, lo:hi].transpose(0, 2, 1), out=gram[i])
+        np.matmul(flat[:, lo:hi], Y[lo:hi], out=cross[i])
+    return gram, cross.reshape(len(bounds) - 1, b, K, -1)
 
 
 @dataclass(frozen=True)
 class CrossValidation:
     """Per-group Gram matrices of one step, formed once for every candidate degree and fold.
 
-    ``gram[i] = B_i^T B_i`` and ``cross_z[i] = B_i^T Z_i`` (input space);
-    ``axes`` (d x m) are the principal axes of the residual after the step
-    (orthonormal, input space), so its coordinates are ``Y = Z axes`` and
-    ``B_i^T Y_i = cross_z[i] axes``.
+    ``gram[i] = B_i^T B_i`` and ``cross[i] = C_i = B_i^T Y_i``, with ``Y`` (n x m) the residual after the
+    step in an orthonormal basis of its subspace (its principal axes, for errors axis by axis): the
+    summed errors do not depend on which basis. Fold ``f`` is fitted on the other folds' sums,
+    ``G_f`` and ``C_f``: ``W_f = G_f^-1 C_f``.
     """
 
     gram: np.ndarray  # (groups, K, K)
-    cross_z: np.ndarray  # (groups, K, d)
-    axes: np.ndarray  # (d, m)
+    cross: np.ndarray  # (groups, K, m)
     folds: Folds
 
     @cached_property
     def _training(self) -> tuple[np.ndarray, np.ndarray]:
-        """Sums over every fold's training groups: (folds, K, K) and, along the axes, (folds, K, m)."""
-        member = np.equal.outer(np.arange(self.folds.n_folds), self.folds.fold).astype(float)  # (folds, groups)
+        """``G_f`` (folds, K, K) and ``C_f`` (folds, K, m): each fold's training sums, the total less its own groups."""
+        member = self.folds.membership
         held_gram = np.tensordot(member, self.gram, axes=1)
-        held_cross = np.tensordot(member, self.cross_z, axes=1)
-        return held_gram.sum(axis=0) - held_gram, (held_cross.sum(axis=0) - held_cross) @ self.axes
+        held_cross = np.matmul(member, self.cross.transpose(1, 0, 2)).transpose(1, 0, 2)  # one product per row of C: no copy
+        return held_gram.sum(axis=0) - held_gram, held_cross.sum(axis=0) - held_cross
 
     @cached_property
-    def _cross(self) -> np.ndarray:
-        """``B_i^T Y_i`` per group, (groups, K, m): what the per-axis errors need (O(K d m) per group)."""
-        return self.cross_z @ self.axes
+    def _products(self) -> tuple[np.ndarray, np.ndarray]:
+        """``C_f C_f^T`` (folds, K, K) and ``C_i C_f(i)^T`` (groups, K, K), ``f(i)`` the fold of group ``i``: all the
+        summed errors need of the m axes, for every candidate (its leading k x k blocks)."""
+        train_cross = self._training[1]
+        K = train_cross.shape[1]
+        per_group = np.empty((len(self.cross), K, K))
+        for f, groups in enumerate(self.folds.members):
+            per_group[groups] = self.cross[groups] @ train_cross[f].T
+        return train_cross @ train_cross.transpose(0, 2, 1), per_group
 
-    def held_out(self, degree: int, per_axis: bool = False) -> np.ndarray:
-        """Held-out squared error of each group (groups,), or along each axis (groups, m), up to ``||Y_i||^2``
-        (the same for every candidate): ``w_j^T B_i^T B_i w_j - 2 w_j^T B_i^T y_ij``, ``w_j`` fitted on the
-        other folds. Summed over the axes it is ``<B_i^T B_i, W W^T> - 2 <B_i^T Z_i, W axes^T>``: O(K d)
-        per group, whatever the residual's width."""
-        k = degree + 1
+    def held_out(self, degrees: Sequence[int], per_axis: bool = False) -> np.ndarray:
+        """Held-out squared error of each candidate degree and group (candidates, groups), or along each axis
+        (candidates, groups, m), up to ``||Y_i||^2`` (the same for every candidate): ``w_j^T G_i w_j - 2 w_j^T
+        B_i^T y_ij`` with ``w_j`` fitted on the other folds.
+
+        Summed over the axes, with ``W_f = G_f^-1 C_f`` (the candidate's first k
+        terms), it is ``<G_i, G_f^-1 C_f C_f^T G_f^-1> - 2 <G_f^-1, C_i C_f^T>``:
+        O(k^2) per group, nothing of width m. Every candidate at once: its
+        ``G_f`` padded to K terms with the identity, whose inverse is ``G_f^-1``
+        beside the identity, the identity then masked out.
+        """
         train_gram, train_cross = self._training
         fold = self.folds.fold
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a fold's singular fit loses, it does not fail
-            w = solve_grams(train_gram[:, :k, :k], train_cross[:, :k])  # (folds, k, m)
+            inverse = _candidate_inverses(train_gram, degrees)  # (candidates, folds, K, K)
             if per_axis:
-                errors = np.einsum("gkj,gkj->gj", self.gram[:, :k, :k] @ w[fold] - 2 * self._cross[:, :k], w[fold])
+                w = (inverse @ train_cross)[:, fold]  # (candidates, groups, K, m)
+                errors = np.einsum("cgkj,cgkj->cgj", self.gram @ w - 2 * self.cross, w)
             else:
-                errors = np.einsum("gkl,gkl->g", self.gram[:, :k, :k], (w @ w.transpose(0, 2, 1))[fold])
-                errors -= 2 * np.einsum("gkd,gkd->g", self.cross_z[:, :k], (w @ self.axes.T)[fold])
+                fold_products, group_products = self._products
+                outer = inverse @ fold_products @ inverse  # W_f W_f^T
+                errors = np.einsum("gkl,cgkl->cg", self.gram, outer[:, fold])
+                errors -= 2 * np.einsum("cgkl,gkl->cg", inverse[:, fold], group_products)
         return np.where(np.isfinite(errors), errors, np.inf)
+
+
+def _candidate_inverses(grams: np.ndarray, degrees: Sequence[int]) -> np.ndarray:
+    """``G^-1`` of the leading ``(g+1) x (g+1)`` block of each Gram matrix (folds, K, K) for each candidate
+    degree ``g``, zero-padded to K x K: (candidates, folds, K, K)."""
+    K = grams.shape[-1]
+    kept = np.arange(K)[None, :] <= np.asarray(degrees)[:, None]  # (candidates, K): the terms each candidate fits
+    mask = (kept[:, :, None] & kept[:, None, :])[:, None]
+    padded = np.where(mask, grams[None], np.eye(K))
+    return np.where(mask, inverse_grams(padded.reshape(-1, K, K)).reshape(padded.shape), 0.0)
 
 
 @dataclass(frozen=True)
 class Choice:
-    """A step's validated polynomial: its degree, and the residual axes (d x r, input space) it predicts;
-    the other axes get the lowest candidate degree."""
+    """A step's validated polynomial: its degree on the residual axes ``axes`` (m x r, orthonormal columns
+    in the coordinates of the residual after the step; None: every axis), and the lowest candidate ``low`` on
+    the remaining axes ``others`` (None: none)."""
 
     degree: int
-    axes: np.ndarray
-    low: int
-    others: np.ndarray  # (d, m - r): the remaining axes
+    axes: np.ndarray | None = None
+    low: int = 1
+    others: np.ndarray | None = None
 
     @classmethod
-    def every_axis(cls, degree: int, axes: np.ndarray) -> Choice:
-        return cls(degree, axes, degree, axes[:, :0])
+    def every_axis(cls, degree: int) -> Choice:
+        return cls(degree, None, degree, None)
+
+    def parts(self) -> list[tuple[int, np.ndarray | None]]:
+        """``(degree, axes)`` of each group of axes with its own polynomial."""
+        return [(self.degree, self.axes)] + ([(self.low, self.others)] if self.others is not None and self.others.shape[1] else [])
 
 
-def select_degree(cv: CrossValidation, degrees: Sequence[int], per_axis: bool = False) -> Choice:
+def select_degree(cv: CrossValidation, degrees: Sequence[int], per_axis: bool = False, axes: np.ndarray | None = None) -> Choice:
     """The candidate degree, and the residual axes it predicts, that win the grouped cross-validation.
 
     ``D_ij(g)`` is the held-out error difference of candidate ``g`` to the
-    lowest candidate on group ``i`` along the residual's principal axis ``j``.
-    By default a candidate qualifies when ``sum_j D_ij(g)`` is :func:`significant`
-    at :data:`SIGNIFICANCE`, and the qualifying one with the largest gain
-    predicts every axis. With ``per_axis`` (``PPA(robust=True)``) an axis is
-    predicted by ``g`` only where that difference is :func:`significant` at
-    :func:`axis_significance` of the number of axes; candidate ``g`` gains
-    ``sum_j sum_i D_ij(g)`` over its axes, and the largest gain wins (the
-    lowest candidate gains 0). Axes are judged one by one because a curve's
-    gain sits in a few of them while the estimation noise of its coefficients
-    spreads over all of them: summed over hundreds of axes, the gain on a few
-    would buy noise on the rest.
+    lowest candidate on group ``i`` along the residual's principal axis ``j``
+    (the columns of ``axes`` in the residual's coordinates, None: its own
+    axes, already principal). By default a candidate qualifies when
+    ``sum_j D_ij(g)`` is :func:`significant` at :data:`SIGNIFICANCE`, and the
+    qualifying one with the largest gain predicts every axis. With
+    ``per_axis`` (``PPA(robust=True)``) an axis is predicted by ``g`` only
+    where that difference is :func:`significant` at :func:`axis_significance`
+    of the number of axes; candidate ``g`` gains ``sum_j sum_i D_ij(g)`` over
+    its axes, and the largest gain wins (the lowest candidate gains 0). Axes
+    are judged one by one because a curve's gain sits in a few of them while
+    the estimation noise of its coefficients spreads over all of them: summed
+    over hundreds of axes, the gain on a few would buy noise on the rest.
     """
-    errors = np.stack([cv.held_out(g, per_axis) for g in degrees])  # (candidates, groups[, m])
+    errors = cv.held_out(degrees, per_axis)  # (candidates, groups[, m])
     with np.errstate(invalid="ignore"):  # inf - inf: a candidate that failed is not significant
         diff = np.moveaxis(errors - errors[0], 1, -1)  # (candidates, [m,] groups)
     if not per_axis:  # the gain summed over every axis, at the 1-SE rule
         qualifies = significant(diff, SIGNIFICANCE)
         qualifies[0] = True
         best = int(np.argmin(np.where(qualifies, diff.sum(axis=1), np.inf)))
-        return Choice.every_axis(int(degrees[best]), cv.axes)
-    axes = diff.shape[1]
-    qualifies = significant(diff, axis_significance(axes))
+        return Choice.every_axis(int(degrees[best]))
+    m = diff.shape[1]
+    qualifies = significant(diff, axis_significance(m))
     qualifies[0] = False
     gains = np.where(qualifies, diff.sum(axis=-1), 0.0).sum(axis=1)
     best = int(np.argmin(gains))
     if best == 0:
-        return Choice.every_axis(int(degrees[0]), cv.axes)
-    return Choice(int(degrees[best]), cv.axes[:, qualifies[best]], int(degrees[0]), cv.axes[:, ~qualifies[best]])
+        return Choice.every_axis(int(degrees[0]))
+    basis = np.eye(m) if axes is None else axes
+    return Choice(int(degrees[best]), basis[:, qualifies[best]], int(degrees[0]), basis[:, ~qualifies[best]])

@@ -75,6 +75,27 @@ class ErrorComparison:
         return np.flatnonzero(self.low(k_max) > 100 * (1 + ALLOWANCE)) + 1
 
 
+def floor_of(total: float) -> float:
+    """The error below which a mean squared error is float64 rounding: :data:`FLOOR` of the total energy
+    ``e(0)``, and above 0, so constant data read 100."""
+    return max(FLOOR * total, np.finfo(float).tiny)
+
+
+def training_ratio(residual_energy: np.ndarray, pca_variance: np.ndarray, total: float) -> np.ndarray:
+    """``100 e_PPA(k) / e_PCA(k)`` on the whole fitting sample, ``k = 1..d-1``, from the fit itself (no pass over the data).
+
+    The reconstruction error with ``k`` components is the energy of the
+    residual after ``k`` steps, ``e_PPA(k) = tr(S_k)`` (``residual_energy``, d-1
+    values), and PCA's the variance beyond its first ``k`` axes,
+    ``e_PCA(k) = sum_{j >= k} lambda_j``: the curve :func:`compare_errors` measures
+    on the fitting rows, exactly, on every row. Errors below :func:`floor_of`
+    ``total`` count as it.
+    """
+    floor = floor_of(total)
+    beyond = np.cumsum(pca_variance[::-1])[::-1][1:]
+    return 100 * np.maximum(residual_energy, floor) / np.maximum(beyond, floor)
+
+
 def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None = None) -> ErrorComparison:
     """PPA against ``baseline`` (default: its own PCA, :meth:`~ppa_xr.core.PPAParams.pca`) on the rows of ``X``, ``k = 1..d-1``.
 
@@ -100,7 +121,7 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
     c = 1 / power_of_two(np.abs(centred).max(initial=0.0))
     X = X * c
     centred *= c  # = scaled(c).to_fit_space(X * c): W stays, the mean scales (exact, a power of two)
-    floor = max(FLOOR * np.mean(np.einsum("ij,ij->i", centred, centred)), np.finfo(float).tiny)  # > 0: constant data read 100
+    floor = floor_of(np.mean(np.einsum("ij,ij->i", centred, centred)))
     a = kernels.error_curve(X, params.scaled(c))[:, :-1]
     b = kernels.error_curve(X, baseline.scaled(c))[:, :-1]
     n = len(X)

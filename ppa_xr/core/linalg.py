@@ -1,5 +1,6 @@
 """The linear algebra the fit and the measures share, each rule written once: the sign of a vector, the
-power-of-two rescaling, orthonormal complements, least squares, the PCA of a covariance."""
+power-of-two rescaling, Householder reflections, products that overwrite their input, least squares,
+the eigenbasis of a covariance."""
 
 from __future__ import annotations
 
@@ -9,10 +10,19 @@ import numpy as np
 import scipy.linalg
 
 
+#: rows a product that overwrites its input takes at a time (:func:`rotate_rows`): its only temporary
+PANEL = 2048
+
+
+def orientation(vectors: np.ndarray) -> np.ndarray:
+    """The sign of each column's largest entry (in magnitude), (k,)."""
+    return np.sign(vectors[np.argmax(np.abs(vectors), axis=0), np.arange(vectors.shape[1])])
+
+
 def oriented(vectors: np.ndarray) -> np.ndarray:
     """Columns of ``vectors`` with their largest entry (in magnitude) positive: the one sign rule of every
     leading vector and principal axis, as scikit-learn's ``svd_flip``."""
-    return vectors * np.sign(vectors[np.argmax(np.abs(vectors), axis=0), np.arange(vectors.shape[1])])
+    return vectors * orientation(vectors)
 
 
 def power_of_two(spread: np.ndarray | float) -> np.ndarray:
@@ -33,30 +43,48 @@ def householder_complement(e: np.ndarray) -> np.ndarray:
     return u / np.linalg.norm(u)
 
 
-def reflect_columns(M: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """``M E`` for the complement ``E = (I - 2 u u^T)[:, 1:]``, in O(size of M)."""
-    return (M - np.outer(M @ u, 2 * u))[:, 1:]
+def reflect(M: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``M H`` for the reflection ``H = I - 2 u u^T`` (a new array), in O(size of M)."""
+    return M - np.outer(M @ u, 2 * u)
 
 
-def solve_grams(grams: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Least squares from stacked normal equations ``G_i W_i = C_i`` (minimum-norm where ``G_i`` is singular)."""
+def rotate_rows(Y: np.ndarray, Q: np.ndarray) -> None:
+    """``Y <- Y Q`` in place for a square ``Q``, :data:`PANEL` rows at a time: no second copy of ``Y``."""
+    for lo in range(0, len(Y), PANEL):
+        Y[lo:lo + PANEL] = Y[lo:lo + PANEL] @ Q
+
+
+def inverse_grams(grams: np.ndarray) -> np.ndarray:
+    """``G_i^-1`` of stacked Gram matrices, the minimum-norm pseudo-inverse (least squares on ``I``) where
+    ``G_i`` is singular, so ``G_i^-1 C_i`` is the least-squares ``W_i`` of ``G_i W_i = C_i``."""
     try:
-        return np.linalg.solve(grams, rhs)
+        return np.linalg.inv(grams)
     except np.linalg.LinAlgError:
-        return np.stack([np.linalg.lstsq(g, c, rcond=None)[0] for g, c in zip(grams, rhs)])
+        eye = np.eye(grams.shape[-1])
+        return np.stack([np.linalg.lstsq(g, eye, rcond=None)[0] for g in grams])
 
 
 def least_squares(design: np.ndarray, y: Callable[[], np.ndarray], gram: np.ndarray, cross: np.ndarray) -> np.ndarray:
     """``W = argmin ||Y - B W||`` from the normal equations ``B^T B W = B^T Y`` while
     ``B^T B`` is well conditioned (cond < 1e6), else by a pivoted QR of ``B`` on
-    ``Y = y()`` (high degrees on skewed projections), so no accuracy is lost."""
+    ``Y = y()`` (high degrees on skewed projections), so no accuracy is lost: LAPACK's
+    ``gelsy`` (minimum norm at rank ``1e-10``), called on ``y()`` in place (a new
+    Fortran-ordered array: scipy's ``lstsq`` would copy it)."""
     eig = np.linalg.eigvalsh(gram)
     if eig[0] > 1e-6 * eig[-1]:
         return scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram, check_finite=False), cross, check_finite=False)
-    return scipy.linalg.lstsq(design, y(), cond=1e-10, lapack_driver="gelsy", check_finite=False)[0]
+    Y = y()
+    (n, k), rhs = design.shape, Y.shape[1]
+    gelsy, gelsy_lwork = scipy.linalg.get_lapack_funcs(("gelsy", "gelsy_lwork"), (design, Y))
+    lwork = int(gelsy_lwork(n, k, rhs, 1e-10)[0])
+    solution, info = gelsy(design, Y, np.zeros((k, 1), dtype=np.int32), 1e-10, lwork, overwrite_b=True)[1::3]
+    if info:
+        raise np.linalg.LinAlgError(f"gelsy failed (info {info})")
+    return solution[:k]
 
 
-def pca_solution(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of principal axes (largest variance first, :func:`oriented`) and their variances."""
+def eigenbasis(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues of a symmetric ``cov``, largest first, and its eigenvectors as columns in that order
+    (unoriented): ``cov = V diag(lambda) V^T``."""
     values, vectors = np.linalg.eigh(cov)
-    return oriented(vectors[:, ::-1]).T, np.maximum(values[::-1], 0.0)
+    return values[::-1], vectors[:, ::-1]

@@ -8,13 +8,24 @@ On the centred sample, for each step ``p`` on the residual ``X_{p-1}``:
    selection rows (:mod:`ppa_xr.core.degrees`);
 3. the polynomial fitted on the whole sample and removed (:func:`ppa_xr.core.steps.fit_step`).
 
-Steps are prepared in blocks (:func:`_block_leads`, :func:`_degree_choices`):
-one GEMM gives the projections of up to :data:`MAX_BLOCK` next steps and one
-pass their per-group Gram matrices; a block ends at its first curved step
-(whose correction changes the residual) and the next one doubles while steps
-stay straight. The covariance is carried forward by the steps, and recomputed
-from the residual only when its trace has fallen by 1e6 (nearly collinear
-features), where the update's rounding would be felt.
+The residual is held in an orthonormal basis of its subspace, turned to the
+covariance's eigenbasis (one eigendecomposition, ``O(m^3)``) at the start and
+after each curved step: a straight step does not change the remaining
+eigenvectors, so a run of straight PCA steps needs no other, and each of its
+steps only drops an axis. Steps are prepared in blocks (:func:`_degree_choices`):
+the block's projections are the selection rows' first coordinates, and one
+pass gives their per-group Gram matrices; a block ends at its first curved
+step (whose correction changes the residual) and the next one doubles while
+steps stay straight. The covariance is carried forward by the steps, and
+recomputed from the residual only when its trace has fallen by 1e6 (nearly
+collinear features), where the update's rounding would be felt.
+
+Cost, ``n`` rows, ``d`` features, ``r`` selection rows, ``K - 1`` the highest
+candidate degree, ``c`` curved steps: the covariance ``O(n d^2)``, the
+eigendecompositions ``O((c + 1) d^3)``, the rotations of the selection rows
+``O((c + 1) r d^2)``, the degree selection ``O(K r d^2 / 2)``; memory: the sample
+once (``n d``) and ``O(d^2)``. ``degree=1`` is one eigendecomposition and no
+pass over the sample beyond the covariance: PCA's cost.
 
 Because ``S_p`` is below (Loewner order) ``S_{p-1}`` with its top eigenvalue
 removed, ``lambda_j(S_k) <= lambda_{j+k}(S_0)``: the training error after ``k``
@@ -30,15 +41,22 @@ from functools import partial
 import numpy as np
 import scipy.linalg
 
-from . import basis
-from .degrees import Choice, CrossValidation, Folds, group_grams, select_degree
-from .leading import LEADING_VECTORS, PCA, Strategy
-from .linalg import oriented, pca_solution, power_of_two, reflect_columns
+from . import basis, blas, errors
+from .degrees import (
+    PSEUDO_GROUPS,
+    Choice,
+    CrossValidation,
+    Folds,
+    group_grams,
+    select_degree,
+)
+from .leading import LEADING_VECTORS, Strategy, pca_leading_vector
+from .linalg import eigenbasis, orientation, oriented, power_of_two
 from .params import PPAParams
 from .spec import Spec
 from .steps import Designs, Residual, Step, fit_step, interlaced, leading_vector
 
-#: most steps whose projections and Gram matrices one pass over the sample prepares
+#: most steps whose Gram matrices one pass over the selection rows prepares
 MAX_BLOCK = 32
 
 
@@ -53,8 +71,17 @@ def max_spread(d: int) -> float:
 Progress = Callable[[int, int], None]
 
 
-def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
-               progress: Progress | None = None) -> PPAParams:
+@dataclass(frozen=True)
+class Fit:
+    """A fitted map and its training error curve against its PCA, ``100 e_PPA(k) / e_PCA(k)`` for
+    ``k = 1..d-1`` on every row of the fitting sample (:func:`ppa_xr.core.errors.training_ratio`)."""
+
+    params: PPAParams
+    error_ratio: np.ndarray
+
+
+def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
+        progress: Progress | None = None) -> Fit:
     """Fit PPA on a finite float sample ``X`` (n x d) with the parameters of ``spec``.
 
     ``spec.standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features'
@@ -73,6 +100,10 @@ def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, r
     rows drawn at random; only a curved step's polynomial is then fitted on
     the whole sample, so a straight step costs no pass over it.
 
+    Every BLAS is held at one thread meanwhile: the steps' many small products
+    would only wait for threads, and the fit's rounding does not depend on
+    the machine's thread count.
+
     Parameters
     ----------
     X : np.ndarray
@@ -84,22 +115,86 @@ def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, r
     rng : np.random.Generator, optional
         Folds and draws.
     progress : callable, optional
-        ``progress(done, total)`` after each step.
+        ``progress(done, total)`` as steps are done (a plain rotation's at once).
+
+    Returns
+    -------
+    Fit
+        The fitted parameters and the training error curve.
+    """
+    rng = np.random.default_rng() if rng is None else rng
+    # one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and stable under load, where
+    # the default threads doubled the fit time and took PCA() from 0.1 to 0.4-11 s (docs/performance.md)
+    with blas.every_blas_on_one_thread():
+        return _fit(X, spec, groups, rng, progress)
+
+
+def _fit(X: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator, progress: Progress | None) -> Fit:
+    """:func:`fit`, on one BLAS thread: the start, one eigendecomposition, the steps, their composition."""
+    n = len(X)
+    rows = n if spec.selection_samples is None else spec.selection_samples
+    folds, order = Folds.select(groups, n, spec.n_folds, rng, rows) if len(spec.candidates) > 1 else (None, None)
+    start, Z = _Start.of(X, order, spec)
+    values, vectors = eigenbasis(start.cov)
+    axes, variances = oriented(vectors), np.maximum(values, 0.0)
+    res = Residual.start(Z, 0 if folds is None else int(folds.bounds[-1]), values, axes)
+    del Z  # the residual owns the sample now, and overwrites it
+    loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress)
+    loop.run()
+    params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
+    return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total))
+
+
+def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
+               progress: Progress | None = None) -> PPAParams:
+    """The fitted parameters of :func:`fit` alone.
+
+    Parameters
+    ----------
+    X, spec, groups, rng, progress
+        As :func:`fit`.
 
     Returns
     -------
     PPAParams
         The fitted parameters.
     """
-    n, d = X.shape
-    rng = np.random.default_rng() if rng is None else rng
-    rows = n if spec.selection_samples is None else spec.selection_samples
-    folds, order = Folds.select(groups, n, spec.n_folds, rng, rows) if len(spec.candidates) > 1 else (None, None)
-    start = _Start.of(X, order, spec)
-    pca = pca_solution(start.cov)
-    loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, pca, start.Z, start.cov, progress)
-    loop.run()
-    return start.finish(_compose(start.mean, loop.steps, loop.frames, loop.res.cov[0, 0], spec.tails, pca))
+    return fit(X, spec, groups=groups, rng=rng, progress=progress).params
+
+
+def block_size(rows: int, groups: int, terms: int, m: int, d: int) -> int:
+    """Most steps one block prepares: :data:`MAX_BLOCK`, fewer where the block's designs (b x K x rows) and
+    per-group products ``B_ij^T Y_i`` (groups x b x K x m, ``K = terms``) would outgrow the selection rows
+    themselves (rows x d); 1 where even one step's do."""
+    per_step = terms * (rows + groups * m)
+    return max(1, min(MAX_BLOCK, rows * d // per_step)) if groups else MAX_BLOCK
+
+
+def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize: int = 8) -> int:
+    """Bytes a fit of ``n`` rows of ``d`` features (``itemsize`` bytes each) needs beyond its input, at its
+    peak (an upper estimate; measured in benchmarks/bench_features.py).
+
+    The peak is the larger of the start, where the sample is copied into
+    float64 (``8 n d``, with the input's own type alongside while it is
+    converted, twice while it is noise-whitened), and the steps: the sample
+    once, the d x d matrices (covariance, eigendecomposition, frames, leading
+    vectors, and the parameters twice while they are scaled back:
+    ``(12 + 4 K) d^2``, ``K - 1`` the highest degree), and the larger of the
+    degree selection's block (its designs ``b K r`` and per-group products
+    ``groups b K d`` over ``r`` selection rows, ``b`` from :func:`block_size`;
+    axis by axis also the candidates' coefficients, ``2 C groups K d``) and a
+    curved step's fit, which regresses the whole residual (``n d``) where its
+    normal equations are ill-conditioned.
+    """
+    terms, candidates = max(spec.candidates) + 1, len(spec.candidates)
+    rows = 0 if candidates == 1 else min(n, n if spec.selection_samples is None else spec.selection_samples)
+    groups = min(PSEUDO_GROUPS if n_groups is None else n_groups, rows)
+    sample = 8 * n * d
+    start = sample * (2 if spec.noise_cov is not None else 1) + (n * d * itemsize if itemsize != 8 else 0) + 32 * d * d
+    block = terms * (rows + groups * d) * block_size(rows, groups, terms, d, d) if rows else 0
+    per_axis = 2 * candidates * groups * terms * d if spec.robust else 0
+    curved = n * (d + terms) if terms > 2 else 0
+    return max(start, sample + 8 * d * d * (12 + 4 * terms) + 8 * max(block + per_axis, curved))
 
 
 def _strategy(leading: str | Callable[..., np.ndarray]) -> Strategy:
@@ -108,17 +203,17 @@ def _strategy(leading: str | Callable[..., np.ndarray]) -> Strategy:
 
 @dataclass
 class _Start:
-    """The sample the steps start from, ``Z = W (X[order] - mean) / unit`` (n x d, float64), its covariance,
-    and how to carry the fitted map back to the data's own units and whitening."""
+    """How the sample the steps start from, ``Z = W (X[order] - mean) / unit`` (n x d, float64), was made
+    (its covariance, mean, unit and whitening), and how to carry the fitted map back to the data's own units."""
 
-    Z: np.ndarray
     cov: np.ndarray
     mean: np.ndarray  # the mean in the fit's units, W mean / unit
     unit: float | np.ndarray
     whitening: np.ndarray | None
 
     @classmethod
-    def of(cls, X: np.ndarray, order: np.ndarray | None, spec: Spec) -> _Start:
+    def of(cls, X: np.ndarray, order: np.ndarray | None, spec: Spec) -> tuple[_Start, np.ndarray]:
+        """The start and ``Z``."""
         Z, mean, factor = _centred(X, order, per_feature=spec.standardize)
         n = len(Z)
         if spec.noise_cov is not None:  # W = Lambda^-1/2 U^T (noise in unit variance), then a power of two for O(1) values
@@ -126,15 +221,15 @@ class _Start:
             Z = Z @ (whitening * factor).T
             unit = _checked_spread(float(power_of_two(np.abs(Z).max())), len(mean), "in noise units (the noise far below the signal)")
             Z /= unit
-            return cls(Z, Z.T @ Z / n, whitening @ mean / unit, unit, whitening)
+            return cls(Z.T @ Z / n, whitening @ mean / unit, unit, whitening), Z
         cov = Z.T @ Z / n
         if spec.standardize:  # W = D^-1: each feature's standard deviation D; a constant feature keeps 1
             std = np.sqrt(np.diag(cov))
             feature_scale = np.where(std > 0, std, 1 / factor)
             Z /= feature_scale
             whitening = np.diag(1 / (factor * feature_scale))
-            return cls(Z, cov / np.outer(feature_scale, feature_scale), whitening @ mean, 1.0, whitening)
-        return cls(Z, cov, mean / factor, _checked_spread(float(factor), len(mean), "(pass standardize=True, or divide the data by a constant)"), None)
+            return cls(cov / np.outer(feature_scale, feature_scale), whitening @ mean, 1.0, whitening), Z
+        return cls(cov, mean / factor, _checked_spread(float(factor), len(mean), "(pass standardize=True, or divide the data by a constant)"), None), Z
 
     def finish(self, params: PPAParams) -> PPAParams:
         """The map fitted on ``Z`` as a map of the data itself."""
@@ -144,23 +239,21 @@ class _Start:
 
 @dataclass
 class _Loop:
-    """The sequence of steps: blocks of leading vectors, each step's degree and fit, until ``d - 1`` are done."""
+    """The sequence of steps until ``d - 1`` are done: blocks along the residual's principal axes, or one
+    step at a time along another strategy's direction."""
 
     spec: Spec
     strategy: Strategy
     folds: Folds | None
-    pca: tuple[np.ndarray, np.ndarray]
-    Z: np.ndarray
-    cov: np.ndarray
+    pca_variance: np.ndarray
+    res: Residual
     progress: Progress | None
     steps: list[Step] = field(default_factory=list)
-    frames: list[np.ndarray] = field(default_factory=list)
+    energies: list[float] = field(default_factory=list)  # tr(S_k) after each step: the training error keeping k components
 
     def __post_init__(self) -> None:
-        n, d = self.Z.shape
-        self.n, self.d = n, d
-        self.res = Residual(self.Z, np.eye(d), self.cov, n if self.folds is None else int(self.folds.bounds[-1]))
-        self.total = self.reference = np.trace(self.cov)  # the sample's energy; the reference is renewed at each recompute
+        self.d = self.res.frame.shape[0]
+        self.total = self.reference = float(np.trace(self.res.cov))  # the sample's energy; the reference is renewed at each recompute
         self.designs_of = Designs(self.spec.tails, 1e-12 * np.sqrt(max(self.reference, np.finfo(float).tiny)), self.spec.robust)
         self.n_curved, self.searching = 0, self.strategy.searches
 
@@ -170,76 +263,85 @@ class _Loop:
             curved = self._block(size)
             size = 1 if curved else min(2 * size, MAX_BLOCK)
 
+    def _capped(self) -> bool:
+        """Whether ``max_curved`` steps are curved: the rest is a plain rotation."""
+        return self.spec.max_curved is not None and self.n_curved >= self.spec.max_curved
+
     def _block(self, size: int) -> bool:
         """Fit the next block of steps (at most ``size``); whether it ended on a curved step."""
-        capped = self.spec.max_curved is not None and self.n_curved >= self.spec.max_curved  # the rest is a plain rotation
+        capped = self._capped()
         top = 1 if capped else max(self.spec.candidates)
-        chooser = self.strategy
-        if self.searching and not capped and np.trace(self.res.cov) > 1e-9 * self.total:
-            leads = _validated_leads(self.res, self.strategy, top, self.folds, self.designs_of)
-        else:  # below 1e-9 of the sample's energy a residual is float64 rounding: no direction worth searching
-            chooser = PCA if self.strategy.searches else self.strategy
-            leads = _block_leads(self.res, chooser, min(size, self.d - 1 - len(self.steps)), 1e-6 * self.reference)
-        degree_of = self._choices(leads, top)
-        for j in range(leads.shape[1]):
-            frame = self.res.frame
-            step, curved = self._step(chooser, leads[:, j], partial(degree_of, j), top)
-            self.frames.append(frame)
-            self.steps.append(step)
-            if self.progress is not None:
-                self.progress(len(self.steps), self.d - 1)
-            self._renew_if_imprecise()
-            if curved:
-                self.n_curved += 1
-                return True
+        res = self.res
+        if self.searching and not capped and np.trace(res.cov) > 1e-9 * self.total:
+            return self._directed(_validated_lead(res, self.strategy, top, self.folds, self.designs_of), top)
+        if self.strategy.is_pca or self.strategy.searches:  # below 1e-9 of the sample's energy a residual is rounding: no search
+            if top == 1:
+                return self._rotation()
+            groups = 0 if self.folds is None else len(self.folds.fold)
+            fits = block_size(res.rows, groups, top + 1, res.frame.shape[1], self.d)
+            return self._principal_block(min(size, fits, self.d - 1 - len(self.steps)), top)
+        return self._directed(leading_vector(self.strategy, res.cov, res.sample()), top)
+
+    def _principal_block(self, size: int, top: int) -> bool:
+        """Up to ``size`` steps along the principal axes in order, until a curved one (or a renewed covariance)."""
+        res = self.res
+        if not res.principal:
+            res.to_principal_axes()
+        choose = self._choices(size, top)
+        for j in range(size):
+            step, curved = fit_step(res, partial(choose, j), self.designs_of, False)
+            self._record([step], curved)
+            if curved or not res.principal:
+                return curved
         return False
 
-    def _choices(self, leads: np.ndarray, top: int) -> Callable[[int, np.ndarray, np.ndarray], Choice | None]:
-        return _degree_choices(self.res, leads, self.spec.candidates, top, self.folds, self.designs_of, self.spec.robust)
+    def _rotation(self) -> bool:
+        """The steps left, where no polynomial may follow, as one rotation along the principal axes up to the
+        next recompute of the covariance: the frame's first ``k`` axes, their variances its diagonal, the
+        residual energies after them its suffix sums; no work per step."""
+        res = self.res
+        if not res.principal:
+            res.to_principal_axes()
+        variances = np.diagonal(res.cov)
+        after = np.cumsum(variances[::-1])[::-1][1:]  # tr(S) after each step
+        low = np.flatnonzero(after < 1e-6 * self.reference)
+        k = int(low[0]) + 1 if len(low) else len(after)
+        steps = [Step.straight(lead, float(v)) for lead, v in zip(res.frame[:, :k].T.copy(), variances[:k])]
+        res.drop(k)
+        return self._record(steps, energies=after[:k])
 
-    def _step(self, chooser: Strategy, lead: np.ndarray, choose, top: int) -> tuple[Step, bool]:
-        """One step along ``lead`` (input space). A direction that is not the PCA one must keep Property 2
+    def _directed(self, e: np.ndarray, top: int) -> bool:
+        """One step along ``e`` (frame coordinates). A direction that is not the PCA one must keep Property 2
         (:func:`interlaced`), else the step is PCA-led; a search goes on while it finds curves."""
         res = self.res
-        if chooser.is_pca:
-            return fit_step(res, res.frame.T @ lead, choose, self.designs_of, False)
-        guard = partial(interlaced, pca_variance=self.pca[1], steps=len(self.steps) + 1)
-        fitted = fit_step(res, res.frame.T @ lead, choose, self.designs_of, True, guard)
+        res.turn(e * orientation((res.frame @ e)[:, None]))
+        guard = partial(interlaced, pca_variance=self.pca_variance, steps=len(self.steps) + 1)
+        fitted = fit_step(res, partial(self._choices(1, top), 0), self.designs_of, True, guard)
         if fitted is None:
-            leads = _block_leads(res, PCA, 1, 0.0)
-            fitted = fit_step(res, res.frame.T @ leads[:, 0], partial(self._choices(leads, top), 0), self.designs_of, False)
-        self.searching = self.searching and fitted[1]
-        return fitted
+            res.to_principal_axes()
+            fitted = fit_step(res, partial(self._choices(1, top), 0), self.designs_of, False)
+        step, curved = fitted
+        self.searching = self.searching and curved
+        return self._record([step], curved)
 
-    def _renew_if_imprecise(self) -> None:
-        """Recompute the covariance where the updates lost relative precision, and drop the removed
-        directions from ``Z``, which would swamp the small ones."""
-        res = self.res
-        if np.trace(res.cov) < 1e-6 * self.reference:
-            resid = res.sample()
-            res.Z, res.cov = resid @ res.frame.T, resid.T @ resid / self.n
-            self.reference = np.trace(res.cov)
+    def _choices(self, size: int, top: int) -> Callable[[int, np.ndarray], Choice | None]:
+        return _degree_choices(self.res, size, self.spec.candidates, top, self.folds, self.designs_of, self.spec.robust)
 
-
-def _block_leads(res: Residual, strategy: Strategy, size: int, floor: float) -> np.ndarray:
-    """Leading vectors in input space (d x b, :func:`~ppa_xr.core.linalg.oriented`) of the next steps,
-    assuming those before each are straight.
-
-    For the PCA strategy they are the top eigenvectors of the residual
-    covariance (a straight step leaves the others as they are), so up to
-    ``size`` steps are prepared at once; the block ends where the remaining
-    variance would fall below ``floor``, where the covariance is recomputed
-    from the sample so small eigenvectors stay accurate. Any other strategy
-    sees its residual step by step.
-    """
-    if strategy.is_pca:
-        m = res.cov.shape[0]
-        values, vectors = scipy.linalg.eigh(res.cov, subset_by_index=(m - size, m - 1), check_finite=False)
-        remaining = np.trace(res.cov) - np.cumsum(values[::-1])
-        vectors = vectors[:, ::-1][:, : 1 + int(np.argmax(remaining < floor)) if (remaining < floor).any() else size]
-    else:
-        vectors = leading_vector(strategy, res.cov, res.sample())[:, None]
-    return oriented(res.frame @ vectors)
+    def _record(self, steps: list[Step], curved: bool = False, energies: Sequence[float] | None = None) -> bool:
+        """Keep fitted steps, with the residual energy after each, ``tr(S_k)`` (the training error keeping ``k``
+        components; default: the one step's, the covariance's trace now). Where it has fallen by 1e6 since
+        the last recompute, the covariance is recomputed from the sample (the updates' rounding would be felt
+        in the small eigenvectors), and the rest's rows projected too while a polynomial may still follow
+        (the degree selection and the curves read them; a plain rotation needs only the covariance)."""
+        self.steps += steps
+        self.energies += [float(np.trace(self.res.cov))] if energies is None else list(energies)
+        self.n_curved += curved
+        if self.progress is not None:
+            self.progress(len(self.steps), self.d - 1)
+        if self.energies[-1] < 1e-6 * self.reference:
+            self.res.renew(project=max(self.spec.candidates) > 1 and not self._capped())
+            self.reference = np.trace(self.res.cov)
+        return curved
 
 
 def _held_out_cost(resid: np.ndarray, e: np.ndarray, degree: int, folds: Folds, designs_of: Designs) -> float:
@@ -249,46 +351,52 @@ def _held_out_cost(resid: np.ndarray, e: np.ndarray, degree: int, folds: Folds, 
     if scales[0] == 0:
         return np.inf
     gram, cross = group_grams(designs, resid, folds.bounds)
-    return float(CrossValidation(gram[:, 0], cross[:, 0], np.eye(resid.shape[1]), folds).held_out(degree).sum())
+    return float(CrossValidation(gram[:, 0], cross[:, 0], folds).held_out([degree]).sum())
 
 
-def _validated_leads(res: Residual, strategy: Strategy, degree: int, folds: Folds | None, designs_of: Designs) -> np.ndarray:
-    """A searched leading vector (PPA-GD), kept only where it beats the PCA one on held-out groups:
-    the search maximises the fit on every row, so only held-out rows can vouch for it. Both run on the
-    selection rows."""
-    resid = res.selection @ res.frame
-    searched = oriented(res.frame @ leading_vector(strategy, res.cov, resid)[:, None])
+def _validated_lead(res: Residual, strategy: Strategy, degree: int, folds: Folds | None, designs_of: Designs) -> np.ndarray:
+    """A searched leading vector (PPA-GD, frame coordinates), kept only where it beats the PCA one on held-out
+    groups: the search maximises the fit on every row, so only held-out rows can vouch for it. Both run on
+    the selection rows."""
+    resid = res.sample() if folds is None else res.scores
+    searched = leading_vector(strategy, res.cov, resid)
     if folds is None:
         return searched
-    pca = _block_leads(res, PCA, 1, 0.0)
-    costs = [_held_out_cost(resid, res.frame.T @ lead[:, 0], degree, folds, designs_of) for lead in (searched, pca)]
+    pca = pca_leading_vector(res.cov)
+    costs = [_held_out_cost(resid, e, degree, folds, designs_of) for e in (searched, pca)]
     return searched if costs[0] < costs[1] else pca
 
 
 def _degree_choices(
-    res: Residual, leads: np.ndarray, degrees: Sequence[int], top: int, folds: Folds | None, designs_of: Designs, per_axis: bool = False,
-) -> Callable[[int, np.ndarray, np.ndarray], Choice | None]:
-    """``(j, frame, cov) -> Choice`` of step ``j`` of a block along ``leads`` (d x b, input space), from the
-    residual basis after the step and its covariance; None: a rotation.
+    res: Residual, size: int, degrees: Sequence[int], top: int, folds: Folds | None, designs_of: Designs, per_axis: bool = False,
+) -> Callable[[int, np.ndarray], Choice | None]:
+    """``(j, cov) -> Choice`` of step ``j`` of a block of ``size`` steps along the frame's first axes, from the
+    covariance of the residual after it; None: a rotation.
 
-    With candidates to choose from, one GEMM gives the block's projections on
-    the selection rows and one pass their per-group Gram matrices (straight
-    steps do not change ``Z``, so they hold for the whole block); with
-    ``per_axis`` each step is judged along the principal axes of its residual
-    (see :func:`~ppa_xr.core.degrees.select_degree`).
+    With candidates to choose from, the block's projections are the selection
+    rows' first ``size`` coordinates, and one pass gives their per-group Gram
+    matrices against the coordinates after the first (straight steps do not
+    change them, so they hold for the whole block: step ``j`` reads those
+    after its own); with ``per_axis`` each step is judged along the principal
+    axes of its residual (the frame's own where it is principal, see
+    :func:`~ppa_xr.core.degrees.select_degree`).
     """
     if top == 1:
-        return lambda j, frame, cov: None
+        return lambda j, cov: None
     if folds is None:
-        return lambda j, frame, cov: Choice.every_axis(degrees[0], frame)
-    designs, _, scales = designs_of(leads.T @ res.selection.T, top)
-    gram, cross = group_grams(designs, res.selection, folds.bounds)
+        return lambda j, cov: Choice.every_axis(degrees[0])
+    scores, principal = res.scores, res.principal
+    alphas = np.empty((size, res.rows))
+    blas.copy_into(scores[:, :size], alphas.T)  # a transposing copy, blocked
+    designs, _, scales = designs_of(alphas, top)
+    gram, cross = group_grams(designs, scores[:, 1:], folds.bounds)
 
-    def choose(j: int, frame: np.ndarray, cov: np.ndarray) -> Choice | None:
+    def choose(j: int, cov: np.ndarray) -> Choice | None:
         if scales[j] == 0:
             return None
-        axes = frame @ scipy.linalg.eigh(cov, check_finite=False)[1] if per_axis else frame
-        return select_degree(CrossValidation(gram[:, j], cross[:, j], axes, folds), degrees, per_axis)
+        axes = None if principal or not per_axis else scipy.linalg.eigh(cov, check_finite=False)[1]
+        after = cross[:, j, :, j:]
+        return select_degree(CrossValidation(gram[:, j], after if axes is None else after @ axes, folds), degrees, per_axis, axes)
 
     return choose
 
@@ -325,41 +433,44 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False)
     near the largest deviation, so the fit runs on O(1) values, exactly scaled (no under/overflow at 1e-200 or 1e200).
     ``per_feature`` (standardizing fits): one power of two per feature, so a feature at 1e-150 beside one
     at 1e150 keeps its values (their variances are computed apart)."""
-    Z = np.array(X, dtype=np.float64) if order is None else np.take(X, order, axis=0).astype(np.float64, copy=False)
-    mean = Z.mean(axis=0)
-    Z -= mean
+    if order is None:  # the copy is the centring: one pass
+        mean = X.mean(axis=0, dtype=np.float64)
+        Z = np.subtract(X, mean, dtype=np.float64)
+    else:
+        Z = np.take(X, order, axis=0).astype(np.float64, copy=False)
+        mean = Z.mean(axis=0)
+        Z -= mean
     factor = power_of_two(np.maximum(Z.max(axis=0), -Z.min(axis=0)) if per_feature else max(Z.max(), -Z.min()))
     Z *= 1 / factor
     return Z, mean, factor if per_feature else factor[()]
 
 
-def _compose(mean: np.ndarray, steps: list[Step], frames: list[np.ndarray], last_variance: float, tails: str,
+def _compose(mean: np.ndarray, steps: list[Step], last_axis: np.ndarray, last_variance: float, tails: str,
              pca: tuple[np.ndarray, np.ndarray]) -> PPAParams:
-    """Compose the per-step rotations and polynomials into the kernels' matrices.
+    """The kernels' matrices from the steps.
 
-    Backwards over the steps, ``O_{p-1} = [e_p^T; O_p E_p^T]`` maps the residual
-    before step ``p`` to the outputs ``r[p:]``; ``A = O_{-1}``. Each step keeps
-    its own constant term (``forward_bias[p]``, ``inverse_bias[p]``), so a
-    truncated inverse can leave out the steps it does not run.
+    ``A`` has the leading vectors as rows, then the last residual axis
+    (:func:`~ppa_xr.core.linalg.oriented`). The residual after step ``p`` maps
+    to the outputs ``r[p+1:]`` by ``O_p = A[p+1:] E_p`` (``E_p`` its frame), so a
+    curved step's polynomial ``W_p`` enters the forward map as
+    ``W_p O_p^T = (W_p E_p^T) A[p+1:]^T`` and the inverse as ``W_p E_p^T``: O(K d^2)
+    per curved step, nothing per straight one. Each step keeps its own
+    constant term (``forward_bias[p]``, ``inverse_bias[p]``), so a truncated
+    inverse can leave out the steps it does not run.
     """
     d = mean.shape[0]
+    rotation = np.vstack([s.lead for s in steps] + [oriented(last_axis[:, None])[:, 0]])
     gmax = max(max(s.degree for s in steps), 1)
     forward, inverse = np.zeros((2, d - 1, gmax, d))
     forward_bias, inverse_bias = np.zeros((2, d - 1, d))
-    outputs = np.ones((1, 1))  # O_{d-2}
-    for p in range(d - 2, -1, -1):
-        step, frame = steps[p], frames[p]
-        w = basis.legendre_to_power(len(step.w) - 1).T @ step.w  # Legendre -> monomial coefficients
-        fw = w @ outputs.T  # W_p O_p^T: (g+1, d-p-1)
-        forward_bias[p, p + 1:] = fw[0]
-        forward[p, : len(w) - 1, p + 1:] = fw[1:]
-        iw = reflect_columns(frame, step.u) @ w.T  # (E_0 ... E_p) W_p^T: (d, g+1)
-        inverse_bias[p] = iw[:, 0]
-        inverse[p, : len(w) - 1] = iw[:, 1:].T
-        reflection = np.eye(d - p) - 2 * np.outer(step.u, step.u)
-        outputs = np.vstack([step.e, outputs @ reflection[1:]])
+    for p, step in enumerate(steps):
+        if step.w is not None:
+            w = basis.legendre_to_power(step.degree).T @ step.w  # Legendre -> monomial coefficients, input space
+            inverse_bias[p], inverse[p, : step.degree] = w[0], w[1:]
+            fw = w @ rotation[p + 1:].T
+            forward_bias[p, p + 1:], forward[p, : step.degree, p + 1:] = fw[0], fw[1:]
     return PPAParams(
-        mean=mean, rotation=outputs, degrees=np.array([s.degree for s in steps], dtype=np.int64),
+        mean=mean, rotation=rotation, degrees=np.array([s.degree for s in steps], dtype=np.int64),
         center=np.array([s.center for s in steps]), scale=np.array([s.scale for s in steps]),
         forward_bias=forward_bias, forward=forward, inverse_bias=inverse_bias, inverse=inverse,
         explained_variance=np.array([s.variance for s in steps] + [last_variance]),

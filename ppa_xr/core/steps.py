@@ -1,14 +1,18 @@
 """One PPA step on the residual of the fit so far (paper section 2.2, PCA-based solution).
 
-At step ``p`` the residual ``X_{p-1}`` (n x m) is projected on the leading vector ``e_p``,
-``alpha = X_{p-1} e_p``, and on an orthonormal complement ``E_p`` (a Householder
-reflection, so ``X E_p`` costs O(nm) instead of O(nm^2); the error does not depend on
-which complement, paper Property 1). The chosen polynomial ``Y ~ [1, P(alpha)] W_p`` is
-fitted by least squares on the whole sample, and ``X_p = Y - [1, P(alpha)] W_p``.
+The residual ``X_{p-1}`` is held in an orthonormal basis of its subspace, ``frame`` (d x m, input
+space), and every step goes along the frame's first axis: the fit first turns the frame so that this
+axis is the step's leading vector ``e_p`` (the covariance's eigenbasis for the PCA direction, one
+Householder reflection for any other). Then ``alpha = X_{p-1} e_p`` is the first coordinate, the
+complement ``E_p`` is the other axes (the error does not depend on which complement, paper Property
+1), the chosen polynomial ``Y ~ [1, P(alpha)] W_p`` is fitted by least squares on the whole sample,
+and ``X_p = Y - [1, P(alpha)] W_p``.
 
 The covariance is carried forward instead of recomputed, using that the
 least-squares residual is orthogonal to the basis:
-``S_p = E_p^T S_{p-1} E_p - W_p^T (B^T B / n) W_p``.
+``S_p = E_p^T S_{p-1} E_p - W_p^T (B^T B / n) W_p``. In the eigenbasis a straight
+step only drops the first row and column, so a run of straight PCA steps costs
+one eigendecomposition, and nothing per step.
 """
 
 from __future__ import annotations
@@ -21,19 +25,33 @@ import numpy as np
 from . import basis, blas
 from .degrees import Choice
 from .leading import Strategy
-from .linalg import householder_complement, least_squares, reflect_columns
+from .linalg import (
+    PANEL,
+    eigenbasis,
+    householder_complement,
+    least_squares,
+    orientation,
+    reflect,
+    rotate_rows,
+)
+
 
 @dataclass(frozen=True)
 class Step:
-    """One fitted step: leading vector, Householder vector of ``E_p``, Legendre ``W_p`` ((g+1) x (m-1)), its range."""
+    """One fitted step: its leading vector (input space) and, when curved, its Legendre coefficients
+    ``W_p E_p^T`` ((g+1) x d, input space; None: straight) and their range."""
 
-    e: np.ndarray
-    u: np.ndarray
-    w: np.ndarray
+    lead: np.ndarray
+    w: np.ndarray | None
     degree: int
     center: float
     scale: float
     variance: float
+
+    @classmethod
+    def straight(cls, lead: np.ndarray, variance: float) -> Step:
+        """A plain rotation step."""
+        return cls(lead, None, 1, 0.0, 1.0, variance)
 
 
 def leading_vector(strategy: Strategy, cov: np.ndarray, resid: np.ndarray) -> np.ndarray:
@@ -49,28 +67,114 @@ def leading_vector(strategy: Strategy, cov: np.ndarray, resid: np.ndarray) -> np
 
 @dataclass
 class Residual:
-    """The residual of the fit so far, kept embedded in input space.
+    """The residual of the fit so far, held in the sample's own array.
 
-    ``Z`` (n x d) is the centred sample minus the curved steps' corrections;
-    ``frame`` (d x m) is an orthonormal basis of the residual's subspace and
-    ``cov`` its covariance in that basis. The residual itself is ``Z frame``:
-    a straight (PCA) step only removes a direction orthogonal to every later
-    one, so ``Z`` changes only at curved steps, by a rank ``g+1`` update.
-    Its first ``rows`` rows are the selection rows, grouped contiguously.
+    ``Z`` (n x d) holds the selection rows (the first ``rows``, grouped
+    contiguously) in the frame's coordinates, in its last ``m`` columns
+    (:attr:`scores`), and the other rows in input space (:attr:`rest`, whose
+    residual is ``rest @ frame``): the selection rows, which every step reads,
+    stay O(m) wide, and a change of frame costs the others nothing. ``frame``
+    (d x m) is an orthonormal basis of the residual's subspace and ``cov``
+    (m x m) the covariance in it; ``principal``: the frame is the covariance's
+    eigenbasis, variances descending (``cov`` diagonal). Memory: the sample, once.
     """
 
     Z: np.ndarray
+    rows: int
     frame: np.ndarray
     cov: np.ndarray
-    rows: int
+    principal: bool = False
+
+    @classmethod
+    def start(cls, Z: np.ndarray, rows: int, values: np.ndarray, axes: np.ndarray) -> Residual:
+        """The centred sample ``Z`` before the first step, in the eigenbasis ``axes`` of its covariance
+        (columns, ``values`` descending); its selection rows are rotated in place."""
+        rotate_rows(Z[:rows], axes)
+        return cls(Z, rows, axes, np.diag(values), True)
 
     @property
-    def selection(self) -> np.ndarray:
-        """The selection rows of ``Z`` (a view, so it follows the updates)."""
-        return self.Z[: self.rows]
+    def n(self) -> int:
+        return len(self.Z)
 
-    def sample(self) -> np.ndarray:
-        return self.Z @ self.frame
+    @property
+    def scores(self) -> np.ndarray:
+        """The selection rows in the frame's coordinates (rows x m, a view)."""
+        return self.Z[: self.rows, self.Z.shape[1] - self.frame.shape[1]:]
+
+    @property
+    def rest(self) -> np.ndarray:
+        """The other rows, in input space (a view)."""
+        return self.Z[self.rows:]
+
+    def sample(self, first: int = 0) -> np.ndarray:
+        """Every row's residual along the frame's axes from ``first`` on (n x (m - first)): a new
+        Fortran-ordered array, which least squares can overwrite without a copy."""
+        frame = self.frame[:, first:]
+        out = np.empty((self.n, frame.shape[1]), order="F")
+        out[: self.rows] = self.scores[:, first:]
+        blas.matmul_into(self.rest, frame, out[self.rows:])
+        return out
+
+    def projections(self) -> np.ndarray:
+        """Every row's coordinate along the frame's first axis, ``alpha`` (n,)."""
+        return np.concatenate([self.scores[:, 0], self.rest @ self.frame[:, 0]])
+
+    def cross(self, design: np.ndarray) -> np.ndarray:
+        """``B^T Y`` (K x (m-1)) of a design ``B^T`` (K x n) on every row, ``Y`` the residual along the axes after the first."""
+        rows = self.rows
+        return design[:, :rows] @ self.scores[:, 1:] + (design[:, rows:] @ self.rest) @ self.frame[:, 1:]
+
+    def to_principal_axes(self) -> None:
+        """Turn the frame to the covariance's eigenbasis: ``S = V diag(lambda) V^T``, ``frame <- frame V``
+        (each axis :func:`~ppa_xr.core.linalg.oriented` in input space), ``cov <- diag(lambda)``."""
+        values, vectors = eigenbasis(self.cov)
+        axes = self.frame @ vectors
+        signs = orientation(axes)
+        rotate_rows(self.scores, vectors * signs)
+        self.frame, self.cov, self.principal = axes * signs, np.diag(values), True
+
+    def turn(self, e: np.ndarray) -> None:
+        """Turn the frame so that its first axis is the unit ``e`` (frame coordinates): ``Q = H D`` with the
+        Householder reflection ``H e = -s 1_0`` (``s = sign(e_0)``) and ``D = diag(-s, 1, ..., 1)``, so ``Q 1_0 = e``."""
+        u = householder_complement(e)
+        flip = np.ones(len(e))
+        flip[0] = -np.copysign(1.0, e[0])
+        scores = self.scores
+        blas.matmul_into((scores @ u)[:, None], 2 * u[None], scores, alpha=-1.0, beta=1.0)  # scores <- scores H, in place
+        scores[:, 0] *= flip[0]
+        cov = reflect(reflect(self.cov, u).T, u) * np.outer(flip, flip)
+        self.frame, self.cov, self.principal = reflect(self.frame, u) * flip, (cov + cov.T) / 2, False
+
+    def drop(self, k: int) -> None:
+        """Drop the first ``k`` axes, along which straight steps went (in the eigenbasis the covariance left is
+        the rest of the diagonal)."""
+        self.frame, self.cov = self.frame[:, k:], self.cov[k:, k:]
+
+    def advance(self, cov: np.ndarray, design: np.ndarray | None = None, w: np.ndarray | None = None) -> np.ndarray | None:
+        """Drop the first axis (the step's), ``cov`` being the covariance left. A curved step's polynomial
+        ``B W`` (``B^T`` the design, K x n; ``W`` K x (m-1) on the remaining axes) is removed from every
+        row; returns ``W E^T`` (input space), None for a straight step."""
+        self.frame, self.cov = self.frame[:, 1:], cov
+        if w is None:
+            return None
+        rows, w_input = self.rows, w @ self.frame.T
+        blas.matmul_into(design[:, :rows].T, w, self.scores, alpha=-1.0, beta=1.0)
+        blas.matmul_into(design[:, rows:].T, w_input, self.rest, alpha=-1.0, beta=1.0)
+        self.principal = False
+        return w_input
+
+    def renew(self, project: bool = True) -> None:
+        """Recompute the covariance from the sample; with ``project``, also project the rest's rows on the
+        residual subspace, ``rest <- rest F F^T``: the removed directions would swamp the small ones in
+        the curves fitted later (a plain rotation needs only the covariance)."""
+        cov = self.scores.T @ self.scores
+        rest = self.rest
+        for lo in range(0, len(rest), PANEL):
+            resid = rest[lo:lo + PANEL] @ self.frame
+            cov += resid.T @ resid
+            if project:
+                rest[lo:lo + PANEL] = resid @ self.frame.T
+        self.cov, self.principal = cov / self.n, False
 
 
 @dataclass(frozen=True)
@@ -107,49 +211,59 @@ class Designs:
 
 
 def fit_step(
-    res: Residual, e: np.ndarray, choose: Callable[[np.ndarray, np.ndarray], Choice | None], designs_of: Designs, fit_linear: bool,
+    res: Residual, choose: Callable[[np.ndarray], Choice | None], designs_of: Designs, fit_linear: bool,
     guard: Callable[[np.ndarray], bool] | None = None,
 ) -> tuple[Step, bool] | None:
-    """One PPA step with leading vector ``e`` (residual coordinates); updates ``res`` in place.
+    """One PPA step along the frame's first axis; updates ``res`` in place.
 
-    ``choose(frame, cov)`` gives the step's polynomial from the residual
-    basis after it and its covariance (by cross-validation on the selection
-    rows, or fixed); ``None`` is a plain rotation step, and so is degree 1
-    unless ``fit_linear`` (a leading vector that is not an eigenvector leaves
-    a linear trend). The polynomial is then fitted on the whole sample, on
-    the axes the choice names (the others get its lowest degree). Returns the
-    step and whether it is curved; ``None``, with ``res`` untouched, when
-    ``guard(cov)`` refuses the residual covariance the step would leave.
+    ``choose(cov)`` gives the step's polynomial from the covariance of the
+    residual after it (by cross-validation on the selection rows, or fixed);
+    ``None`` is a plain rotation step, and so is degree 1 unless ``fit_linear``
+    (a leading vector that is not an eigenvector leaves a linear trend). The
+    polynomial is then fitted on the whole sample, on the axes the choice
+    names (the others get its lowest degree). Returns the step and whether it
+    is curved; ``None``, with ``res`` untouched, when ``guard(cov)`` refuses
+    the residual covariance the step would leave.
     """
-    n = res.Z.shape[0]
-    variance = float(e @ res.cov @ e)
-    lead = res.frame @ e
-    u = householder_complement(e)
-    frame = reflect_columns(res.frame, u)  # E_0 ... E_p
-    cov = reflect_columns(reflect_columns(res.cov, u).T, u)
-    m = frame.shape[1]
-    w, degree, center, scale = np.zeros((1, m)), 1, 0.0, 1.0
-    choice = choose(frame, cov)
+    variance = float(res.cov[0, 0])
+    cov = res.cov[1:, 1:]
+    choice = choose(cov)
+    w, degree, center, scale, design = None, 1, 0.0, 1.0, None  # a straight step's (Step.straight)
     if choice is not None and (choice.degree > 1 or fit_linear):
-        designs, centers, scales = designs_of((res.Z @ lead)[None], choice.degree)
+        designs, centers, scales = designs_of(res.projections()[None], choice.degree)
         if scales[0] > 0:
             design = designs[0]
-            gram_all, cross_all = design @ design.T, design @ res.Z
-            fitted = least_squares(design.T, lambda: res.Z @ choice.axes, gram_all, cross_all @ choice.axes) @ (choice.axes.T @ frame)
-            if choice.others.shape[1] and (choice.low > 1 or fit_linear):
-                k = choice.low + 1
-                low = least_squares(design[:k].T, lambda: res.Z @ choice.others, gram_all[:k, :k], cross_all[:k] @ choice.others)
-                fitted[:k] += low @ (choice.others.T @ frame)
-            removed = np.sum(fitted * (gram_all @ fitted))  # ||B W||^2, the residual energy the polynomial explains
-            if removed > 1e-12 * np.trace(cov) * n:  # else numerically no curve (e.g. degree 1 on a PCA direction)
+            gram = design @ design.T
+            fitted = _polynomial(res, design, gram, choice, fit_linear)
+            removed = np.sum(fitted * (gram @ fitted))  # ||B W||^2, the residual energy the polynomial explains
+            if removed > 1e-12 * np.trace(cov) * res.n:  # else numerically no curve (e.g. degree 1 on a PCA direction)
                 w, degree, center, scale = fitted, choice.degree, float(centers[0]), float(scales[0])
-                cov = cov - w.T @ (gram_all / n) @ w
+                cov = cov - w.T @ (gram / res.n) @ w
+                cov = (cov + cov.T) / 2
     if guard is not None and not guard(cov):
         return None
-    if w.any():
-        blas.matmul_into(design.T, w @ frame.T, res.Z, alpha=-1.0, beta=1.0)  # Z -= B W E^T, in place
-    res.frame, res.cov = frame, (cov + cov.T) / 2
-    return Step(e, u, w, degree, center, scale, variance), bool(w.any())
+    lead = res.frame[:, 0].copy()
+    w_input = res.advance(cov, design, w)
+    return Step(lead, w_input, degree, center, scale, variance), w is not None
+
+
+def _polynomial(res: Residual, design: np.ndarray, gram: np.ndarray, choice: Choice, fit_linear: bool) -> np.ndarray:
+    """``W`` (K x (m-1)) by least squares of the residual after the step on ``B``: on the choice's axes at its
+    degree, on the others at its lowest degree where that is a curve (or ``fit_linear``)."""
+    cross = res.cross(design)
+    fitted = np.zeros_like(cross)
+    for degree, axes in choice.parts():
+        if degree > 1 or fit_linear:
+            k = degree + 1
+            fitted[:k] += _on_axes(res, design[:k], gram[:k, :k], cross[:k], axes)
+    return fitted
+
+
+def _on_axes(res: Residual, design: np.ndarray, gram: np.ndarray, cross: np.ndarray, axes: np.ndarray | None) -> np.ndarray:
+    """Least squares of the residual after the step along ``axes`` (every axis where None), in its coordinates."""
+    if axes is None:
+        return least_squares(design.T, lambda: res.sample(1), gram, cross)
+    return least_squares(design.T, lambda: np.asfortranarray(res.sample(1) @ axes), gram, cross @ axes) @ axes.T
 
 
 def interlaced(cov: np.ndarray, pca_variance: np.ndarray, steps: int) -> bool:

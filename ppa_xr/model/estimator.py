@@ -3,7 +3,7 @@
 Its parameters are the fields of :class:`~ppa_xr.core.spec.Spec`: ``__init__``
 and the class's Parameters section are made from that declaration. ``fit``
 checks them once (a ``Spec``) and hands them to
-:func:`~ppa_xr.core.ppa.fit_params`; every other method hands the fitted
+:func:`~ppa_xr.core.ppa.fit`; every other method hands the fitted
 parameters (``params_``) to a core kernel or measure.
 """
 
@@ -17,19 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from ..core import blas, checks, errors, kernels, spec
+from ..core import checks, errors, kernels, spec
 from ..core.checks import warn_user
 from ..core.keys import FitSample
 from ..core.params import PPAParams
 from ..core.candidates import fit_selected
+from ..core.ppa import fit_memory
 from ..core.spec import Spec
 from . import display, file
 from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, set_outputs,
                        validate_data)
 from .labels import FeatureLabels
 
-#: rows of the fitting sample the stored error curve against PCA (``fit_error_ratio_``) is measured on
-SUMMARY_ROWS = 20_000
 #: features whose standard deviations differ by more than this make PPA (and PCA) describe only the largest
 SCALE_RATIO_WARNING = 1e3
 
@@ -134,7 +133,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
              progress: bool) -> PPA:
         if groups is not None and np.shape(groups) != (len(X),):
             raise ValueError(f"groups must hold one label per sample, shape ({len(X)},), got shape {np.shape(groups)}")
-        bad = ~np.isfinite(X).all(axis=1)
+        bad = ~np.isfinite(X).all(axis=1) if not np.isfinite(X.sum(axis=1, dtype=np.float64)).all() else np.zeros(len(X), bool)
         if bad.any():  # pixels without data, as a cube's invalid pixels: fitted on the complete rows, said so
             if bad.all():
                 raise ValueError(f"every one of the {len(X)} rows of X has a NaN or inf; PPA needs complete rows")
@@ -145,26 +144,25 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n, d = X.shape
         if d < 2:
             raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
+        _refuse_oversized(n, d, declared, groups, X.dtype.itemsize)
         declared.for_data(n, d)
         rng = checks.rng_of(declared.random_state)
         bar = _progress_bar(d - 1) if progress else None
         try:
-            # BLAS on one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and
-            # stable under load, where the default threads doubled the fit time (docs/performance.md)
-            with np.errstate(over="raise", invalid="raise", divide="raise"), blas.every_blas_on_one_thread():
-                params, configuration = fit_selected(X, declared, groups, rng,
+            with np.errstate(over="raise", invalid="raise", divide="raise"):
+                fitted, configuration = fit_selected(X, declared, groups, rng,
                                                      (lambda done, total: bar.update(done - bar.n)) if bar is not None else None)
         except FloatingPointError as err:
             raise ValueError(f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree") from err
         finally:
             if bar is not None:
                 bar.close()
+        params = fitted.params
         if not (declared.standardize or declared.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
             _warn_on_scales(np.sqrt(params.pca_variance @ params.pca_rotation**2))
-        rows = X if n <= SUMMARY_ROWS else X[rng.choice(n, SUMMARY_ROWS, replace=False)]
         self._set_fitted(params, declared, features, sample)
         self.configuration_ = configuration
-        self.fit_error_ratio_ = errors.compare_errors(params, rows).relative
+        self.fit_error_ratio_ = fitted.error_ratio
         return self
 
     def _set_fitted(self, params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None) -> None:
@@ -585,8 +583,8 @@ configuration_ : dict
     The configuration fitted, ``{{"robust": bool, "max_curved": int or None, "validated": bool}}``: chosen by
     whole-fit validation (``configuration="validated"``) or as given.
 fit_error_ratio_ : np.ndarray of shape (d-1,)
-    ``100 e_PPA(k) / e_PCA(k)`` on the fitting sample (at most
-    {SUMMARY_ROWS} of its rows), shown in the model's summary.
+    ``100 e_PPA(k) / e_PCA(k)`` on every row of the fitting sample, from the
+    fit's own residual energies, shown in the model's summary.
 features_ : FeatureLabels or None
     The feature dimension, labels and coordinates of the cube fitted on.
 source_ : str
@@ -607,6 +605,44 @@ Examples
 >>> model.transform(X).shape
 (6435, 36)
 """
+
+
+def available_memory() -> int | None:
+    """Bytes the machine can give now: psutil's ``available`` where psutil is installed, else the free pages
+    (``sysconf``, Linux); None where neither tells."""
+    try:
+        import psutil
+    except ImportError:
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return None
+    return int(psutil.virtual_memory().available)
+
+
+def _refuse_oversized(n: int, d: int, declared: Spec, groups: Any, itemsize: int) -> None:
+    """Refuse, before it starts, a fit with fewer samples than features, or one whose memory
+    (:func:`~ppa_xr.core.ppa.fit_memory`) is more than the machine has, saying what to do instead."""
+    if n < d:
+        raise ValueError(
+            f"PPA needs at least as many samples as features, got {n} samples of {d} features: reduce the features first "
+            f"(e.g. sklearn.decomposition.PCA(n_components=k) or EOFs with k < {n}) and fit PPA on those components, or, for a "
+            "cube, take another dimension as the features (cube.ppa.fit(dim=...): e.g. the bands or time steps as features, "
+            "the pixels as samples)"
+        )
+    n_groups = None if groups is None else len(np.unique(np.asarray(groups)))
+    need, free = fit_memory(n, d, declared, n_groups, itemsize), available_memory()
+    if free is None or need <= free:
+        return
+    rows = n if declared.selection_samples is None else min(n, declared.selection_samples)
+    fewer = declared.replace(selection_samples=max(rows // 4, declared.min_samples))
+    raise MemoryError(
+        f"fitting PPA on {n} samples of {d} features would need about {need / 2**30:.3g} GiB beyond the data, and "
+        f"{free / 2**30:.3g} GiB are available. Fewer selection rows need less (selection_samples={fewer.selection_samples}: "
+        f"{fit_memory(n, d, fewer, n_groups, itemsize) / 2**30:.3g} GiB), a single degree less still (degree=1, PCA's cost: "
+        f"{fit_memory(n, d, declared.replace(degree=1), n_groups, itemsize) / 2**30:.3g} GiB); else fit on fewer samples, or "
+        "reduce the features first (e.g. PCA or EOFs). max_curved bounds the time of a fit at many features, not its memory"
+    )
 
 
 def _warn_on_scales(std: np.ndarray) -> None:
