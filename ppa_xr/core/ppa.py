@@ -130,7 +130,7 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
 
 
 def _fit(X: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator, progress: Progress | None) -> Fit:
-    """:func:`fit`, on one BLAS thread: the start, one eigendecomposition, the steps, their composition."""
+    """``fit``, on one BLAS thread: the start, one eigendecomposition, the steps, their composition."""
     n = len(X)
     rows = n if spec.selection_samples is None else spec.selection_samples
     folds, order = Folds.select(groups, n, spec.n_folds, rng, rows) if len(spec.candidates) > 1 else (None, None)
@@ -147,12 +147,12 @@ def _fit(X: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Ge
 
 def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
                progress: Progress | None = None) -> PPAParams:
-    """The fitted parameters of :func:`fit` alone.
+    """The fitted parameters of ``fit`` alone.
 
     Parameters
     ----------
     X, spec, groups, rng, progress
-        As :func:`fit`.
+        As ``fit``.
 
     Returns
     -------

@@ -108,7 +108,7 @@ class Spec:
         since=4, implied=None, option=Option("--selection-samples", "sampled pixels the degree selection uses", type=int))
     configuration: str = parameter("validated", checks.one_of("configuration", ("validated", "fixed")), """
         How the fit's configuration (``robust``, ``max_curved``) is chosen. ``"validated"``: by validating whole
-        fits (:mod:`ppa_xr.core.candidates`): a fit on half of the groups (``groups`` in :meth:`fit`, a cube's
+        fits (``ppa_xr.core.candidates``): a fit on half of the groups (``groups`` in :meth:`~ppa_xr.PPA.fit`, a cube's
         spatial blocks; random rows otherwise) is measured on the other half, truncated after each of its
         curved steps (after none: PCA); a truncation is admitted where its held-out error is nowhere
         significantly more than 1% above its PCA's; the uncapped fit stands while admitted, unless a
