@@ -218,7 +218,7 @@ def test_a_fit_larger_than_the_memory_is_refused_before_it_starts(monkeypatch):
     def started(*args, **kwargs):
         raise Started
 
-    monkeypatch.setattr(estimator, "fit", started)
+    monkeypatch.setattr(estimator, "fit_selected", started)
     monkeypatch.setattr(estimator, "available_memory", lambda: need - 1)
     with pytest.raises(MemoryError, match=rf"about {need / 2**30:.3g} GiB beyond the data.*selection_samples=750: .* GiB.*"
                                           r"degree=1, PCA's cost: .* GiB.*reduce the features first"):

@@ -109,11 +109,11 @@ class _Held:
     """Held-out errors as a cross-validation gives them: candidate 0 (degree 1) all zero, candidate 1 (degree 2) ``diff``."""
 
     def __init__(self, diff: np.ndarray) -> None:
-        self.diff, self.axes = diff, np.eye(diff.shape[1])
+        self.diff = diff
 
-    def held_out(self, degree: int, per_axis: bool = False) -> np.ndarray:
-        errors = self.diff if degree == 2 else np.zeros_like(self.diff)
-        return errors if per_axis else errors.sum(axis=1)
+    def held_out(self, degrees: list[int], per_axis: bool = False) -> np.ndarray:
+        errors = np.stack([self.diff if degree == 2 else np.zeros_like(self.diff) for degree in degrees])  # (candidates, groups, m)
+        return errors if per_axis else errors.sum(axis=2)
 
 
 def differences(gains: dict[int, float], groups: int = 10, axes: int = 200) -> np.ndarray:

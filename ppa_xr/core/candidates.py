@@ -263,9 +263,9 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
 
     The groups are dealt into ``n_folds`` folds, and the first ``rounds`` of them are held out in turn."""
     n, d = X.shape
-    # on the data divided by a power of two near its spread (exact): the fits are the same up to that factor
-    # (they divide by such a power themselves), and squared errors of data at 1e-200 or 1e150 stay finite
-    X = X / power_of_two(np.max(np.abs(X - X.mean(axis=0)), initial=0.0))
+    # the parts on the data divided by a power of two near its spread (exact): the fits are the same up to that
+    # factor (they divide by such a power themselves), and squared errors of data at 1e-200 or 1e150 stay finite
+    unit = power_of_two(np.max(np.abs(X - X.mean(axis=0)), initial=0.0))
     folds, order = Folds.make(groups, n, FOLDS if n_folds is None else n_folds, rng)
     rounds = min(ROUNDS if rounds is None else rounds, folds.n_folds)
     sizes = np.bincount(folds.fold, weights=np.diff(folds.bounds), minlength=folds.n_folds)
@@ -287,11 +287,12 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
         nonlocal total
         errors = []
         for held, rows, bounds, train, train_groups, seed in parts:
-            params = fit(X[train], train_groups, np.random.default_rng(seed), robust=robust, max_curved=None)
-            errors.append((held, truncation_errors(params, X[train], X[rows], bounds)))
+            training, unseen = X[train] / unit, X[rows] / unit  # one gather of each part
+            params = fit(training, train_groups, np.random.default_rng(seed), robust=robust, max_curved=None)
+            errors.append((held, truncation_errors(params, training, unseen, bounds)))
             if not robust:
                 pca[held] = errors[-1][1][0]
-                z = params.to_fit_space(X[rows])
+                z = params.to_fit_space(unseen)
                 total += float(np.einsum("ij,ij->", z, z))
         top = max(len(e) - 1 for _, e in errors)
         for c in range(top + 1):

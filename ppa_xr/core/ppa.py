@@ -184,7 +184,10 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     ``groups b K d`` over ``r`` selection rows, ``b`` from :func:`block_size`;
     axis by axis also the candidates' coefficients, ``2 C groups K d``) and a
     curved step's fit, which regresses the whole residual (``n d``) where its
-    normal equations are ill-conditioned.
+    normal equations are ill-conditioned. A default fit first validates its
+    configuration (``configuration="validated"``, :mod:`ppa_xr.core.candidates`):
+    the sample's two halves gathered, a fit of one, then the truncations'
+    states of both halves.
     """
     terms, candidates = max(spec.candidates) + 1, len(spec.candidates)
     rows = 0 if candidates == 1 else min(n, n if spec.selection_samples is None else spec.selection_samples)
@@ -194,7 +197,14 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     block = terms * (rows + groups * d) * block_size(rows, groups, terms, d, d) if rows else 0
     per_axis = 2 * candidates * groups * terms * d if spec.robust else 0
     curved = n * (d + terms) if terms > 2 else 0
-    return max(start, sample + 8 * d * d * (12 + 4 * terms) + 8 * max(block + per_axis, curved))
+    fitted = max(start, sample + 8 * d * d * (12 + 4 * terms) + 8 * max(block + per_axis, curved))
+    if not (spec.configuration == "validated" and not spec.robust and spec.max_curved is None and candidates > 1):
+        return fitted
+    # whole-fit validation (core/candidates.py) first: the two halves gathered, a fit of one (robust too, where
+    # escalated), then the truncations' states of both halves and their projections
+    half = (n + 1) // 2
+    validation = sample + max(fit_memory(half, d, spec.replace(robust=True, configuration="fixed"), n_groups, 8), sample + 6 * half * d)
+    return max(fitted, validation)
 
 
 def _strategy(leading: str | Callable[..., np.ndarray]) -> Strategy:
