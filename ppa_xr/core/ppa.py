@@ -468,7 +468,7 @@ def _compose(mean: np.ndarray, steps: list[Step], last_axis: np.ndarray, last_va
     constant term (``forward_bias[p]``, ``inverse_bias[p]``), so a truncated
     inverse can leave out the steps it does not run.
     """
-    d = mean.shape[0]
+    d = mean.shape[0]  # pca_rotation row-major below, as a file or a pickle gives it back: one layout, one rounding everywhere
     rotation = np.vstack([s.lead for s in steps] + [oriented(last_axis[:, None])[:, 0]])
     gmax = max(max(s.degree for s in steps), 1)
     forward, inverse = np.zeros((2, d - 1, gmax, d))
@@ -484,5 +484,5 @@ def _compose(mean: np.ndarray, steps: list[Step], last_axis: np.ndarray, last_va
         center=np.array([s.center for s in steps]), scale=np.array([s.scale for s in steps]),
         forward_bias=forward_bias, forward=forward, inverse_bias=inverse_bias, inverse=inverse,
         explained_variance=np.array([s.variance for s in steps] + [last_variance]),
-        pca_rotation=pca[0], pca_variance=pca[1], tails=tails,
+        pca_rotation=np.ascontiguousarray(pca[0]), pca_variance=pca[1], tails=tails,
     )
