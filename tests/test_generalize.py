@@ -104,3 +104,14 @@ def test_synthetic_generator_checks_its_arguments():
     assert cube.data.shape == cube.signal.shape == (500, 30)
     assert np.isclose(cube.noise_std.max() / cube.noise_std.min(), 10.0)
     assert 0.05 < np.mean(cube.material == -1) < 0.15
+
+
+def test_a_robust_step_carries_the_exact_residual_covariance():
+    """Axes fitted at different degrees (the per-axis split of a robust step) leave a residual whose covariance
+    needs the cross terms C^T W + W^T C - W^T G W: the later steps' variances are the outputs' variances."""
+    X = load_table("Pageblocks").normalised()
+    model = PPA(robust=True, configuration="fixed", random_state=0).fit(X)
+    R = model.transform(X)
+    split = (model.degrees_ > 1).sum()
+    assert split >= 1
+    np.testing.assert_allclose(model.explained_variance_, R.var(axis=0), rtol=0, atol=1e-10 * R.var(axis=0).max())

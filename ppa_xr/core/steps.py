@@ -234,11 +234,11 @@ def fit_step(
         if scales[0] > 0:
             design = designs[0]
             gram = design @ design.T
-            fitted = _polynomial(res, design, gram, choice, fit_linear)
+            fitted, cross = _polynomial(res, design, gram, choice, fit_linear)
             removed = np.sum(fitted * (gram @ fitted))  # ||B W||^2, the residual energy the polynomial explains
             if removed > 1e-12 * np.trace(cov) * res.n:  # else numerically no curve (e.g. degree 1 on a PCA direction)
                 w, degree, center, scale = fitted, choice.degree, float(centers[0]), float(scales[0])
-                cov = cov - w.T @ (gram / res.n) @ w
+                cov = cov - _explained(w, cross / res.n, gram / res.n, exact=choice.axes is None)
                 cov = (cov + cov.T) / 2
     if guard is not None and not guard(cov):
         return None
@@ -247,16 +247,27 @@ def fit_step(
     return Step(lead, w_input, degree, center, scale, variance), w is not None
 
 
-def _polynomial(res: Residual, design: np.ndarray, gram: np.ndarray, choice: Choice, fit_linear: bool) -> np.ndarray:
+def _polynomial(res: Residual, design: np.ndarray, gram: np.ndarray, choice: Choice, fit_linear: bool) -> tuple[np.ndarray, np.ndarray]:
     """``W`` (K x (m-1)) by least squares of the residual after the step on ``B``: on the choice's axes at its
-    degree, on the others at its lowest degree where that is a curve (or ``fit_linear``)."""
+    degree, on the others at its lowest degree where that is a curve (or ``fit_linear``); and ``C = B^T Y``."""
     cross = res.cross(design)
     fitted = np.zeros_like(cross)
     for degree, axes in choice.parts():
         if degree > 1 or fit_linear:
             k = degree + 1
             fitted[:k] += _on_axes(res, design[:k], gram[:k, :k], cross[:k], axes)
-    return fitted
+    return fitted, cross
+
+
+def _explained(w: np.ndarray, cross: np.ndarray, gram: np.ndarray, exact: bool) -> np.ndarray:
+    """The covariance the correction ``B W`` removes from the residual ``Y``, given ``C = B^T Y / n`` and
+    ``G = B^T B / n``: ``(Y^T Y - (Y - B W)^T (Y - B W)) / n = C^T W + W^T C - W^T G W``. Where ``W`` is
+    the least-squares fit of every axis on the whole design (``exact``), ``C^T W = W^T G W`` and it is
+    ``W^T G W``; axes fitted on part of the design (a robust step's split) need the cross terms."""
+    if exact:
+        return w.T @ gram @ w
+    shift = cross.T @ w
+    return shift + shift.T - w.T @ gram @ w
 
 
 def _on_axes(res: Residual, design: np.ndarray, gram: np.ndarray, cross: np.ndarray, axes: np.ndarray | None) -> np.ndarray:
