@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import ppa_xr
 from ppa_xr.datasets import open_ersst_sample
@@ -49,3 +50,53 @@ def test_datetime_labels_survive_saving(tmp_path, sst, model):
     np.testing.assert_array_equal(loaded.feature_labels_, model.feature_labels_)
     shuffled = sst.isel(time=np.random.default_rng(0).permutation(36))
     np.testing.assert_array_equal(shuffled.ppa.transform(loaded).values, sst.ppa.transform(model).values)
+
+
+def _anomalies(sst):
+    return (sst.groupby("time.month") - sst.groupby("time.month").mean("time")).drop_vars("month")
+
+
+def test_weighted_degree_one_reproduces_xeofs_eofs():
+    """The recipe of docs/climate.md: anomalies, area weights, every ocean cell; degree=1 is xeofs' EOF analysis."""
+    xeofs = pytest.importorskip("xeofs")
+    sst = open_ersst_sample()["sst"].load()
+    anom = _anomalies(sst)
+    coslat = np.cos(np.deg2rad(anom.lat))
+    model = anom.ppa.fit(dim="time", degree=1, weights=coslat, n_samples=int(anom.notnull().all("time").sum()), random_state=0)
+    eof = xeofs.single.EOF(n_modes=5, use_coslat=True)
+    eof.fit(anom - anom.weighted(coslat).mean(("lat", "lon")), dim="time")  # PPA centres each month over the grid
+    pcs, patterns = eof.scores(normalized=True), eof.components()
+    maps = anom.ppa.transform(model, n_components=5) * np.sqrt(coslat)
+    for k in range(5):
+        a, b = model.components_[k], pcs.isel(mode=k).values
+        assert abs(a @ b) / np.linalg.norm(a) / np.linalg.norm(b) >= 0.9999
+        pair = xr.align(maps.isel(component=k), patterns.isel(mode=k))  # by coordinate: xeofs sorts its latitudes
+        x, y = (v.transpose("lat", "lon").values.astype(np.float64) for v in pair)
+        ocean = np.isfinite(x) & np.isfinite(y)
+        assert abs(x[ocean] @ y[ocean]) / np.linalg.norm(x[ocean]) / np.linalg.norm(y[ocean]) >= 0.9999
+    np.testing.assert_allclose(model.explained_variance_ratio_[:5], eof.explained_variance_ratio().values, rtol=1e-6)
+
+
+def test_a_weighted_fit_is_the_fit_of_the_equal_area_grid():
+    """On a latitude-longitude grid whose pixels differ with latitude, a fit weighted by cos(lat) equals, within
+    sampling noise, the unweighted fit of an equal-area grid (each latitude's row thinned to cos(lat) of its
+    pixels), and not the unweighted fit of the grid."""
+    rng = np.random.default_rng(0)
+    lat = np.linspace(-85, 85, 69)
+    lon = np.arange(0, 360, 1.0)
+    polar = np.abs(lat)[:, None, None] / 90  # the poles hold another regime, over-represented on the grid
+    noise = rng.normal(size=(lat.size, lon.size, 3))
+    values = np.stack([noise[..., 0] * (1 + 3 * polar[..., 0]), noise[..., 1] + 2 * polar[..., 0] * noise[..., 0],
+                       noise[..., 2] * (2 - polar[..., 0])], axis=0)
+    grid = xr.DataArray(values, dims=("band", "lat", "lon"), coords={"lat": lat, "lon": lon})
+    weights = np.cos(np.deg2rad(grid.lat))
+    weighted = grid.ppa.fit(degree=1, weights=weights, n_samples=grid.lat.size * grid.lon.size, random_state=0)
+    rows = [grid.sel(lat=la).isel(lon=slice(None, None, max(1, round(1 / np.cos(np.deg2rad(la)))))) for la in lat]
+    equal_area = np.concatenate([row.values.reshape(3, -1) for row in rows], axis=1).T
+    thinned = ppa_xr.PPA(degree=1).fit(equal_area)
+    plain = grid.ppa.fit(degree=1, n_samples=grid.lat.size * grid.lon.size, random_state=0)
+    assert np.abs(weighted.explained_variance_ratio_ - thinned.explained_variance_ratio_).max() < 0.02
+    assert np.abs(plain.explained_variance_ratio_ - thinned.explained_variance_ratio_).max() > 0.05
+    assert np.abs(np.sum(weighted.components_ * thinned.components_, axis=1)).min() > 0.99
+    fitted = weighted.evaluate(equal_area)  # weighted means of the errors: the comparison the fit optimises
+    assert fitted.n == len(equal_area)

@@ -195,7 +195,8 @@ def test_too_few_neighbour_pairs_are_refused():
 # --------------------------------------------------------------------------- pooled samples
 def test_pooled_cubes_keep_distinct_groups_and_seeds():
     low, high = noisy({"band": 2, "y": 30, "x": 30}) - 100, noisy({"band": 2, "y": 30, "x": 30}, seed=1) + 100  # one grid
-    values, groups, sample, _ = sample_cubes([low, high], "band", 900, 0)
+    pooled = sample_cubes([low, high], "band", 900, 0)
+    values, groups, sample = pooled.values, pooled.groups, pooled.sample
     mine = values[:, 0] > 0
     assert not set(groups[mine]) & set(groups[~mine])  # once both cubes' last blocks shared an id
     first, second = sample.cubes

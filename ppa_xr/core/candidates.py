@@ -126,7 +126,8 @@ def _suffix(column_sums: np.ndarray) -> np.ndarray:
     return np.cumsum(column_sums[..., ::-1], axis=-1)[..., ::-1]
 
 
-def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bounds: np.ndarray,
+                      weights: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Held-out squared errors of every truncation of a fit, summed per group: (C+1, groups, d-1).
 
     ``params`` is a fit on ``train``, its curved steps ``p_1 < ... < p_C``.
@@ -135,8 +136,9 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     ``max_curved=c`` fits on ``train`` (its steps up to ``p_c`` are the same,
     and a capped fit is the PCA of the residual); ``c = 0`` is the PCA of
     ``train``. ``held`` rows are sorted by group, ``bounds`` the groups' row
-    ranges. Entry ``[c, g, k-1]`` is the squared error keeping ``k`` components,
-    summed over group ``g``'s rows.
+    ranges; ``weights``, the rows' (train's, held's), weigh every sum. Entry
+    ``[c, g, k-1]`` is the squared error keeping ``k`` components, summed over
+    group ``g``'s rows.
 
     One pass over the curved steps. The training residual's second moments are
     updated with each correction ``r -= B F`` (``M -= Q^T F + F^T Q - F^T B^T B F``
@@ -146,7 +148,8 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     d = params.n_features
     curved = params.curved_steps()
     r_train, r_held = _state(params, train), _state(params, held)
-    moments = r_train.T @ r_train
+    w_train, w_held = (np.ones(len(train)), np.ones(len(held))) if weights is None else weights
+    moments = (r_train * w_train[:, None]).T @ r_train
     starts = bounds[:-1]
     out = np.empty((len(curved) + 1, len(starts), d - 1))
     full = np.empty((len(starts), d - 1))  # the untruncated fit's errors, filled as the states come
@@ -154,10 +157,11 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
         if c:
             p = curved[c - 1]
             design, coef = _correction(params, p, r_train)
-            cross = design.T @ r_train[:, p + 1:]  # Q = B^T r on the corrected block
+            weighted = design * w_train[:, None]
+            cross = weighted.T @ r_train[:, p + 1:]  # Q = B^T r on the corrected block
             shift = cross.T @ coef
-            moments[p + 1:, p + 1:] -= shift + shift.T - coef.T @ (design.T @ design) @ coef
-            rest = design.T @ r_train[:, :p + 1]  # the rows and columns before the block: -r_a^T B F
+            moments[p + 1:, p + 1:] -= shift + shift.T - coef.T @ (weighted.T @ design) @ coef
+            rest = weighted.T @ r_train[:, :p + 1]  # the rows and columns before the block: -r_a^T B F
             moments[:p + 1, p + 1:] -= rest.T @ coef
             moments[p + 1:, :p + 1] = moments[:p + 1, p + 1:].T
             r_train[:, p + 1:] -= design @ coef
@@ -166,7 +170,7 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
         lead = 0 if c == 0 else curved[c - 1] + 1  # outputs fixed by the kept steps
         tail = r_held[:, lead:]
         # state c holds for k from lead to the next curved step: the untruncated errors ||r[k:]||^2 there
-        squares = _suffix(np.add.reduceat(tail**2, starts, axis=0))
+        squares = _suffix(np.add.reduceat(tail**2 * w_held[:, None], starts, axis=0))
         last = curved[c] if c < len(curved) else d - 1
         ks = np.arange(max(lead, 1), last + 1)
         full[:, ks - 1] = squares[:, ks - lead]
@@ -176,7 +180,7 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
         # the projections in float32 (half the cost of the largest product here): an error of 1e-7 of a row's
         # norm in each, far below the EQUAL floor of the comparison; the squares are summed in float64
         projected = tail.astype(np.float32) @ vectors[:, ::-1].astype(np.float32)
-        errors = _suffix(np.add.reduceat(np.square(projected, dtype=np.float64), starts, axis=0))
+        errors = _suffix(np.add.reduceat(np.square(projected, dtype=np.float64) * w_held[:, None], starts, axis=0))
         out[c, :, :lead] = full[:, :lead]
         out[c, :, lead:] = errors[:, 1: d - lead]
     return out
@@ -255,17 +259,19 @@ def feasible(n: int, groups: np.ndarray | None, declared: Spec) -> bool:
 
 
 def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Generator, min_samples: int,
-           escalate: bool = True, n_folds: int | None = None, rounds: int | None = None) -> Selection | None:
+           escalate: bool = True, n_folds: int | None = None, rounds: int | None = None,
+           weights: np.ndarray | None = None) -> Selection | None:
     """Validate the truncations of a fit on ``X`` (see the module docstring) and choose one; with
     ``escalate``, the robust family's too where the uncapped plain fit is refused or beaten. None where a
-    training part is too small to fit. ``fit(rows, groups, rng, robust=..., max_curved=...)`` fits rows
-    with every other option of the final fit.
+    training part is too small to fit. ``fit(rows, groups, rng, weights, robust=..., max_curved=...)`` fits
+    rows with every other option of the final fit; ``weights`` (n,) weigh the rows (None: equally).
 
     The groups are dealt into ``n_folds`` folds, and the first ``rounds`` of them are held out in turn."""
     n, d = X.shape
     # the parts on the data divided by a power of two near its spread (exact): the fits are the same up to that
     # factor (they divide by such a power themselves), and squared errors of data at 1e-200 or 1e150 stay finite
     unit = power_of_two(np.max(np.abs(X - X.mean(axis=0)), initial=0.0))
+    weights = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     folds, order = Folds.make(groups, n, FOLDS if n_folds is None else n_folds, rng)
     rounds = min(ROUNDS if rounds is None else rounds, folds.n_folds)
     sizes = np.bincount(folds.fold, weights=np.diff(folds.bounds), minlength=folds.n_folds)
@@ -288,12 +294,12 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
         errors = []
         for held, rows, bounds, train, train_groups, seed in parts:
             training, unseen = X[train] / unit, X[rows] / unit  # one gather of each part
-            params = fit(training, train_groups, np.random.default_rng(seed), robust=robust, max_curved=None)
-            errors.append((held, truncation_errors(params, training, unseen, bounds)))
+            params = fit(training, train_groups, np.random.default_rng(seed), weights[train], robust=robust, max_curved=None)
+            errors.append((held, truncation_errors(params, training, unseen, bounds, (weights[train], weights[rows]))))
             if not robust:
                 pca[held] = errors[-1][1][0]
                 z = params.to_fit_space(unseen)
-                total += float(np.einsum("ij,ij->", z, z))
+                total += float(np.einsum("i,ij,ij->", weights[rows], z, z))
         top = max(len(e) - 1 for _, e in errors)
         for c in range(top + 1):
             held_out = np.empty_like(pca)
@@ -314,13 +320,14 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
 
 
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
-                 progress: Progress | None = None) -> tuple[Fitted, Choice]:
+                 progress: Progress | None = None, weights: np.ndarray | None = None) -> tuple[Fitted, Choice]:
     """The fit of ``declared``, its configuration chosen by :func:`select` where ``configuration="validated"`` leaves it
     open: nothing is searched where ``robust=True`` or a ``max_curved`` fix it, a single degree leaves nothing to
     validate, or the sample is too small (:func:`feasible`). The validation draws from a child of ``rng``, so the
     final fit's folds are those of the same fit without it. Its fits are PCA-led whatever the leading vectors:
     a searched one (PPA-GD) is kept by its own held-out test at each step, and the configuration chosen for the
-    PCA-led fit caps its steps; GD is never combined with the robust family.
+    PCA-led fit caps its steps; GD is never combined with the robust family. ``weights`` weigh the rows in
+    the validation and the fit alike.
 
     Returns
     -------
@@ -331,11 +338,13 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     searched = declared.configuration == "validated" and not declared.robust and declared.max_curved is None
     if searched and feasible(len(X), groups, declared):
 
-        def candidate(rows: np.ndarray, row_groups: np.ndarray | None, child: np.random.Generator, **configuration: object) -> PPAParams:
-            return fit_params(rows, declared.replace(leading="pca", **configuration), groups=row_groups, rng=child)
+        def candidate(rows: np.ndarray, row_groups: np.ndarray | None, child: np.random.Generator, row_weights: np.ndarray,
+                      **configuration: object) -> PPAParams:
+            return fit_params(rows, declared.replace(leading="pca", **configuration), groups=row_groups, rng=child,
+                              weights=None if weights is None else row_weights)
 
-        found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca")
+        found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca", weights=weights)
         if found is not None:
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
-    return fit(X, final, groups=groups, rng=rng, progress=progress), choice
+    return fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights), choice

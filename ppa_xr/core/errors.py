@@ -96,7 +96,8 @@ def training_ratio(residual_energy: np.ndarray, pca_variance: np.ndarray, total:
     return 100 * np.maximum(residual_energy, floor) / np.maximum(beyond, floor)
 
 
-def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None = None) -> ErrorComparison:
+def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None = None,
+                   weights: np.ndarray | None = None) -> ErrorComparison:
     """PPA against ``baseline`` (default: its own PCA, :meth:`~ppa_xr.core.PPAParams.pca`) on the rows of ``X``, ``k = 1..d-1``.
 
     Parameters
@@ -107,6 +108,11 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
         Samples to compare on (finite rows).
     baseline : PPAParams, optional
         Default: the PCA of the same fitting sample.
+    weights : np.ndarray, optional
+        (n,) non-negative weights of the rows (e.g. each pixel's area): weighted
+        means, and the delta method's standard error with the weights,
+        ``se(r)^2 = n/(n-1) sum_i v_i^2 (e_i - e_v)^2 / (sum_i v_i b_i)^2``,
+        ``e_i = a_i - r b_i``.
 
     Returns
     -------
@@ -124,6 +130,8 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
     floor = floor_of(np.mean(np.einsum("ij,ij->i", centred, centred)))
     a = kernels.error_curve(X, params.scaled(c))[:, :-1]
     b = kernels.error_curve(X, baseline.scaled(c))[:, :-1]
+    if weights is not None:
+        return _weighted(a, b, np.asarray(weights, dtype=np.float64), floor, c)
     n = len(X)
     mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
     ours, theirs = np.maximum(mean_a, floor), np.maximum(mean_b, floor)
@@ -135,6 +143,21 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
     moment = lambda u, v: np.einsum("ij,ij->j", u, v) / n  # noqa: E731
     spread = moment(a, a) - 2 * ratio * moment(a, b) + ratio**2 * moment(b, b) - (mean_a - ratio * mean_b) ** 2
     se = np.sqrt(np.maximum(spread, 0) * n / (n - 1)) / (np.sqrt(n) * theirs)
+    return ErrorComparison(*means, 100 * ratio, 100 * se, n)
+
+
+def _weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray, floor: float, c: float) -> ErrorComparison:
+    """:func:`compare_errors` of per-row errors ``a`` (PPA) and ``b`` (baseline), ``(n, k)`` at scale ``c``, weighted."""
+    n = len(a)
+    v = weights / weights.mean()
+    mean_a, mean_b = (v @ a) / n, (v @ b) / n
+    ratio = np.maximum(mean_a, floor) / np.maximum(mean_b, floor)
+    means = (mean_a / c / c, mean_b / c / c)
+    if n < 2:
+        return ErrorComparison(*means, 100 * ratio, np.full_like(ratio, np.inf), n)
+    residual = a - ratio * b
+    residual -= (v @ residual) / n
+    se = np.sqrt(n / (n - 1) * ((v**2) @ residual**2)) / (n * np.maximum(mean_b, floor))
     return ErrorComparison(*means, 100 * ratio, 100 * se, n)
 
 

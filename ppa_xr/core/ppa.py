@@ -81,7 +81,7 @@ class Fit:
 
 
 def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
-        progress: Progress | None = None) -> Fit:
+        progress: Progress | None = None, weights: np.ndarray | None = None) -> Fit:
     """Fit PPA on a finite float sample ``X`` (n x d) with the parameters of ``spec``.
 
     ``spec.standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features'
@@ -100,6 +100,13 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     rows drawn at random; only a curved step's polynomial is then fitted on
     the whole sample, so a straight step costs no pass over it.
 
+    ``weights`` (n,, positive) weigh the rows as repeated rows would
+    (scikit-learn's ``sample_weight``; a cube's area weights): the mean, the
+    covariances and every least-squares fit and held-out error are weighted,
+    the fit running on the rows times ``sqrt(w)`` (its designs laid on the
+    unscaled projections, then scaled alike). Robust fences are the
+    projections' unweighted quartiles.
+
     Every BLAS is held at one thread meanwhile: the steps' many small products
     would only wait for threads, and the fit's rounding does not depend on
     the machine's thread count.
@@ -116,6 +123,8 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
         Folds and draws.
     progress : callable, optional
         ``progress(done, total)`` as steps are done (a plain rotation's at once).
+    weights : np.ndarray, optional
+        (n,) positive weights of the rows.
 
     Returns
     -------
@@ -126,32 +135,34 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     # one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and stable under load, where
     # the default threads doubled the fit time and took PCA() from 0.1 to 0.4-11 s (docs/performance.md)
     with blas.every_blas_on_one_thread():
-        return _fit(X, spec, groups, rng, progress)
+        return _fit(X, spec, groups, rng, progress, weights)
 
 
-def _fit(X: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator, progress: Progress | None) -> Fit:
+def _fit(X: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator, progress: Progress | None,
+         weights: np.ndarray | None = None) -> Fit:
     """``fit``, on one BLAS thread: the start, one eigendecomposition, the steps, their composition."""
     n = len(X)
     rows = n if spec.selection_samples is None else spec.selection_samples
     folds, order = Folds.select(groups, n, spec.n_folds, rng, rows) if len(spec.candidates) > 1 else (None, None)
-    start, Z = _Start.of(X, order, spec)
+    root = _root_weights(weights, order)
+    start, Z = _Start.of(X, order, spec, root)
     values, vectors = eigenbasis(start.cov)
     axes, variances = oriented(vectors), np.maximum(values, 0.0)
     res = Residual.start(Z, 0 if folds is None else int(folds.bounds[-1]), values, axes)
     del Z  # the residual owns the sample now, and overwrites it
-    loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress)
+    loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
     return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total))
 
 
 def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
-               progress: Progress | None = None) -> PPAParams:
+               progress: Progress | None = None, weights: np.ndarray | None = None) -> PPAParams:
     """The fitted parameters of ``fit`` alone.
 
     Parameters
     ----------
-    X, spec, groups, rng, progress
+    X, spec, groups, rng, progress, weights
         As ``fit``.
 
     Returns
@@ -159,7 +170,7 @@ def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, r
     PPAParams
         The fitted parameters.
     """
-    return fit(X, spec, groups=groups, rng=rng, progress=progress).params
+    return fit(X, spec, groups=groups, rng=rng, progress=progress, weights=weights).params
 
 
 def block_size(rows: int, groups: int, terms: int, m: int, d: int) -> int:
@@ -222,9 +233,9 @@ class _Start:
     whitening: np.ndarray | None
 
     @classmethod
-    def of(cls, X: np.ndarray, order: np.ndarray | None, spec: Spec) -> tuple[_Start, np.ndarray]:
-        """The start and ``Z``."""
-        Z, mean, factor = _centred(X, order, per_feature=spec.standardize)
+    def of(cls, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None) -> tuple[_Start, np.ndarray]:
+        """The start and ``Z`` (its rows times ``root``, the square roots of their weights, where given)."""
+        Z, mean, factor = _centred(X, order, spec.standardize, root)
         n = len(Z)
         if spec.noise_cov is not None:  # W = Lambda^-1/2 U^T (noise in unit variance), then a power of two for O(1) values
             whitening = noise_whitening(spec.noise_cov)
@@ -258,13 +269,14 @@ class _Loop:
     pca_variance: np.ndarray
     res: Residual
     progress: Progress | None
+    root: np.ndarray | None = None  # square roots of the rows' weights (None: unweighted)
     steps: list[Step] = field(default_factory=list)
     energies: list[float] = field(default_factory=list)  # tr(S_k) after each step: the training error keeping k components
 
     def __post_init__(self) -> None:
         self.d = self.res.frame.shape[0]
         self.total = self.reference = float(np.trace(self.res.cov))  # the sample's energy; the reference is renewed at each recompute
-        self.designs_of = Designs(self.spec.tails, 1e-12 * np.sqrt(max(self.reference, np.finfo(float).tiny)), self.spec.robust)
+        self.designs_of = Designs(self.spec.tails, 1e-12 * np.sqrt(max(self.reference, np.finfo(float).tiny)), self.spec.robust, self.root)
         self.n_curved, self.searching = 0, self.strategy.searches
 
     def run(self) -> None:
@@ -438,21 +450,34 @@ def _checked_spread(unit: float, d: int, advice: str) -> float:
     return unit
 
 
-def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
+def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
+             root: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
     """``Z = (X[order] - mean) / f``, a new float64 array, with ``mean`` and ``f``: a :func:`~ppa_xr.core.linalg.power_of_two`
     near the largest deviation, so the fit runs on O(1) values, exactly scaled (no under/overflow at 1e-200 or 1e200).
     ``per_feature`` (standardizing fits): one power of two per feature, so a feature at 1e-150 beside one
-    at 1e150 keeps its values (their variances are computed apart)."""
-    if order is None:  # the copy is the centring: one pass
+    at 1e150 keeps its values (their variances are computed apart). With ``root`` (the square roots of the
+    rows' weights, mean weight 1, in the order of ``order``), the mean is weighted and each row is scaled by
+    its root: ``Z^T Z`` is then the weighted scatter."""
+    if order is None and root is None:  # the copy is the centring: one pass
         mean = X.mean(axis=0, dtype=np.float64)
         Z = np.subtract(X, mean, dtype=np.float64)
     else:
-        Z = np.take(X, order, axis=0).astype(np.float64, copy=False)
-        mean = Z.mean(axis=0)
+        Z = (X if order is None else np.take(X, order, axis=0)).astype(np.float64, copy=order is None)
+        mean = Z.mean(axis=0) if root is None else (root**2 @ Z) / len(Z)
         Z -= mean
     factor = power_of_two(np.maximum(Z.max(axis=0), -Z.min(axis=0)) if per_feature else max(Z.max(), -Z.min()))
     Z *= 1 / factor
+    if root is not None:
+        Z *= root[:, None]
     return Z, mean, factor if per_feature else factor[()]
+
+
+def _root_weights(weights: np.ndarray | None, order: np.ndarray | None) -> np.ndarray | None:
+    """The square roots of the rows' weights, scaled to a mean weight of 1 and put in the fit's row ``order``."""
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=np.float64) if order is None else np.take(np.asarray(weights, dtype=np.float64), order)
+    return np.sqrt(w / w.mean())
 
 
 def _compose(mean: np.ndarray, steps: list[Step], last_axis: np.ndarray, last_variance: float, tails: str,

@@ -177,14 +177,16 @@ class Residual:
         self.cov, self.principal = cov / self.n, False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Designs:
     """How a step's polynomial basis is laid on its projections: the kernels' tails, ``tiny``, the spread
-    below which a projection counts as constant, and whether the range is fenced (robust fits)."""
+    below which a projection counts as constant, whether the range is fenced (robust fits), and the square
+    roots of the rows' weights (the residual's rows carry them: a weighted fit)."""
 
     tails: str
     tiny: float
     fenced: bool = False
+    root: np.ndarray | None = None
 
     def __call__(self, alphas: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``[1, P_1(t), ..., P_top(t)]`` of each row of ``alphas`` (b x n) -> (b, top+1, n), with centres and scales.
@@ -192,8 +194,16 @@ class Designs:
         ``t`` maps the projections' range ``[min, max]`` (with ``fenced``, their
         ``ppa_xr.core.basis.fences``, except for raw polynomial tails) onto ``[-1, 1]``; beyond it the design has the
         kernels' tails, so the fitted map is the one the kernels apply. A
-        projection without spread gets scale 0: a plain rotation step.
+        projection without spread gets scale 0: a plain rotation step. In a
+        weighted fit the projections of the rows as they are held (times
+        ``root``) are divided by it first, and the design's columns (rows of
+        the sample, the first ``n`` of them) multiplied by it after.
         """
+        if self.root is not None:
+            root = self.root[: alphas.shape[1]]
+            designs, centers, scales = Designs(self.tails, self.tiny, self.fenced)(alphas / root, top)
+            designs *= root
+            return designs, centers, scales
         if self.tails == "polynomial" or not self.fenced:
             lo, hi = alphas.min(axis=1), alphas.max(axis=1)
         else:

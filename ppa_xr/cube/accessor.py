@@ -63,10 +63,10 @@ class _PPAAccessor:
     @_delegates_to(shift.evaluate)
     def evaluate(
         self, model: PPA, n_samples: int | None = shift.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
-        max_chunks: int | None = None,
+        max_chunks: int | None = None, weights: xr.DataArray | None = None,
     ) -> xr.Dataset:
         """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.cube.evaluate`."""
-        return shift.evaluate(self._obj, model, n_samples, dim, random_state, max_chunks)
+        return shift.evaluate(self._obj, model, n_samples, dim, random_state, max_chunks, weights)
 
     @_delegates_to(maps.inverse_transform)
     def inverse_transform(self, model: PPA, dim: Hashable = inputs.COMPONENT) -> xr.DataArray:

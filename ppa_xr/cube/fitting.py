@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from .sampling import sample_cubes
 
 def fit(
     obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
-    progress: bool = False, **ppa_params: Any,
+    progress: bool = False, weights: xr.DataArray | None = None, **ppa_params: Any,
 ) -> PPA:
     """Fit :class:`~ppa_xr.PPA` on a random sample of the valid pixels of a cube.
 
@@ -57,6 +57,16 @@ def fit(
         Show a progress bar of the fit's steps (the sampling pass is a dask
         computation: see its progress with ``dask.diagnostics.ProgressBar``
         or the distributed dashboard).
+    weights : xr.DataArray, optional
+        A weight per pixel, over some of the pixel dimensions (broadcast to the
+        others), e.g. ``np.cos(np.deg2rad(cube.lat))`` so that the fit
+        represents area on a latitude-longitude grid. The sample is drawn
+        uniformly (its record, and so ``evaluate`` and the report, do not
+        depend on the weights) and each sampled pixel weighs in the fit as
+        its weight says: the mean, the covariances, every least-squares fit
+        and held-out error (``PPA.fit(X, sample_weight=...)``). Where every
+        valid pixel is sampled the fit is exactly the weighted one (weighted
+        EOFs with ``degree=1``).
     **ppa_params
         :class:`~ppa_xr.PPA` parameters (``degree``, ``robust``, ``standardize``, ``noise_cov``, ...).
 
@@ -76,12 +86,12 @@ def fit(
     >>> cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
     >>> model = cube.ppa.fit(n_samples=20_000, random_state=0)  # doctest: +SKIP
     """
-    return fit_pooled([obj], dim, n_samples, random_state, progress, **ppa_params)
+    return fit_pooled([obj], dim, n_samples, random_state, progress, weights, **ppa_params)
 
 
 def fit_pooled(
     cubes: Iterable[xr.DataArray | xr.Dataset], dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
-    progress: bool = False, **ppa_params: Any,
+    progress: bool = False, weights: xr.DataArray | Sequence[xr.DataArray] | None = None, **ppa_params: Any,
 ) -> PPA:
     """Fit one :class:`~ppa_xr.PPA` on several cubes (scenes, dates; any grids), as :func:`~ppa_xr.cube.fit` does on one.
 
@@ -98,6 +108,8 @@ def fit_pooled(
         The scenes or dates, on any grids, with the same features (a list, or any iterable such as a generator).
     dim, n_samples, random_state, progress, **ppa_params
         As in :func:`~ppa_xr.cube.fit`; ``noise_cov="shift"`` pools the neighbour differences of every cube.
+    weights : xr.DataArray or sequence of xr.DataArray, optional
+        As in :func:`~ppa_xr.cube.fit`: one for every cube (broadcast to each), or one per cube.
 
     Returns
     -------
@@ -127,12 +139,13 @@ def fit_pooled(
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(cubes[0], xr.Dataset))
     arrays = [features.select(da, d) for da in arrays]
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
-    values, groups, sample, shift = sample_cubes(arrays, dim, n_samples, random_state, along=shift)
+    pooled = sample_cubes(arrays, dim, n_samples, random_state, along=shift)
     if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
         declared = declared.replace(noise_cov=sample_covariance(features.select(feature_array(noise, dim), d), dim))
-    elif shift is not None:
-        declared = declared.replace(noise_cov=noise_covariance(shift, d))
-    return PPA.fitted(values, declared, groups, features, sample, progress)
+    elif pooled.along is not None:
+        declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
+    row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
+    return PPA.fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights)
 
 
 def _check_enough_pixels(arrays: list[xr.DataArray], dim: Hashable) -> None:

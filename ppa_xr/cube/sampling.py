@@ -269,10 +269,50 @@ def _drawn(result: tuple, seed: int, layout: _Layout) -> Sample:
     return Sample(values, keys, groups[order], index, count, PixelSample(seed, int(keys.max(initial=0)), len(keys), layout.shape, witness))
 
 
+@dataclass(frozen=True)
+class Pooled:
+    """A sample of several cubes: the rows (n, d), their spatial blocks (``groups``, distinct per cube), the
+    record of each cube's share (``sample``), each row's cube and flat pixel index, and the results of the
+    reductions computed in the same pass (``along``)."""
+
+    values: np.ndarray
+    groups: np.ndarray
+    sample: FitSample
+    cube: np.ndarray
+    index: np.ndarray
+    along: Any = None
+
+    def weights(self, cubes: list[xr.DataArray], dim: Hashable, weights: xr.DataArray | list[xr.DataArray]) -> np.ndarray:
+        """Each row's weight, read from ``weights`` (a DataArray over some of the pixel dimensions, e.g.
+        ``cos(lat)``, broadcast to each cube; or one per cube) at the row's pixel: only the chunks of the
+        sampled pixels are computed."""
+        per_cube = weights if isinstance(weights, (list, tuple)) else [weights] * len(cubes)
+        if len(per_cube) != len(cubes):
+            raise ValueError(f"weights: give one DataArray for every cube, or one for all; got {len(per_cube)} for {len(cubes)} cubes")
+        out = np.empty(len(self.index))
+        for i, (da, w) in enumerate(zip(cubes, per_cube)):
+            rows = np.flatnonzero(self.cube == i)
+            out[rows] = weights_at(da, dim, w, self.index[rows])
+        if not (np.isfinite(out).all() and (out >= 0).all() and out.sum() > 0):
+            raise ValueError("weights must be finite and non-negative at the sampled pixels, and not all 0 (e.g. np.cos(np.deg2rad(cube.lat)))")
+        return out
+
+
+def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np.ndarray) -> np.ndarray:
+    """``weights`` at the pixels of ``da`` with these flat indices (over its pixel dims, C order)."""
+    pixel_dims = [d for d in da.dims if d != dim]
+    if not isinstance(weights, xr.DataArray) or not set(weights.dims) <= set(pixel_dims):
+        raise ValueError(f"weights must be a DataArray over the cube's pixel dimensions {pixel_dims} (e.g. np.cos(np.deg2rad(cube.lat))), "
+                         f"got {type(weights).__name__} with dims {getattr(weights, 'dims', None)}")
+    position = np.unravel_index(index, [da.sizes[d] for d in pixel_dims])
+    where = {d: xr.DataArray(p, dims="pixel") for d, p in zip(pixel_dims, position) if d in weights.dims}
+    return np.asarray(weights.isel(where).broadcast_like(xr.DataArray(np.empty(len(index)), dims="pixel")).values, dtype=np.float64)
+
+
 def sample_cubes(
     cubes: list[xr.DataArray], dim: Hashable, n_samples: int | None, random_state: int | None, along: Any = None,
-) -> tuple[np.ndarray, np.ndarray, FitSample, Any]:
-    """One uniform sample of the valid pixels of several cubes (any grids): rows, groups, and the sample per cube.
+) -> Pooled:
+    """One uniform sample of the valid pixels of several cubes (any grids), as a :class:`Pooled`.
 
     Each cube's pixels get keys under their own seed (the first cube's is the
     seed a single-cube fit draws, so one cube gives :func:`sample_features`'s
@@ -281,7 +321,7 @@ def sample_cubes(
     recorded as its pixels with keys up to the largest key kept from it.
     Groups are the spatial blocks, distinct per cube. ``along``: other lazy
     reductions over the same cubes (e.g. the noise estimate's), computed in
-    the same pass over their chunks and returned last.
+    the same pass over their chunks.
 
     ``n_samples=None`` keeps up to :data:`DEFAULT_SAMPLES` pixels, and no more
     than :data:`FIT_SHARE` of the valid pixels where they number at least
@@ -308,4 +348,6 @@ def sample_cubes(
         mine = keys[kept][cube[kept] == i]
         witness = sample.drawn.witness if len(mine) else None  # its first row, the smallest key, is kept when any is
         shares.append(PixelSample(sample.drawn.seed, int(mine.max(initial=0)), len(mine), sample.drawn.shape, witness))
-    return np.concatenate([sample.values for sample in samples])[kept], groups[kept], FitSample(tuple(shares)), along
+    values = np.concatenate([sample.values for sample in samples])[kept]
+    index = np.concatenate([sample.index for sample in samples])[kept]
+    return Pooled(values, groups[kept], FitSample(tuple(shares)), cube[kept], index, along)

@@ -11,7 +11,7 @@ from ..core import errors
 from ..core.checks import warn_user
 from ..model import PPA
 from .inputs import COMPONENT, _component_units, model_features
-from .sampling import fitted_shares, held_out, shortfall
+from .sampling import weights_at, fitted_shares, held_out, shortfall
 
 #: pixels the shift check compares PPA and PCA on, and the chunks it reads them from at most
 CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
@@ -19,7 +19,7 @@ CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
 
 def evaluate(
     obj: xr.DataArray | xr.Dataset, model: PPA, n_samples: int | None = CHECK_SAMPLES, dim: Hashable | None = None,
-    random_state: int | None = 0, max_chunks: int | None = None,
+    random_state: int | None = 0, max_chunks: int | None = None, weights: xr.DataArray | None = None,
 ) -> xr.Dataset:
     """PPA against its own PCA on a sample of this cube: both error curves and their ratio over ``k``, without refitting.
 
@@ -45,6 +45,9 @@ def evaluate(
         Seeds the sample (and the chunks read).
     max_chunks : int, optional
         Read only that many random chunks.
+    weights : xr.DataArray, optional
+        A weight per pixel over some of the pixel dimensions (e.g. ``np.cos(np.deg2rad(cube.lat))``): the
+        error curves are weighted means over the sampled pixels, as a weighted fit weighs them.
 
     Returns
     -------
@@ -65,7 +68,8 @@ def evaluate(
     sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), n_samples, random_state, max_chunks)
     if message := shortfall(sample, max_chunks):
         raise ValueError(message)
-    comparison = errors.compare_errors(model.params_, sample.values)
+    row_weights = None if weights is None else weights_at(da, dim, weights, sample.index)
+    comparison = errors.compare_errors(model.params_, sample.values, weights=row_weights)
     units = _component_units(da, model)
     k = xr.DataArray(np.arange(1, model.n_features_in_), dims=COMPONENT, attrs={"long_name": "components kept"})
     error = {"long_name": "squared reconstruction error summed over bands, mean over pixels"} | ({"units": f"({units})^2"} if units else {})

@@ -67,7 +67,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         return Spec(**self.get_params(deep=False))
 
-    def fit(self, X: Any, y: Any = None, groups: Any = None, progress: bool = False) -> PPA:
+    def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, progress: bool = False) -> PPA:
         """Fit the PPA map on ``X``; rows with NaN or inf are left out, with a warning (every row of them: an error).
 
         The fit runs on the data divided by a power of two near its spread,
@@ -88,6 +88,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             selected, e.g. the spatial block of each pixel (``cube.ppa.fit``
             passes them): correlated neighbours then cannot vouch for a curve
             that does not transfer.
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative weights, as repeated rows would weigh (e.g. the area
+            of each pixel of a latitude-longitude grid, ``cos(lat)``): the mean,
+            the covariances, every least-squares fit and held-out error are
+            weighted. Rows of weight 0 are left out.
         progress : bool
             Show a progress bar of the steps (``tqdm.auto``: a widget in a notebook, stderr elsewhere).
 
@@ -98,11 +103,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         declared = self.get_spec()
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
-        return self._fit(X, declared, groups, None, None, progress)
+        return self._fit(X, declared, groups, None, None, progress, sample_weight)
 
     @classmethod
     def fitted(cls, X: np.ndarray, declared: Spec, groups: np.ndarray | None = None, features: FeatureLabels | None = None,
-               sample: FitSample | None = None, progress: bool = False) -> PPA:
+               sample: FitSample | None = None, progress: bool = False, weights: np.ndarray | None = None) -> PPA:
         """A model fitted on a prepared sample with checked parameters: the cube layer's way in.
 
         Parameters
@@ -119,6 +124,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Which pixels of which cubes ``X`` is (kept as ``sample_``), so reports can hold them out.
         progress : bool
             Show a progress bar of the steps.
+        weights : np.ndarray, optional
+            (n,) the rows' weights (a cube's ``weights`` at the sampled pixels).
 
         Returns
         -------
@@ -127,12 +134,14 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         model = cls(**declared.values())
         X = validate_data(model, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
-        return model._fit(X, declared, groups, features, sample, progress)
+        return model._fit(X, declared, groups, features, sample, progress, weights)
 
     def _fit(self, X: np.ndarray, declared: Spec, groups: Any, features: FeatureLabels | None, sample: FitSample | None,
-             progress: bool) -> PPA:
+             progress: bool, weights: Any = None) -> PPA:
         if groups is not None and np.shape(groups) != (len(X),):
             raise ValueError(f"groups must hold one label per sample, shape ({len(X)},), got shape {np.shape(groups)}")
+        if weights is not None:
+            X, groups, weights = _weighed(X, groups, weights, declared)
         bad = ~np.isfinite(X).all(axis=1) if not np.isfinite(X.sum(axis=1, dtype=np.float64)).all() else np.zeros(len(X), bool)
         if bad.any():  # pixels without data, as a cube's invalid pixels: fitted on the complete rows, said so
             if bad.all():
@@ -141,6 +150,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                       "rows (transform gives NaN for such rows)", UserWarning)
             X = X[~bad]
             groups = None if groups is None else np.asarray(groups)[~bad]
+            weights = None if weights is None else weights[~bad]
         n, d = X.shape
         if d < 2:
             raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
@@ -151,7 +161,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         try:
             with np.errstate(over="raise", invalid="raise", divide="raise"):
                 fitted, configuration = fit_selected(X, declared, groups, rng,
-                                                     (lambda done, total: bar.update(done - bar.n)) if bar is not None else None)
+                                                     (lambda done, total: bar.update(done - bar.n)) if bar is not None else None, weights)
         except FloatingPointError as err:
             raise ValueError(f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree") from err
         finally:
@@ -497,13 +507,15 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         return np.mean(kernels.error_curve(self.check_input(X), self.params_), axis=0)
 
-    def evaluate(self, X: Any) -> errors.ErrorComparison:
+    def evaluate(self, X: Any, sample_weight: Any = None) -> errors.ErrorComparison:
         """PPA against its own PCA (:attr:`pca_`) on the samples ``X``, ideally not used to fit.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Finite samples.
+            Samples; rows with NaN or inf are left out.
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative weights of the rows (e.g. each pixel's area): weighted means of the errors.
 
         Returns
         -------
@@ -513,7 +525,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             worse beyond sampling noise.
         """
         X = self.check_input(X)
-        return errors.compare_errors(self.params_, X[np.isfinite(X).all(axis=1)])
+        complete = np.isfinite(X).all(axis=1)
+        weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[complete]
+        return errors.compare_errors(self.params_, X[complete], weights=weights)
 
     def __repr__(self, N_CHAR_MAX: int = 700) -> str:
         """scikit-learn's repr of the parameters, and for a fitted model its summary (:mod:`ppa_xr.model.display`)."""
@@ -643,6 +657,19 @@ def _refuse_oversized(n: int, d: int, declared: Spec, groups: Any, itemsize: int
         f"{fit_memory(n, d, declared.replace(degree=1), n_groups, itemsize) / 2**30:.3g} GiB); else fit on fewer samples, or "
         "reduce the features first (e.g. PCA or EOFs). max_curved bounds the time of a fit at many features, not its memory"
     )
+
+
+def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray]:
+    """The rows of positive weight, their groups and weights; a weight that is not a finite non-negative
+    number per row is refused, and so is PPA-GD (its search weighs every row alike)."""
+    weights = np.asarray(sample_weight, dtype=np.float64)
+    if weights.shape != (len(X),) or not np.isfinite(weights).all() or (weights < 0).any() or not weights.any():
+        raise ValueError(f"sample_weight must hold one finite, non-negative weight per sample, shape ({len(X)},), not all 0; "
+                         f"got shape {weights.shape}")
+    if declared.leading != "pca":
+        raise ValueError("sample_weight works with the PCA-led fit (leading='pca'): PPA-GD's search weighs every row alike")
+    kept = weights > 0
+    return X[kept], None if groups is None else np.asarray(groups)[kept], weights[kept]
 
 
 def _warn_on_scales(std: np.ndarray) -> None:
