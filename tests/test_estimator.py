@@ -10,7 +10,15 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ppa_xr import PPA
 
-@parametrize_with_checks([PPA(degree=(1, 2, 3), random_state=0)])  # every check passes: NaN rows are allowed (tags), as they behave
+def _expected_failures(estimator: PPA) -> dict[str, str]:
+    """NaN rows are allowed (tags), as they behave: every check passes but one, whose weighted data (27 distinct
+    rows of 30 features) PPA refuses as fewer samples than features; weights equal repeated rows in
+    ``test_integer_weights_are_repeated_rows``."""
+    return {"check_sample_weight_equivalence_on_dense_data": "27 distinct rows of 30 features: fewer samples than features"}
+
+
+@parametrize_with_checks([PPA(degree=(1, 2, 3), random_state=0), PPA(degree=3, configuration="fixed")],
+                         expected_failed_checks=_expected_failures)
 def test_sklearn_contract(estimator, check):
     check(estimator)
 
@@ -247,3 +255,18 @@ def test_the_memory_estimate_bounds_the_fit(options):
         tracemalloc.stop()
     need = fit_memory(*X.shape, model.get_spec())
     assert peak <= need <= 2 * peak
+
+
+@pytest.mark.parametrize("degree", [1, 3])
+def test_integer_weights_are_repeated_rows(curved, degree):
+    weights = np.random.default_rng(0).integers(0, 4, size=len(curved))
+    weighted = PPA(degree=degree, configuration="fixed").fit(curved, sample_weight=weights)
+    repeated = PPA(degree=degree, configuration="fixed").fit(np.repeat(curved, weights, axis=0))
+    np.testing.assert_allclose(weighted.transform(curved), repeated.transform(curved), rtol=0, atol=1e-10 * np.abs(curved).max())
+    np.testing.assert_allclose(weighted.explained_variance_, repeated.explained_variance_, rtol=1e-10)
+    comparison = weighted.evaluate(curved, sample_weight=weights)
+    np.testing.assert_allclose(comparison.relative, repeated.evaluate(np.repeat(curved, weights, axis=0)).relative, rtol=1e-10)
+    with pytest.raises(ValueError, match="sample_weight is zero for every sample"):
+        PPA(degree=1).fit(curved, sample_weight=np.zeros(len(curved)))
+    with pytest.raises(ValueError, match="PPA-GD"):
+        PPA(leading="gd").fit(curved, sample_weight=weights)

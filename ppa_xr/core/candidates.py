@@ -267,56 +267,90 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     rows with every other option of the final fit; ``weights`` (n,) weigh the rows (None: equally).
 
     The groups are dealt into ``n_folds`` folds, and the first ``rounds`` of them are held out in turn."""
-    n, d = X.shape
-    # the parts on the data divided by a power of two near its spread (exact): the fits are the same up to that
-    # factor (they divide by such a power themselves), and squared errors of data at 1e-200 or 1e150 stay finite
-    unit = power_of_two(np.max(np.abs(X - X.mean(axis=0)), initial=0.0))
-    weights = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    n = len(X)
     folds, order = Folds.make(groups, n, FOLDS if n_folds is None else n_folds, rng)
     rounds = min(ROUNDS if rounds is None else rounds, folds.n_folds)
     sizes = np.bincount(folds.fold, weights=np.diff(folds.bounds), minlength=folds.n_folds)
     if n - sizes[:rounds].max() < min_samples or np.bincount(folds.fold)[:rounds].max() > len(folds.fold) - 2:
         return None
-    judged = np.isin(folds.fold, np.arange(rounds))  # the groups held out once
+    validation = _Validation(X, fit, np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64),
+                             _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)))
+    validation.family(False)
+    uncapped = validation.verdicts[(False, None)]
+    if uncapped.admitted and not any(v.beats(uncapped) for v in validation.candidates().values()):
+        return Selection({"robust": False, "max_curved": None}, validation.verdicts)  # the uncapped fit stands
+    if escalate:  # refused or beaten: the plain curvature harms somewhere, and the robust family joins
+        validation.family(True)
+    admitted = validation.candidates()
+    robust, max_curved = min(admitted, key=lambda key: (admitted[key].mean, key[1] is None, key[1] or 0, key[0]))
+    return Selection({"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}, validation.verdicts)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One round of the validation: the held-out groups, their rows (sorted by group) and the groups' bounds
+    among them, the training rows, their groups, and the seed of the fit on them."""
+
+    held: np.ndarray
+    rows: np.ndarray
+    bounds: np.ndarray
+    train: np.ndarray
+    groups: np.ndarray | None
+    seed: int
+
+
+def _parts(folds: Folds, order: np.ndarray, rounds: int, groups: np.ndarray | None, rng: np.random.Generator) -> list[_Part]:
     parts = []
     for f in range(rounds):
         held, rows, bounds = _fold_rows(folds, order, f)
-        keep = np.ones(n, dtype=bool)
+        keep = np.ones(len(order), dtype=bool)
         keep[rows] = False
         train = np.flatnonzero(keep)
-        parts.append((held, rows, bounds, train, None if groups is None else np.asarray(groups).ravel()[train], rng.integers(2**63)))
-    pca = np.zeros((len(folds.fold), d - 1))
-    total = 0.0
-    verdicts = {}
+        parts.append(_Part(held, rows, bounds, train, None if groups is None else np.asarray(groups).ravel()[train], int(rng.integers(2**63))))
+    return parts
 
-    def family(robust: bool) -> None:
-        nonlocal total
-        errors = []
-        for held, rows, bounds, train, train_groups, seed in parts:
-            training, unseen = X[train] / unit, X[rows] / unit  # one gather of each part
-            params = fit(training, train_groups, np.random.default_rng(seed), weights[train], robust=robust, max_curved=None)
-            errors.append((held, truncation_errors(params, training, unseen, bounds, (weights[train], weights[rows]))))
-            if not robust:
-                pca[held] = errors[-1][1][0]
-                z = params.to_fit_space(unseen)
-                total += float(np.einsum("i,ij,ij->", weights[rows], z, z))
+
+class _Validation:
+    """The verdicts of every candidate, family by family, on the held-out parts: the PCA of each part's
+    fit is the baseline, and the held-out rows' energy the floor of equal errors."""
+
+    def __init__(self, X: np.ndarray, fit: Fit, weights: np.ndarray, parts: list[_Part], judged: np.ndarray) -> None:
+        # the parts on the data divided by a power of two near its spread (exact): the fits are the same up to that
+        # factor (they divide by such a power themselves), and squared errors of data at 1e-200 or 1e150 stay finite
+        mean = X.mean(axis=0)
+        self.X, self.unit = X, power_of_two(max(float(np.max(X.max(axis=0) - mean)), float(np.max(mean - X.min(axis=0)))))
+        self.fit, self.weights, self.parts, self.judged = fit, weights, parts, judged
+        self.pca = np.zeros((len(judged), X.shape[1] - 1))
+        self.total = 0.0
+        self.verdicts: dict[tuple[bool, int | None], Verdict] = {}
+
+    def family(self, robust: bool) -> None:
+        """Judge the plain (or robust) fit of every part and all its truncations."""
+        errors = [(part.held, self._errors(part, robust)) for part in self.parts]
         top = max(len(e) - 1 for _, e in errors)
         for c in range(top + 1):
-            held_out = np.empty_like(pca)
+            held_out = np.empty_like(self.pca)
             for held, e in errors:
                 held_out[held] = e[min(c, len(e) - 1)]
             # the fits with every curved step kept: the uncapped fit
-            verdicts[(robust, None if c == top else c)] = judge(held_out[judged], pca[judged], total)
+            self.verdicts[(robust, None if c == top else c)] = judge(held_out[self.judged], self.pca[self.judged], self.total)
 
-    family(False)
-    uncapped = verdicts[(False, None)]
-    if uncapped.admitted and not any(v.beats(uncapped) for key, v in verdicts.items() if v.admitted or key[1] == 0):
-        return Selection({"robust": False, "max_curved": None}, verdicts)  # the uncapped fit stands
-    if escalate:  # refused or beaten: the plain curvature harms somewhere, and the robust family joins
-        family(True)
-    admitted = {key: v for key, v in verdicts.items() if v.admitted or key[1] == 0}
-    robust, max_curved = min(admitted, key=lambda key: (admitted[key].mean, key[1] is None, key[1] or 0, key[0]))
-    return Selection({"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}, verdicts)
+    def _errors(self, part: _Part, robust: bool) -> np.ndarray:
+        weights = self.weights
+        training, unseen = self.X[part.train], self.X[part.rows]  # one gather of each part, scaled in place
+        training /= self.unit
+        unseen /= self.unit
+        params = self.fit(training, part.groups, np.random.default_rng(part.seed), weights[part.train], robust=robust, max_curved=None)
+        errors = truncation_errors(params, training, unseen, part.bounds, (weights[part.train], weights[part.rows]))
+        if not robust:  # the plain family's PCA (truncation 0) is the baseline of every candidate
+            self.pca[part.held] = errors[0]
+            z = params.to_fit_space(unseen)
+            self.total += float(np.einsum("i,ij,ij->", weights[part.rows], z, z))
+        return errors
+
+    def candidates(self) -> dict[tuple[bool, int | None], Verdict]:
+        """The admitted candidates, PCA always among them."""
+        return {key: v for key, v in self.verdicts.items() if v.admitted or key[1] == 0}
 
 
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,

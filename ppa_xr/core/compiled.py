@@ -256,30 +256,12 @@ def sample_candidates(bands, keys, free, bound, capacity):
     values = np.empty((capacity, d), bands.dtype)
     bad = np.empty(width, bands.dtype)  # v - v: 0, or NaN where v is NaN or infinite
     by_feature = abs(bands.strides[2]) <= abs(bands.strides[0])
-    size = _itemsize(bands)
     count = copied = 0
     for r in range(lines):
         if by_feature:
-            bad[:] = 0
-            for j in range(d):
-                line = bands[j, r]
-                if bands.strides[2] == size:  # the same loop twice: this one compiled (vectorized) for a unit stride
-                    for c in range(width):
-                        bad[c] += line[c] - line[c]
-                else:
-                    for c in range(width):
-                        bad[c] += line[c] - line[c]
+            _line_by_feature(bands, r, bad)
         else:
-            for c in range(width):
-                pixel = bands[:, r, c]
-                total = pixel[0] - pixel[0]
-                if bands.strides[0] == size:
-                    for j in range(1, d):
-                        total += pixel[j] - pixel[j]
-                else:
-                    for j in range(1, d):
-                        total += pixel[j] - pixel[j]
-                bad[c] = total
+            _line_by_pixel(bands, r, bad)
         for c in range(width):
             q = r * width + c
             if bad[c] == 0 and free[q]:
@@ -290,6 +272,37 @@ def sample_candidates(bands, keys, free, bound, capacity):
                         values[copied, j] = bands[j, r, c]
                     copied += 1
     return rows[:count], kept_keys[:count], values, copied
+
+
+@_jit
+def _line_by_feature(bands, r, bad):
+    """``bad[c] = sum_j (v_jc - v_jc)`` of line ``r``, feature by feature (a band-first chunk's memory order)."""
+    d, _, width = bands.shape
+    bad[:] = 0
+    for j in range(d):
+        line = bands[j, r]
+        if bands.strides[2] == _itemsize(bands):  # the same loop twice: this one compiled (vectorized) for a unit stride
+            for c in range(width):
+                bad[c] += line[c] - line[c]
+        else:
+            for c in range(width):
+                bad[c] += line[c] - line[c]
+
+
+@_jit
+def _line_by_pixel(bands, r, bad):
+    """``bad[c] = sum_j (v_jc - v_jc)`` of line ``r``, pixel by pixel (a pixel-major chunk's memory order)."""
+    d, _, width = bands.shape
+    for c in range(width):
+        pixel = bands[:, r, c]
+        total = pixel[0] - pixel[0]
+        if bands.strides[0] == _itemsize(bands):
+            for j in range(1, d):
+                total += pixel[j] - pixel[j]
+        else:
+            for j in range(1, d):
+                total += pixel[j] - pixel[j]
+        bad[c] = total
 
 
 @_jit

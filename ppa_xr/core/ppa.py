@@ -214,7 +214,7 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     # whole-fit validation (core/candidates.py) first: the two halves gathered, a fit of one (robust too, where
     # escalated), then the truncations' states of both halves and their projections
     half = (n + 1) // 2
-    validation = sample + max(fit_memory(half, d, spec.replace(robust=True, configuration="fixed"), n_groups, 8), sample + 6 * half * d)
+    validation = sample + 8 * half * d + max(fit_memory(half, d, spec.replace(robust=True, configuration="fixed"), n_groups, 8), sample)
     return max(fitted, validation)
 
 

@@ -343,11 +343,16 @@ def sample_cubes(
     kept = np.argsort(keys, kind="stable")[:n]
     block_span = 1 + max(int(sample.groups.max(initial=0)) for sample in samples)
     groups = cube * block_span + np.concatenate([sample.groups for sample in samples])
-    shares = []
-    for i, sample in enumerate(samples):
-        mine = keys[kept][cube[kept] == i]
-        witness = sample.drawn.witness if len(mine) else None  # its first row, the smallest key, is kept when any is
-        shares.append(PixelSample(sample.drawn.seed, int(mine.max(initial=0)), len(mine), sample.drawn.shape, witness))
     values = np.concatenate([sample.values for sample in samples])[kept]
     index = np.concatenate([sample.index for sample in samples])[kept]
-    return Pooled(values, groups[kept], FitSample(tuple(shares)), cube[kept], index, along)
+    return Pooled(values, groups[kept], _shares(samples, keys[kept], cube[kept]), cube[kept], index, along)
+
+
+def _shares(samples: list[Sample], kept_keys: np.ndarray, kept_cube: np.ndarray) -> FitSample:
+    """Each cube's share of a pooled sample: its pixels with keys up to the largest key kept from it."""
+    shares = []
+    for i, sample in enumerate(samples):
+        mine = kept_keys[kept_cube == i]
+        witness = sample.drawn.witness if len(mine) else None  # its first row, the smallest key, is kept when any is
+        shares.append(PixelSample(sample.drawn.seed, int(mine.max(initial=0)), len(mine), sample.drawn.shape, witness))
+    return FitSample(tuple(shares))

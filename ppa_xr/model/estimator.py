@@ -142,15 +142,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"groups must hold one label per sample, shape ({len(X)},), got shape {np.shape(groups)}")
         if weights is not None:
             X, groups, weights = _weighed(X, groups, weights, declared)
-        bad = ~np.isfinite(X).all(axis=1) if not np.isfinite(X.sum(axis=1, dtype=np.float64)).all() else np.zeros(len(X), bool)
-        if bad.any():  # pixels without data, as a cube's invalid pixels: fitted on the complete rows, said so
-            if bad.all():
-                raise ValueError(f"every one of the {len(X)} rows of X has a NaN or inf; PPA needs complete rows")
-            warn_user(f"X has {int(bad.sum())} of {len(X)} rows with NaN or inf: PPA is fitted on the {int((~bad).sum())} complete "
-                      "rows (transform gives NaN for such rows)", UserWarning)
-            X = X[~bad]
-            groups = None if groups is None else np.asarray(groups)[~bad]
-            weights = None if weights is None else weights[~bad]
+        X, groups, weights = _complete(X, groups, weights)
         n, d = X.shape
         if d < 2:
             raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
@@ -659,13 +651,28 @@ def _refuse_oversized(n: int, d: int, declared: Spec, groups: Any, itemsize: int
     )
 
 
+def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[np.ndarray, Any, np.ndarray | None]:
+    """The rows without NaN or inf, their groups and weights: pixels without data, as a cube's invalid pixels,
+    are left out of the fit, and a warning says how many (transform gives NaN for them)."""
+    bad = ~np.isfinite(X).all(axis=1) if not np.isfinite(X.sum(axis=1, dtype=np.float64)).all() else np.zeros(len(X), bool)
+    if not bad.any():
+        return X, groups, weights
+    if bad.all():
+        raise ValueError(f"every one of the {len(X)} rows of X has a NaN or inf; PPA needs complete rows")
+    warn_user(f"X has {int(bad.sum())} of {len(X)} rows with NaN or inf: PPA is fitted on the {int((~bad).sum())} complete "
+              "rows (transform gives NaN for such rows)", UserWarning)
+    return X[~bad], None if groups is None else np.asarray(groups)[~bad], None if weights is None else weights[~bad]
+
+
 def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray]:
     """The rows of positive weight, their groups and weights; a weight that is not a finite non-negative
     number per row is refused, and so is PPA-GD (its search weighs every row alike)."""
     weights = np.asarray(sample_weight, dtype=np.float64)
-    if weights.shape != (len(X),) or not np.isfinite(weights).all() or (weights < 0).any() or not weights.any():
-        raise ValueError(f"sample_weight must hold one finite, non-negative weight per sample, shape ({len(X)},), not all 0; "
-                         f"got shape {weights.shape}")
+    if weights.shape != (len(X),) or not np.isfinite(weights).all() or (weights < 0).any():
+        raise ValueError(f"sample_weight must hold one finite, non-negative weight per sample, shape ({len(X)},), got shape "
+                         f"{weights.shape}{'' if weights.shape != (len(X),) else ' with negative or non-finite values'}")
+    if not weights.any():
+        raise ValueError("sample_weight is zero for every sample: there is nothing to fit")
     if declared.leading != "pca":
         raise ValueError("sample_weight works with the PCA-led fit (leading='pca'): PPA-GD's search weighs every row alike")
     kept = weights > 0
