@@ -85,7 +85,7 @@ import numpy as np
 import scipy.linalg
 import scipy.special
 
-from . import basis
+from . import basis, blas
 from .degrees import PSEUDO_GROUPS, Folds
 from .errors import ALLOWANCE, LEVEL
 from .linalg import power_of_two
@@ -149,7 +149,7 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     curved = params.curved_steps()
     r_train, r_held = _state(params, train), _state(params, held)
     w_train, w_held = (np.ones(len(train)), np.ones(len(held))) if weights is None else weights
-    moments = (r_train * w_train[:, None]).T @ r_train
+    moments = r_train.T @ r_train if weights is None else (r_train * w_train[:, None]).T @ r_train
     starts = bounds[:-1]
     out = np.empty((len(curved) + 1, len(starts), d - 1))
     full = np.empty((len(starts), d - 1))  # the untruncated fit's errors, filled as the states come
@@ -273,7 +273,7 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     sizes = np.bincount(folds.fold, weights=np.diff(folds.bounds), minlength=folds.n_folds)
     if n - sizes[:rounds].max() < min_samples or np.bincount(folds.fold)[:rounds].max() > len(folds.fold) - 2:
         return None
-    validation = _Validation(X, fit, np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64),
+    validation = _Validation(X, fit, None if weights is None else np.asarray(weights, dtype=np.float64),
                              _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)))
     validation.family(False)
     uncapped = validation.verdicts[(False, None)]
@@ -314,7 +314,7 @@ class _Validation:
     """The verdicts of every candidate, family by family, on the held-out parts: the PCA of each part's
     fit is the baseline, and the held-out rows' energy the floor of equal errors."""
 
-    def __init__(self, X: np.ndarray, fit: Fit, weights: np.ndarray, parts: list[_Part], judged: np.ndarray) -> None:
+    def __init__(self, X: np.ndarray, fit: Fit, weights: np.ndarray | None, parts: list[_Part], judged: np.ndarray) -> None:
         # the parts on the data divided by a power of two near its spread (exact): the fits are the same up to that
         # factor (they divide by such a power themselves), and squared errors of data at 1e-200 or 1e150 stay finite
         mean = X.mean(axis=0)
@@ -336,16 +336,16 @@ class _Validation:
             self.verdicts[(robust, None if c == top else c)] = judge(held_out[self.judged], self.pca[self.judged], self.total)
 
     def _errors(self, part: _Part, robust: bool) -> np.ndarray:
-        weights = self.weights
+        w = None if self.weights is None else (self.weights[part.train], self.weights[part.rows])
         training, unseen = self.X[part.train], self.X[part.rows]  # one gather of each part, scaled in place
         training /= self.unit
         unseen /= self.unit
-        params = self.fit(training, part.groups, np.random.default_rng(part.seed), weights[part.train], robust=robust, max_curved=None)
-        errors = truncation_errors(params, training, unseen, part.bounds, (weights[part.train], weights[part.rows]))
+        params = self.fit(training, part.groups, np.random.default_rng(part.seed), None if w is None else w[0], robust=robust, max_curved=None)
+        errors = truncation_errors(params, training, unseen, part.bounds, w)
         if not robust:  # the plain family's PCA (truncation 0) is the baseline of every candidate
             self.pca[part.held] = errors[0]
             z = params.to_fit_space(unseen)
-            self.total += float(np.einsum("i,ij,ij->", weights[part.rows], z, z))
+            self.total += float(np.einsum("ij,ij->", z, z) if w is None else np.einsum("i,ij,ij->", w[1], z, z))
         return errors
 
     def candidates(self) -> dict[tuple[bool, int | None], Verdict]:
@@ -372,12 +372,12 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     searched = declared.configuration == "validated" and not declared.robust and declared.max_curved is None
     if searched and feasible(len(X), groups, declared):
 
-        def candidate(rows: np.ndarray, row_groups: np.ndarray | None, child: np.random.Generator, row_weights: np.ndarray,
+        def candidate(rows: np.ndarray, row_groups: np.ndarray | None, child: np.random.Generator, row_weights: np.ndarray | None,
                       **configuration: object) -> PPAParams:
-            return fit_params(rows, declared.replace(leading="pca", **configuration), groups=row_groups, rng=child,
-                              weights=None if weights is None else row_weights)
+            return fit_params(rows, declared.replace(leading="pca", **configuration), groups=row_groups, rng=child, weights=row_weights)
 
-        found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca", weights=weights)
+        with blas.every_blas_on_one_thread():  # as the fits: the products are small, and extra BLAS threads only wait
+            found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca", weights=weights)
         if found is not None:
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
