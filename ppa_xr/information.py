@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .core import entropy
+from .core.docstrings import shared
 from .core.entropy import (ESTIMATORS, EqualMassBins, Histograms, MIReduction, PointwiseReduction, dequantized, discrete_columns,
                            marginal_density, marginal_entropy, reduction)
 from .core.lookup import StepLookup
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 
+@shared
 def multi_information_reduction(
     X: np.ndarray, R: np.ndarray | PPA | Callable[[np.ndarray], np.ndarray], estimator: str = "spacing",
     log2_det_jacobian: float | None = None,
@@ -58,19 +60,7 @@ def multi_information_reduction(
     log2_det_jacobian : float, optional
         ``log2 |det J|`` of the map (taken from a PPA; 0 otherwise).
 
-    Returns
-    -------
-    MIReduction
-        ``total`` and ``per_dimension``, in bits.
-
-    Raises
-    ------
-    ValueError
-        Quantized ``X`` with ``R`` given as an array, or shapes that differ.
-
-    Examples
-    --------
-    >>> multi_information_reduction(X_test, model).per_dimension  # doctest: +SKIP
+    {{mi_reduction}}
     """
     the_map: Any = R.params_ if isinstance(R, PPA) else R
     return entropy.multi_information_reduction(X, the_map, estimator, log2_det_jacobian)

@@ -74,7 +74,7 @@ def _coordinate_units(data: xr.DataArray, name) -> str | None:
             units = crs.linear_units if crs is not None and crs.is_projected else None
         except Exception:  # no rioxarray CRS on this array
             units = None
-    return {"metre": "m", "meter": "m"}.get(units, units)
+    return None if units is None else {"metre": "m", "meter": "m"}.get(units, units)
 
 
 def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: Any):

@@ -356,35 +356,10 @@ def test_read_only_chunks():
 # the report's sample statistics and kernels: the same numbers from fewer passes
 
 
-def reference_error_curve(x, params):
-    """``kernels.error_curve`` as it was: the suffix sums written row by row into the output (strided when the
-    output is pixel-major)."""
-    from ppa_xr.core import basis, blas, kernels
-
-    d = params.n_features
-
-    def body(prm, steps, r, feats, errors):
-        first = 1
-        for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
-            np.einsum("ij,ij->j", r[p + 1 :], r[p + 1 :], out=errors[p - 1])
-            errors[p - 1] += np.square(r[p])
-            for j in range(p - 1, first - 1, -1):
-                np.add(errors[j], np.square(r[j]), out=errors[j - 1])
-            if coef is not None:
-                t = basis.powers(kernels._scaled(prm, p, r[p]), g, prm.tails, feats[:g])
-                r[p + 1 :] -= bias
-                blas.matmul_into(coef.T, t, r[p + 1 :], -1.0, 1.0)
-            first = p + 1
-        errors[d - 1] = 0
-
-    n_feats = max(int(params.degrees.max(initial=1)), 1)
-    return kernels._blockwise(x, params, ("errors",), kernels._error_plan, d, n_feats, body, None)
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_kernels_sharing_a_pass(dtype):
     """``forward_and_error`` is ``forward`` and ``squared_error`` bit for bit (curved and straight maps, both
-    layouts), and ``error_curve`` the row-by-row curve it was."""
+    layouts), and ``error_curve`` every ``squared_error``, the same numbers in either layout."""
     from ppa_xr import PPA
     from ppa_xr.core import kernels
 
@@ -394,12 +369,17 @@ def test_kernels_sharing_a_pass(dtype):
     X[5, 2] = np.nan
     for degree in (None, 1):
         model = PPA(random_state=0, **({} if degree is None else {"degree": degree})).fit(curved_sample(5000, d=6))
+        curve = kernels.error_curve(X, model.params_)
         for x in (X, np.asfortranarray(X)):
             for k in (1, 3):
                 r, error = kernels.forward_and_error(x, model.params_, k)
                 np.testing.assert_array_equal(r, kernels.forward(x, model.params_))
                 np.testing.assert_array_equal(error, kernels.squared_error(x, model.params_, k))
-            np.testing.assert_array_equal(kernels.error_curve(x, model.params_), reference_error_curve(x, model.params_))
+            np.testing.assert_array_equal(kernels.error_curve(x, model.params_), curve)  # contiguous rows either way
+        for k in range(1, 6):
+            error = kernels.squared_error(X, model.params_, k)
+            np.testing.assert_allclose(curve[:, k - 1], error, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-6 * np.nanmax(error))
+        assert np.isnan(curve[5]).all() and (curve[:, 5][~np.isnan(curve[:, 5])] == 0).all()
 
 
 def test_one_sort_serves_the_quantization_test_and_the_densities():

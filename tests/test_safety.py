@@ -175,6 +175,7 @@ def test_broken_model_paths_give_clear_errors(tmp_path, model):
         ppa_xr.load_model(tmp_path / "absent.nc")
 
 
+@pytest.mark.filterwarnings("ignore:the features' standard deviations differ")  # cells of unlike scales, as drawn
 def test_stacked_feature_dimension_saves_and_loads(tmp_path):
     sst = ppa_xr.datasets.open_ersst_sample()["sst"].isel(lat=slice(40, 44), lon=slice(0, 6)).fillna(0)
     cells = sst.stack(cell=("lat", "lon"))  # EOF analysis: grid cells as features, months as samples

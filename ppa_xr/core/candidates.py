@@ -126,6 +126,14 @@ def _suffix(column_sums: np.ndarray) -> np.ndarray:
     return np.cumsum(column_sums[..., ::-1], axis=-1)[..., ::-1]
 
 
+def _group_squares(values: np.ndarray, weights: np.ndarray | None, starts: np.ndarray) -> np.ndarray:
+    """``sum_{i in g} w_i values_ij^2`` for each group ``g`` (rows from ``starts``), in float64, with one temporary."""
+    squares = np.square(values, dtype=np.float64)
+    if weights is not None:
+        squares *= weights[:, None]
+    return np.add.reduceat(squares, starts, axis=0)
+
+
 def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bounds: np.ndarray,
                       weights: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Held-out squared errors of every truncation of a fit, summed per group: (C+1, groups, d-1).
@@ -148,7 +156,7 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     d = params.n_features
     curved = params.curved_steps()
     r_train, r_held = _state(params, train), _state(params, held)
-    w_train, w_held = (np.ones(len(train)), np.ones(len(held))) if weights is None else weights
+    w_train, w_held = (np.ones(len(train)), None) if weights is None else weights
     moments = r_train.T @ r_train if weights is None else (r_train * w_train[:, None]).T @ r_train
     starts = bounds[:-1]
     out = np.empty((len(curved) + 1, len(starts), d - 1))
@@ -170,7 +178,7 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
         lead = 0 if c == 0 else curved[c - 1] + 1  # outputs fixed by the kept steps
         tail = r_held[:, lead:]
         # state c holds for k from lead to the next curved step: the untruncated errors ||r[k:]||^2 there
-        squares = _suffix(np.add.reduceat(tail**2 * w_held[:, None], starts, axis=0))
+        squares = _suffix(_group_squares(tail, w_held, starts))
         last = curved[c] if c < len(curved) else d - 1
         ks = np.arange(max(lead, 1), last + 1)
         full[:, ks - 1] = squares[:, ks - lead]
@@ -180,7 +188,7 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
         # the projections in float32 (half the cost of the largest product here): an error of 1e-7 of a row's
         # norm in each, far below the EQUAL floor of the comparison; the squares are summed in float64
         projected = tail.astype(np.float32) @ vectors[:, ::-1].astype(np.float32)
-        errors = _suffix(np.add.reduceat(np.square(projected, dtype=np.float64) * w_held[:, None], starts, axis=0))
+        errors = _suffix(_group_squares(projected, w_held, starts))
         out[c, :, :lead] = full[:, :lead]
         out[c, :, lead:] = errors[:, 1: d - lead]
     return out

@@ -25,7 +25,7 @@ Check = Callable[[Any], Any]
 
 def integer(value: Any, what: str, low: int, high: int | None = None) -> int:
     """``value`` as an ``int`` in ``[low, high]``; a bool, a float (2.7, even 2.0) or a string is refused."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < low or (high is not None and value > high):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or int(value) < low or (high is not None and int(value) > high):
         bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
         raise ValueError(f"{what} must be an integer {bound}, got {value!r}")
     return int(value)

@@ -44,6 +44,42 @@ chunks : dict or int, optional
     "masked": """
 masked : bool
     Nodata (0) as NaN.""",
+    "accessor": """
+Parameters
+----------
+obj : xr.DataArray or xr.Dataset
+    The object ``.ppa`` is read from (xarray passes it).""",
+    "mi_reduction": """
+Returns
+-------
+MIReduction
+    ``total`` and ``per_dimension``, in bits.
+
+Raises
+------
+ValueError
+    Quantized ``X`` with ``R`` given as an array, or shapes that differ.
+
+Examples
+--------
+>>> multi_information_reduction(X_test, model).per_dimension  # doctest: +SKIP""",
+    "model_file": """
+Parameters
+----------
+path : str or os.PathLike
+    A ``.nc`` or ``.zarr`` model written by :meth:`PPA.save`.
+format : {"netcdf", "zarr"}, optional
+    When the suffix does not say.
+
+Returns
+-------
+PPA
+    The fitted model, every array checked against its checksum.
+
+Raises
+------
+ValueError
+    A corrupt, truncated, foreign or newer-format file, named.""",
 }
 
 

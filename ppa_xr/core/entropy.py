@@ -62,6 +62,7 @@ import numpy as np
 from scipy.special import digamma
 
 from . import kernels
+from .docstrings import shared
 from .lookup import StepLookup
 from .params import PPAParams
 
@@ -341,6 +342,7 @@ def reduction(entropy_inputs: np.ndarray, entropy_outputs: np.ndarray, log2_det_
     return float(np.sum(entropy_inputs) - np.sum(entropy_outputs)) + log2_det_jacobian
 
 
+@shared
 def multi_information_reduction(
     X: np.ndarray, R: np.ndarray | PPAParams | Callable[[np.ndarray], np.ndarray], estimator: str = "spacing",
     log2_det_jacobian: float | None = None,
@@ -369,27 +371,15 @@ def multi_information_reduction(
     log2_det_jacobian : float, optional
         ``log2 |det J|`` of the map (taken from the parameters; 0 otherwise).
 
-    Returns
-    -------
-    MIReduction
-        ``total`` and ``per_dimension``, in bits.
-
-    Raises
-    ------
-    ValueError
-        Quantized ``X`` with ``R`` given as an array, or shapes that differ.
-
-    Examples
-    --------
-    >>> multi_information_reduction(X_test, model).per_dimension  # doctest: +SKIP
+    {{mi_reduction}}
     """
     X = np.asarray(X)
     discrete = discrete_columns(X)
     given = not (isinstance(R, PPAParams) or callable(R))
-    if not given:
-        if isinstance(R, PPAParams):
-            log2_det_jacobian = R.log2_det_jacobian() if log2_det_jacobian is None else log2_det_jacobian
-            R = partial(kernels.forward, params=R)
+    if isinstance(R, PPAParams):
+        log2_det_jacobian = R.log2_det_jacobian() if log2_det_jacobian is None else log2_det_jacobian
+        R = partial(kernels.forward, params=R)
+    if callable(R):
         X = dequantized(X, columns=discrete) if discrete.any() else X
         R = R(X)
     R = np.asarray(R)

@@ -124,7 +124,7 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
     # on data divided by a power of two near its spread (exact): squared errors and their moments stay finite
     # and nonzero for features at 1e150 or 1e-200; the means are scaled back, the ratios do not depend on it
     centred = params.to_fit_space(X)
-    c = 1 / power_of_two(np.abs(centred).max(initial=0.0))
+    c = 1 / float(power_of_two(np.abs(centred).max(initial=0.0)))
     X = X * c
     centred *= c  # = scaled(c).to_fit_space(X * c): W stays, the mean scales (exact, a power of two)
     floor = floor_of(np.mean(np.einsum("ij,ij->i", centred, centred)))

@@ -112,12 +112,6 @@ def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | Non
                 list(pool.map(span, bounds[:-1], bounds[1:]))
 
 
-def _cached(params: PPAParams, key: tuple, build):
-    if key not in params._cache:
-        params._cache[key] = build()
-    return params._cache[key]
-
-
 PANEL = 8  # steps whose corrections to the later components are applied in one GEMM
 
 
@@ -157,7 +151,7 @@ def _blockwise(
     d = params.n_features
     cols, dtype, feature_major = _as_columns(x, d, "x")
     prm = params.cast(dtype)
-    lin_t, bias, plan = _cached(prm, key, lambda: build(prm))
+    lin_t, bias, plan = prm.cached(key, lambda: build(prm))
     rows = lin_t.shape[1]
     out, out_cols = _output(np.shape(x)[:-1], width, dtype, feature_major)
     if straight:
@@ -297,7 +291,7 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
         raise ValueError(f"components must have between 1 and {d} values along the last axis, got shape {r.shape}")
     cols, dtype, feature_major = _as_columns(r, k, "components")
     prm = params.cast(dtype)
-    operator, bias, used = _cached(prm, ("inverse", k), lambda: _inverse_plan(prm, k))
+    operator, bias, used = prm.cached(("inverse", k), lambda: _inverse_plan(prm, k))
     out, out_cols = _output(r.shape[:-1], d, dtype, feature_major)
 
     n_feats = operator.shape[0] - k
@@ -383,8 +377,8 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
         return forward(x, params, threads=threads), squared_error(x, params, k, threads)
     cols, dtype, feature_major = _as_columns(x, d, "x")
     prm = params.cast(dtype)
-    lin_t, bias, plan = _cached(prm, ("forward", d, d - 1), lambda: _forward_plan(prm, d, d - 1))
-    _, error_bias, error_plan = _cached(prm, ("forward", d, k), lambda: _forward_plan(prm, d, k))
+    lin_t, bias, plan = prm.cached(("forward", d, d - 1), lambda: _forward_plan(prm, d, d - 1))
+    _, error_bias, error_plan = prm.cached(("forward", d, k), lambda: _forward_plan(prm, d, k))
     shape = np.shape(x)[:-1]
     out, out_cols = _output(shape, d, dtype, feature_major)
     error, error_cols = _output(shape, 1, dtype, feature_major)

@@ -30,7 +30,9 @@ first and last GEMM; errors and variances are then in whitened units, and
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -71,9 +73,9 @@ class PPAParams:
     explained_variance: np.ndarray  # (d,) variance of each output on the fitting sample
     pca_rotation: np.ndarray  # (d, d) principal axes of the fitting sample, rows
     pca_variance: np.ndarray  # (d,) their variances
-    whitening: np.ndarray | None = None  # (d, d) W: the map acts on W (x - mean); None is the identity
+    whitening: np.ndarray = None  # type: ignore[assignment]  # (d, d) W: the map acts on W (x - mean); None becomes the identity
     tails: str = "clamp"
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.tails not in TAILS:
@@ -81,15 +83,17 @@ class PPAParams:
         if self.whitening is None:
             object.__setattr__(self, "whitening", np.eye(self.mean.shape[0], dtype=self.mean.dtype))
 
-    def _cached(self, name: str, make):
-        if name not in self._cache:
-            self._cache[name] = make()
-        return self._cache[name]
+    def cached(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per ``key`` and kept with these parameters (derived arrays, kernel
+        plans; never pickled)."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
 
     @property
     def whitened(self) -> bool:
         """Whether ``W`` is other than the identity (a standardizing or noise-whitening model)."""
-        return bool(self._cached("whitened", lambda: not np.array_equal(self.whitening, np.eye(self.n_features))))
+        return bool(self.cached("whitened", lambda: not np.array_equal(self.whitening, np.eye(self.n_features))))
 
     @property
     def feature_scale(self) -> np.ndarray | None:
@@ -100,11 +104,11 @@ class PPAParams:
 
     def input_rotation(self, rows: int | None = None) -> np.ndarray:
         """The first ``rows`` rows of ``A W``: the linear part of the forward map on raw inputs."""
-        return self._cached("input_rotation", lambda: self.rotation @ self.whitening if self.whitened else self.rotation)[:rows]
+        return self.cached("input_rotation", lambda: self.rotation @ self.whitening if self.whitened else self.rotation)[:rows]
 
     def unwhitening(self) -> np.ndarray:
         """``W^-1``: whitened coordinates back to input units (``x - mean = W^-1 z``)."""
-        return self._cached("unwhitening", lambda: np.linalg.inv(self.whitening) if self.whitened else self.whitening)
+        return self.cached("unwhitening", lambda: np.linalg.inv(self.whitening) if self.whitened else self.whitening)
 
     def to_fit_space(self, x: np.ndarray) -> np.ndarray:
         """``z = W (x - mean)`` of points ``x`` (..., d): the space the map, its errors and variances live in
@@ -134,7 +138,7 @@ class PPAParams:
 
     def pca(self) -> PPAParams:
         """The PCA map of the same fitting sample, as PPA parameters with no polynomial."""
-        return self._cached("pca", self._pca)
+        return self.cached("pca", self._pca)
 
     def _pca(self) -> PPAParams:
         d = self.n_features
@@ -171,7 +175,5 @@ class PPAParams:
         dtype = np.dtype(dtype)
         if dtype == self.mean.dtype:
             return self
-        if dtype not in self._cache:
-            arrays = {k: (v if k == "degrees" else v.astype(dtype)) for k, v in self.arrays().items()}
-            self._cache[dtype] = PPAParams(**arrays, tails=self.tails)
-        return self._cache[dtype]
+        return self.cached(dtype, lambda: PPAParams(
+            **{k: (v if k == "degrees" else v.astype(dtype)) for k, v in self.arrays().items()}, tails=self.tails))

@@ -198,7 +198,8 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     normal equations are ill-conditioned. A default fit first validates its
     configuration (``configuration="validated"``, :mod:`ppa_xr.core.candidates`):
     the sample's two halves gathered, a fit of one, then the truncations'
-    states of both halves.
+    states of both halves (``8 n d``), with a half's projections in float32
+    and their squares in float64 (``8 n d`` together at most).
     """
     terms, candidates = max(spec.candidates) + 1, len(spec.candidates)
     rows = 0 if candidates == 1 else min(n, n if spec.selection_samples is None else spec.selection_samples)
@@ -212,10 +213,9 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     if not (spec.configuration == "validated" and not spec.robust and spec.max_curved is None and candidates > 1):
         return fitted
     # whole-fit validation (core/candidates.py) first: the two halves gathered, a fit of one (robust too, where
-    # escalated), then the truncations' states of both halves and their projections
-    half = (n + 1) // 2
-    validation = sample + 8 * half * d + max(fit_memory(half, d, spec.replace(robust=True, configuration="fixed"), n_groups, 8), sample)
-    return max(fitted, validation)
+    # escalated), then the truncations' states of both halves and a half's projections and their squares
+    half_fit = fit_memory((n + 1) // 2, d, spec.replace(robust=True, configuration="fixed"), n_groups, 8)
+    return max(fitted, sample + max(half_fit, 2 * sample + 32 * d * d))
 
 
 def _strategy(leading: str | Callable[..., np.ndarray]) -> Strategy:
@@ -229,7 +229,7 @@ class _Start:
 
     cov: np.ndarray
     mean: np.ndarray  # the mean in the fit's units, W mean / unit
-    unit: float | np.ndarray
+    unit: float
     whitening: np.ndarray | None
 
     @classmethod
@@ -330,7 +330,7 @@ class _Loop:
         k = int(low[0]) + 1 if len(low) else len(after)
         steps = [Step.straight(lead, float(v)) for lead, v in zip(res.frame[:, :k].T.copy(), variances[:k])]
         res.drop(k)
-        return self._record(steps, energies=after[:k])
+        return self._record(steps, energies=after[:k].tolist())
 
     def _directed(self, e: np.ndarray, top: int) -> bool:
         """One step along ``e`` (frame coordinates). A direction that is not the PCA one must keep Property 2

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -155,7 +156,7 @@ class Residual:
         ``B W`` (``B^T`` the design, K x n; ``W`` K x (m-1) on the remaining axes) is removed from every
         row; returns ``W E^T`` (input space), None for a straight step."""
         self.frame, self.cov = self.frame[:, 1:], cov
-        if w is None:
+        if w is None or design is None:
             return None
         rows, w_input = self.rows, w @ self.frame.T
         blas.matmul_into(design[:, :rows].T, w, self.scores, alpha=-1.0, beta=1.0)
@@ -220,9 +221,15 @@ class Designs:
         return designs, centers, scales
 
 
+Chooser = Callable[[np.ndarray], Choice | None]
+
+
+@overload
+def fit_step(res: Residual, choose: Chooser, designs_of: Designs, fit_linear: bool, guard: None = None) -> tuple[Step, bool]: ...
+@overload
+def fit_step(res: Residual, choose: Chooser, designs_of: Designs, fit_linear: bool, guard: Callable[[np.ndarray], bool]) -> tuple[Step, bool] | None: ...
 def fit_step(
-    res: Residual, choose: Callable[[np.ndarray], Choice | None], designs_of: Designs, fit_linear: bool,
-    guard: Callable[[np.ndarray], bool] | None = None,
+    res: Residual, choose: Chooser, designs_of: Designs, fit_linear: bool, guard: Callable[[np.ndarray], bool] | None = None,
 ) -> tuple[Step, bool] | None:
     """One PPA step along the frame's first axis; updates ``res`` in place.
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import xarray as xr
 
+from ..core.docstrings import shared
 from ..model import PPA
-from . import fitting
-from . import inputs, maps, report, sampling, shift
+from . import fitting, inputs, maps, report, sampling, shift
 
 
 def _delegates_to(func: Callable) -> Callable:
@@ -69,7 +69,7 @@ class _PPAAccessor:
         return shift.evaluate(self._obj, model, n_samples, dim, random_state, max_chunks, weights)
 
     @_delegates_to(maps.inverse_transform)
-    def inverse_transform(self, model: PPA, dim: Hashable = inputs.COMPONENT) -> xr.DataArray:
+    def inverse_transform(self, model: PPA, dim: Hashable = inputs.COMPONENT) -> xr.DataArray | xr.Dataset:
         """Lazy inverse of components; see :func:`ppa_xr.cube.inverse_transform`."""
         return maps.inverse_transform(self._obj, model, dim)
 
@@ -93,26 +93,22 @@ class _PPAAccessor:
 
 
 @xr.register_dataarray_accessor("ppa")
+@shared
 class PPADataArrayAccessor(_PPAAccessor):
     """``da.ppa``: PPA on a DataArray whose features lie along one dimension (default ``band``).
 
-    Parameters
-    ----------
-    obj : xr.DataArray or xr.Dataset
-        The object ``.ppa`` is read from (xarray passes it).
+    {{accessor}}
     """
 
     __slots__ = ()
 
 
 @xr.register_dataset_accessor("ppa")
+@shared
 class PPADatasetAccessor(_PPAAccessor):
     """``ds.ppa``: PPA on a Dataset whose data variables are the features.
 
-    Parameters
-    ----------
-    obj : xr.DataArray or xr.Dataset
-        The object ``.ppa`` is read from (xarray passes it).
+    {{accessor}}
     """
 
     __slots__ = ()

@@ -120,8 +120,8 @@ def fit_pooled(
     --------
     >>> model = ppa_xr.fit_pooled([scene_2021, scene_2022], n_samples=100_000)  # doctest: +SKIP
     """
-    cubes = list(cubes) if isinstance(cubes, Iterable) and not isinstance(cubes, (xr.DataArray, xr.Dataset, str, bytes)) else None
-    if not cubes:
+    scenes = list(cubes) if isinstance(cubes, Iterable) and not isinstance(cubes, (xr.DataArray, xr.Dataset, str, bytes)) else None
+    if not scenes:
         raise TypeError("fit_pooled takes a list of cubes, e.g. fit_pooled([scene_a, scene_b]); for one cube use cube.ppa.fit")
     check_names(ppa_params)
     noise = ppa_params.pop("noise_cov", None)
@@ -131,12 +131,12 @@ def fit_pooled(
     estimated = isinstance(noise, (str, xr.DataArray, xr.Dataset))
     # every parameter is checked once, before any pass; a stand-in covariance where it is estimated, so its conflicts show too
     declared = Spec(random_state=random_state, **ppa_params, noise_cov=np.eye(2) if estimated else noise)
-    arrays = [feature_array(obj, dim) for obj in cubes]
+    arrays = [feature_array(obj, dim) for obj in scenes]
     d = arrays[0].sizes[dim]
     _check_enough_pixels(arrays, dim)
     if not estimated:
         declared.for_data(None, d)
-    features = FeatureLabels.of(arrays[0], dim, variables=isinstance(cubes[0], xr.Dataset))
+    features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
     arrays = [features.select(da, d) for da in arrays]
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
     pooled = sample_cubes(arrays, dim, n_samples, random_state, along=shift)

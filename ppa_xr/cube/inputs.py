@@ -104,7 +104,7 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
     if da.dtype.kind not in "iufb":
         raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
     if dtype is None:
-        dtype = np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32
+        dtype = np.dtype(np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32)
     nodata = declared_nodata(da)
     out = da.copy(deep=False) if da.dtype == dtype else da.astype(dtype)  # never the caller's object; +-inf become NaN in the kernels
     if nodata is not None and not np.isnan(nodata):

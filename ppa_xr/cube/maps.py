@@ -136,14 +136,14 @@ def transform(
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
 
 
-def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
+def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
     """Lazy map of ``k <= d`` components back to the fitted band dimension and labels
     (a Dataset with one variable per feature when the model was fitted on a Dataset).
 
     Parameters
     ----------
     scores : xr.DataArray
-        Components 1..k along ``dim`` (any order: they are matched by label), as
+        Components 1..k along ``dim`` (any order: they are matched by label; a Dataset is refused), as
         :func:`~ppa_xr.cube.transform` returns them, computed, stored or edited.
     model : PPA
         The model that produced them.
@@ -177,7 +177,7 @@ def inverse_transform(scores: xr.DataArray, model: PPA, dim: Hashable = COMPONEN
         scores = scores.sortby(dim)
     scores = _one_chunk_along(scores, dim)
     features = model.features_ or FeatureLabels("band")
-    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_).drop_vars(dim, errors="ignore"))
+    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_).drop_vars([dim], errors="ignore"))
     out = out.assign_attrs(provenance(model, "inverse transform", k))
     return out.to_dataset(dim=features.dim) if features.variables else out
 

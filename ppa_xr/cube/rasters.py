@@ -54,12 +54,10 @@ def open_band_stack(
     ValueError
         Files on different grids, with several bands, repeated, or labels that repeat.
     """
-    import rioxarray
-
-    paths = [as_path(p, "a band's file") for p in paths]
-    bands = _band_labels(paths, bands)
-    layers = [rioxarray.open_rasterio(p, chunks=chunks, masked=masked) for p in paths]
-    _check_grid(paths, layers)
+    files = [as_path(p, "a band's file") for p in paths]
+    labels = _band_labels(files, bands)
+    layers = [read_raster(p, chunks=chunks, masked=masked) for p in files]
+    _check_grid(files, layers)
     nodata = {layer.rio.nodata for layer in layers}
     if len(nodata) > 1:  # one nodata per band: mask each with its own
         dtype = np.result_type(np.float32, *(layer.dtype for layer in layers))
@@ -67,8 +65,20 @@ def open_band_stack(
         for layer in layers:
             layer.encoding.pop("_FillValue", None)  # masked layers hold NaN; an integer fill value no longer applies
     cube = xr.concat([layer.squeeze("band", drop=True) for layer in layers], dim="band", combine_attrs="drop_conflicts")
-    cube = cube.assign_coords(band=bands)
+    cube = cube.assign_coords(band=labels)
     return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
+
+
+def read_raster(path: Path, **kwargs: Any) -> xr.DataArray:
+    """:func:`rioxarray.open_rasterio` of one raster file, refusing a file of several subdatasets (HDF,
+    netCDF through GDAL), which it reads as Datasets."""
+    import rioxarray
+
+    opened = rioxarray.open_rasterio(path, **kwargs)
+    if not isinstance(opened, xr.DataArray):
+        raise ValueError(f"{path} holds several subdatasets; open the one you need with rioxarray.open_rasterio(path, "
+                         "variable=...) or xarray.open_dataset, and pass the array")
+    return opened
 
 
 def _band_labels(paths: list[Path], bands: Sequence[Hashable] | None) -> list[Hashable]:
@@ -211,27 +221,25 @@ def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: 
     FileNotFoundError, ValueError
         A missing input, an unreadable one, a ``variable`` it lacks.
     """
-    paths = [as_path(p, "an input") for p in paths]
-    for path in paths:
+    files = [as_path(p, "an input") for p in paths]
+    for path in files:
         if not path.exists():
             raise FileNotFoundError(f"input {path} does not exist")
-    rasters = len(paths) > 1 or paths[0].suffix.lower() not in (".nc", ".zarr") and not paths[0].is_dir()
+    rasters = len(files) > 1 or files[0].suffix.lower() not in (".nc", ".zarr") and not files[0].is_dir()
     if variable and rasters:
-        raise ValueError(f"--variable picks a variable of a netCDF or zarr input; {paths[0]} is a raster (drop --variable)")
+        raise ValueError(f"--variable picks a variable of a netCDF or zarr input; {files[0]} is a raster (drop --variable)")
     try:
-        if len(paths) > 1:
-            return open_band_stack(paths, chunks={"x": chunks, "y": chunks})
+        if len(files) > 1:
+            return open_band_stack(files, chunks={"x": chunks, "y": chunks})
         if rasters:
-            import rioxarray
-
-            return rioxarray.open_rasterio(paths[0], chunks={"x": chunks, "y": chunks})
-        ds = _open_dataset(paths[0])
+            return read_raster(files[0], chunks={"x": chunks, "y": chunks})
+        ds = _open_dataset(files[0])
     except (ValueError, FileNotFoundError):
         raise
     except Exception as err:  # rasterio / h5py / zarr raise their own types for unreadable files
-        raise ValueError(f"cannot read {' '.join(map(str, paths))} as a raster or dataset ({type(err).__name__}: {err})") from err
+        raise ValueError(f"cannot read {' '.join(map(str, files))} as a raster or dataset ({type(err).__name__}: {err})") from err
     if variable and variable not in ds.data_vars:
-        raise ValueError(f"{paths[0]} has no variable {variable!r}; it has {list(ds.data_vars)}")
+        raise ValueError(f"{files[0]} has no variable {variable!r}; it has {list(ds.data_vars)}")
     return ds[variable] if variable else ds
 
 

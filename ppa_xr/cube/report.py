@@ -167,7 +167,7 @@ def information_report(
         total = reduction(entropy_input, values["entropy"], model.params_.log2_det_jacobian())
         _add(variables, "total_mi_reduction", method, xr.DataArray(total))
         _add(variables, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
-    variables["entropy_input"] = xr.DataArray(entropy_input, dims=dim, attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
+    variables["entropy_input"] = xr.DataArray(entropy_input, dims=(dim,), attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
     if hasattr(model, "snr_"):  # noise-adjusted: components come ordered by signal-to-noise ratio
         variables["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
     report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})

@@ -10,7 +10,7 @@ the smallest keys of the union are a uniform sample of all their pixels.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,11 +282,11 @@ class Pooled:
     index: np.ndarray
     along: Any = None
 
-    def weights(self, cubes: list[xr.DataArray], dim: Hashable, weights: xr.DataArray | list[xr.DataArray]) -> np.ndarray:
+    def weights(self, cubes: list[xr.DataArray], dim: Hashable, weights: xr.DataArray | Sequence[xr.DataArray]) -> np.ndarray:
         """Each row's weight, read from ``weights`` (a DataArray over some of the pixel dimensions, e.g.
         ``cos(lat)``, broadcast to each cube; or one per cube) at the row's pixel: only the chunks of the
         sampled pixels are computed."""
-        per_cube = weights if isinstance(weights, (list, tuple)) else [weights] * len(cubes)
+        per_cube = [weights] * len(cubes) if isinstance(weights, xr.DataArray) else list(weights)
         if len(per_cube) != len(cubes):
             raise ValueError(f"weights: give one DataArray for every cube, or one for all; got {len(per_cube)} for {len(cubes)} cubes")
         out = np.empty(len(self.index))

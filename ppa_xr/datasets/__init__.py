@@ -11,10 +11,14 @@ from __future__ import annotations
 import gzip
 from dataclasses import dataclass
 from importlib.resources import files
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from ..core.docstrings import shared
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["Table", "UCI_TABLES", "load_table", "landsat8_sample_path", "open_landsat8_sample", "rgb_byte_path", "open_rgb_byte", "open_ersst_sample", "open_abu_beach"]
 
@@ -55,7 +59,7 @@ class Table:
 
 
 def _lines(filename: str) -> list[str]:
-    with gzip.open(_DATA / f"{filename}.gz", "rt") as fh:
+    with (_DATA / f"{filename}.gz").open("rb") as raw, gzip.open(raw, "rt") as fh:
         return [line for line in fh.read().splitlines() if line.strip()]
 
 
@@ -188,9 +192,7 @@ def open_landsat8_sample(chunks=None, masked: bool = False):
     xr.DataArray
         (band, y, x) uint16 (float with ``masked``), bands labelled B1..B11, with ``wavelength``.
     """
-    import rioxarray
-
-    cube = rioxarray.open_rasterio(landsat8_sample_path(), chunks=chunks, masked=masked)
+    cube = _raster(landsat8_sample_path(), chunks, masked)
     cube.attrs.pop("long_name", None)  # the band names live in the band coordinate
     return cube.assign_coords(band=list(LANDSAT8_BANDS), wavelength=("band", list(LANDSAT8_WAVELENGTH_UM))).rename("landsat8")
 
@@ -209,9 +211,13 @@ def open_rgb_byte(chunks=None, masked: bool = False):
     xr.DataArray
         (band, y, x) uint8 (float with ``masked``).
     """
+    return _raster(rgb_byte_path(), chunks, masked).rename("rgb")
+
+
+def _raster(path: str, chunks, masked: bool) -> xr.DataArray:
     import rioxarray
 
-    return rioxarray.open_rasterio(rgb_byte_path(), chunks=chunks, masked=masked).rename("rgb")
+    return cast("xr.DataArray", rioxarray.open_rasterio(path, chunks=chunks, masked=masked))  # one GeoTIFF, no subdatasets: an array
 
 
 @shared

@@ -166,17 +166,16 @@ def locked(path: str | os.PathLike, reading: bool = False) -> Iterator[None]:
     nothing is being saved either), go on without one.
     """
     path = as_path(path)
-    lock: FileLock | None = FileLock(path.with_name(hidden_name(path, _LOCK)))
+    lock = FileLock(path.with_name(hidden_name(path, _LOCK)))
     try:
         lock.acquire()
     except OSError:
         if not reading:
             raise
-        lock = None
     try:
         yield
     finally:
-        if lock is not None:
+        if lock.is_locked:
             lock.release()
 
 

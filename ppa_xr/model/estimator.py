@@ -19,6 +19,7 @@ import numpy as np
 
 from ..core import checks, errors, kernels, spec
 from ..core.checks import warn_user
+from ..core.docstrings import shared
 from ..core.keys import FitSample
 from ..core.params import PPAParams
 from ..core.candidates import fit_selected
@@ -334,25 +335,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return file.write(self.to_dataset(), path, format, overwrite)
 
     @classmethod
+    @shared
     def load(cls, path: str | os.PathLike, format: str | None = None) -> PPA:
         """Read a model written by :meth:`save`.
 
-        Parameters
-        ----------
-        path : str or os.PathLike
-            A ``.nc`` or ``.zarr`` model.
-        format : {"netcdf", "zarr"}, optional
-            When the suffix does not say.
-
-        Returns
-        -------
-        PPA
-            The fitted estimator, every array checked against its checksum.
-
-        Raises
-        ------
-        ValueError
-            A corrupt, truncated, foreign or newer-format file, named.
+        {{model_file}}
         """
         model = cls.from_dataset(file.read(path, format), source=str(path))
         model.source_ = str(path)
@@ -696,24 +683,10 @@ def _progress_bar(steps: int) -> Any:
     return tqdm(total=steps, desc="PPA fit", unit="step")
 
 
+@shared
 def load_model(path: str | os.PathLike, format: str | None = None) -> PPA:
     """Read a model written by :meth:`PPA.save` (same as :meth:`PPA.load`).
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A ``.nc`` or ``.zarr`` model written by :meth:`PPA.save`.
-    format : {"netcdf", "zarr"}, optional
-        When the suffix does not say.
-
-    Returns
-    -------
-    PPA
-        The fitted model, every array checked against its checksum.
-
-    Raises
-    ------
-    ValueError
-        A corrupt, truncated, foreign or newer-format file, named.
+    {{model_file}}
     """
     return PPA.load(path, format)

@@ -347,6 +347,7 @@ def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None
         return None
     levels = _levels(ds, source)
     read = (lambda name: _verified(ds, name, source)) if version >= 8 else (lambda name: ds[name].values)
+    labels: np.ndarray | None
     if levels:
         labels = np.empty(ds.sizes["feature"], dtype=object)
         labels[:] = list(zip(*(read(_LEVEL + level).tolist() for level in levels)))

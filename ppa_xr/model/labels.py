@@ -80,7 +80,7 @@ class FeatureLabels:
             return cls(dim, variables=variables)
         index = da.indexes.get(dim)
         levels = tuple(str(n) for n in index.names) if isinstance(index, pd.MultiIndex) else None
-        level_names = set(index.names) if levels else set()
+        level_names = set(index.names) if isinstance(index, pd.MultiIndex) else set()
         coords = {
             str(name): coord.values for name, coord in da.coords.items()
             if coord.dims == (dim,) and name != dim and name not in level_names
