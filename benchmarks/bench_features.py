@@ -5,8 +5,9 @@ and ``M`` a standard normal d x d matrix whose row ``k`` is scaled by
 ``1 / (1 + k)`` (a spectrum over many decades, as in the issue that asked for
 this benchmark). For each d: ``PCA()`` (numpy's default BLAS threads),
 ``PCA()`` held at one thread (the like-for-like compute: the fit holds every
-BLAS at one thread), ``PPA(degree=1)`` and ``PPA()`` (candidate degrees 1..5),
-one warm-up each, then ``--repeat`` rounds calling them in turn; every run is
+BLAS at one thread), ``PPA(degree=1)``, ``PPA(configuration="fixed")``
+(candidate degrees 1..5, the options as given) and ``PPA()`` (the default: the
+same, after validating its configuration on held-out groups), one warm-up each, then ``--repeat`` rounds calling them in turn; every run is
 listed, and ratios are best (worst round) against ``PCA()``.
 
 Memory: the peak of each fit call as ``tracemalloc`` sees it (numpy's
@@ -63,25 +64,27 @@ def main() -> None:
     print(machine())
     print(f"n = {args.n}; seconds of each interleaved run; PPA / PCA(): best (worst round); memory: tracemalloc peak beyond "
           "the input, in multiples of the input's size (8 n d bytes)")
-    print("| d | PCA() (s) | PCA(), one thread (s) | PPA(degree=1) (s) | / PCA() | / one thread | PPA() (s) | / PCA() "
-          "| / one thread | curved | memory: PCA() | PPA(degree=1) | PPA() | PPA() estimate | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| d | PCA() (s) | PCA(), one thread (s) | PPA(degree=1) (s) | / PCA() | / one thread | fixed (s) | / PCA() | / one thread "
+          "| PPA() (s) | / PCA() | / one thread | curved | memory: PCA() | PPA(degree=1) | fixed | PPA() | PPA() estimate | load |")
+    print("|" + "---|" * 19)
     for d in args.features:
         X = correlated_gaussian(args.n, d)
         cases = {
             "pca": lambda X=X: PCA().fit(X), "pca1": lambda X=X: pca_one_thread(X),
-            "linear": lambda X=X: PPA(degree=1, random_state=0).fit(X), "ppa": lambda X=X: PPA(random_state=0).fit(X),
+            "linear": lambda X=X: PPA(degree=1, random_state=0).fit(X),
+            "fixed": lambda X=X: PPA(configuration="fixed", random_state=0).fit(X), "ppa": lambda X=X: PPA(random_state=0).fit(X),
         }
         times = interleaved(cases, args.repeat)
         size = X.nbytes
         memory = {name: peak_bytes(fit) / size for name, fit in cases.items() if name != "pca1"}
         model = PPA(random_state=0).fit(X)
         estimate = fit_memory(*X.shape, model.get_spec()) / size
-        print(f"| {d} | {runs(times['pca'])} | {runs(times['pca1'])} | {runs(times['linear'])} | {ratio(times['linear'], times['pca'])} "
-              f"| {ratio(times['linear'], times['pca1'])} | {runs(times['ppa'])} | {ratio(times['ppa'], times['pca'])} "
-              f"| {ratio(times['ppa'], times['pca1'])} | {int(np.sum(model.degrees_ > 1))} of {d - 1} "
-              f"| {memory['pca']:.2f}x | {memory['linear']:.2f}x | {memory['ppa']:.2f}x | {estimate:.2f}x | {os.getloadavg()[0]:.1f} |",
-              flush=True)
+        cells = [runs(times["pca"]), runs(times["pca1"])]
+        for name in ("linear", "fixed", "ppa"):
+            cells += [runs(times[name]), ratio(times[name], times["pca"]), ratio(times[name], times["pca1"])]
+        cells += [f"{int(np.sum(model.degrees_ > 1))} of {d - 1}", *(f"{memory[name]:.2f}x" for name in ("pca", "linear", "fixed", "ppa")),
+                  f"{estimate:.2f}x", f"{os.getloadavg()[0]:.1f}"]
+        print(f"| {d} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
