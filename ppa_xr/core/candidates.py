@@ -40,7 +40,8 @@ many curved steps to keep (``max_curved``) from them:
   :data:`SWITCH` paired standard errors (the same rule, the burden of proof
   on departing from it: the lowest mean among a dozen truncations of a
   half-size fit otherwise follows noise; measured on Sat and Segmentation,
-  it cut steps that pay on unseen rows);
+  it cut steps that pay on unseen rows). Where the half-size fit has no
+  curved step it is its own PCA: nothing is judged, and the plain fit stands;
 * **escalation**: where the uncapped fit is refused or beaten (held-out
   evidence that its curvature harms somewhere: heavy tails, anomalous
   pixels, hundreds of bands), the robust family's fit and truncations
@@ -168,10 +169,8 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
             weighted = design * w_train[:, None]
             cross = weighted.T @ r_train[:, p + 1:]  # Q = B^T r on the corrected block
             shift = cross.T @ coef
+            # only the corrected block's moments are read again (each later truncation's PCA lies within it)
             moments[p + 1:, p + 1:] -= shift + shift.T - coef.T @ (weighted.T @ design) @ coef
-            rest = weighted.T @ r_train[:, :p + 1]  # the rows and columns before the block: -r_a^T B F
-            moments[:p + 1, p + 1:] -= rest.T @ coef
-            moments[p + 1:, :p + 1] = moments[:p + 1, p + 1:].T
             r_train[:, p + 1:] -= design @ coef
             design, coef = _correction(params, p, r_held)
             r_held[:, p + 1:] -= design @ coef
@@ -283,7 +282,8 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
         return None
     validation = _Validation(X, fit, None if weights is None else np.asarray(weights, dtype=np.float64),
                              _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)))
-    validation.family(False)
+    if not validation.family(False):
+        return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands
     uncapped = validation.verdicts[(False, None)]
     if uncapped.admitted and not any(v.beats(uncapped) for v in validation.candidates().values()):
         return Selection({"robust": False, "max_curved": None}, validation.verdicts)  # the uncapped fit stands
@@ -332,9 +332,13 @@ class _Validation:
         self.total = 0.0
         self.verdicts: dict[tuple[bool, int | None], Verdict] = {}
 
-    def family(self, robust: bool) -> None:
-        """Judge the plain (or robust) fit of every part and all its truncations."""
-        errors = [(part.held, self._errors(part, robust)) for part in self.parts]
+    def family(self, robust: bool) -> bool:
+        """Judge the plain (or robust) fit of every part and all its truncations; False, judging nothing, where
+        no plain fit has a curved step: each is its own PCA, and PCA is always admitted."""
+        fits = [(part, self._fit(part, robust)) for part in self.parts]
+        if not robust and not any(fitted[0].curved_steps() for _, fitted in fits):
+            return False
+        errors = [(part.held, self._errors(part, *fitted, robust=robust)) for part, fitted in fits]
         top = max(len(e) - 1 for _, e in errors)
         for c in range(top + 1):
             held_out = np.empty_like(self.pca)
@@ -342,13 +346,18 @@ class _Validation:
                 held_out[held] = e[min(c, len(e) - 1)]
             # the fits with every curved step kept: the uncapped fit
             self.verdicts[(robust, None if c == top else c)] = judge(held_out[self.judged], self.pca[self.judged], self.total)
+        return True
 
-    def _errors(self, part: _Part, robust: bool) -> np.ndarray:
-        w = None if self.weights is None else (self.weights[part.train], self.weights[part.rows])
-        training, unseen = self.X[part.train], self.X[part.rows]  # one gather of each part, scaled in place
+    def _fit(self, part: _Part, robust: bool) -> tuple[PPAParams, np.ndarray, np.ndarray]:
+        """The part's fit, and its training and held-out rows (one gather of each, scaled in place)."""
+        training, unseen = self.X[part.train], self.X[part.rows]
         training /= self.unit
         unseen /= self.unit
-        params = self.fit(training, part.groups, np.random.default_rng(part.seed), None if w is None else w[0], robust=robust, max_curved=None)
+        weights = None if self.weights is None else self.weights[part.train]
+        return self.fit(training, part.groups, np.random.default_rng(part.seed), weights, robust=robust, max_curved=None), training, unseen
+
+    def _errors(self, part: _Part, params: PPAParams, training: np.ndarray, unseen: np.ndarray, robust: bool) -> np.ndarray:
+        w = None if self.weights is None else (self.weights[part.train], self.weights[part.rows])
         errors = truncation_errors(params, training, unseen, part.bounds, w)
         if not robust:  # the plain family's PCA (truncation 0) is the baseline of every candidate
             self.pca[part.held] = errors[0]
