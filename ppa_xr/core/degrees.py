@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-import scipy.stats
+import scipy.special
 
 from .linalg import inverse_grams
 
@@ -95,7 +95,7 @@ def axis_significance(m: int) -> float:
     one-sided level, 0.16, shared among the axes (Bonferroni), ``z = Phi^-1(1 - 0.16 / m)``. With one axis it
     is the 1-SE rule; at 200 axes it is 3.1, so pure noise passes on some axis of a step 16% of the time
     instead of on 30 of its axes."""
-    return float(scipy.stats.norm.isf(FALSE_GAIN / m))
+    return float(-scipy.special.ndtri(FALSE_GAIN / m))  # norm.isf, without scipy.stats' overhead (0.3 ms a call)
 
 
 def significant(diff: np.ndarray, z: float) -> np.ndarray:
