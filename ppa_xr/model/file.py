@@ -46,7 +46,7 @@ FORMAT = "ppa_xr.model"
 FORMAT_VERSION = 8  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
 # 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits);
 # 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov; 8: validation retired, checksums of
-# labels and attributes, the fitting sample's error curve
+# labels and attributes, the fitting sample's error curve, the configuration fitted (configuration_)
 READABLE = (2, 3, 4, 5, 6, 7, 8)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
