@@ -1,5 +1,7 @@
 """PPA follows scikit-learn's estimator contract and refuses bad input clearly."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -187,6 +189,18 @@ def test_features_of_very_different_scales_warn():
     z, u, v = rng.normal(5500, 100, 2000), rng.normal(0, 0.01, 2000), rng.normal(0, 0.01, 2000)
     with pytest.warns(UserWarning, match="standard deviations differ by 1.0e\\+04"):
         PPA(degree=1).fit(np.column_stack([z, u, v]))
+
+
+def test_a_constant_band_is_not_a_scale_difference(curved):
+    """A constant band's standard deviation comes back from the eigendecomposition as rounding (2e-9), not 0."""
+    X = curved.copy()
+    X[:, 1] = 5.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PPA(degree=1).fit(X)
+    X[:, 2] *= 1e-5  # a real difference among the bands that vary still warns
+    with pytest.warns(UserWarning, match="standard deviations differ"):
+        PPA(degree=1).fit(X)
 
 
 def test_fit_runs_blas_on_one_thread_and_restores_the_count(curved):

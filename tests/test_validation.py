@@ -152,3 +152,34 @@ def test_without_curvature_the_plain_fit_stands_unjudged():
     assert model.configuration_ == {"robust": False, "max_curved": None, "validated": True}
     fixed = PPA(configuration="fixed", random_state=0).fit(X)
     np.testing.assert_array_equal(model.transform(X), fixed.transform(X))
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e200, 1e300])
+def test_the_weights_scale_does_not_change_the_choice(heavy_tailed, scale):
+    X = heavy_tailed[:600, :6]
+    weights = np.random.default_rng(6).uniform(0.5, 2, len(X))
+    reference = PPA(random_state=0).fit(X, sample_weight=weights)
+    scaled = PPA(random_state=0).fit(X, sample_weight=weights * scale)
+    assert reference.configuration_["validated"] and scaled.configuration_ == reference.configuration_
+
+
+@pytest.mark.parametrize("scale", [1e-50, 1e100])
+def test_noise_adjusted_fits_choose_alike_at_any_units(scale):
+    X = make_curved_mixture(600, n_bands=5, noise_level=0.02, random_state=4).data
+    noise = np.eye(5) * 1e-4
+    reference = PPA(random_state=0, noise_cov=noise).fit(X)
+    assert reference.configuration_["validated"] and (reference.degrees_ > 1).any()
+    scaled = PPA(random_state=0, noise_cov=noise * scale * scale).fit(X * scale)
+    assert scaled.configuration_ == reference.configuration_
+
+
+def test_pca_chosen_reads_as_the_plain_fit():
+    """The robust family's PCA is the plain family's: a PCA choice never reads robust=True."""
+    X = make_curved_mixture(3000, n_bands=80, noise="student", random_state=1).data
+    assert PPA(random_state=0).fit(X).configuration_ == {"robust": False, "max_curved": 0, "validated": True}
+
+
+def test_validation_needs_four_groups(heavy_tailed):
+    X = heavy_tailed[:600, :6]
+    assert not PPA(random_state=0).fit(X, groups=np.arange(600) % 3).configuration_["validated"]
+    assert PPA(random_state=0).fit(X, groups=np.arange(600) % 4).configuration_["validated"]

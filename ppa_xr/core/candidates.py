@@ -236,7 +236,8 @@ def judge(errors: np.ndarray, pca: np.ndarray, total: float) -> Verdict:
     return Verdict(100 * ratio, 100 * spread, float(100 * ratio.mean()), admitted, 100 * terms.mean(axis=1))
 
 
-#: a fit of the sample's rows: ``fit(rows, groups, rng, robust=..., max_curved=...) -> PPAParams``
+#: a fit of the sample's rows divided by ``unit`` (a power of two): ``fit(rows, groups, rng, weights, unit, robust=...,
+#: max_curved=...) -> PPAParams``
 Fit = Callable[..., PPAParams]
 #: the configuration a fit was made with, and whether it was chosen by :func:`select`
 Choice = dict
@@ -259,10 +260,10 @@ def _fold_rows(folds, order: np.ndarray, f: int) -> tuple[np.ndarray, np.ndarray
 
 
 def feasible(n: int, groups: np.ndarray | None, declared: Spec) -> bool:
-    """Whether whole-fit validation can run: candidate degrees to choose from, at least 3 groups (every
-    training part then has 2 to select degrees on) and ``2 FOLDS min_samples`` rows."""
+    """Whether whole-fit validation can run: candidate degrees to choose from, at least 4 groups (half of
+    them held out, the other half, at least 2, to select degrees on) and ``2 FOLDS min_samples`` rows."""
     n_groups = min(PSEUDO_GROUPS, n) if groups is None else len(np.unique(np.asarray(groups)))
-    return len(declared.candidates) > 1 and n_groups >= 3 and n >= 2 * min(FOLDS, n_groups) * declared.min_samples
+    return len(declared.candidates) > 1 and n_groups >= 4 and n >= 2 * min(FOLDS, n_groups) * declared.min_samples
 
 
 def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Generator, min_samples: int,
@@ -280,7 +281,7 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     sizes = np.bincount(folds.fold, weights=np.diff(folds.bounds), minlength=folds.n_folds)
     if n - sizes[:rounds].max() < min_samples or np.bincount(folds.fold)[:rounds].max() > len(folds.fold) - 2:
         return None
-    validation = _Validation(X, fit, None if weights is None else np.asarray(weights, dtype=np.float64),
+    validation = _Validation(X, fit, None if weights is None else _unit_mean(np.asarray(weights, dtype=np.float64)),
                              _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)))
     if not validation.family(False):
         return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands
@@ -292,6 +293,13 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     admitted = validation.candidates()
     robust, max_curved = min(admitted, key=lambda key: (admitted[key].mean, key[1] is None, key[1] or 0, key[0]))
     return Selection({"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}, validation.verdicts)
+
+
+def _unit_mean(weights: np.ndarray) -> np.ndarray:
+    """The weights scaled to mean 1 (by their largest first, so the sum cannot overflow): the guard's sums of
+    weighted squared errors stay in range whatever their scale, and the choice does not depend on it."""
+    scaled = weights / weights.max()
+    return scaled / scaled.mean()
 
 
 @dataclass(frozen=True)
@@ -340,7 +348,7 @@ class _Validation:
             return False
         errors = [(part.held, self._errors(part, *fitted, robust=robust)) for part, fitted in fits]
         top = max(len(e) - 1 for _, e in errors)
-        for c in range(top + 1):
+        for c in range(1 if robust else 0, top + 1):  # the robust family's PCA (c = 0) is the plain family's
             held_out = np.empty_like(self.pca)
             for held, e in errors:
                 held_out[held] = e[min(c, len(e) - 1)]
@@ -354,7 +362,8 @@ class _Validation:
         training /= self.unit
         unseen /= self.unit
         weights = None if self.weights is None else self.weights[part.train]
-        return self.fit(training, part.groups, np.random.default_rng(part.seed), weights, robust=robust, max_curved=None), training, unseen
+        params = self.fit(training, part.groups, np.random.default_rng(part.seed), weights, self.unit, robust=robust, max_curved=None)
+        return params, training, unseen
 
     def _errors(self, part: _Part, params: PPAParams, training: np.ndarray, unseen: np.ndarray, robust: bool) -> np.ndarray:
         w = None if self.weights is None else (self.weights[part.train], self.weights[part.rows])
@@ -390,8 +399,12 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     if searched and feasible(len(X), groups, declared):
 
         def candidate(rows: np.ndarray, row_groups: np.ndarray | None, child: np.random.Generator, row_weights: np.ndarray | None,
-                      **configuration: object) -> PPAParams:
-            return fit_params(rows, declared.replace(leading="pca", **configuration), groups=row_groups, rng=child, weights=row_weights)
+                      unit: float, **configuration: object) -> PPAParams:
+            # the rows are in units of ``unit``, and so is the noise (its covariance in their square): the
+            # whitened rows, where the truncations are measured, are those of the fit itself
+            noise = None if declared.noise_cov is None else declared.noise_cov / unit / unit
+            spec = declared.replace(leading="pca", noise_cov=noise, **configuration)
+            return fit_params(rows, spec, groups=row_groups, rng=child, weights=row_weights)
 
         with blas.every_blas_on_one_thread():  # as the fits: the products are small, and extra BLAS threads only wait
             found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca", weights=weights)

@@ -162,7 +162,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 bar.close()
         params = fitted.params
         if not (declared.standardize or declared.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
-            _warn_on_scales(np.sqrt(params.pca_variance @ params.pca_rotation**2))
+            # of the features that vary: a constant one's comes back from the eigendecomposition as rounding
+            _warn_on_scales(np.sqrt(params.pca_variance @ params.pca_rotation**2)[np.ptp(X, axis=0) > 0])
         self._set_fitted(params, declared, features, sample)
         self.configuration_ = configuration
         self.fit_error_ratio_ = fitted.error_ratio
