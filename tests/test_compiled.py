@@ -291,7 +291,7 @@ def test_report_maps_of_the_bundled_scenes(scene):
     (float64 cubes), and one float32 rounding of that (float32 cubes)."""
     name, cube, model = scene
     da, dim = model_features(cube, model, None)
-    sample, _ = _report_sample(da, dim, model, None, 0, True)
+    sample, _, _ = _report_sample(da, dim, model, None, 0, True)
     _, _, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
     x = np.moveaxis(da.values, da.get_axis_num(dim), -1)
     maps = _pixel_block(x, measures["ppa"], measures["pca"], 2, 1).reshape(-1, 4)

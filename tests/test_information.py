@@ -183,3 +183,38 @@ def test_report_on_a_scene_fitted_on_every_pixel_falls_back_with_the_bias_stated
     assert held.attrs["estimated_on"].startswith("held out") and held.attrs["sample_size"] == 2600
     with pytest.warns(UserWarning, match=r"only 2600 valid pixels \(asked for n_samples=5000\) lie outside"):
         big.ppa.information_report(enough, n_samples=5000)
+
+
+@pytest.mark.parametrize("estimator", ["spacing", "histogram"])
+def test_weighted_entropies_are_those_of_the_weighted_population(estimator):
+    rng = np.random.default_rng(0)
+    narrow, wide = rng.normal(0, 1, (20_000, 1)), rng.normal(0, 4, (20_000, 1))
+    X = np.vstack([narrow, wide])
+    # equal weights are the unweighted estimate, exactly
+    np.testing.assert_array_equal(marginal_entropy(X, estimator, weights=np.full(len(X), 3.0)), marginal_entropy(X, estimator))
+    # weight 0 on one part: the other part's entropy (a Gaussian of sd 1: 2.047 bits)
+    only_narrow = marginal_entropy(X, estimator, weights=np.repeat([1.0, 0.0], 20_000))
+    assert only_narrow[0] == pytest.approx(0.5 * np.log2(2 * np.pi * np.e), abs=0.03 if estimator == "spacing" else 0.1)
+    # integer weights: the entropy of the rows repeated (jittered below the data's resolution, so they do not tie)
+    repeated = np.vstack([narrow] * 3 + [wide])
+    repeated = repeated + 1e-9 * rng.normal(size=repeated.shape)
+    weighted = marginal_entropy(X, estimator, weights=np.repeat([3.0, 1.0], 20_000))
+    assert weighted[0] == pytest.approx(marginal_entropy(repeated, estimator)[0], abs=0.01)
+
+
+def test_a_weighted_report_is_the_report_of_the_weighted_pixels(landsat):
+    model = landsat.isel(x=slice(160, None)).ppa.fit(n_samples=20_000, random_state=0, degree=(1, 2, 3))
+    left = (landsat.x < landsat.x[160]).astype(float)  # weight 1 on the left half, 0 on the right (the fitted) half
+    weighted = landsat.ppa.information_report(model, n_components=3, weights=left)
+    cropped = landsat.isel(x=slice(None, 160)).ppa.information_report(model, n_components=3)
+    unweighted = landsat.ppa.information_report(model, n_components=3)
+    assert weighted.attrs["weighted"] == 1 and cropped.attrs["weighted"] == 0
+    for name in ("total_mi_reduction_ppa", "total_mi_reduction_pca"):
+        assert float(weighted[name]) == pytest.approx(float(cropped[name]), abs=0.05)
+    np.testing.assert_allclose(weighted.entropy_input, cropped.entropy_input, atol=0.03)
+    np.testing.assert_allclose(weighted.mse_ppa, cropped.mse_ppa, rtol=0.03)
+    # the right half differs: the unweighted report is not the left half's
+    assert np.abs(unweighted.mse_ppa - cropped.mse_ppa).max() > 3 * np.abs(weighted.mse_ppa - cropped.mse_ppa).max()
+    ones = landsat.ppa.information_report(model, n_components=3, weights=xr.ones_like(left))
+    for name in ("total_mi_reduction_ppa", "entropy_ppa", "variance_ppa", "mse_pca"):
+        np.testing.assert_allclose(ones[name], unweighted[name], rtol=1e-9, atol=1e-12)

@@ -29,6 +29,14 @@ Two marginal entropy estimators (``estimator=``):
 
 Both give a density, so the per-pixel maps use the same estimator as the totals.
 
+Weighted samples (``weights=``, e.g. area weights ``cos(lat)`` at the sampled
+pixels) estimate the densities of the weighted population: a spacing carries
+the mean weight of its two ends, and a bin whose spacings carry the weight
+``m_b`` (in units of the mean spacing weight; ``m_b = c_b`` unweighted) holds
+density ``m_b / ((n+1) w)``, so ``log p_b = psi(c_b) + log(m_b / c_b) - log((n+1) w)``
+and ``h = -sum_b (m_b / (n-1)) log p_b``; a histogram counts weights. Equal
+weights give the unweighted figures exactly.
+
 Quantized bands (integer digital numbers: uint8 RGB, 12-bit in uint16,
 int16 radiance, ratios of small counts) have no differential entropy: a
 discrete value has a mass, not a density, and a spacing or histogram
@@ -72,15 +80,29 @@ QUANTIZED_SHARE = 0.5
 
 
 def _finite_rows(X: np.ndarray) -> np.ndarray:
+    return _weighted_rows(X, None)[0]
+
+
+def _weighted_rows(X: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The complete (finite) rows of ``X`` (n, d), and their weights scaled to mean 1 (None: unweighted)."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"expected a 2-D (samples, features) array, got shape {X.shape}")
-    finite = np.isfinite(X)
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (len(X),) or not np.isfinite(weights).all() or (weights < 0).any():
+            raise ValueError(f"weights must hold one finite, non-negative weight per row, shape ({len(X)},), got shape {weights.shape}")
+    finite = np.isfinite(X).all(axis=1)
     if not finite.all():
-        X = X[finite.all(axis=1)]
+        X, weights = X[finite], None if weights is None else weights[finite]
     if len(X) < 2:
         raise ValueError("need at least 2 complete (finite) rows to estimate entropies")
-    return X
+    if weights is not None:
+        if not weights.any():
+            raise ValueError("weights are 0 on every complete row: there is nothing to estimate")
+        weights = weights / weights.max()
+        weights /= weights.mean()
+    return X, weights
 
 
 def column_sorts(X: np.ndarray) -> np.ndarray:
@@ -111,7 +133,7 @@ class EqualMassBins:
     log_density : np.ndarray
         (d, B) bias-corrected log2 density in each bin.
     weights : np.ndarray
-        (B,) share of the spacings in each bin.
+        (B,) share of the spacings in each bin; (d, B), the share of their weight, where the rows are weighted.
     plug_in : np.ndarray
         (d,) ``-mean log2 p`` over the fitting sample.
     n : int
@@ -122,17 +144,18 @@ class EqualMassBins:
 
     edges: np.ndarray  # (d, B+1) order statistics bounding the bins
     log_density: np.ndarray  # (d, B) bias-corrected log2 density in each bin
-    weights: np.ndarray  # (B,) share of the spacings in each bin
+    weights: np.ndarray  # (B,) share of the spacings in each bin; (d, B) of their weight, for weighted rows
     plug_in: np.ndarray  # (d,) -mean log2 p over the fitting sample
     n: int
     lookup: StepLookup
 
     @classmethod
-    def fit(cls, X: np.ndarray, bins: int | None = None, sorted_columns: np.ndarray | None = None) -> EqualMassBins:
+    def fit(cls, X: np.ndarray, bins: int | None = None, sorted_columns: np.ndarray | None = None,
+            weights: np.ndarray | None = None) -> EqualMassBins:
         """From samples ``X`` (n, d), rows with NaN ignored; ``sorted_columns``: ``column_sorts`` of ``X``
-        where already known (used when every row is finite)."""
+        where already known (used when every row is finite); ``weights`` (n,): the rows' weights."""
         rows = len(X)
-        X = _finite_rows(X)
+        X, weights = _weighted_rows(X, weights)
         n, d = X.shape
         S = sorted_columns if sorted_columns is not None and n == rows else column_sorts(X)  # (n, d) order statistics
         _ranges(S[0], S[-1])
@@ -148,15 +171,24 @@ class EqualMassBins:
             below[:, j] = np.searchsorted(column, edges[j, 1:-1], side="left")
             gaps = np.diff(column)
             width[j] = np.maximum(width[j], gaps[gaps > 0].min())  # a bin of tied values is as wide as the data's quantum
-        log_density = (digamma(spacings) - np.log((n + 1) * width)) / LN2
-        counts = np.diff(np.column_stack([np.zeros(d, int), below.T, np.full(d, n)]), axis=1)
+        bounds = np.column_stack([np.zeros(d, int), below.T, np.full(d, n)])  # (d, B+1) ranks where each bin's values start
+        if weights is None:
+            log_density = (digamma(spacings) - np.log((n + 1) * width)) / LN2
+            shares, counts = spacings / (n - 1), np.diff(bounds, axis=1)
+        else:
+            mass, counts = _weighted_bins(X, weights, index, bounds)
+            with np.errstate(divide="ignore"):  # a bin of weight 0 has no density: it gets the outside's below
+                log_density = (digamma(spacings) + np.log(mass / spacings) - np.log((n + 1) * width)) / LN2
+            shares = mass / (n - 1)
         # steps at the edges, then just past the last (a value equal to it is in the last bin); half the lowest density outside
-        outside = log_density.min(axis=1, keepdims=True) - 1.0
+        empty = ~np.isfinite(log_density)
+        outside = np.min(log_density, axis=1, where=~empty, initial=np.inf, keepdims=True) - 1.0
+        log_density = np.where(empty, outside, log_density)
         lookup = StepLookup.build(np.column_stack([edges[:, :-1], np.nextafter(edges[:, -1], np.inf)]), np.hstack([outside, log_density, outside]))
-        return cls(edges, log_density, spacings / (n - 1), -(counts * log_density).sum(axis=1) / n, n, lookup)
+        return cls(edges, log_density, shares, -(counts * log_density).sum(axis=1) / n, n, lookup)
 
     def entropy(self) -> np.ndarray:
-        """Marginal differential entropies in bits: ``-sum_b (c_b / (n-1)) log2 p_b``."""
+        """Marginal differential entropies in bits: ``-sum_b (m_b / (n-1)) log2 p_b`` (``m_b = c_b`` unweighted)."""
         return -(self.log_density * self.weights).sum(axis=1)
 
     def sample_entropy(self) -> np.ndarray:
@@ -183,6 +215,18 @@ class EqualMassBins:
         return self.lookup.row_sums(values)
 
 
+def _weighted_bins(X: np.ndarray, weights: np.ndarray, index: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each bin's spacing weight ``m_b`` (the spacings between the order statistics ``index[b]..index[b+1]``,
+    each the mean weight of its two ends; weights of mean 1) and the weight of the values in it (those of
+    ranks ``bounds[:, b]..bounds[:, b+1]``), (d, B) each."""
+    ranked = weights[np.argsort(X, axis=0, kind="stable")]  # (n, d): each column's weights in sorted order
+    spacing = np.vstack([np.zeros((1, X.shape[1])), np.cumsum((ranked[1:] + ranked[:-1]) / 2, axis=0)])
+    mass = np.diff(spacing[index], axis=0).T
+    values = np.vstack([np.zeros((1, X.shape[1])), np.cumsum(ranked, axis=0)])
+    counts = np.diff(np.take_along_axis(values, bounds.T, axis=0), axis=0).T
+    return mass, counts
+
+
 @dataclass(frozen=True)
 class Histograms:
     """Equal-width marginal histograms of a sample: ``ceil(sqrt(n))`` bins per column over [min, max].
@@ -203,14 +247,17 @@ class Histograms:
     n: int
 
     @classmethod
-    def fit(cls, X: np.ndarray, bins: int | None = None) -> Histograms:
-        X = _finite_rows(X)
+    def fit(cls, X: np.ndarray, bins: int | None = None, weights: np.ndarray | None = None) -> Histograms:
+        """From samples ``X`` (n, d), rows with NaN ignored; ``weights`` (n,): the rows' weights (the counts
+        are then sums of weights, scaled to sum to ``n``)."""
+        X, weights = _weighted_rows(X, weights)
         n, d = X.shape
         bins = int(bins or np.ceil(np.sqrt(n)))
         low, high = _ranges(X.min(axis=0), X.max(axis=0))
         width = (high - low) / bins
         index = np.minimum(((X - low) / width).astype(np.int64), bins - 1) + bins * np.arange(d)
-        counts = np.bincount(index.ravel(), minlength=bins * d).reshape(d, bins)
+        per_value = None if weights is None else np.repeat(weights, d)  # index is row-major: d values a row
+        counts = np.bincount(index.ravel(), per_value, minlength=bins * d).reshape(d, bins)
         return cls(low, width, counts, n)
 
     def sample_entropy(self) -> np.ndarray:
@@ -249,7 +296,8 @@ class Histograms:
 ESTIMATORS = {"spacing": EqualMassBins, "histogram": Histograms}
 
 
-def marginal_density(X: np.ndarray, estimator: str = "spacing", sorted_columns: np.ndarray | None = None) -> EqualMassBins | Histograms:
+def marginal_density(X: np.ndarray, estimator: str = "spacing", sorted_columns: np.ndarray | None = None,
+                     weights: np.ndarray | None = None) -> EqualMassBins | Histograms:
     """The marginal densities of a sample, by ``"spacing"`` (default) or ``"histogram"``.
 
     Parameters
@@ -260,6 +308,8 @@ def marginal_density(X: np.ndarray, estimator: str = "spacing", sorted_columns: 
         The estimator (module docstring).
     sorted_columns : np.ndarray, optional
         ``column_sorts`` of ``X`` where already known (the spacing estimator sorts otherwise).
+    weights : np.ndarray, optional
+        (n,) the rows' weights (e.g. area weights): the densities of the weighted population.
 
     Returns
     -------
@@ -268,10 +318,12 @@ def marginal_density(X: np.ndarray, estimator: str = "spacing", sorted_columns: 
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got {estimator!r}")
-    return EqualMassBins.fit(X, sorted_columns=sorted_columns) if estimator == "spacing" else Histograms.fit(X)
+    if estimator == "spacing":
+        return EqualMassBins.fit(X, sorted_columns=sorted_columns, weights=weights)
+    return Histograms.fit(X, weights=weights)
 
 
-def marginal_entropy(X: np.ndarray, estimator: str = "spacing") -> np.ndarray:
+def marginal_entropy(X: np.ndarray, estimator: str = "spacing", weights: np.ndarray | None = None) -> np.ndarray:
     """Differential entropy in bits of each column of ``X`` (n x d), rows with NaN ignored.
 
     Parameters
@@ -280,6 +332,8 @@ def marginal_entropy(X: np.ndarray, estimator: str = "spacing") -> np.ndarray:
         (n, d) samples; rows with NaN are ignored.
     estimator : {"spacing", "histogram"}
         The estimator.
+    weights : np.ndarray, optional
+        (n,) the rows' weights: the entropies of the weighted population.
 
     Returns
     -------
@@ -291,7 +345,7 @@ def marginal_entropy(X: np.ndarray, estimator: str = "spacing") -> np.ndarray:
     ValueError
         Constant columns (entropy -inf), fewer than 2 complete rows.
     """
-    return marginal_density(X, estimator).entropy()
+    return marginal_density(X, estimator, weights=weights).entropy()
 
 
 @dataclass(frozen=True)

@@ -86,10 +86,10 @@ class _PPAAccessor:
     @_delegates_to(report.information_report)
     def information_report(
         self, model: PPA, n_components: int = 1, dim: Hashable | None = None, n_samples: int | None = None, random_state: int | None = 0,
-        estimator: str = "spacing", held_out: bool = True,
+        estimator: str = "spacing", held_out: bool = True, weights: xr.DataArray | None = None,
     ) -> xr.Dataset:
         """PPA vs PCA redundancy reduction and errors; see :func:`ppa_xr.information.information_report`."""
-        return report.information_report(self._obj, model, n_components, dim, n_samples, random_state, estimator, held_out)
+        return report.information_report(self._obj, model, n_components, dim, n_samples, random_state, estimator, held_out, weights)
 
 
 @xr.register_dataarray_accessor("ppa")

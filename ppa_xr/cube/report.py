@@ -37,9 +37,11 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
     return np.stack(maps, axis=-1)
 
 
-def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_state: int | None) -> tuple:
+def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_state: int | None,
+                weights: np.ndarray | None = None) -> tuple:
     """What the report measures on its sample: the shift check's error curves, which bands are quantized, the input
-    densities, and per method (PPA, its PCA) the output densities and the curves.
+    densities, and per method (PPA, its PCA) the output densities and the curves; ``weights`` (n,) weigh the
+    pixels in all of them (whether a band is quantized is a property of its values, not weighed).
 
     The independent parts run side by side on two threads (numpy's sorts and
     the kernels release the GIL): the error curves, the densities of each
@@ -50,10 +52,13 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
 
     def outputs(method: PPAParams, smooth: np.ndarray) -> tuple:
         R = kernels.forward(smooth, method)  # the map itself: whitening is not part of it
-        return marginal_density(R, estimator), R.var(axis=0)
+        if weights is None:
+            return marginal_density(R, estimator), R.var(axis=0)
+        deviations = R - np.average(R, axis=0, weights=weights)
+        return marginal_density(R, estimator, weights=weights), np.average(deviations * deviations, axis=0, weights=weights)
 
     with ThreadPoolExecutor(2) as pool:
-        pending = pool.submit(errors.compare_errors, params, sample)
+        pending = pool.submit(errors.compare_errors, params, sample, None, weights)
         S = column_sorts(sample)
         discrete = discrete_columns(sample, S)
         if discrete.any():  # densities of quantized bands: of the dequantized values, sorted again
@@ -63,7 +68,7 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
         else:
             smooth = sample
         done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
-        inputs = marginal_density(smooth, estimator, S)
+        inputs = marginal_density(smooth, estimator, S, weights)
         comparison = pending.result()
         measures, curves = {}, {}
         for name, method in methods.items():
@@ -89,6 +94,7 @@ def information_report(
     random_state: int | None = 0,
     estimator: str = "spacing",
     held_out: bool = True,
+    weights: xr.DataArray | None = None,
 ) -> xr.Dataset:
     """PPA vs PCA: redundancy reduction and reconstruction error, totals, per component and per pixel.
 
@@ -134,6 +140,11 @@ def information_report(
         The marginal entropy estimator.
     held_out : bool
         Estimate on pixels outside the fitting sample (default) or on it.
+    weights : xr.DataArray, optional
+        Weights over the pixel dimensions (e.g. ``np.cos(np.deg2rad(cube.lat))``, area on a lat-lon grid):
+        the densities, entropies, curves and the shift check are those of the weighted pixels, as
+        ``cube.ppa.fit(weights=...)`` and ``evaluate(weights=...)`` weigh them; the per-pixel maps are
+        each pixel's own. ``report.attrs["weighted"]`` says whether they were given.
 
     Returns
     -------
@@ -152,8 +163,9 @@ def information_report(
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = model_features(obj, model, dim)
     k = check_components(n_components, model.n_features_in_)
-    sample, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
-    comparison, discrete, inputs, measures, curves = _statistics(model.params_, sample, estimator, random_state)
+    sample, index, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
+    row_weights = None if weights is None else sampling.weights_at(da, dim, weights, index)
+    comparison, discrete, inputs, measures, curves = _statistics(model.params_, sample, estimator, random_state, row_weights)
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
@@ -174,6 +186,7 @@ def information_report(
     report.update(variables)
     report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
     report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
+                        weighted=int(weights is not None),
                         dequantized=discrete.astype(np.int8), **provenance(model, "information report", k))
     return report
 
@@ -194,16 +207,16 @@ REPORT_SAMPLES = 100_000
 
 
 def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int | None, random_state: int | None,
-                   held_out: bool) -> tuple[np.ndarray, str]:
-    """The report's pixels (float64) and what they are: held out where enough are (:func:`~ppa_xr.cube.sampling.shortfall`),
-    else the fitting sample, with a warning that states the bias."""
+                   held_out: bool) -> tuple[np.ndarray, np.ndarray, str]:
+    """The report's pixels (float64), their flat indices, and what they are: held out where enough are
+    (:func:`~ppa_xr.cube.sampling.shortfall`), else the fitting sample, with a warning that states the bias."""
     fitted = sampling.fitted_shares(da, dim, model.sample_)
     if held_out:
         drawn = sampling.held_out(da, dim, fitted, n_samples, random_state, default=REPORT_SAMPLES)
         message = sampling.shortfall(drawn)
         if message is None:
             on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
-            return drawn.values.astype(np.float64), on
+            return drawn.values.astype(np.float64), drawn.index, on
         if not fitted:
             raise ValueError(message)
         d, n = model.n_features_in_, sum(share.size for share in fitted)
@@ -211,8 +224,9 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
                       f"d (d - 1) / (4 n ln 2) = {d * (d - 1) / (4 * n * LN2):.2g} bits", UserWarning)
     elif not any(share.size for share in fitted):
         raise ValueError("held_out=False needs the model's fitting sample: fit it with cube.ppa.fit on this cube (or pass the fitting rows as a table with held_out=True)")
-    values = np.concatenate([sampling.sample_features(da, dim, share.size, None, seed=share.seed).values for share in fitted if share.size])
-    return values.astype(np.float64), "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
+    shares = [sampling.sample_features(da, dim, share.size, None, seed=share.seed) for share in fitted if share.size]
+    values, index = np.concatenate([s.values for s in shares]), np.concatenate([s.index for s in shares])
+    return values.astype(np.float64), index, "in sample: the model's own fitting sample (biased up, see ppa_xr.information)"
 
 
 def _add(variables: dict[str, xr.DataArray], stem: str, method: str, values: xr.DataArray, whitened: str | None = None, **fmt: Any) -> None:
