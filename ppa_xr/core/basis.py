@@ -81,13 +81,13 @@ def legendre_with_tails(t: np.ndarray, degree: int, tails: str, out: np.ndarray)
     return out
 
 
-def fences(alpha: np.ndarray) -> tuple[float, float]:
-    """The range a robust step's polynomial is fitted on: ``[min, max]`` clipped to Tukey's far-out fences
-    ``[Q1 - 3 IQR, Q3 + 3 IQR]``. Most projections lie inside them; the few extreme ones of heavy tails and
-    anomalous pixels fall beyond, where the tails apply, so they cannot lever the polynomial that describes
-    everything else."""
-    q1, q3 = np.quantile(alpha, (0.25, 0.75))
-    return max(alpha.min(), q1 - FENCE * (q3 - q1)), min(alpha.max(), q3 + FENCE * (q3 - q1))
+def fences(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The range a robust step's polynomial is fitted on, of each row of ``alpha`` (..., n): ``[min, max]``
+    clipped to Tukey's far-out fences ``[Q1 - 3 IQR, Q3 + 3 IQR]``. Most projections lie inside them; the few
+    extreme ones of heavy tails and anomalous pixels fall beyond, where the tails apply, so they cannot lever
+    the polynomial that describes everything else."""
+    q1, q3 = np.quantile(alpha, (0.25, 0.75), axis=-1)
+    return np.maximum(alpha.min(axis=-1), q1 - FENCE * (q3 - q1)), np.minimum(alpha.max(axis=-1), q3 + FENCE * (q3 - q1))
 
 
 #: Tukey's far-out fence, in interquartile ranges

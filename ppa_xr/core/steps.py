@@ -208,7 +208,7 @@ class Designs:
         if self.tails == "polynomial" or not self.fenced:
             lo, hi = alphas.min(axis=1), alphas.max(axis=1)
         else:
-            lo, hi = np.array([basis.fences(a) for a in alphas]).T.reshape(2, -1)
+            lo, hi = basis.fences(alphas)
         spread = hi - lo > 2 * self.tiny
         centers, scales = np.where(spread, (hi + lo) / 2, 0.0), np.where(spread, (hi - lo) / 2, 0.0)
         designs = np.empty((alphas.shape[0], top + 1, alphas.shape[1]))
