@@ -210,6 +210,9 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
 def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept.
 
+    Its area-weighted mean is xarray's: ``error.weighted(np.cos(np.deg2rad(error.lat))).mean()``, the
+    weighting of ``fit(weights=...)``, ``evaluate(weights=...)`` and the report's.
+
     Parameters
     ----------
     {{cube_model}}
