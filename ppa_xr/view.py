@@ -50,6 +50,14 @@ def summary_table(report: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
+def _require_matplotlib(what: str) -> None:
+    """Refuse, with the install line, where matplotlib (the ``plot`` extra) cannot be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as err:
+        raise ImportError(f"{what} draws with matplotlib, which is not installed: pip install 'ppa_xr[plot]' (or matplotlib)") from err
+
+
 def _map(fig, slot, data: xr.DataArray, title: str, units: str, **kwargs) -> None:
     """One map panel: equal aspect, plain coordinates with their unit, the colour bar below it."""
     from matplotlib.ticker import MaxNLocator
@@ -97,6 +105,7 @@ def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: A
     matplotlib.figure.Figure
         Save it with ``fig.savefig(...)``.
     """
+    _require_matplotlib("plot_report")
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
@@ -160,6 +169,7 @@ def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: An
     matplotlib.figure.Figure
         The panels.
     """
+    _require_matplotlib("plot_principal_curves")
     import matplotlib.pyplot as plt
 
     X = np.asarray(X, dtype=np.float64)

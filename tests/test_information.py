@@ -1,5 +1,7 @@
 """Marginal entropies, multi-information reduction (table and per pixel) and the report."""
 
+import sys
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -130,6 +132,13 @@ def test_report_on_a_raster(tmp_path):
     assert "PPA minus PCA" in maps[1].get_title() and "PPA minus PCA" in maps[3].get_title()
     curve = next(ax for ax in fig.axes if ax.get_xlabel() == "components kept k")
     assert all(float(t).is_integer() for t in curve.get_xticks())
+
+
+def test_figures_without_matplotlib_say_what_to_install(monkeypatch):
+    """Without the plot extra (matplotlib not importable), a figure is refused with the install line."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what Python does for a module that cannot be imported
+    with pytest.raises(ImportError, match=r"pip install 'ppa_xr\[plot\]'"):
+        plot_report(xr.Dataset(attrs={"n_components": 1}))
 
 
 def test_summary_of_many_bands_fits_a_screen():

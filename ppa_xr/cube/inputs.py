@@ -52,7 +52,10 @@ def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray
                 f"ds[[...]]"
             )
         if dim in obj.dims:
-            raise ValueError(f"the Dataset already has a dimension {dim!r}; pass another dim for its variables")
+            along = [str(name) for name in obj.coords if dim in obj[name].dims and name != dim]
+            leftover = (f" (the coordinate{'s' if len(along) > 1 else ''} {', '.join(along)} still lie{'' if len(along) > 1 else 's'} along it, "
+                        f"e.g. after to_dataset({dim!r}): drop {'them' if len(along) > 1 else 'it'} with ds.drop_vars({along!r}), or") if along else ";"
+            raise ValueError(f"the Dataset already has a dimension {dim!r}{leftover} pass another dim for its variables")
         masked = obj.map(masked_float, keep_attrs=True)
         stacked = masked.to_dataarray(dim=dim)
         stacked.attrs = dict(obj.attrs)

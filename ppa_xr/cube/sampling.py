@@ -287,6 +287,9 @@ class Pooled:
         ``cos(lat)``, broadcast to each cube; or one per cube) at the row's pixel: only the chunks of the
         sampled pixels are computed."""
         per_cube = [weights] * len(cubes) if isinstance(weights, xr.DataArray) else list(weights)
+        if isinstance(weights, np.ndarray) or not all(isinstance(w, xr.DataArray) for w in per_cube):
+            raise ValueError(f"weights must be a DataArray over the cube's pixel dimensions, e.g. np.cos(np.deg2rad(cube.lat)) "
+                             f"(a DataArray, not its .values), or one such DataArray per cube; got {type(weights).__name__}")
         if len(per_cube) != len(cubes):
             raise ValueError(f"weights: give one DataArray for every cube, or one for all; got {len(per_cube)} for {len(cubes)} cubes")
         out = np.empty(len(self.index))
