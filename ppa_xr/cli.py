@@ -28,6 +28,7 @@ from .cube.rasters import OUTPUT_SUFFIXES, open_cube, with_grid_mapping, write_c
 from .model import PPA, load_model
 from .model.atomic import as_path, check_output, recover_interrupted, refuse_inputs, replace_atomically
 from .model.file import check_path
+from .model.labels import shown
 
 
 def _cube(args: argparse.Namespace, model: PPA | None = None) -> xr.DataArray | xr.Dataset:
@@ -77,8 +78,9 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     params = _spec_options(args)
     model = cube.ppa.fit(dim=args.dim, n_samples=args.n_samples, progress=True, **params)
     model.save(model_path, overwrite=args.overwrite)
-    labels = list(map(str, model.feature_labels_ if model.feature_labels_ is not None else []))
-    print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} bands {labels}; degrees {model.degrees_.tolist()}")
+    labels = "" if model.feature_labels_ is None else " " + shown(model.feature_labels_)
+    print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} features along {model.feature_dim_!r}{labels}; "
+          f"degrees {model.degrees_.tolist()}; configuration {model.configuration_}")
     print(f"saved {model_path}")
     return 0
 

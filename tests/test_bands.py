@@ -54,7 +54,7 @@ def test_cli_band_stacks_travel_between_scenes_and_outputs_describe_bands(tmp_pa
             cube.sel(band=[band]).drop_vars("wavelength").rio.to_raster(tmp_path / f"{scene}_{band}.TIF")
     files = lambda scene: [str(tmp_path / f"{scene}_{b}.TIF") for b in ("B2", "B3", "B4", "B5")]  # noqa: E731
     assert main(["fit", *files("LC08_TEST"), str(tmp_path / "m.nc")]) == 0
-    assert "fitted PPA on 51200 sampled pixels x 4 bands ['B2', 'B3', 'B4', 'B5']" in capsys.readouterr().out
+    assert "fitted PPA on 51200 sampled pixels x 4 features along 'band' [B2, B3, B4, B5]" in capsys.readouterr().out
     assert main(["transform", *files("LC08_OTHER"), str(tmp_path / "m.nc"), str(tmp_path / "c.tif")]) == 0
     with rasterio.open(tmp_path / "c.tif") as src:
         assert src.descriptions == ("PPA component 1", "PPA component 2", "PPA component 3", "PPA component 4")

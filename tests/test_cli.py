@@ -44,7 +44,7 @@ def test_fit_on_a_stack_of_band_files(tmp_path, capsys):
 
     paths = [str(p) for p in write_band_files(open_landsat8_sample(), tmp_path)]
     assert main(["fit", *paths, str(tmp_path / "m.nc"), "--n-samples", "5000", "--chunks", "160", "--selection-samples", "3000"]) == 0
-    assert "x 10 bands" in capsys.readouterr().out
+    assert "x 10 features along 'band'" in capsys.readouterr().out
     assert load_model(tmp_path / "m.nc").selection_samples == 3000
     assert main(["transform", *paths, str(tmp_path / "m.nc"), str(tmp_path / "c.tif"), "--n-components", "2"]) == 0
     assert "'component': 2" in capsys.readouterr().out

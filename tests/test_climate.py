@@ -22,6 +22,7 @@ def model(sst):
 def test_months_as_features(sst, model):
     assert model.n_features_in_ == 36 and model.feature_dim_ == "time"
     assert np.issubdtype(np.asarray(model.feature_labels_).dtype, np.datetime64)
+    assert "features: 36 (2010-01-01, 2010-02-01," in repr(model) and "T00:00" not in repr(model)  # dates as dates
     scores = sst.ppa.transform(model, n_components=3)
     assert scores.dims == ("component", "lat", "lon") and scores.chunks is not None
     values = scores.values
@@ -100,3 +101,19 @@ def test_a_weighted_fit_is_the_fit_of_the_equal_area_grid():
     assert np.abs(np.sum(weighted.components_ * thinned.components_, axis=1)).min() > 0.99
     fitted = weighted.evaluate(equal_area)  # weighted means of the errors: the comparison the fit optimises
     assert fitted.n == len(equal_area)
+
+
+def test_weights_must_be_a_dataarray_over_the_pixels(sst):
+    coslat = np.cos(np.deg2rad(sst.lat))
+    with pytest.raises(ValueError, match=r"a DataArray, not its \.values"):
+        sst.ppa.fit(dim="time", weights=coslat.values, random_state=0)
+    with pytest.raises(ValueError, match="pixel dimensions"):
+        sst.ppa.fit(dim="time", weights=coslat.expand_dims(time=sst.time), random_state=0)
+
+
+def test_a_dataset_whose_feature_dim_a_coordinate_still_spans_says_what_to_drop(landsat):
+    ds = landsat.to_dataset("band")
+    with pytest.raises(ValueError, match=r"coordinate wavelength still lies along it.*ds\.drop_vars\(\['wavelength'\]\)"):
+        ds.ppa.fit(n_samples=2000, random_state=0)
+    model = ds.drop_vars("wavelength").ppa.fit(n_samples=2000, random_state=0, degree=1)
+    assert model.n_features_in_ == landsat.sizes["band"]

@@ -284,3 +284,10 @@ def test_integer_weights_are_repeated_rows(curved, degree):
         PPA(degree=1).fit(curved, sample_weight=np.zeros(len(curved)))
     with pytest.raises(ValueError, match="PPA-GD"):
         PPA(leading="gd").fit(curved, sample_weight=weights)
+
+
+def test_an_error_comparison_reads_in_one_line(curved):
+    comparison = PPA(random_state=0).fit(curved[:2000]).evaluate(curved[2000:])
+    text = repr(comparison)
+    assert text.startswith("ErrorComparison(n=1000, k=1..3:") and "\n" not in text and len(text) < 200
+    assert f"worst {comparison.relative.max():.1f}" in text

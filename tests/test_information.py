@@ -170,6 +170,17 @@ def test_report_on_a_plain_table():
     assert float(report["mi_reduction_ppa"].mean()) == pytest.approx(measure.total(), abs=0.01)
 
 
+def test_a_rank_deficient_sample_is_named_not_measured():
+    """Linearly dependent features have infinite multi-information: the report warns that its figures are rounding."""
+    X = curved_sample(6000, d=4)
+    X = np.column_stack([X, X[:, 0] - X[:, 1]])  # a fifth feature the first two make
+    model = PPA(random_state=0).fit(X[:3000])
+    with pytest.warns(UserWarning, match="rank 4 of 5 features: its last 1 PCA components hold only rounding"):
+        report = information_report(X[3000:], model)
+    assert report.attrs["rank"] == 4
+    assert information_report(X[3000:, :4], PPA(random_state=0).fit(X[:3000, :4])).attrs["rank"] == 4
+
+
 def test_report_on_a_scene_fitted_on_every_pixel_falls_back_with_the_bias_stated():
     import warnings
 

@@ -390,6 +390,18 @@ def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 
     return X
 
 
+def degenerate(variances: np.ndarray) -> int:
+    """How many components (their variances, (d,)) carry only rounding, below :data:`DEGENERATE` of the total:
+    the sample's rank is ``d`` minus that. The multi-information of such data is infinite (its density lives
+    on a subspace), and an estimate of it is set by the rounding those components hold."""
+    variances = np.asarray(variances, dtype=np.float64)
+    return int(np.count_nonzero(variances <= DEGENERATE * variances.sum()))
+
+
+#: components whose variance is below this share of the total hold rounding, not data
+DEGENERATE = 1e-9
+
+
 def reduction(entropy_inputs: np.ndarray, entropy_outputs: np.ndarray, log2_det_jacobian: float) -> float:
     """``Delta I = sum_j h(x_j) - sum_j h(r_j) + log2 |det J|`` in bits: the one formula of the redundancy a
     map with a constant Jacobian removes (PPA and PCA: ``log2 |det J| = 0``)."""

@@ -64,6 +64,11 @@ class ErrorComparison:
     se: np.ndarray
     n: int
 
+    def __repr__(self) -> str:
+        worst = int(np.argmax(self.relative))
+        return (f"ErrorComparison(n={self.n}, k=1..{len(self.relative)}: 100 x PPA / baseline error, mean {self.relative.mean():.1f}, "
+                f"worst {self.relative[worst]:.1f} at k={worst + 1}; arrays .ppa .pca .relative .se)")
+
     def low(self, k_max: int | None = None) -> np.ndarray:
         """Lower confidence bound of ``relative`` at ``k = 1..k_max``, simultaneous over them at ``ppa_xr.core.errors.LEVEL``."""
         k_max = len(self.relative) if k_max is None else min(k_max, len(self.relative))

@@ -117,7 +117,8 @@ class Spec:
         average is fitted on the whole sample (``configuration_`` records it). Nothing is searched where the
         configuration is given (``robust=True``, a ``max_curved``, a single ``degree``) or with ``"fixed"``.""",
         since=8, implied="fixed", option=Option("--configuration", "how robust and max_curved are chosen: validated on held-out "
-                                                                    "groups, or fixed as given", choices=("validated", "fixed")))
+                                                                    "groups, or fixed as given (--robust or --max-curved fix them)",
+                                                choices=("validated", "fixed")))
     whiten: bool = parameter(False, checks.flag("whiten"), """
         :meth:`~ppa_xr.PPA.transform` divides each component by its standard deviation on the fitting sample (and
         :meth:`~ppa_xr.PPA.inverse_transform` multiplies it back): Euclidean distances between whitened PPA features

@@ -11,7 +11,8 @@ import xarray as xr
 
 from ..core import errors, kernels
 from ..core.checks import check_components, warn_user
-from ..core.entropy import LN2, PointwiseReduction, column_sorts, dequantized, discrete_columns, marginal_density, reduction
+from ..core.entropy import (DEGENERATE, LN2, PointwiseReduction, column_sorts, degenerate, dequantized, discrete_columns,
+                             marginal_density, reduction)
 from ..core.params import PPAParams
 from ..model import PPA
 from . import sampling
@@ -168,6 +169,12 @@ def information_report(
     comparison, discrete, inputs, measures, curves = _statistics(model.params_, sample, estimator, random_state, row_weights)
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
+    if rounding := degenerate(curves["pca"]["variance"]):
+        d = model.n_features_in_
+        warn_user(f"the report's sample has rank {d - rounding} of {d} features: its last {rounding} PCA components hold only rounding "
+                  f"(variance below {DEGENERATE:.0e} of the total), so its multi-information is infinite and the totals are set by that "
+                  f"rounding (see entropy_pca of those components). Remove the linear dependence first (e.g. features that sum to a "
+                  f"constant, or anomalies from a climatology of the same months), or report on {d - rounding} features", UserWarning)
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
     variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
@@ -186,7 +193,7 @@ def information_report(
     report.update(variables)
     report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
     report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
-                        weighted=int(weights is not None),
+                        weighted=int(weights is not None), rank=model.n_features_in_ - rounding,
                         dequantized=discrete.astype(np.int8), **provenance(model, "information report", k))
     return report
 

@@ -14,6 +14,8 @@ import html
 
 import numpy as np
 
+from .labels import as_text
+
 #: features, steps and error-curve entries a summary lists before eliding the rest
 SHOWN = 12
 
@@ -28,7 +30,7 @@ def facts(model) -> dict[str, str]:
     labels = model.feature_labels_
     sample = model.sample_
     out = {
-        "features": f"{model.n_features_in_} ({_elided(labels) if labels is not None else 'unlabelled'})"
+        "features": f"{model.n_features_in_} ({_elided(as_text(labels)) if labels is not None else 'unlabelled'})"
         + (f" along {model.feature_dim_!r}" if model.feature_dim_ is not None else ""),
         "degrees per step": f"[{_elided(model.degrees_.tolist())}], {int((model.degrees_ > 1).sum())} curved",
         "tails": model.tails,

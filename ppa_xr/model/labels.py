@@ -22,10 +22,15 @@ from ..core.checks import warn_user
 SHOWN = 6
 
 
-def shown(labels: Any) -> str:
-    """Labels as their user wrote them (dates as dates, not nanoseconds), a long list cut in the middle."""
+def as_text(labels: Any) -> list[str]:
+    """Labels as their user wrote them: dates as dates (``2010-01-01``), not nanoseconds."""
     values = np.asarray(labels)
-    text = [str(v) for v in (np.datetime_as_string(values, unit="auto") if values.dtype.kind == "M" else values.tolist())]
+    return [str(v) for v in (np.datetime_as_string(values, unit="auto") if values.dtype.kind == "M" else values.tolist())]
+
+
+def shown(labels: Any) -> str:
+    """Labels as their user wrote them (:func:`as_text`), a long list cut in the middle."""
+    text = as_text(labels)
     return "[" + ", ".join(text if len(text) <= SHOWN else text[: SHOWN - 2] + ["...", *text[-2:]]) + f"]{'' if len(text) <= SHOWN else f' ({len(text)} in all)'}"
 
 
