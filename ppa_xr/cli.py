@@ -27,6 +27,7 @@ from .core import spec
 from .cube.rasters import OUTPUT_SUFFIXES, open_cube, with_grid_mapping, write_cube
 from .model import PPA, load_model
 from .model.atomic import as_path, check_output, recover_interrupted, refuse_inputs, replace_atomically
+from .model.display import facts
 from .model.file import check_path
 from .model.labels import shown
 
@@ -80,7 +81,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     model.save(model_path, overwrite=args.overwrite)
     labels = "" if model.feature_labels_ is None else " " + shown(model.feature_labels_)
     print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} features along {model.feature_dim_!r}{labels}; "
-          f"degrees {model.degrees_.tolist()}; configuration {model.configuration_}")
+          f"degrees {model.degrees_.tolist()}; configuration {facts(model)['configuration']}")
     print(f"saved {model_path}")
     return 0
 
@@ -187,6 +188,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     ppa = cube.ppa.fit(n_samples=args.n_samples, random_state=args.seed, progress=True)
     print(f"PPA fitted on {ppa.sample_.size} random valid pixels; degrees per step: {ppa.degrees_.tolist()} (the polynomial "
           f"degree of each of the d-1 steps: 1 is a straight step, as PCA's; higher bends that component's curve)")
+    print(f"configuration (how many curved steps to keep, plain or robust): {facts(ppa)['configuration']}")
     print(f"explained variance share, PPA: {np.round(ppa.explained_variance_ratio_[:4], 4).tolist()} ...")
     print(f"explained variance share, PCA: {np.round(ppa.pca_.explained_variance_ratio_[:4], 4).tolist()} ... (the PCA of the same sample)")
     print("reconstruction error on every valid pixel the fit never saw (one pass over the chunks):", file=sys.stderr)

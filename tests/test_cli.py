@@ -14,6 +14,7 @@ def test_demo_prints_ppa_beating_pca(capsys, tmp_path):
     rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit() and len(line.split()) == 4]
     assert [int(r[0]) for r in rows] == list(range(1, 10))
     assert all(float(r[1]) <= float(r[2]) for r in rows)  # PPA error below PCA's at every k
+    assert "configuration (how many curved steps to keep, plain or robust): robust=" in out and "(validated on held-out groups)" in out
     assert (tmp_path / "landsat8_ppa.nc").exists() and (tmp_path / "landsat8_ppa_components.tif").exists()
 
 
