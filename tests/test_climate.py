@@ -113,7 +113,7 @@ def test_weights_must_be_a_dataarray_over_the_pixels(sst):
 
 def test_a_dataset_whose_feature_dim_a_coordinate_still_spans_says_what_to_drop(landsat):
     ds = landsat.to_dataset("band")
-    with pytest.raises(ValueError, match=r"coordinate wavelength still lies along it.*ds\.drop_vars\(\['wavelength'\]\)"):
+    with pytest.raises(ValueError, match=r"coordinates \['wavelength'\] still lie along it.*ds\.drop_vars\(\['wavelength'\]\)"):
         ds.ppa.fit(n_samples=2000, random_state=0)
     model = ds.drop_vars("wavelength").ppa.fit(n_samples=2000, random_state=0, degree=1)
     assert model.n_features_in_ == landsat.sizes["band"]

@@ -40,26 +40,7 @@ def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray
     wider integers float64, so no value is rounded.
     """
     if isinstance(obj, xr.Dataset):
-        if not obj.data_vars:
-            raise ValueError("the Dataset has no data variables to use as features")
-        shapes = {name: obj[name].dims for name in obj.data_vars}
-        if len(set(shapes.values())) > 1:
-            widest = max(shapes, key=lambda name: len(shapes[name]))
-            raise ValueError(
-                f"a Dataset's data variables are its features, and these do not share their dimensions: "
-                f"{', '.join(f'{name} {dims}' for name, dims in shapes.items())}. Pick the features: a DataArray such as "
-                f"ds[{str(widest)!r}] (its features along one of {shapes[widest]}), or the variables that share their dimensions, "
-                f"ds[[...]]"
-            )
-        if dim in obj.dims:
-            along = [str(name) for name in obj.coords if dim in obj[name].dims and name != dim]
-            leftover = (f" (the coordinate{'s' if len(along) > 1 else ''} {', '.join(along)} still lie{'' if len(along) > 1 else 's'} along it, "
-                        f"e.g. after to_dataset({dim!r}): drop {'them' if len(along) > 1 else 'it'} with ds.drop_vars({along!r}), or") if along else ";"
-            raise ValueError(f"the Dataset already has a dimension {dim!r}{leftover} pass another dim for its variables")
-        masked = obj.map(masked_float, keep_attrs=True)
-        stacked = masked.to_dataarray(dim=dim)
-        stacked.attrs = dict(obj.attrs)
-        return stacked
+        return _stacked_variables(obj, dim)
     if not isinstance(obj, xr.DataArray):
         raise TypeError(f"expected an xarray DataArray or Dataset, got {type(obj).__name__}")
     if dim not in obj.dims:
@@ -70,6 +51,29 @@ def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray
         raise ValueError("the cube's dask array has unknown chunk sizes (NaN), as boolean indexing leaves them; compute them "
                          "first: cube.copy(data=cube.data.compute_chunk_sizes())")
     return masked_float(described_bands(obj, dim))
+
+
+def _stacked_variables(ds: xr.Dataset, dim: Hashable) -> xr.DataArray:
+    """A Dataset's data variables, masked to floats, stacked along a new ``dim`` (their names its labels)."""
+    if not ds.data_vars:
+        raise ValueError("the Dataset has no data variables to use as features")
+    shapes = {name: ds[name].dims for name in ds.data_vars}
+    if len(set(shapes.values())) > 1:
+        widest = max(shapes, key=lambda name: len(shapes[name]))
+        raise ValueError(
+            f"a Dataset's data variables are its features, and these do not share their dimensions: "
+            f"{', '.join(f'{name} {dims}' for name, dims in shapes.items())}. Pick the features: a DataArray such as "
+            f"ds[{str(widest)!r}] (its features along one of {shapes[widest]}), or the variables that share their dimensions, "
+            f"ds[[...]]"
+        )
+    if dim in ds.dims:
+        along = [str(name) for name in ds.coords if dim in ds[name].dims and name != dim]
+        leftover = (f" (the coordinates {along} still lie along it, e.g. after to_dataset({dim!r}): drop them with "
+                    f"ds.drop_vars({along!r}), or") if along else ";"
+        raise ValueError(f"the Dataset already has a dimension {dim!r}{leftover} pass another dim for its variables")
+    stacked = ds.map(masked_float, keep_attrs=True).to_dataarray(dim=dim)
+    stacked.attrs = dict(ds.attrs)
+    return stacked
 
 
 def _dim_advice(da: xr.DataArray, dim: Hashable) -> str:
