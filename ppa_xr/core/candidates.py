@@ -89,7 +89,7 @@ import scipy.special
 from . import basis, blas
 from .degrees import PSEUDO_GROUPS, Folds
 from .errors import ALLOWANCE, LEVEL
-from .linalg import power_of_two
+from .linalg import power_of_two, unit_mean
 from .params import PPAParams
 from .ppa import Fit as Fitted
 from .ppa import Progress, fit, fit_params
@@ -281,7 +281,7 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     sizes = np.bincount(folds.fold, weights=np.diff(folds.bounds), minlength=folds.n_folds)
     if n - sizes[:rounds].max() < min_samples or np.bincount(folds.fold)[:rounds].max() > len(folds.fold) - 2:
         return None
-    validation = _Validation(X, fit, None if weights is None else _unit_mean(np.asarray(weights, dtype=np.float64)),
+    validation = _Validation(X, fit, None if weights is None else unit_mean(np.asarray(weights, dtype=np.float64)),
                              _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)))
     if not validation.family(False):
         return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands
@@ -293,13 +293,6 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     admitted = validation.candidates()
     robust, max_curved = min(admitted, key=lambda key: (admitted[key].mean, key[1] is None, key[1] or 0, key[0]))
     return Selection({"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}, validation.verdicts)
-
-
-def _unit_mean(weights: np.ndarray) -> np.ndarray:
-    """The weights scaled to mean 1 (by their largest first, so the sum cannot overflow): the guard's sums of
-    weighted squared errors stay in range whatever their scale, and the choice does not depend on it."""
-    scaled = weights / weights.max()
-    return scaled / scaled.mean()
 
 
 @dataclass(frozen=True)

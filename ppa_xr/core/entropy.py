@@ -71,6 +71,7 @@ from scipy.special import digamma
 
 from . import kernels
 from .docstrings import shared
+from .linalg import unit_mean
 from .lookup import StepLookup
 from .params import PPAParams
 
@@ -100,8 +101,7 @@ def _weighted_rows(X: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarra
     if weights is not None:
         if not weights.any():
             raise ValueError("weights are 0 on every complete row: there is nothing to estimate")
-        weights = weights / weights.max()
-        weights /= weights.mean()
+        weights = unit_mean(weights)
     return X, weights
 
 

@@ -33,6 +33,14 @@ def power_of_two(spread: np.ndarray | float) -> np.ndarray:
     return np.where(usable, 2.0 ** np.round(np.log2(np.where(usable, spread, 1.0))), 1.0)
 
 
+def unit_mean(weights: np.ndarray) -> np.ndarray:
+    """Non-negative weights (not all 0) scaled to mean 1, by their largest first so the sum cannot overflow:
+    sums weighted by them stay in range and do not depend on the weights' scale."""
+    scaled = weights / weights.max()
+    scaled /= scaled.mean()
+    return scaled
+
+
 def householder_complement(e: np.ndarray) -> np.ndarray:
     """Unit vector ``u`` such that ``H = I - 2 u u^T`` maps ``e`` to ``-sign(e_0) 1_0``.
 
