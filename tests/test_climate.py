@@ -117,3 +117,15 @@ def test_a_dataset_whose_feature_dim_a_coordinate_still_spans_says_what_to_drop(
         ds.ppa.fit(n_samples=2000, random_state=0)
     model = ds.drop_vars("wavelength").ppa.fit(n_samples=2000, random_state=0, degree=1)
     assert model.n_features_in_ == landsat.sizes["band"]
+
+
+@pytest.mark.parametrize("bad, message", [(np.nan, "must be finite and non-negative"), (-1.0, "must be finite and non-negative"),
+                                          (0.0, "are 0 on every row")])
+def test_weights_that_weigh_nothing_are_refused_everywhere(landsat, bad, message):
+    """NaN, negative or all-zero weights: one message from fit, evaluate and the report (evaluate read NaN before)."""
+    model = landsat.ppa.fit(n_samples=5000, random_state=0, degree=1)
+    weights = xr.full_like(landsat.x, bad, dtype=float)
+    for call in (lambda: landsat.ppa.fit(n_samples=2000, weights=weights), lambda: landsat.ppa.evaluate(model, weights=weights),
+                 lambda: landsat.ppa.information_report(model, weights=weights)):
+        with pytest.raises(ValueError, match=message):
+            call()

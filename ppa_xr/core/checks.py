@@ -104,6 +104,20 @@ def square_matrix(what: str) -> Check:
     return check
 
 
+def row_weights(weights: Any, n: int, what: str = "weights") -> np.ndarray:
+    """``weights`` as float64, refused unless they hold one finite, non-negative weight per row, not all 0."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"{what} must hold one weight per row, shape ({n},), got shape {w.shape}")
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        raise ValueError(f"{what} must be finite and non-negative, and {int(bad.sum())} of {n} are not (e.g. {w[bad][0]}): "
+                         "give pixels that should not count weight 0 (e.g. weights.fillna(0))")
+    if not w.any():
+        raise ValueError(f"{what} are 0 on every row: there is nothing to weigh (e.g. np.cos(np.deg2rad(cube.lat)))")
+    return w
+
+
 def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
     """``warnings.warn`` pointed at the user's line: the first frame outside ppa_xr and the libraries its public
     entry points run inside, however deep the call that warns."""

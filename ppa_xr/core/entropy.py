@@ -69,7 +69,7 @@ from functools import partial
 import numpy as np
 from scipy.special import digamma
 
-from . import kernels
+from . import checks, kernels
 from .docstrings import shared
 from .linalg import unit_mean
 from .lookup import StepLookup
@@ -90,9 +90,7 @@ def _weighted_rows(X: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarra
     if X.ndim != 2:
         raise ValueError(f"expected a 2-D (samples, features) array, got shape {X.shape}")
     if weights is not None:
-        weights = np.asarray(weights, dtype=np.float64)
-        if weights.shape != (len(X),) or not np.isfinite(weights).all() or (weights < 0).any():
-            raise ValueError(f"weights must hold one finite, non-negative weight per row, shape ({len(X)},), got shape {weights.shape}")
+        weights = checks.row_weights(weights, len(X))
     finite = np.isfinite(X).all(axis=1)
     if not finite.all():
         X, weights = X[finite], None if weights is None else weights[finite]

@@ -26,7 +26,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from . import kernels
+from . import checks, kernels
 from .linalg import power_of_two
 from .params import PPAParams
 
@@ -126,6 +126,7 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
     """
     baseline = params.pca() if baseline is None else baseline
     X = np.asarray(X, dtype=np.float64)
+    weights = None if weights is None else checks.row_weights(weights, len(X))
     # on data divided by a power of two near its spread (exact): squared errors and their moments stay finite
     # and nonzero for features at 1e150 or 1e-200; the means are scaled back, the ratios do not depend on it
     centred = params.to_fit_space(X)
@@ -136,7 +137,7 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
     a = kernels.error_curve(X, params.scaled(c))[:, :-1]
     b = kernels.error_curve(X, baseline.scaled(c))[:, :-1]
     if weights is not None:
-        return _weighted(a, b, np.asarray(weights, dtype=np.float64), floor, c)
+        return _weighted(a, b, weights, floor, c)
     n = len(X)
     mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
     ours, theirs = np.maximum(mean_a, floor), np.maximum(mean_b, floor)

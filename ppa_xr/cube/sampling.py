@@ -296,9 +296,7 @@ class Pooled:
         for i, (da, w) in enumerate(zip(cubes, per_cube)):
             rows = np.flatnonzero(self.cube == i)
             out[rows] = weights_at(da, dim, w, self.index[rows])
-        if not (np.isfinite(out).all() and (out >= 0).all() and out.sum() > 0):
-            raise ValueError("weights must be finite and non-negative at the sampled pixels, and not all 0 (e.g. np.cos(np.deg2rad(cube.lat)))")
-        return out
+        return checks.row_weights(out, len(out), "weights at the sampled pixels")
 
 
 def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np.ndarray) -> np.ndarray:
