@@ -1,0 +1,64 @@
+"""Rasters as users bring them: any byte order, copies in another precision, GCP georeferencing, internal masks and
+alpha bands, bands at several resolutions, results written straight with rioxarray, files that are not what they say."""
+
+import numpy as np
+import pytest
+import rasterio
+import rioxarray
+import xarray as xr
+
+import ppa_xr
+from ppa_xr.core.keys import row_digest, same_row
+from ppa_xr.datasets import open_landsat8_sample
+
+
+@pytest.fixture(scope="module")
+def fractional():
+    """The bundled scene as float64 values near 1e6 with fractions (float32 cannot hold them), and a model of it."""
+    cube = open_landsat8_sample().drop_vars("wavelength").astype("float64") / 3 + 1e6
+    return cube, cube.ppa.fit(n_samples=3000, random_state=0, degree=2)
+
+
+def test_big_endian_cubes_compute_in_their_own_precision(tmp_path, fractional):
+    cube, model = fractional
+    swapped = cube.astype(">f8")
+    assert ppa_xr.cube.inputs.float_dtype(np.dtype(">f4")) == np.float32
+    assert ppa_xr.cube.inputs.float_dtype(np.dtype(">f8")) == np.float64
+    assert ppa_xr.cube.inputs.float_dtype(np.dtype("<u2")) == np.float32
+    scores = swapped.ppa.transform(model)
+    assert scores.dtype == np.float64
+    np.testing.assert_array_equal(scores.values, cube.ppa.transform(model).values)
+    back = scores.astype(">f8").ppa.inverse_transform(model)
+    assert back.dtype == np.float64 and float(abs(back - cube).max()) < 1e-6  # 0.156 when computed in float32
+    error = swapped.ppa.reconstruction_error(model, 2)
+    assert error.dtype == np.float64
+    np.testing.assert_array_equal(error.values, cube.ppa.reconstruction_error(model, 2).values)
+    assert swapped.ppa.reconstruct(model, 9).dtype == np.float64
+    np.testing.assert_array_equal(swapped.ppa.evaluate(model).relative_error.values, cube.ppa.evaluate(model).relative_error.values)
+    assert swapped.ppa.fit(n_samples=3000, random_state=0, degree=2).params_.mean.tolist() == model.params_.mean.tolist()
+    ppa_xr.write_cube(scores, tmp_path / "c.nc")
+    ppa_xr.write_cube(scores, tmp_path / "c.tif")
+    with xr.open_dataset(tmp_path / "c.nc") as written, rasterio.open(tmp_path / "c.tif") as tif:
+        np.testing.assert_array_equal(written[scores.name].values, scores.values)
+        assert tif.dtypes[0] == "float64"
+        np.testing.assert_array_equal(tif.read(), scores.values)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_evaluate_on_a_copy_of_the_fitting_scene_in_another_precision_holds_the_fitting_pixels_out(fractional, seed):
+    cube, _ = fractional
+    model = cube.ppa.fit(n_samples=3000, random_state=seed, degree=2)
+    outside = cube.sizes["x"] * cube.sizes["y"] - model.sample_.size
+    for copy in (cube, cube.astype("float32"), cube.astype(">f8"), cube.astype(">f4")):
+        assert copy.ppa.evaluate(model, n_samples=None).attrs["n_pixels"] == outside, copy.dtype
+    other = cube + 1  # another scene on the same grid: every pixel is held out
+    assert other.ppa.evaluate(model, n_samples=None).attrs["n_pixels"] == cube.sizes["x"] * cube.sizes["y"]
+
+
+def test_fitting_pixel_fingerprint_ignores_precision_and_byte_order_and_reads_older_records():
+    values = np.array([1e6 + 1 / 3, 2.5, -7.25])
+    digest = row_digest(values)
+    assert row_digest(values.astype(np.float32)) == row_digest(values.astype(">f8")) == digest
+    assert row_digest(values + 1e-3) != digest
+    legacy = __import__("hashlib").sha256(values.astype("<f8").tobytes()).hexdigest()[:32]  # how earlier versions recorded it
+    assert same_row(values, legacy) and same_row(values.astype(">f8"), legacy) and not same_row(values + 1e-3, legacy)
