@@ -62,3 +62,49 @@ def test_fitting_pixel_fingerprint_ignores_precision_and_byte_order_and_reads_ol
     assert row_digest(values + 1e-3) != digest
     legacy = __import__("hashlib").sha256(values.astype("<f8").tobytes()).hexdigest()[:32]  # how earlier versions recorded it
     assert same_row(values, legacy) and same_row(values.astype(">f8"), legacy) and not same_row(values + 1e-3, legacy)
+
+
+def gcp_scene(path, cube):
+    """``cube`` written as a GeoTIFF georeferenced by four ground control points (no geotransform), as
+    satellite level-1 products are; returns the GCPs."""
+    from rasterio.control import GroundControlPoint
+
+    n = cube.sizes["x"] - 1
+    gcps = [GroundControlPoint(0, 0, 500000, 4000000), GroundControlPoint(0, n, 509600, 4000300),
+            GroundControlPoint(n, 0, 500300, 3990400), GroundControlPoint(n, n, 509900, 3990700)]
+    profile = dict(driver="GTiff", width=cube.sizes["x"], height=cube.sizes["y"], count=cube.sizes["band"], dtype="float32")
+    with rasterio.open(path, "w", gcps=gcps, crs=rasterio.crs.CRS.from_epsg(32633), **profile) as dst:
+        dst.write(cube.values.astype("float32"))
+    return gcps
+
+
+def assert_placed_by(path, gcps):
+    with rasterio.open(path) as src:
+        written, crs = src.gcps
+        assert [(p.row, p.col, p.x, p.y) for p in written] == [(p.row, p.col, p.x, p.y) for p in gcps], path
+        assert crs.to_epsg() == 32633 and src.transform.is_identity  # placed by its GCPs, not by an identity transform
+
+
+@pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")  # rioxarray's own to_raster of a GCP raster
+def test_ground_control_points_travel_to_every_output(tmp_path, landsat):
+    from ppa_xr.cli import main
+
+    gcps = gcp_scene(tmp_path / "scene.tif", landsat.drop_vars("wavelength"))
+    scene = rioxarray.open_rasterio(tmp_path / "scene.tif", chunks={"x": 160, "y": 160})
+    model = scene.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = scene.ppa.transform(model, 3)
+    assert scores.rio.get_gcps() is not None
+    for result, name in ((scores, "c.tif"), (scores.ppa.inverse_transform(model), "back.tif"),
+                         (scene.ppa.reconstruction_error(model, 2), "e.tif"), (scene.ppa.reconstruct(model, 2), "r.tif")):
+        ppa_xr.write_cube(result, tmp_path / name)
+        assert_placed_by(tmp_path / name, gcps)
+    scores.rio.to_raster(tmp_path / "plain.tif")
+    assert_placed_by(tmp_path / "plain.tif", gcps)
+    ppa_xr.write_cube(scores, tmp_path / "c.nc")
+    with xr.open_dataset(tmp_path / "c.nc", decode_coords="all") as nc:
+        assert [(p.x, p.y) for p in nc[scores.name].rio.get_gcps()] == [(p.x, p.y) for p in gcps]
+    model.save(tmp_path / "m.nc")
+    assert main(["transform", str(tmp_path / "scene.tif"), str(tmp_path / "m.nc"), str(tmp_path / "cli.tif"), "--n-components", "3"]) == 0
+    assert main(["inverse", str(tmp_path / "cli.tif"), str(tmp_path / "m.nc"), str(tmp_path / "cli_back.tif")]) == 0
+    for name in ("cli.tif", "cli_back.tif"):
+        assert_placed_by(tmp_path / name, gcps)

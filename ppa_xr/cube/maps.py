@@ -30,16 +30,18 @@ _VALUE_ATTRS = ("long_name", "units", "scale_factor", "add_offset", "valid_range
 
 
 def _copy_geo(src: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
-    """Carry rioxarray's CRS and transform explicitly; NaN marks invalid pixels of ``out``."""
+    """Carry rioxarray's CRS and its transform, or its ground control points (GCPs) where the raster is
+    georeferenced by them (never an identity transform in their place); NaN marks invalid pixels of ``out``."""
     from rioxarray.exceptions import RioXarrayError
 
     try:
-        crs, transform, spatial = src.rio.crs, src.rio.transform(recalc=False), {src.rio.x_dim, src.rio.y_dim}
+        crs, gcps, spatial = src.rio.crs, src.rio.get_gcps(), {src.rio.x_dim, src.rio.y_dim}
     except RioXarrayError:  # no x/y dimensions: not a raster
         return out
     if crs is None or not spatial <= set(out.dims):
         return out
-    return out.rio.write_crs(crs).rio.write_transform(transform).rio.write_nodata(np.nan, encoded=False)
+    placed = out.rio.write_gcps(gcps, crs) if gcps else out.rio.write_crs(crs).rio.write_transform(src.rio.transform(recalc=False))
+    return placed.rio.write_nodata(np.nan, encoded=False)
 
 
 def _threads(da: xr.DataArray) -> int | None:

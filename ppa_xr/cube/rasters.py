@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import warnings
 from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,10 @@ def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
         names = [f"PPA component {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
         da = da.assign_attrs(long_name=tuple(names))
     options = {"tiled": True, "compress": "deflate", "driver": "GTiff", "lock": file_lock()} | kwargs
-    da.rio.to_raster(path, **options)
+    with warnings.catch_warnings():
+        if da.rio.get_gcps():  # placed by its ground control points: rasterio's warning about the identity transform is moot
+            warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        da.rio.to_raster(path, **options)
     units = common_units(da)
     if units:  # rioxarray writes band descriptions, not units
         with rasterio.open(path, "r+") as dst:
