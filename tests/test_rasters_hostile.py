@@ -108,3 +108,13 @@ def test_ground_control_points_travel_to_every_output(tmp_path, landsat):
     assert main(["inverse", str(tmp_path / "cli.tif"), str(tmp_path / "m.nc"), str(tmp_path / "cli_back.tif")]) == 0
     for name in ("cli.tif", "cli_back.tif"):
         assert_placed_by(tmp_path / name, gcps)
+
+
+def test_components_written_by_rioxarray_alone_are_described_one_by_one(tmp_path, landsat):
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = landsat.chunk({"x": 160, "y": 160}).ppa.transform(model, n_components=3)
+    scores.rio.to_raster(tmp_path / "c.tif")
+    with rasterio.open(tmp_path / "c.tif") as src:
+        assert src.descriptions == ("PPA component 1", "PPA component 2", "PPA component 3")
+    reopened = rioxarray.open_rasterio(tmp_path / "c.tif").rename(band="component")
+    np.testing.assert_allclose(reopened.ppa.inverse_transform(model).values, scores.ppa.inverse_transform(model).values, rtol=1e-6)

@@ -123,7 +123,8 @@ def transform(
     -------
     xr.DataArray
         Lazy components: ``component`` (1..k) in place of the feature dimension, other
-        dimensions, chunks, CRS and transform kept.
+        dimensions, chunks, CRS and transform (or ground control points) kept; ``long_name``
+        is ``("PPA component 1", ..., "PPA component k")``, the band descriptions ``rio.to_raster`` writes.
 
     Examples
     --------
@@ -135,7 +136,8 @@ def transform(
     if check:
         warn_on_shift(da, dim, model, k)
     out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", _component_units(da, model), params=model.params_, n_components=k)
-    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
+    described = provenance(model, "components", k) | {"long_name": tuple(f"PPA component {i}" for i in range(1, k + 1))}  # rioxarray's band descriptions
+    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(described)
 
 
 def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
