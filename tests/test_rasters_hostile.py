@@ -118,3 +118,18 @@ def test_components_written_by_rioxarray_alone_are_described_one_by_one(tmp_path
         assert src.descriptions == ("PPA component 1", "PPA component 2", "PPA component 3")
     reopened = rioxarray.open_rasterio(tmp_path / "c.tif").rename(band="component")
     np.testing.assert_allclose(reopened.ppa.inverse_transform(model).values, scores.ppa.inverse_transform(model).values, rtol=1e-6)
+
+
+def test_a_text_file_named_nc_is_refused_by_name(tmp_path, capsys):
+    from ppa_xr.cli import main
+
+    (tmp_path / "table.nc").write_text("x,y,band\n1,2,3\n")
+    (tmp_path / "empty.nc").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"table.nc is not a netCDF file: it begins with b'x,y,band'"):
+        ppa_xr.open_cube([tmp_path / "table.nc"])
+    with pytest.raises(ValueError, match=r"empty.nc is not a netCDF file: it is empty"):
+        ppa_xr.open_cube([tmp_path / "empty.nc"])
+    assert main(["fit", str(tmp_path / "table.nc"), str(tmp_path / "m.nc")]) == 2
+    assert "table.nc is not a netCDF file" in capsys.readouterr().err
+    xr.Dataset({"v": (("band", "y", "x"), np.ones((2, 3, 4)))}).to_netcdf(tmp_path / "classic.nc", engine="scipy")
+    assert ppa_xr.open_cube([tmp_path / "classic.nc"])["v"].shape == (2, 3, 4)  # netCDF-3 still opens

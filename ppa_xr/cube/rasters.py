@@ -252,7 +252,24 @@ def _open_dataset(path: Path) -> xr.Dataset:
         raise ValueError(f"input {path} is a directory but not a zarr store (no zarr.json or .zgroup); name a raster, netCDF or zarr file")
     if path.suffix == ".zarr" or path.is_dir():
         return xr.open_zarr(path, decode_coords="all")
+    _check_netcdf(path)
     return xr.open_dataset(path, chunks={}, decode_coords="all")
+
+
+#: how a netCDF file begins: classic ``CDF`` 1, 2 or 5, or (netCDF-4) HDF5's signature, at 0 or after a user block of 512, 1024, ... bytes
+_NETCDF_MAGIC, _HDF5_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05"), b"\x89HDF\r\n\x1a\n"
+
+
+def _check_netcdf(path: Path) -> None:
+    """A ValueError naming ``path`` when it is not a netCDF file (text, or another format under a .nc name)."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        offsets = [0, *(512 * 2**i for i in range(12))]
+        hdf5 = any(f.seek(at) == at and f.read(8) == _HDF5_MAGIC for at in offsets)
+    if head[:4] not in _NETCDF_MAGIC and not hdf5:
+        begins = f"it begins with {head!r}" if head else "it is empty"
+        raise ValueError(f"input {path} is not a netCDF file: {begins}, not netCDF's 'CDF' or netCDF-4's HDF5 "
+                         "signature; name a netCDF, zarr or raster file (a text or CSV table is not a cube)")
 
 
 def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite: bool = False,
