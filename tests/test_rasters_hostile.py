@@ -133,3 +133,46 @@ def test_a_text_file_named_nc_is_refused_by_name(tmp_path, capsys):
     assert "table.nc is not a netCDF file" in capsys.readouterr().err
     xr.Dataset({"v": (("band", "y", "x"), np.ones((2, 3, 4)))}).to_netcdf(tmp_path / "classic.nc", engine="scipy")
     assert ppa_xr.open_cube([tmp_path / "classic.nc"])["v"].shape == (2, 3, 4)  # netCDF-3 still opens
+
+
+def masked_scenes(directory):
+    """One scene written twice: with an internal mask, and with an alpha band; a quarter of it masked, its fill
+    values 0. Returns the two paths and the valid pixels."""
+    from rasterio.enums import ColorInterp
+    from rasterio.transform import from_origin
+
+    rng = np.random.default_rng(0)
+    t = rng.uniform(-2, 2, (64, 64))
+    data = np.stack([t, t**2, np.sin(2 * t)]) * 40 + 100 + rng.normal(0, 1, (3, 64, 64))
+    valid = np.ones((64, 64), bool)
+    valid[:, :16] = False
+    data = np.where(valid, data, 0).astype("uint8")
+    profile = dict(driver="GTiff", width=64, height=64, dtype="uint8", crs="EPSG:32633", transform=from_origin(500000, 4000000, 30, 30))
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True), rasterio.open(directory / "mask.tif", "w", count=3, **profile) as dst:
+        dst.write(data)
+        dst.write_mask(valid.astype("uint8") * 255)
+    with rasterio.open(directory / "alpha.tif", "w", count=4, photometric="RGB", alpha="YES", **profile) as dst:
+        dst.write(np.concatenate([data, valid[None].astype("uint8") * 255]))
+        dst.descriptions = ("red", "green", "blue", "alpha")
+    with rasterio.open(directory / "alpha.tif") as src:
+        assert src.colorinterp[3] == ColorInterp.alpha
+    return directory / "mask.tif", directory / "alpha.tif", valid
+
+
+def test_internal_masks_and_alpha_bands_mark_invalid_pixels(tmp_path):
+    from ppa_xr.cli import main
+
+    *paths, valid = masked_scenes(tmp_path)
+    for path in paths:
+        cube = ppa_xr.open_cube([path], chunks=32)
+        assert cube.sizes["band"] == 3 and cube.chunks is not None, path  # the alpha band is no feature
+        np.testing.assert_array_equal(np.isfinite(cube.values).all(axis=0), valid)
+        with pytest.warns(UserWarning, match="only 3072 valid pixels"):  # no masked pixel fitted as data
+            assert cube.ppa.fit(n_samples=4000, random_state=0, degree=2).sample_.size == valid.sum()
+        out = tmp_path / f"c_{path.stem}.tif"
+        assert main(["fit", str(path), str(tmp_path / f"{path.stem}.nc"), "--n-samples", "3000"]) == 0
+        assert ppa_xr.load_model(tmp_path / f"{path.stem}.nc").n_features_in_ == 3
+        assert main(["transform", str(path), str(tmp_path / f"{path.stem}.nc"), str(out), "--n-components", "2"]) == 0
+        with rasterio.open(out) as src:
+            np.testing.assert_array_equal(np.isfinite(src.read()).all(axis=0), valid)
+    assert list(ppa_xr.open_cube([paths[1]]).attrs["long_name"]) == ["red", "green", "blue"]

@@ -71,15 +71,47 @@ def open_band_stack(
 
 
 def read_raster(path: Path, **kwargs: Any) -> xr.DataArray:
-    """:func:`rioxarray.open_rasterio` of one raster file, refusing a file of several subdatasets (HDF,
-    netCDF through GDAL), which it reads as Datasets."""
+    """:func:`rioxarray.open_rasterio` of one raster file, its mask honoured, refusing a file of several
+    subdatasets (HDF, netCDF through GDAL), which it reads as Datasets.
+
+    A file whose pixels are masked by an internal (or ``.msk``) mask or an alpha band is read masked
+    (``masked=True``: floats, NaN where the mask is 0, chunk by chunk as the data is read), and its alpha
+    bands are dropped: they say which pixels are valid, they are not features. Nodata values are
+    masked later, by :func:`~ppa_xr.cube.inputs.masked_float`."""
     import rioxarray
 
-    opened = rioxarray.open_rasterio(path, **kwargs)
+    masked, alpha = _mask_layout(path)
+    opened = rioxarray.open_rasterio(path, **kwargs | ({"masked": True} if masked else {}))
     if not isinstance(opened, xr.DataArray):
         raise ValueError(f"{path} holds several subdatasets; open the one you need with rioxarray.open_rasterio(path, "
                          "variable=...) or xarray.open_dataset, and pass the array")
-    return opened
+    if masked and opened.rio.nodata is None:
+        opened = opened.rio.write_nodata(np.nan, encoded=False)  # NaN marks the masked pixels
+    return _without_bands(opened, alpha, path) if alpha else opened
+
+
+def _mask_layout(path: Path) -> tuple[bool, list[int]]:
+    """Whether a raster's bands are masked by a per-dataset mask or an alpha band (GDAL's mask flags), and
+    the positions of its alpha bands; read from the header only."""
+    import rasterio
+    from rasterio.enums import ColorInterp, MaskFlags
+
+    with rasterio.open(path) as src:
+        flags = {flag for band in src.mask_flag_enums for flag in band}
+        alpha = [i for i, interp in enumerate(src.colorinterp) if interp == ColorInterp.alpha]
+    return bool(alpha) or MaskFlags.per_dataset in flags or MaskFlags.alpha in flags, alpha
+
+
+def _without_bands(da: xr.DataArray, drop: list[int], path: Path) -> xr.DataArray:
+    """``da`` without the bands at positions ``drop`` (its alpha bands), its per-band attributes (descriptions,
+    units, ...) shortened to match."""
+    n = da.sizes["band"]
+    keep = [i for i in range(n) if i not in drop]
+    if not keep:
+        raise ValueError(f"{path} has only alpha bands (transparency), no data bands to use as features")
+    out = da.isel(band=keep)
+    out.attrs = {k: tuple(v[i] for i in keep) if isinstance(v, (tuple, list)) and len(v) == n else v for k, v in da.attrs.items()}
+    return out
 
 
 def _band_labels(paths: list[Path], bands: Sequence[Hashable] | None) -> list[Hashable]:
