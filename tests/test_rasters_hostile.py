@@ -176,3 +176,44 @@ def test_internal_masks_and_alpha_bands_mark_invalid_pixels(tmp_path):
         with rasterio.open(out) as src:
             np.testing.assert_array_equal(np.isfinite(src.read()).all(axis=0), valid)
     assert list(ppa_xr.open_cube([paths[1]]).attrs["long_name"]) == ["red", "green", "blue"]
+
+
+def bands_at_three_resolutions(directory, landsat):
+    """B2 and B3 at 30 m, B5 at 60 m and B1 at 120 m (means of 2 x 2 and 4 x 4 pixels), one file each, B1 first
+    (as Sentinel-2's 60 m B01 sorts first); B5's left quarter masked by an internal mask."""
+    cube = landsat.drop_vars("wavelength")
+    cube.sel(band=["B1"]).coarsen(x=4, y=4).mean().rio.to_raster(directory / "S2_B01.tif")
+    for band in ("B2", "B3"):
+        cube.sel(band=[band]).rio.to_raster(directory / f"S2_B0{band[1]}.tif")
+    b5 = cube.sel(band=["B5"]).coarsen(x=2, y=2).mean().astype("float32")
+    valid = np.ones((160, 160), bool)
+    valid[:, :40] = False
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True):
+        b5.rio.write_nodata(None).rio.to_raster(directory / "S2_B05.tif")
+        with rasterio.open(directory / "S2_B05.tif", "r+") as dst:
+            dst.write_mask(valid.astype("uint8") * 255)
+    return [directory / f"S2_B0{i}.tif" for i in (1, 2, 3, 5)], b5.values[0], valid
+
+
+def test_bands_at_several_resolutions_are_named_and_stacked_on_the_grid_asked_for(tmp_path, landsat):
+    paths, b5, valid = bands_at_three_resolutions(tmp_path, landsat)
+    with pytest.raises(ValueError) as refused:
+        ppa_xr.open_band_stack(paths)
+    message = str(refused.value)
+    assert "S2_B02.tif (pixels of 30 x 30, 320 x 320 px" in message and "not on the grid of" in message
+    assert "S2_B01.tif (pixels of 120 x 120, 80 x 80 px" in message and "the first file, which sets the grid" in message
+    assert "S2_B01.tif 120, S2_B02.tif 30, S2_B03.tif 30, S2_B05.tif 60" in message and "resolution=120" in message
+    at60 = ppa_xr.open_band_stack(paths, resolution=60, chunks={"x": 64, "y": 64})
+    assert at60.shape == (4, 160, 160) and at60.chunks is not None and at60.rio.resolution() == (60, -60)
+    np.testing.assert_array_equal(at60.sel(band="B05").values, np.where(valid, b5, np.nan))  # its own grid, its mask
+    np.testing.assert_allclose(at60.sel(band="B02").values, landsat.sel(band="B2").coarsen(x=2, y=2).mean().values, rtol=1e-6)
+    at30 = ppa_xr.open_band_stack(paths, resolution=30, chunks={"x": 64, "y": 64})
+    assert at30.shape == (4, 320, 320) and at30.rio.transform() == landsat.rio.transform()
+    twice = np.repeat(np.repeat(np.where(valid, b5, np.nan), 2, 0), 2, 1)  # each 60 m pixel over its four 30 m pixels
+    np.testing.assert_array_equal(at30.sel(band="B05").values, twice)
+    model = at30.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    assert model.n_features_in_ == 4 and np.isnan(at30.ppa.transform(model).values[:, :, :80]).all()
+    with pytest.raises(ValueError, match=r"no file has pixels of 45; their resolutions: S2_B01.tif 120"):
+        ppa_xr.open_band_stack(paths, resolution=45)
+    with pytest.raises(ValueError, match="resampling='avg' is not a rasterio resampling method"):
+        ppa_xr.open_band_stack(paths, resolution=30, resampling="avg")
