@@ -200,9 +200,9 @@ def test_bands_at_several_resolutions_are_named_and_stacked_on_the_grid_asked_fo
     with pytest.raises(ValueError) as refused:
         ppa_xr.open_band_stack(paths)
     message = str(refused.value)
-    assert "S2_B02.tif (pixels of 30 x 30, 320 x 320 px" in message and "not on the grid of" in message
-    assert "S2_B01.tif (pixels of 120 x 120, 80 x 80 px" in message and "the first file, which sets the grid" in message
-    assert "S2_B01.tif 120, S2_B02.tif 30, S2_B03.tif 30, S2_B05.tif 60" in message and "resolution=120" in message
+    assert "S2_B02.tif is not on the grid of" in message and "S2_B01.tif, the first file, which sets the grid" in message
+    assert "S2_B01.tif: pixels of 120 x 120, 80 x 80 px" in message and "S2_B02.tif: pixels of 30 x 30, 320 x 320 px" in message
+    assert "S2_B01.tif 120, S2_B02.tif 30, S2_B03.tif 30, S2_B05.tif 60" in message and "resolution=R" in message
     at60 = ppa_xr.open_band_stack(paths, resolution=60, chunks={"x": 64, "y": 64})
     assert at60.shape == (4, 160, 160) and at60.chunks is not None and at60.rio.resolution() == (60, -60)
     np.testing.assert_array_equal(at60.sel(band="B05").values, np.where(valid, b5, np.nan))  # its own grid, its mask
@@ -217,3 +217,12 @@ def test_bands_at_several_resolutions_are_named_and_stacked_on_the_grid_asked_fo
         ppa_xr.open_band_stack(paths, resolution=45)
     with pytest.raises(ValueError, match="resampling='avg' is not a rasterio resampling method"):
         ppa_xr.open_band_stack(paths, resolution=30, resampling="avg")
+
+
+def test_a_band_of_a_smaller_extent_is_nan_outside_it_not_zero(tmp_path, landsat):
+    cube = landsat.drop_vars("wavelength").astype("float32").rio.write_nodata(None)
+    cube.sel(band=["B2"]).rio.to_raster(tmp_path / "L_B2.tif")
+    cube.sel(band=["B3"]).isel(x=slice(0, 100)).rio.to_raster(tmp_path / "L_B3.tif")  # no nodata declared
+    stack = ppa_xr.open_band_stack([tmp_path / "L_B2.tif", tmp_path / "L_B3.tif"], resolution=30)
+    b3 = stack.sel(band="B3").values
+    assert np.isnan(b3[:, 100:]).all() and np.array_equal(b3[:, :100], cube.sel(band="B3").values[:, :100])

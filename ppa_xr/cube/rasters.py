@@ -147,15 +147,15 @@ def read_raster(path: Path, grid: Grid | None = None, **kwargs: Any) -> xr.DataA
 
 @contextlib.contextmanager
 def _on_grid(src: Any, grid: Grid | None) -> Iterator[Any]:
-    """``src`` itself, or a warped VRT of it on ``grid``: floats where resampling combines values or a mask
-    without nodata must become NaN, the file's dtype where values are picked (nearest, mode)."""
+    """``src`` itself, or a warped VRT of it on ``grid``: its nodata outside its extent, else floats with NaN
+    there (and where its mask is 0); floats where resampling combines values, else the file's dtype."""
     if grid is None or grid.holds(src):
         yield src
         return
     from rasterio.enums import Resampling
     from rasterio.vrt import WarpedVRT
 
-    nan_fill = _mask_layout(src)[0] and src.nodata is None  # masked by a mask or alpha band: NaN where it is 0
+    nan_fill = src.nodata is None  # NaN outside the file's extent and where its mask (or alpha band) is 0
     combined = grid.resampling not in (Resampling.nearest, Resampling.mode)
     dtype = float_dtype(np.dtype(src.dtypes[0])).name if nan_fill or combined else None
     with WarpedVRT(src, crs=grid.crs, transform=grid.transform, width=grid.width, height=grid.height, resampling=grid.resampling,
@@ -210,10 +210,10 @@ def _check_grid(paths: list[Path], layers: list[xr.DataArray]) -> None:
         if not same_grid:
             found = {p: other.rio.resolution() for p, other in zip(paths, layers)}
             raise ValueError(
-                f"{path} ({_grid_text(layer)}) is not on the grid of {paths[0]} ({_grid_text(first)}), the first file, which "
-                f"sets the grid. Resolutions: {_resolutions(found)}. Stack them on the grid of one resolution, each band resampled "
-                f"lazily: ppa_xr.open_band_stack(paths, resolution={abs(found[paths[0]][0]):g}) (or another of "
-                f"{sorted({abs(r[0]) for r in found.values()})}; resampling='average' by default), or resample a band yourself: "
+                f"{path} is not on the grid of {paths[0]}, the first file, which sets the grid ({paths[0].name}: {_grid_text(first)}; "
+                f"{path.name}: {_grid_text(layer)}). Resolutions: {_resolutions(found)}. ppa_xr.open_band_stack(paths, resolution=R) "
+                f"stacks them on the grid of the first file at R (one of {sorted({abs(r[0]) for r in found.values()})}), each other "
+                "band resampled lazily (resampling='average' by default; NaN outside a band's extent); or resample a band yourself: "
                 "band.rio.reproject_match(reference)")
 
 
