@@ -136,10 +136,10 @@ def read_raster(path: Path, grid: Grid | None = None, **kwargs: Any) -> xr.DataA
     with rasterio.open(path) as src, _on_grid(src, grid) as source:
         masked, alpha = _mask_layout(source)
         opened = rioxarray.open_rasterio(path if source is src else source, **kwargs | ({"masked": True} if masked else {}))
-        opened.encoding["source"] = str(path)  # the file (a warped VRT's source), for the checks that no output replaces it
     if not isinstance(opened, xr.DataArray):
         raise ValueError(f"{path} holds several subdatasets; open the one you need with rioxarray.open_rasterio(path, "
                          "variable=...) or xarray.open_dataset, and pass the array")
+    opened.encoding["source"] = str(path)  # the file (a warped VRT's source), for the checks that no output replaces it
     if masked and opened.rio.nodata is None:
         opened = opened.rio.write_nodata(np.nan, encoded=False)  # NaN marks the masked pixels
     return _without_bands(opened, alpha, path) if alpha else opened
