@@ -32,8 +32,20 @@ def pixel_keys(seed: int, index: np.ndarray) -> np.ndarray:
 
 
 def row_digest(values: np.ndarray) -> str:
-    """A short fingerprint of one pixel's feature values (SHA-256 of them as little-endian float64)."""
-    return hashlib.sha256(np.ascontiguousarray(values, dtype="<f8").tobytes()).hexdigest()[:32]
+    """A short fingerprint of one pixel's feature values: SHA-256 of them rounded to float32 (little-endian), so
+    the same scene read as float32, float64 or in either byte order has one fingerprint, and another scene another."""
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, still one fingerprint per value
+        return _sha(np.ascontiguousarray(values, dtype="<f4"))
+
+
+def same_row(values: np.ndarray, digest: str) -> bool:
+    """Whether ``values`` are the pixel whose :func:`row_digest` is ``digest``, or whose float64 fingerprint
+    it is (the record of a model saved by an earlier development version, matched by its float64 values)."""
+    return row_digest(values) == digest or _sha(np.ascontiguousarray(values, dtype="<f8")) == digest
+
+
+def _sha(values: np.ndarray) -> str:
+    return hashlib.sha256(values.tobytes()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,15 @@ def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
     return da
 
 
+def float_dtype(dtype: np.dtype) -> np.dtype:
+    """The native floating dtype a cube of ``dtype`` is computed in, by kind and size whatever the byte order:
+    float32 for floats of at most 4 bytes and 8/16-bit integers and booleans, float64 otherwise (no value rounded;
+    a big-endian ``'>f8'`` cube is float64, ``'>f4'`` float32)."""
+    dtype = np.dtype(dtype)
+    wide = dtype.itemsize > 4 if dtype.kind == "f" else dtype.kind in "iu" and dtype.itemsize > 2
+    return np.dtype(np.float64 if wide else np.float32)
+
+
 def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArray:
     """``da`` as floats with its declared nodata (rioxarray's ``nodata`` / ``_FillValue``) as NaN, a new
     object without the nodata attributes; ``dtype`` by default float32 for 8/16-bit integers and float32
@@ -111,7 +120,7 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
     if da.dtype.kind not in "iufb":
         raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
     if dtype is None:
-        dtype = np.dtype(np.float64 if (da.dtype == np.float64 or (da.dtype.kind in "iu" and da.dtype.itemsize > 2)) else np.float32)
+        dtype = float_dtype(da.dtype)
     nodata = declared_nodata(da)
     out = da.copy(deep=False) if da.dtype == dtype else da.astype(dtype)  # never the caller's object; +-inf become NaN in the kernels
     if nodata is not None and not np.isnan(nodata):

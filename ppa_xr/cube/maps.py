@@ -30,16 +30,18 @@ _VALUE_ATTRS = ("long_name", "units", "scale_factor", "add_offset", "valid_range
 
 
 def _copy_geo(src: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
-    """Carry rioxarray's CRS and transform explicitly; NaN marks invalid pixels of ``out``."""
+    """Carry rioxarray's CRS and its transform, or its ground control points (GCPs) where the raster is
+    georeferenced by them (never an identity transform in their place); NaN marks invalid pixels of ``out``."""
     from rioxarray.exceptions import RioXarrayError
 
     try:
-        crs, transform, spatial = src.rio.crs, src.rio.transform(recalc=False), {src.rio.x_dim, src.rio.y_dim}
+        crs, gcps, spatial = src.rio.crs, src.rio.get_gcps(), {src.rio.x_dim, src.rio.y_dim}
     except RioXarrayError:  # no x/y dimensions: not a raster
         return out
     if crs is None or not spatial <= set(out.dims):
         return out
-    return out.rio.write_crs(crs).rio.write_transform(transform).rio.write_nodata(np.nan, encoded=False)
+    placed = out.rio.write_gcps(gcps, crs) if gcps else out.rio.write_crs(crs).rio.write_transform(src.rio.transform(recalc=False))
+    return placed.rio.write_nodata(np.nan, encoded=False)
 
 
 def _threads(da: xr.DataArray) -> int | None:
@@ -121,7 +123,8 @@ def transform(
     -------
     xr.DataArray
         Lazy components: ``component`` (1..k) in place of the feature dimension, other
-        dimensions, chunks, CRS and transform kept.
+        dimensions, chunks, CRS and transform (or ground control points) kept; ``long_name``
+        is ``("PPA component 1", ..., "PPA component k")``, the band descriptions ``rio.to_raster`` writes.
 
     Examples
     --------
@@ -133,7 +136,8 @@ def transform(
     if check:
         warn_on_shift(da, dim, model, k)
     out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", _component_units(da, model), params=model.params_, n_components=k)
-    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
+    described = provenance(model, "components", k) | {"long_name": tuple(f"PPA component {i}" for i in range(1, k + 1))}  # rioxarray's band descriptions
+    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(described)
 
 
 def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import warnings
 from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from ..model.atomic import as_path, check_output, replace_atomically
-from .inputs import common_units, masked_float
+from .inputs import common_units, float_dtype, masked_float
 
 #: suffixes opened as rasters (rioxarray); other inputs are netCDF (``.nc``) or zarr stores
 RASTER_SUFFIXES = (".tif", ".tiff", ".vrt", ".jp2")
@@ -24,25 +26,36 @@ OUTPUT_SUFFIXES = (".tif", ".tiff", ".nc", ".zarr")
 
 
 def open_band_stack(
-    paths: Sequence[str | os.PathLike], bands: Sequence[Hashable] | None = None, chunks=None, masked: bool = False
+    paths: Sequence[str | os.PathLike], bands: Sequence[Hashable] | None = None, chunks=None, masked: bool = False,
+    resolution: float | None = None, resampling: str = "average",
 ) -> xr.DataArray:
     """Stack single-band rasters (one GeoTIFF per band, as Landsat ships) into a ``(band, y, x)`` cube.
 
     ``bands`` labels the bands (default: ``ppa_xr.cube.rasters.band_name`` of each file, so
     ``LC08_TEST_B4.TIF`` and ``LC08_OTHER_B4.TIF`` are both ``B4``);
     ``chunks`` and ``masked`` go to :func:`rioxarray.open_rasterio`. Every file
-    must have one band and the same grid (shape, CRS and transform). When the
-    files declare different nodata values, each band's own nodata becomes NaN
-    (a float cube with NaN as its nodata), so no nodata pixel is used as data.
+    must have one band and the same grid (shape, CRS and transform), or, with
+    ``resolution``, the bands on other grids are resampled to the grid of the
+    first file at that resolution (Sentinel-2's 10, 20 and 60 m bands), lazily:
+    each chunk is warped as it is read (a GDAL warped VRT, as
+    ``rio.reproject_match`` computes it at once). When the files declare
+    different nodata values, each band's own nodata becomes NaN (a float cube
+    with NaN as its nodata), so no nodata pixel is used as data.
 
     Parameters
     ----------
     paths : sequence of path
-        One single-band raster per band, on one grid.
+        One single-band raster per band, on one grid (or several, with ``resolution``).
     bands : sequence, optional
         Band labels (default: ``ppa_xr.cube.rasters.band_name`` of each file).
     chunks, masked
         Passed to :func:`rioxarray.open_rasterio`.
+    resolution : float, optional
+        The pixel size (in the CRS's units, e.g. 20 for 20 m) of the grid to stack on: that of the first
+        file with it; the others are resampled to it.
+    resampling : str
+        How bands are resampled to it, a :class:`rasterio.enums.Resampling` name: ``"average"`` (default;
+        means of finer pixels, coarser pixels repeated), ``"bilinear"``, ``"nearest"``, ...
 
     Returns
     -------
@@ -52,11 +65,13 @@ def open_band_stack(
     Raises
     ------
     ValueError
-        Files on different grids, with several bands, repeated, or labels that repeat.
+        Files on different grids (each one's resolution named) without ``resolution``, a ``resolution``
+        no file has, with several bands, repeated, or labels that repeat.
     """
     files = [as_path(p, "a band's file") for p in paths]
     labels = _band_labels(files, bands)
-    layers = [read_raster(p, chunks=chunks, masked=masked) for p in files]
+    grid = None if resolution is None else _grid_at(files, resolution, resampling)
+    layers = [read_raster(p, grid, chunks=chunks, masked=masked) for p in files]
     _check_grid(files, layers)
     nodata = {layer.rio.nodata for layer in layers}
     if len(nodata) > 1:  # one nodata per band: mask each with its own
@@ -69,16 +84,105 @@ def open_band_stack(
     return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
 
 
-def read_raster(path: Path, **kwargs: Any) -> xr.DataArray:
-    """:func:`rioxarray.open_rasterio` of one raster file, refusing a file of several subdatasets (HDF,
-    netCDF through GDAL), which it reads as Datasets."""
+@dataclass(frozen=True)
+class Grid:
+    """A raster grid that bands are resampled to: CRS, transform and size, and the resampling method."""
+
+    crs: Any
+    transform: Any
+    width: int
+    height: int
+    resampling: Any
+
+    def holds(self, src: Any) -> bool:
+        """Whether the open dataset ``src`` lies on this grid already."""
+        return bool(src.crs == self.crs and src.transform == self.transform and (src.width, src.height) == (self.width, self.height))
+
+
+def _grid_at(files: list[Path], resolution: float, resampling: str) -> Grid:
+    """The grid of the first file whose pixels are ``resolution`` wide and high (a ValueError naming each file's)."""
+    import rasterio
+    from rasterio.enums import Resampling
+
+    if resampling not in Resampling.__members__:
+        raise ValueError(f"resampling={resampling!r} is not a rasterio resampling method; use one of {list(Resampling.__members__)}")
+    found = {}
+    for path in files:
+        with rasterio.open(path) as src:
+            found[path] = src.res
+            if np.allclose(np.abs(src.res), resolution, rtol=1e-9):
+                return Grid(src.crs, src.transform, src.width, src.height, Resampling[resampling])
+    raise ValueError(f"no file has pixels of {resolution:g}; their resolutions: {_resolutions(found)}: pass one of "
+                     f"{sorted({abs(r[0]) for r in found.values()})}")
+
+
+def _resolutions(found: dict[Path, tuple[float, float]]) -> str:
+    """Each file's pixel size, in words."""
+    return ", ".join(f"{path.name} {abs(res[0]):g}" + (f" x {abs(res[1]):g}" if abs(res[0]) != abs(res[1]) else "") for path, res in found.items())
+
+
+def read_raster(path: Path, grid: Grid | None = None, **kwargs: Any) -> xr.DataArray:
+    """:func:`rioxarray.open_rasterio` of one raster file, its mask honoured, resampled to ``grid`` when it is
+    given and the file is on another (lazily: a warped VRT), refusing a file of several subdatasets (HDF,
+    netCDF through GDAL), which it reads as Datasets.
+
+    A file whose pixels are masked by an internal (or ``.msk``) mask or an alpha band is read masked
+    (``masked=True``: floats, NaN where the mask is 0, chunk by chunk as the data is read), and its alpha
+    bands are dropped: they say which pixels are valid, they are not features. Nodata values are
+    masked later, by :func:`~ppa_xr.cube.inputs.masked_float`."""
+    import rasterio
     import rioxarray
 
-    opened = rioxarray.open_rasterio(path, **kwargs)
+    with rasterio.open(path) as src, _on_grid(src, grid) as source:
+        masked, alpha = _mask_layout(source)
+        opened = rioxarray.open_rasterio(path if source is src else source, **kwargs | ({"masked": True} if masked else {}))
     if not isinstance(opened, xr.DataArray):
         raise ValueError(f"{path} holds several subdatasets; open the one you need with rioxarray.open_rasterio(path, "
                          "variable=...) or xarray.open_dataset, and pass the array")
-    return opened
+    opened.encoding["source"] = str(path)  # the file (a warped VRT's source), for the checks that no output replaces it
+    if masked and opened.rio.nodata is None:
+        opened = opened.rio.write_nodata(np.nan, encoded=False)  # NaN marks the masked pixels
+    return _without_bands(opened, alpha, path) if alpha else opened
+
+
+@contextlib.contextmanager
+def _on_grid(src: Any, grid: Grid | None) -> Iterator[Any]:
+    """``src`` itself, or a warped VRT of it on ``grid``: its nodata outside its extent, else floats with NaN
+    there (and where its mask is 0); floats where resampling combines values, else the file's dtype."""
+    if grid is None or grid.holds(src):
+        yield src
+        return
+    from rasterio.enums import Resampling
+    from rasterio.vrt import WarpedVRT
+
+    nan_fill = src.nodata is None  # NaN outside the file's extent and where its mask (or alpha band) is 0
+    combined = grid.resampling not in (Resampling.nearest, Resampling.mode)
+    dtype = float_dtype(np.dtype(src.dtypes[0])).name if nan_fill or combined else None
+    with WarpedVRT(src, crs=grid.crs, transform=grid.transform, width=grid.width, height=grid.height, resampling=grid.resampling,
+                   dtype=dtype, **({"nodata": np.nan} if nan_fill else {})) as vrt:
+        yield vrt
+
+
+def _mask_layout(src: Any) -> tuple[bool, list[int]]:
+    """Whether an open raster's bands are masked by a per-dataset mask or an alpha band (GDAL's mask flags),
+    and the positions of its alpha bands; read from the header only."""
+    from rasterio.enums import ColorInterp, MaskFlags
+
+    flags = {flag for band in src.mask_flag_enums for flag in band}
+    alpha = [i for i, interp in enumerate(src.colorinterp) if interp == ColorInterp.alpha]
+    return bool(alpha) or MaskFlags.per_dataset in flags or MaskFlags.alpha in flags, alpha
+
+
+def _without_bands(da: xr.DataArray, drop: list[int], path: Path) -> xr.DataArray:
+    """``da`` without the bands at positions ``drop`` (its alpha bands), its per-band attributes (descriptions,
+    units, ...) shortened to match."""
+    n = da.sizes["band"]
+    keep = [i for i in range(n) if i not in drop]
+    if not keep:
+        raise ValueError(f"{path} has only alpha bands (transparency), no data bands to use as features")
+    out = da.isel(band=keep)
+    out.attrs = {k: tuple(v[i] for i in keep) if isinstance(v, (tuple, list)) and len(v) == n else v for k, v in da.attrs.items()}
+    return out
 
 
 def _band_labels(paths: list[Path], bands: Sequence[Hashable] | None) -> list[Hashable]:
@@ -96,14 +200,27 @@ def _band_labels(paths: list[Path], bands: Sequence[Hashable] | None) -> list[Ha
 
 
 def _check_grid(paths: list[Path], layers: list[xr.DataArray]) -> None:
-    """Every layer one band, on the first one's grid (shape, CRS and transform)."""
+    """Every layer one band, on the first one's grid (shape, CRS and transform); a file on another grid is
+    refused with the resolution of each file and the ways to resample them."""
     first = layers[0]
     for path, layer in zip(paths, layers):
         if layer.sizes["band"] != 1:
             raise ValueError(f"{path} has {layer.sizes['band']} bands; open multiband files with rioxarray.open_rasterio")
         same_grid = layer.shape == first.shape and layer.rio.crs == first.rio.crs and layer.rio.transform() == first.rio.transform()
         if not same_grid:
-            raise ValueError(f"{path} is not on the grid of {paths[0]} (shape, CRS or transform differ); resample it first")
+            found = {p: other.rio.resolution() for p, other in zip(paths, layers)}
+            raise ValueError(
+                f"{path} is not on the grid of {paths[0]}, the first file, which sets the grid ({paths[0].name}: {_grid_text(first)}; "
+                f"{path.name}: {_grid_text(layer)}). Resolutions: {_resolutions(found)}. ppa_xr.open_band_stack(paths, resolution=R) "
+                f"stacks them on the grid of the first file at R (one of {sorted({abs(r[0]) for r in found.values()})}), each other "
+                "band resampled lazily (resampling='average' by default; NaN outside a band's extent); or resample a band yourself: "
+                "band.rio.reproject_match(reference)")
+
+
+def _grid_text(layer: xr.DataArray) -> str:
+    """A grid in words: pixel size, size in pixels, CRS."""
+    res = layer.rio.resolution()
+    return f"pixels of {abs(res[0]):g} x {abs(res[1]):g}, {layer.sizes['x']} x {layer.sizes['y']} px, {layer.rio.crs}"
 
 
 def band_name(path: str | os.PathLike) -> str:
@@ -191,7 +308,10 @@ def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
         names = [f"PPA component {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
         da = da.assign_attrs(long_name=tuple(names))
     options = {"tiled": True, "compress": "deflate", "driver": "GTiff", "lock": file_lock()} | kwargs
-    da.rio.to_raster(path, **options)
+    with warnings.catch_warnings():
+        if da.rio.get_gcps():  # placed by its ground control points: rasterio's warning about the identity transform is moot
+            warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        da.rio.to_raster(path, **options)
     units = common_units(da)
     if units:  # rioxarray writes band descriptions, not units
         with rasterio.open(path, "r+") as dst:
@@ -248,7 +368,24 @@ def _open_dataset(path: Path) -> xr.Dataset:
         raise ValueError(f"input {path} is a directory but not a zarr store (no zarr.json or .zgroup); name a raster, netCDF or zarr file")
     if path.suffix == ".zarr" or path.is_dir():
         return xr.open_zarr(path, decode_coords="all")
+    _check_netcdf(path)
     return xr.open_dataset(path, chunks={}, decode_coords="all")
+
+
+#: how a netCDF file begins: classic ``CDF`` 1, 2 or 5, or (netCDF-4) HDF5's signature, at 0 or after a user block of 512, 1024, ... bytes
+_NETCDF_MAGIC, _HDF5_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05"), b"\x89HDF\r\n\x1a\n"
+
+
+def _check_netcdf(path: Path) -> None:
+    """A ValueError naming ``path`` when it is not a netCDF file (text, or another format under a .nc name)."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        offsets = [0, *(512 * 2**i for i in range(12))]
+        hdf5 = any(f.seek(at) == at and f.read(8) == _HDF5_MAGIC for at in offsets)
+    if head[:4] not in _NETCDF_MAGIC and not hdf5:
+        begins = f"it begins with {head!r}" if head else "it is empty"
+        raise ValueError(f"input {path} is not a netCDF file: {begins}, not netCDF's 'CDF' or netCDF-4's HDF5 "
+                         "signature; name a netCDF, zarr or raster file (a text or CSV table is not a cube)")
 
 
 def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite: bool = False,

@@ -20,7 +20,7 @@ import xarray as xr
 
 from ..core import checks, compiled
 from ..core.checks import warn_user
-from ..core.keys import FitSample, PixelSample, exclusion, row_digest
+from ..core.keys import FitSample, PixelSample, exclusion, row_digest, same_row
 from .inputs import feature_array, spatial_dims
 
 #: pixels a fit samples when ``n_samples`` is not given, at most :data:`FIT_SHARE` of the valid pixels
@@ -94,7 +94,7 @@ def fitted_shares(da: xr.DataArray, dim: Hashable, sample: FitSample | None) -> 
 def _witness_holds(da: xr.DataArray, dim: Hashable, pixel_dims: list, witness: tuple[int, str]) -> bool:
     position = np.unravel_index(witness[0], [da.sizes[d] for d in pixel_dims])
     values = np.asarray(da.isel(dict(zip(pixel_dims, map(int, position)))).transpose(dim).values)
-    return bool(np.isfinite(values).all()) and row_digest(values) == witness[1]
+    return bool(np.isfinite(values).all()) and same_row(values, witness[1])
 
 
 def _smallest(keys: np.ndarray, n: int) -> np.ndarray:

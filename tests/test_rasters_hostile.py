@@ -1,0 +1,228 @@
+"""Rasters as users bring them: any byte order, copies in another precision, GCP georeferencing, internal masks and
+alpha bands, bands at several resolutions, results written straight with rioxarray, files that are not what they say."""
+
+import numpy as np
+import pytest
+import rasterio
+import rioxarray
+import xarray as xr
+
+import ppa_xr
+from ppa_xr.core.keys import row_digest, same_row
+from ppa_xr.datasets import open_landsat8_sample
+
+
+@pytest.fixture(scope="module")
+def fractional():
+    """The bundled scene as float64 values near 1e6 with fractions (float32 cannot hold them), and a model of it."""
+    cube = open_landsat8_sample().drop_vars("wavelength").astype("float64") / 3 + 1e6
+    return cube, cube.ppa.fit(n_samples=3000, random_state=0, degree=2)
+
+
+def test_big_endian_cubes_compute_in_their_own_precision(tmp_path, fractional):
+    cube, model = fractional
+    swapped = cube.astype(">f8")
+    assert ppa_xr.cube.inputs.float_dtype(np.dtype(">f4")) == np.float32
+    assert ppa_xr.cube.inputs.float_dtype(np.dtype(">f8")) == np.float64
+    assert ppa_xr.cube.inputs.float_dtype(np.dtype("<u2")) == np.float32
+    scores = swapped.ppa.transform(model)
+    assert scores.dtype == np.float64
+    np.testing.assert_array_equal(scores.values, cube.ppa.transform(model).values)
+    back = scores.astype(">f8").ppa.inverse_transform(model)
+    assert back.dtype == np.float64 and float(abs(back - cube).max()) < 1e-6  # 0.156 when computed in float32
+    error = swapped.ppa.reconstruction_error(model, 2)
+    assert error.dtype == np.float64
+    np.testing.assert_array_equal(error.values, cube.ppa.reconstruction_error(model, 2).values)
+    assert swapped.ppa.reconstruct(model, 9).dtype == np.float64
+    np.testing.assert_array_equal(swapped.ppa.evaluate(model).relative_error.values, cube.ppa.evaluate(model).relative_error.values)
+    assert swapped.ppa.fit(n_samples=3000, random_state=0, degree=2).params_.mean.tolist() == model.params_.mean.tolist()
+    ppa_xr.write_cube(scores, tmp_path / "c.nc")
+    ppa_xr.write_cube(scores, tmp_path / "c.tif")
+    with xr.open_dataset(tmp_path / "c.nc") as written, rasterio.open(tmp_path / "c.tif") as tif:
+        np.testing.assert_array_equal(written[scores.name].values, scores.values)
+        assert tif.dtypes[0] == "float64"
+        np.testing.assert_array_equal(tif.read(), scores.values)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_evaluate_on_a_copy_of_the_fitting_scene_in_another_precision_holds_the_fitting_pixels_out(fractional, seed):
+    cube, _ = fractional
+    model = cube.ppa.fit(n_samples=3000, random_state=seed, degree=2)
+    outside = cube.sizes["x"] * cube.sizes["y"] - model.sample_.size
+    for copy in (cube, cube.astype("float32"), cube.astype(">f8"), cube.astype(">f4")):
+        assert copy.ppa.evaluate(model, n_samples=None).attrs["n_pixels"] == outside, copy.dtype
+    other = cube + 1  # another scene on the same grid: every pixel is held out
+    assert other.ppa.evaluate(model, n_samples=None).attrs["n_pixels"] == cube.sizes["x"] * cube.sizes["y"]
+
+
+def test_fitting_pixel_fingerprint_ignores_precision_and_byte_order_and_reads_older_records():
+    values = np.array([1e6 + 1 / 3, 2.5, -7.25])
+    digest = row_digest(values)
+    assert row_digest(values.astype(np.float32)) == row_digest(values.astype(">f8")) == digest
+    assert row_digest(values + 1e-3) != digest
+    legacy = __import__("hashlib").sha256(values.astype("<f8").tobytes()).hexdigest()[:32]  # how earlier versions recorded it
+    assert same_row(values, legacy) and same_row(values.astype(">f8"), legacy) and not same_row(values + 1e-3, legacy)
+
+
+def gcp_scene(path, cube):
+    """``cube`` written as a GeoTIFF georeferenced by four ground control points (no geotransform), as
+    satellite level-1 products are; returns the GCPs."""
+    from rasterio.control import GroundControlPoint
+
+    n = cube.sizes["x"] - 1
+    gcps = [GroundControlPoint(0, 0, 500000, 4000000), GroundControlPoint(0, n, 509600, 4000300),
+            GroundControlPoint(n, 0, 500300, 3990400), GroundControlPoint(n, n, 509900, 3990700)]
+    profile = dict(driver="GTiff", width=cube.sizes["x"], height=cube.sizes["y"], count=cube.sizes["band"], dtype="float32")
+    with rasterio.open(path, "w", gcps=gcps, crs=rasterio.crs.CRS.from_epsg(32633), **profile) as dst:
+        dst.write(cube.values.astype("float32"))
+    return gcps
+
+
+def assert_placed_by(path, gcps):
+    with rasterio.open(path) as src:
+        written, crs = src.gcps
+        assert [(p.row, p.col, p.x, p.y) for p in written] == [(p.row, p.col, p.x, p.y) for p in gcps], path
+        assert crs.to_epsg() == 32633 and src.transform.is_identity  # placed by its GCPs, not by an identity transform
+
+
+@pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")  # rioxarray's own to_raster of a GCP raster
+def test_ground_control_points_travel_to_every_output(tmp_path, landsat):
+    from ppa_xr.cli import main
+
+    gcps = gcp_scene(tmp_path / "scene.tif", landsat.drop_vars("wavelength"))
+    scene = rioxarray.open_rasterio(tmp_path / "scene.tif", chunks={"x": 160, "y": 160})
+    model = scene.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = scene.ppa.transform(model, 3)
+    assert scores.rio.get_gcps() is not None
+    for result, name in ((scores, "c.tif"), (scores.ppa.inverse_transform(model), "back.tif"),
+                         (scene.ppa.reconstruction_error(model, 2), "e.tif"), (scene.ppa.reconstruct(model, 2), "r.tif")):
+        ppa_xr.write_cube(result, tmp_path / name)
+        assert_placed_by(tmp_path / name, gcps)
+    scores.rio.to_raster(tmp_path / "plain.tif")
+    assert_placed_by(tmp_path / "plain.tif", gcps)
+    ppa_xr.write_cube(scores, tmp_path / "c.nc")
+    with xr.open_dataset(tmp_path / "c.nc", decode_coords="all") as nc:
+        assert [(p.x, p.y) for p in nc[scores.name].rio.get_gcps()] == [(p.x, p.y) for p in gcps]
+    model.save(tmp_path / "m.nc")
+    assert main(["transform", str(tmp_path / "scene.tif"), str(tmp_path / "m.nc"), str(tmp_path / "cli.tif"), "--n-components", "3"]) == 0
+    assert main(["inverse", str(tmp_path / "cli.tif"), str(tmp_path / "m.nc"), str(tmp_path / "cli_back.tif")]) == 0
+    for name in ("cli.tif", "cli_back.tif"):
+        assert_placed_by(tmp_path / name, gcps)
+
+
+def test_components_written_by_rioxarray_alone_are_described_one_by_one(tmp_path, landsat):
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = landsat.chunk({"x": 160, "y": 160}).ppa.transform(model, n_components=3)
+    scores.rio.to_raster(tmp_path / "c.tif")
+    with rasterio.open(tmp_path / "c.tif") as src:
+        assert src.descriptions == ("PPA component 1", "PPA component 2", "PPA component 3")
+    reopened = rioxarray.open_rasterio(tmp_path / "c.tif").rename(band="component")
+    np.testing.assert_allclose(reopened.ppa.inverse_transform(model).values, scores.ppa.inverse_transform(model).values, rtol=1e-6)
+
+
+def test_a_text_file_named_nc_is_refused_by_name(tmp_path, capsys):
+    from ppa_xr.cli import main
+
+    (tmp_path / "table.nc").write_text("x,y,band\n1,2,3\n")
+    (tmp_path / "empty.nc").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"table.nc is not a netCDF file: it begins with b'x,y,band'"):
+        ppa_xr.open_cube([tmp_path / "table.nc"])
+    with pytest.raises(ValueError, match=r"empty.nc is not a netCDF file: it is empty"):
+        ppa_xr.open_cube([tmp_path / "empty.nc"])
+    assert main(["fit", str(tmp_path / "table.nc"), str(tmp_path / "m.nc")]) == 2
+    assert "table.nc is not a netCDF file" in capsys.readouterr().err
+    xr.Dataset({"v": (("band", "y", "x"), np.ones((2, 3, 4)))}).to_netcdf(tmp_path / "classic.nc", engine="scipy")
+    assert ppa_xr.open_cube([tmp_path / "classic.nc"])["v"].shape == (2, 3, 4)  # netCDF-3 still opens
+
+
+def masked_scenes(directory):
+    """One scene written twice: with an internal mask, and with an alpha band; a quarter of it masked, its fill
+    values 0. Returns the two paths and the valid pixels."""
+    from rasterio.enums import ColorInterp
+    from rasterio.transform import from_origin
+
+    rng = np.random.default_rng(0)
+    t = rng.uniform(-2, 2, (64, 64))
+    data = np.stack([t, t**2, np.sin(2 * t)]) * 40 + 100 + rng.normal(0, 1, (3, 64, 64))
+    valid = np.ones((64, 64), bool)
+    valid[:, :16] = False
+    data = np.where(valid, data, 0).astype("uint8")
+    profile = dict(driver="GTiff", width=64, height=64, dtype="uint8", crs="EPSG:32633", transform=from_origin(500000, 4000000, 30, 30))
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True), rasterio.open(directory / "mask.tif", "w", count=3, **profile) as dst:
+        dst.write(data)
+        dst.write_mask(valid.astype("uint8") * 255)
+    with rasterio.open(directory / "alpha.tif", "w", count=4, photometric="RGB", alpha="YES", **profile) as dst:
+        dst.write(np.concatenate([data, valid[None].astype("uint8") * 255]))
+        dst.descriptions = ("red", "green", "blue", "alpha")
+    with rasterio.open(directory / "alpha.tif") as src:
+        assert src.colorinterp[3] == ColorInterp.alpha
+    return directory / "mask.tif", directory / "alpha.tif", valid
+
+
+def test_internal_masks_and_alpha_bands_mark_invalid_pixels(tmp_path):
+    from ppa_xr.cli import main
+
+    *paths, valid = masked_scenes(tmp_path)
+    for path in paths:
+        cube = ppa_xr.open_cube([path], chunks=32)
+        assert cube.sizes["band"] == 3 and cube.chunks is not None, path  # the alpha band is no feature
+        np.testing.assert_array_equal(np.isfinite(cube.values).all(axis=0), valid)
+        with pytest.warns(UserWarning, match="only 3072 valid pixels"):  # no masked pixel fitted as data
+            assert cube.ppa.fit(n_samples=4000, random_state=0, degree=2).sample_.size == valid.sum()
+        out = tmp_path / f"c_{path.stem}.tif"
+        assert main(["fit", str(path), str(tmp_path / f"{path.stem}.nc"), "--n-samples", "3000"]) == 0
+        assert ppa_xr.load_model(tmp_path / f"{path.stem}.nc").n_features_in_ == 3
+        assert main(["transform", str(path), str(tmp_path / f"{path.stem}.nc"), str(out), "--n-components", "2"]) == 0
+        with rasterio.open(out) as src:
+            np.testing.assert_array_equal(np.isfinite(src.read()).all(axis=0), valid)
+    assert list(ppa_xr.open_cube([paths[1]]).attrs["long_name"]) == ["red", "green", "blue"]
+
+
+def bands_at_three_resolutions(directory, landsat):
+    """B2 and B3 at 30 m, B5 at 60 m and B1 at 120 m (means of 2 x 2 and 4 x 4 pixels), one file each, B1 first
+    (as Sentinel-2's 60 m B01 sorts first); B5's left quarter masked by an internal mask."""
+    cube = landsat.drop_vars("wavelength")
+    cube.sel(band=["B1"]).coarsen(x=4, y=4).mean().rio.to_raster(directory / "S2_B01.tif")
+    for band in ("B2", "B3"):
+        cube.sel(band=[band]).rio.to_raster(directory / f"S2_B0{band[1]}.tif")
+    b5 = cube.sel(band=["B5"]).coarsen(x=2, y=2).mean().astype("float32")
+    valid = np.ones((160, 160), bool)
+    valid[:, :40] = False
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True):
+        b5.rio.write_nodata(None).rio.to_raster(directory / "S2_B05.tif")
+        with rasterio.open(directory / "S2_B05.tif", "r+") as dst:
+            dst.write_mask(valid.astype("uint8") * 255)
+    return [directory / f"S2_B0{i}.tif" for i in (1, 2, 3, 5)], b5.values[0], valid
+
+
+def test_bands_at_several_resolutions_are_named_and_stacked_on_the_grid_asked_for(tmp_path, landsat):
+    paths, b5, valid = bands_at_three_resolutions(tmp_path, landsat)
+    with pytest.raises(ValueError) as refused:
+        ppa_xr.open_band_stack(paths)
+    message = str(refused.value)
+    assert "S2_B02.tif is not on the grid of" in message and "S2_B01.tif, the first file, which sets the grid" in message
+    assert "S2_B01.tif: pixels of 120 x 120, 80 x 80 px" in message and "S2_B02.tif: pixels of 30 x 30, 320 x 320 px" in message
+    assert "S2_B01.tif 120, S2_B02.tif 30, S2_B03.tif 30, S2_B05.tif 60" in message and "resolution=R" in message
+    at60 = ppa_xr.open_band_stack(paths, resolution=60, chunks={"x": 64, "y": 64})
+    assert at60.shape == (4, 160, 160) and at60.chunks is not None and at60.rio.resolution() == (60, -60)
+    np.testing.assert_array_equal(at60.sel(band="B05").values, np.where(valid, b5, np.nan))  # its own grid, its mask
+    np.testing.assert_allclose(at60.sel(band="B02").values, landsat.sel(band="B2").coarsen(x=2, y=2).mean().values, rtol=1e-6)
+    at30 = ppa_xr.open_band_stack(paths, resolution=30, chunks={"x": 64, "y": 64})
+    assert at30.shape == (4, 320, 320) and at30.rio.transform() == landsat.rio.transform()
+    twice = np.repeat(np.repeat(np.where(valid, b5, np.nan), 2, 0), 2, 1)  # each 60 m pixel over its four 30 m pixels
+    np.testing.assert_array_equal(at30.sel(band="B05").values, twice)
+    model = at30.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    assert model.n_features_in_ == 4 and np.isnan(at30.ppa.transform(model).values[:, :, :80]).all()
+    with pytest.raises(ValueError, match=r"no file has pixels of 45; their resolutions: S2_B01.tif 120"):
+        ppa_xr.open_band_stack(paths, resolution=45)
+    with pytest.raises(ValueError, match="resampling='avg' is not a rasterio resampling method"):
+        ppa_xr.open_band_stack(paths, resolution=30, resampling="avg")
+
+
+def test_a_band_of_a_smaller_extent_is_nan_outside_it_not_zero(tmp_path, landsat):
+    cube = landsat.drop_vars("wavelength").astype("float32").rio.write_nodata(None)
+    cube.sel(band=["B2"]).rio.to_raster(tmp_path / "L_B2.tif")
+    cube.sel(band=["B3"]).isel(x=slice(0, 100)).rio.to_raster(tmp_path / "L_B3.tif")  # no nodata declared
+    stack = ppa_xr.open_band_stack([tmp_path / "L_B2.tif", tmp_path / "L_B3.tif"], resolution=30)
+    b3 = stack.sel(band="B3").values
+    assert np.isnan(b3[:, 100:]).all() and np.array_equal(b3[:, :100], cube.sel(band="B3").values[:, :100])
