@@ -280,7 +280,7 @@ def test_integer_weights_are_repeated_rows(curved, degree):
     np.testing.assert_allclose(weighted.explained_variance_, repeated.explained_variance_, rtol=1e-10)
     comparison = weighted.evaluate(curved, sample_weight=weights)
     np.testing.assert_allclose(comparison.relative, repeated.evaluate(np.repeat(curved, weights, axis=0)).relative, rtol=1e-10)
-    with pytest.raises(ValueError, match="sample_weight is zero for every sample"):
+    with pytest.raises(ValueError, match="sample_weight are zero on every row"):
         PPA(degree=1).fit(curved, sample_weight=np.zeros(len(curved)))
     with pytest.raises(ValueError, match="PPA-GD"):
         PPA(leading="gd").fit(curved, sample_weight=weights)
