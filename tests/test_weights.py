@@ -219,3 +219,15 @@ def test_weighted_report_variances_and_histograms_are_those_of_repeated_rows(see
     one, many = Histograms.fit(sample, bins=40, weights=w.astype(float)), Histograms.fit(np.repeat(sample, w, axis=0), bins=40)
     np.testing.assert_allclose(one.counts / one.counts.sum(axis=1, keepdims=True), many.counts / many.counts.sum(axis=1, keepdims=True), rtol=1e-12)
     np.testing.assert_allclose(one.entropy(miller_madow=False), many.entropy(miller_madow=False), rtol=1e-12)
+
+
+def test_one_valid_pixel_says_where_it_came_from():
+    """Not scikit-learn's 'Found array with 1 sample(s)': the cube had one valid pixel, or n_samples asked for one."""
+    cube = xr.DataArray(np.full((3, 10, 10), np.nan), dims=("band", "y", "x"))
+    cube[:, 2, 3] = [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="the cube has only one valid pixel.*nodata"):
+        cube.ppa.fit()
+    with pytest.raises(ValueError, match=r"the cubes have only one valid pixel"):
+        ppa_xr.fit_pooled([cube, cube.where(cube.y > 5)])
+    with pytest.raises(ValueError, match=r"n_samples=1 \(ppa-xr --n-samples\) gave a sample of one pixel"):
+        cube.fillna(1.0).ppa.fit(n_samples=1)
