@@ -401,11 +401,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             (n_samples, n_components) components (divided by their standard deviations with ``whiten=True``).
         """
         X = self.check_input(X)
-        R = kernels.forward(X, self.params_, self.n_components_)
-        return R / self._spread(R.shape[1], R.dtype) if self.whiten else R
-
-    def _spread(self, k: int, dtype: np.dtype) -> np.ndarray:
-        return np.sqrt(np.maximum(self.explained_variance_[:k], np.finfo(float).tiny)).astype(dtype)
+        return kernels.forward(X, self.params_, self.n_components_, whiten=self.whiten)
 
     def inverse_transform(self, X: Any) -> np.ndarray:
         """Back to input space from the ``k <= d`` leading components.
@@ -434,7 +430,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise TypeError(f"components must be real numbers, got dtype {R.dtype}")
         if R.dtype.kind != "f":
             R = R.astype(np.float64)
-        return kernels.inverse(R * self._spread(R.shape[1], R.dtype) if self.whiten else R, self.params_)
+        return kernels.inverse(R, self.params_, whiten=self.whiten)
 
     def jacobian(self, X: Any) -> np.ndarray:
         """Analytic Jacobian ``dr/dx`` at every sample.
