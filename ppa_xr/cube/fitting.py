@@ -60,7 +60,13 @@ def fit(
     weights : xr.DataArray, optional
         A weight per pixel, over some of the pixel dimensions (broadcast to the
         others), e.g. ``np.cos(np.deg2rad(cube.lat))`` so that the fit
-        represents area on a latitude-longitude grid. The sample is drawn
+        represents area on a latitude-longitude grid. Matched to the pixels
+        by label, as xarray aligns: pixels the weights lack are refused, their
+        other labels ignored; along a dimension without coordinates, by
+        position, for the cube's size only. Real numbers, not below 0 (bools
+        count as 1 and 0; float round-off below 0, as ``cos`` of float32
+        latitudes at the poles, as 0); only the sampled pixels' weights are
+        read. The sample is drawn
         uniformly (its record, and so ``evaluate`` and the report, do not
         depend on the weights) and each sampled pixel weighs in the fit as
         its weight says: the mean, the covariances, every least-squares fit
