@@ -82,7 +82,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Training samples (rows with NaN or inf are left out).
+            Training samples (rows with NaN or inf are left out; a numpy masked
+            array's masked entries count as NaN).
         y : None
             Ignored (scikit-learn's signature).
         groups : array-like of shape (n_samples,), optional
@@ -94,7 +95,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Non-negative weights, as repeated rows would weigh (e.g. the area
             of each pixel of a latitude-longitude grid, ``cos(lat)``): the mean,
             the covariances, every least-squares fit and held-out error are
-            weighted. Rows of weight 0 are left out.
+            weighted. Rows of weight 0 are left out. Real numbers only (bools
+            count as 1 and 0; float round-off below 0, ``|w| <= 8 eps max|w|``,
+            as 0); any scale, 1e-200 or 1e306, weighs alike.
         progress : bool
             Show a progress bar of the steps (``tqdm.auto``: a widget in a notebook, stderr elsewhere).
 
