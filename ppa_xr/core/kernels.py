@@ -241,7 +241,7 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
         Outputs to return, 1..d (default d).
     {{threads}}
     whiten : bool
-        Divide each component by its standard deviation on the fitting sample, ``r_j / sqrt(lambda_j)`` (:func:`whitening`).
+        Divide each component by its standard deviation on the fitting sample, ``r_j / sqrt(lambda_j)`` (``whitening``).
 
     Returns
     -------
