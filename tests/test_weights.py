@@ -70,6 +70,9 @@ def test_cube_weights_missing_pixels_or_unlabelled_of_another_size_are_refused()
         _fit(cube, glob.drop_vars("lat"), 0)
     with pytest.raises(ValueError, match=r"the weights' 'lat' labels repeat"):
         _fit(cube, xr.concat([glob, glob], "lat"), 0)
+    for bad in (1.0, np.ones(31), "coslat", [glob.values]):  # not numpy's "'float' object is not iterable"
+        with pytest.raises(ValueError, match="weights must be a DataArray over the cube's pixel dimensions"):
+            _fit(cube, bad, 0)
 
 
 def test_cube_weights_read_only_the_sampled_pixels():

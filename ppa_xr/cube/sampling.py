@@ -286,8 +286,8 @@ class Pooled:
         """Each row's weight, read from ``weights`` (a DataArray over some of the pixel dimensions, e.g.
         ``cos(lat)``, broadcast to each cube; or one per cube) at the row's pixel, matched by label
         (:func:`weights_at`): only the chunks of the sampled pixels are computed."""
-        per_cube = [weights] * len(cubes) if isinstance(weights, xr.DataArray) else list(weights)
-        if isinstance(weights, np.ndarray) or not all(isinstance(w, xr.DataArray) for w in per_cube):
+        per_cube = [weights] * len(cubes) if isinstance(weights, xr.DataArray) else list(weights) if isinstance(weights, (list, tuple)) else [weights]
+        if not all(isinstance(w, xr.DataArray) for w in per_cube):
             raise ValueError(f"weights must be a DataArray over the cube's pixel dimensions, e.g. np.cos(np.deg2rad(cube.lat)) "
                              f"(a DataArray, not its .values), or one such DataArray per cube; got {type(weights).__name__}")
         if len(per_cube) != len(cubes):
