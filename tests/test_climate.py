@@ -120,7 +120,7 @@ def test_a_dataset_whose_feature_dim_a_coordinate_still_spans_says_what_to_drop(
 
 
 @pytest.mark.parametrize("bad, message", [(np.nan, "must be finite and non-negative"), (-1.0, "must be finite and non-negative"),
-                                          (0.0, "are 0 on every row")])
+                                          (0.0, "are zero on every row")])
 def test_weights_that_weigh_nothing_are_refused_everywhere(landsat, bad, message):
     """NaN, negative or all-zero weights: one message from fit, evaluate and the report (evaluate read NaN before)."""
     model = landsat.ppa.fit(n_samples=5000, random_state=0, degree=1)

@@ -13,10 +13,19 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from ppa_xr import PPA
 
 def _expected_failures(estimator: PPA) -> dict[str, str]:
-    """NaN rows are allowed (tags), as they behave: every check passes but one, whose weighted data (27 distinct
-    rows of 30 features) PPA refuses as fewer samples than features; weights equal repeated rows in
-    ``test_integer_weights_are_repeated_rows``."""
-    return {"check_sample_weight_equivalence_on_dense_data": "27 distinct rows of 30 features: fewer samples than features"}
+    """NaN rows are allowed (tags), as they behave: every check passes but the weights' equivalence, which PPA
+    cannot pass as scikit-learn writes it. Its data are 27 rows of 30 features, which every configuration
+    refuses (fewer samples than features); with more rows than features, integer weights are repeated rows
+    (``test_integer_weights_are_repeated_rows``, and for the validation, given groups,
+    ``tests/test_weights.py::test_validation_weighs_rows_as_repeated_rows``)."""
+    # allowed, such a fit would still differ: the components beyond the sample's rank (26 of 30) are any basis of its
+    # null space, which rounding picks (measured: 132 of 450 outputs differ with the refusal lifted, degree=1)
+    reason = "27 rows of 30 features: PPA refuses fewer samples than features (their components beyond rank 26 are arbitrary)"
+    if estimator.configuration == "validated" and len(np.atleast_1d(estimator.degree)) > 1:
+        # not a choice: the split of a weighted row cannot be the split of its copies
+        reason += (", and without groups the validation deals rows at random into folds: a row of weight 3 is held out "
+                   "or trained on whole while its 3 copies are dealt apart, so no seed gives both fits the same split")
+    return {"check_sample_weight_equivalence_on_dense_data": reason}
 
 
 @parametrize_with_checks([PPA(degree=(1, 2, 3), random_state=0), PPA(degree=3, configuration="fixed")],
@@ -280,7 +289,7 @@ def test_integer_weights_are_repeated_rows(curved, degree):
     np.testing.assert_allclose(weighted.explained_variance_, repeated.explained_variance_, rtol=1e-10)
     comparison = weighted.evaluate(curved, sample_weight=weights)
     np.testing.assert_allclose(comparison.relative, repeated.evaluate(np.repeat(curved, weights, axis=0)).relative, rtol=1e-10)
-    with pytest.raises(ValueError, match="sample_weight is zero for every sample"):
+    with pytest.raises(ValueError, match="sample_weight are zero on every row"):
         PPA(degree=1).fit(curved, sample_weight=np.zeros(len(curved)))
     with pytest.raises(ValueError, match="PPA-GD"):
         PPA(leading="gd").fit(curved, sample_weight=weights)

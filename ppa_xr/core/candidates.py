@@ -86,7 +86,7 @@ import numpy as np
 import scipy.linalg
 import scipy.special
 
-from . import basis, blas
+from . import basis, blas, checks
 from .degrees import PSEUDO_GROUPS, Folds
 from .errors import ALLOWANCE, LEVEL
 from .linalg import power_of_two, unit_mean
@@ -281,7 +281,7 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     sizes = np.bincount(folds.fold, weights=np.diff(folds.bounds), minlength=folds.n_folds)
     if n - sizes[:rounds].max() < min_samples or np.bincount(folds.fold)[:rounds].max() > len(folds.fold) - 2:
         return None
-    validation = _Validation(X, fit, None if weights is None else unit_mean(np.asarray(weights, dtype=np.float64)),
+    validation = _Validation(X, fit, None if weights is None else unit_mean(checks.row_weights(weights, n)),
                              _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)))
     if not validation.family(False):
         return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands

@@ -104,17 +104,50 @@ def square_matrix(what: str) -> Check:
     return check
 
 
+#: negative weights within this many units in the last place of the largest weight are rounding, taken as 0:
+#: ``np.cos(np.deg2rad(lat))`` of float32 latitudes is -4.4e-8 at the poles
+ROUNDING_ULPS = 8
+
+
 def row_weights(weights: Any, n: int, what: str = "weights") -> np.ndarray:
-    """``weights`` as float64, refused unless they hold one finite, non-negative weight per row, not all 0."""
-    w = np.asarray(weights, dtype=np.float64)
+    """``weights`` as float64, refused unless they hold one real, finite, non-negative weight per row, not all 0.
+
+    The one check of weights, wherever they come in (``sample_weight``, a cube's ``weights`` at the sampled
+    pixels): numbers only (bool as 0/1; no dates, durations, complex numbers or strings), a masked array's
+    masked entries refused, and a negative weight within :data:`ROUNDING_ULPS` units in the last place of the
+    largest, ``|w| <= 8 eps max|w|`` (``eps`` of the weights' own float type), taken as the 0 it rounds.
+    """
+    masked = int(np.ma.count_masked(weights)) if np.ma.isMaskedArray(weights) else 0
+    if masked:
+        raise ValueError(f"{what} is a masked array with {masked} masked entries: give them a weight, e.g. "
+                         f"{what}.filled(0) to leave those rows out")
+    try:
+        raw = np.asarray(weights.data if np.ma.isMaskedArray(weights) else weights)
+    except ValueError as err:  # a ragged list
+        raise ValueError(f"{what} must be one number per row, shape ({n},) ({err})") from err
+    if raw.dtype.kind == "O":  # numbers held as objects (e.g. a pandas column of object dtype)
+        try:
+            raw = raw.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    if raw.dtype.kind not in "biuf":
+        raise TypeError(f"{what} must be real numbers (int, float or bool: one weight per row), got dtype {raw.dtype}"
+                        + (" (dates or durations: convert them to the numbers meant, e.g. days)" if raw.dtype.kind in "mM" else ""))
+    w = raw.astype(np.float64)
     if w.shape != (n,):
         raise ValueError(f"{what} must hold one weight per row, shape ({n},), got shape {w.shape}")
-    bad = ~np.isfinite(w) | (w < 0)
+    finite = np.isfinite(w)
+    eps = np.finfo(raw.dtype if raw.dtype.kind == "f" else np.float64).eps
+    rounding = ROUNDING_ULPS * eps * float(np.abs(w[finite]).max(initial=0.0))
+    w[finite & (w < 0) & (w >= -rounding)] = 0.0
+    bad = ~finite | (w < 0)
     if bad.any():
-        raise ValueError(f"{what} must be finite and non-negative, and {int(bad.sum())} of {n} are not (e.g. {w[bad][0]}): "
-                         "give pixels that should not count weight 0 (e.g. weights.fillna(0))")
+        example = w[bad][0]
+        advice = ("give pixels that should not count weight 0 (e.g. weights.fillna(0))" if not np.isfinite(example) else
+                  "a weight is a share of the population (e.g. a cell's area), never below 0: check how they were computed")
+        raise ValueError(f"{what} must be finite and non-negative, and {int(bad.sum())} of {n} are not (e.g. {example:.6g}): {advice}")
     if not w.any():
-        raise ValueError(f"{what} are 0 on every row: there is nothing to weigh (e.g. np.cos(np.deg2rad(cube.lat)))")
+        raise ValueError(f"{what} are zero on every row: there is nothing to weigh (e.g. np.cos(np.deg2rad(cube.lat)))")
     return w
 
 

@@ -27,7 +27,7 @@ from statistics import NormalDist
 import numpy as np
 
 from . import checks, kernels
-from .linalg import power_of_two
+from .linalg import power_of_two, unit_mean
 from .params import PPAParams
 
 FLOOR = 1e-12
@@ -155,7 +155,7 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
 def _weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray, floor: float, c: float) -> ErrorComparison:
     """:func:`compare_errors` of per-row errors ``a`` (PPA) and ``b`` (baseline), ``(n, k)`` at scale ``c``, weighted."""
     n = len(a)
-    v = weights / weights.mean()
+    v = unit_mean(weights)
     mean_a, mean_b = (v @ a) / n, (v @ b) / n
     ratio = np.maximum(mean_a, floor) / np.maximum(mean_b, floor)
     means = (mean_a / c / c, mean_b / c / c)

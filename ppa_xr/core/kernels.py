@@ -223,8 +223,15 @@ def _copy(r: np.ndarray, out: np.ndarray) -> None:
     blas.copy_into(r, out)
 
 
+def whitening(params: PPAParams, k: int, dtype: np.dtype) -> np.ndarray:
+    """``sqrt(lambda_j)``, ``j < k``: the components' standard deviations on the fitting sample, which ``whiten=True``
+    divides the components by (:func:`forward`) and multiplies back (:func:`inverse`); the one place of that rule."""
+    return np.sqrt(np.maximum(params.explained_variance[:k], np.finfo(np.float64).tiny)).astype(dtype)
+
+
 @shared
-def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
+def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None,
+            whiten: bool = False) -> np.ndarray:
     """PPA coordinates ``r[..., :n_components]`` of ``x`` (``...`` x d); float32 stays float32.
 
     Parameters
@@ -233,6 +240,8 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
     n_components : int, optional
         Outputs to return, 1..d (default d).
     {{threads}}
+    whiten : bool
+        Divide each component by its standard deviation on the fitting sample, ``r_j / sqrt(lambda_j)`` (``whitening``).
 
     Returns
     -------
@@ -241,7 +250,10 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
     """
     d = params.n_features
     k = d if n_components is None else check_components(n_components, d)
-    return _map_forward(x, params, k, d - 1, k, _copy, threads)
+    out = _map_forward(x, params, k, d - 1, k, _copy, threads)
+    if whiten:
+        out /= whitening(params, k, out.dtype)
+    return out
 
 
 def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
@@ -262,7 +274,7 @@ def _inverse_plan(params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray, li
 
 
 @shared
-def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.ndarray:
+def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None, whiten: bool = False) -> np.ndarray:
     """Input-space point of the first ``k <= d`` PPA coordinates ``r`` (``...`` x k).
 
     With ``k < d`` this is the ``k``-component reconstruction: the residual
@@ -278,6 +290,8 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
     params : PPAParams
         The fitted parameters.
     {{threads}}
+    whiten : bool
+        The components were whitened (``forward(..., whiten=True)``): multiplied back by ``sqrt(lambda_j)`` first.
 
     Returns
     -------
@@ -289,6 +303,8 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None) -> np.
     k = r.shape[-1] if r.ndim else 0
     if r.ndim < 1 or not 1 <= k <= d:
         raise ValueError(f"components must have between 1 and {d} values along the last axis, got shape {r.shape}")
+    if whiten:
+        r = r * whitening(params, k, computed_dtype(r.dtype))
     cols, dtype, feature_major = _as_columns(r, k, "components")
     prm = params.cast(dtype)
     operator, bias, used = prm.cached(("inverse", k), lambda: _inverse_plan(prm, k))

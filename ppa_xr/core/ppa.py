@@ -41,7 +41,7 @@ from functools import partial
 import numpy as np
 import scipy.linalg
 
-from . import basis, blas, errors
+from . import basis, blas, checks, errors
 from .degrees import (
     PSEUDO_GROUPS,
     Choice,
@@ -51,7 +51,7 @@ from .degrees import (
     select_degree,
 )
 from .leading import LEADING_VECTORS, Strategy, pca_leading_vector
-from .linalg import eigenbasis, orientation, oriented, power_of_two
+from .linalg import eigenbasis, orientation, oriented, power_of_two, unit_mean
 from .params import PPAParams
 from .spec import Spec
 from .steps import Designs, Residual, Step, fit_step, interlaced, leading_vector
@@ -473,11 +473,12 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
 
 
 def _root_weights(weights: np.ndarray | None, order: np.ndarray | None) -> np.ndarray | None:
-    """The square roots of the rows' weights, scaled to a mean weight of 1 and put in the fit's row ``order``."""
+    """The square roots of the rows' weights (checked, :func:`~ppa_xr.core.checks.row_weights`), put in the fit's
+    row ``order`` and scaled to a mean weight of 1 (:func:`~ppa_xr.core.linalg.unit_mean`: no overflow at 1e306)."""
     if weights is None:
         return None
-    w = np.asarray(weights, dtype=np.float64) if order is None else np.take(np.asarray(weights, dtype=np.float64), order)
-    return np.sqrt(w / w.mean())
+    w = checks.row_weights(weights, len(weights))
+    return np.sqrt(unit_mean(w if order is None else np.take(w, order)))
 
 
 def _compose(mean: np.ndarray, steps: list[Step], last_axis: np.ndarray, last_variance: float, tails: str,

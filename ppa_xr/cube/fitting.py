@@ -60,7 +60,13 @@ def fit(
     weights : xr.DataArray, optional
         A weight per pixel, over some of the pixel dimensions (broadcast to the
         others), e.g. ``np.cos(np.deg2rad(cube.lat))`` so that the fit
-        represents area on a latitude-longitude grid. The sample is drawn
+        represents area on a latitude-longitude grid. Matched to the pixels
+        by label, as xarray aligns: pixels the weights lack are refused, their
+        other labels ignored; along a dimension without coordinates, by
+        position, for the cube's size only. Real numbers, not below 0 (bools
+        count as 1 and 0; float round-off below 0, as ``cos`` of float32
+        latitudes at the poles, as 0); only the sampled pixels' weights are
+        read. The sample is drawn
         uniformly (its record, and so ``evaluate`` and the report, do not
         depend on the weights) and each sampled pixel weighs in the fit as
         its weight says: the mean, the covariances, every least-squares fit
@@ -144,8 +150,22 @@ def fit_pooled(
         declared = declared.replace(noise_cov=sample_covariance(features.select(feature_array(noise, dim), d), dim))
     elif pooled.along is not None:
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
+    _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
     return PPA.fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights)
+
+
+def _check_two_pixels(n: int, n_samples: int | None, n_cubes: int) -> None:
+    """Refuse a sample of one pixel, saying where it came from: ``n_samples`` asked for one, or the cube has one valid pixel."""
+    if n >= 2:
+        return
+    if n_samples is not None and n_samples < 2:
+        raise ValueError(f"n_samples={n_samples} (ppa-xr --n-samples) gave a sample of one pixel: PPA needs many more pixels than "
+                         "features; ask for more, or leave n_samples out (up to 200,000)")
+    cubes = "the cubes have" if n_cubes > 1 else "the cube has"
+    raise ValueError(f"{cubes} only one valid pixel (every other has a NaN or nodata feature): PPA needs many more pixels than "
+                     "features. Check the nodata value and the masks (a feature that is NaN everywhere leaves no pixel valid), "
+                     "or fit on more of the scene")
 
 
 def _check_enough_pixels(arrays: list[xr.DataArray], dim: Hashable) -> None:

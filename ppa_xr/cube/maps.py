@@ -135,7 +135,8 @@ def transform(
     k = model.n_components_ if n_components is None else check_components(n_components, model.n_features_in_)
     if check:
         warn_on_shift(da, dim, model, k)
-    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", _component_units(da, model), params=model.params_, n_components=k)
+    units = None if model.whiten else _component_units(da, model)  # whitened components have no unit
+    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", units, params=model.params_, n_components=k, whiten=model.whiten)
     described = provenance(model, "components", k) | {"long_name": tuple(f"PPA component {i}" for i in range(1, k + 1))}  # rioxarray's band descriptions
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(described)
 
@@ -181,7 +182,8 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
         scores = scores.sortby(dim)
     scores = _one_chunk_along(scores, dim)
     features = model.features_ or FeatureLabels("band")
-    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_).drop_vars([dim], errors="ignore"))
+    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_,
+                                         whiten=model.whiten).drop_vars([dim], errors="ignore"))
     out = out.assign_attrs(provenance(model, "inverse transform", k))
     return out.to_dataset(dim=features.dim) if features.variables else out
 

@@ -13,6 +13,7 @@ from ..core import errors, kernels
 from ..core.checks import check_components, warn_user
 from ..core.entropy import (DEGENERATE, LN2, PointwiseReduction, column_sorts, degenerate, dequantized, discrete_columns,
                              marginal_density, reduction)
+from ..core.linalg import unit_mean
 from ..core.params import PPAParams
 from ..model import PPA
 from . import sampling
@@ -50,6 +51,7 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     serves the quantization test and the input densities.
     """
     methods = {"ppa": params, "pca": params.pca()}  # the PCA of the model's own fitting sample
+    weights = None if weights is None else unit_mean(weights)  # the one scaling of weights: sums stay in range at 1e306
 
     def outputs(method: PPAParams, smooth: np.ndarray) -> tuple:
         R = kernels.forward(smooth, method)  # the map itself: whitening is not part of it

@@ -284,30 +284,58 @@ class Pooled:
 
     def weights(self, cubes: list[xr.DataArray], dim: Hashable, weights: xr.DataArray | Sequence[xr.DataArray]) -> np.ndarray:
         """Each row's weight, read from ``weights`` (a DataArray over some of the pixel dimensions, e.g.
-        ``cos(lat)``, broadcast to each cube; or one per cube) at the row's pixel: only the chunks of the
-        sampled pixels are computed."""
-        per_cube = [weights] * len(cubes) if isinstance(weights, xr.DataArray) else list(weights)
-        if isinstance(weights, np.ndarray) or not all(isinstance(w, xr.DataArray) for w in per_cube):
+        ``cos(lat)``, broadcast to each cube; or one per cube) at the row's pixel, matched by label
+        (:func:`weights_at`): only the chunks of the sampled pixels are computed."""
+        per_cube = [weights] * len(cubes) if isinstance(weights, xr.DataArray) else list(weights) if isinstance(weights, (list, tuple)) else [weights]
+        if not all(isinstance(w, xr.DataArray) for w in per_cube):
             raise ValueError(f"weights must be a DataArray over the cube's pixel dimensions, e.g. np.cos(np.deg2rad(cube.lat)) "
                              f"(a DataArray, not its .values), or one such DataArray per cube; got {type(weights).__name__}")
         if len(per_cube) != len(cubes):
             raise ValueError(f"weights: give one DataArray for every cube, or one for all; got {len(per_cube)} for {len(cubes)} cubes")
-        out = np.empty(len(self.index))
-        for i, (da, w) in enumerate(zip(cubes, per_cube)):
-            rows = np.flatnonzero(self.cube == i)
-            out[rows] = weights_at(da, dim, w, self.index[rows])
+        parts = [weights_at(da, dim, w, self.index[self.cube == i], checked=False) for i, (da, w) in enumerate(zip(cubes, per_cube))]
+        parts = [part if part.dtype.kind in "biuf" else checks.row_weights(part, len(part), "weights") for part in parts]
+        out = np.empty(len(self.index), dtype=np.result_type(*parts))
+        for i, part in enumerate(parts):
+            out[self.cube == i] = part
         return checks.row_weights(out, len(out), "weights at the sampled pixels")
 
 
-def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np.ndarray) -> np.ndarray:
-    """``weights`` at the pixels of ``da`` with these flat indices (over its pixel dims, C order)."""
+def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np.ndarray, checked: bool = True) -> np.ndarray:
+    """``weights`` at the pixels of ``da`` with these flat indices (over its pixel dims, C order), matched by label
+    as xarray aligns: along a dimension both index, the weights' labels of the cube's pixels (pixels the weights
+    lack are refused, their extra labels ignored); along one without labels, by position where the sizes agree.
+    Only the sampled pixels' weights are read (a lazy DataArray computes only their chunks); ``checked``: through
+    :func:`~ppa_xr.core.checks.row_weights`, else as read (their own dtype)."""
     pixel_dims = [d for d in da.dims if d != dim]
     if not isinstance(weights, xr.DataArray) or not set(weights.dims) <= set(pixel_dims):
         raise ValueError(f"weights must be a DataArray over the cube's pixel dimensions {pixel_dims} (e.g. np.cos(np.deg2rad(cube.lat))), "
                          f"got {type(weights).__name__} with dims {getattr(weights, 'dims', None)}")
     position = np.unravel_index(index, [da.sizes[d] for d in pixel_dims])
-    where = {d: xr.DataArray(p, dims="pixel") for d, p in zip(pixel_dims, position) if d in weights.dims}
-    return np.asarray(weights.isel(where).broadcast_like(xr.DataArray(np.empty(len(index)), dims="pixel")).values, dtype=np.float64)
+    where = {d: xr.DataArray(_label_positions(da, weights, d)[p], dims="pixel") for d, p in zip(pixel_dims, position) if d in weights.dims}
+    values = np.asarray(weights.isel(where).broadcast_like(xr.DataArray(np.empty(len(index)), dims="pixel")).values)
+    return checks.row_weights(values, len(index), "weights at the sampled pixels") if checked else values
+
+
+def _label_positions(da: xr.DataArray, weights: xr.DataArray, d: Hashable) -> np.ndarray:
+    """Where each of the cube's positions along ``d`` lies in ``weights``: by label where both have an index
+    along ``d`` (xarray's alignment), else by position, for equal sizes only."""
+    if d not in da.indexes or d not in weights.indexes:
+        if weights.sizes[d] != da.sizes[d]:
+            raise ValueError(f"weights along {d!r} have {weights.sizes[d]} entries and the cube {da.sizes[d]}, and they cannot "
+                             f"be matched by label ({'the cube' if d not in da.indexes else 'the weights'} have no {d!r} coordinate): "
+                             f"give weights over the cube's own {d!r}, e.g. computed from its coordinates")
+        return np.arange(da.sizes[d])
+    ours, theirs = da.indexes[d], weights.indexes[d]
+    if not theirs.is_unique:
+        raise ValueError(f"the weights' {d!r} labels repeat (e.g. {', '.join(map(str, theirs[theirs.duplicated()][:3]))}): each "
+                         f"pixel needs one weight; drop the repeats, e.g. weights.drop_duplicates({d!r})")
+    found = np.asarray(theirs.get_indexer(ours))
+    if (missing := found < 0).any():
+        raise ValueError(f"weights lack {int(missing.sum())} of the cube's {len(ours)} {d!r} labels (e.g. "
+                         f"{', '.join(map(str, ours[missing][:3]))}): weights are matched to pixels by label, as xarray aligns. "
+                         f"Give weights at every pixel of the cube, e.g. np.cos(np.deg2rad(cube.lat)) from its own coordinates, "
+                         f"or weights.reindex({d}=cube.{d}, method='nearest') where the labels differ by rounding")
+    return found
 
 
 def sample_cubes(

@@ -46,7 +46,8 @@ def evaluate(
     max_chunks : int, optional
         Read only that many random chunks.
     weights : xr.DataArray, optional
-        A weight per pixel over some of the pixel dimensions (e.g. ``np.cos(np.deg2rad(cube.lat))``): the
+        A weight per pixel over some of the pixel dimensions (e.g. ``np.cos(np.deg2rad(cube.lat))``), matched
+        by label as ``fit(weights=...)`` matches them: the
         error curves are weighted means over the sampled pixels, as a weighted fit weighs them.
 
     Returns

@@ -24,6 +24,7 @@ from ..core.keys import FitSample
 from ..core.params import PPAParams
 from ..core.candidates import fit_selected
 from ..core.ppa import fit_memory
+from ..core.linalg import unit_mean
 from ..core.spec import Spec
 from . import display, file
 from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, set_outputs,
@@ -81,7 +82,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Training samples (rows with NaN or inf are left out).
+            Training samples (rows with NaN or inf are left out; a numpy masked
+            array's masked entries count as NaN).
         y : None
             Ignored (scikit-learn's signature).
         groups : array-like of shape (n_samples,), optional
@@ -93,7 +95,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Non-negative weights, as repeated rows would weigh (e.g. the area
             of each pixel of a latitude-longitude grid, ``cos(lat)``): the mean,
             the covariances, every least-squares fit and held-out error are
-            weighted. Rows of weight 0 are left out.
+            weighted. Rows of weight 0 are left out. Real numbers only (bools
+            count as 1 and 0; float round-off below 0, ``|w| <= 8 eps max|w|``,
+            as 0); any scale, 1e-200 or 1e306, weighs alike.
         progress : bool
             Show a progress bar of the steps (``tqdm.auto``: a widget in a notebook, stderr elsewhere).
 
@@ -103,7 +107,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             The fitted estimator.
         """
         declared = self.get_spec()
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
+        X = validate_data(self, _unmasked(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
         return self._fit(X, declared, groups, None, None, progress, sample_weight)
 
     @classmethod
@@ -384,7 +388,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             2-D, the fitted number of features, float32 or float64 (other numbers as float64).
         """
         check_is_fitted(self)
-        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)
+        return validate_data(self, _unmasked(X), reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)
 
     def transform(self, X: Any) -> np.ndarray:
         """PPA coordinates of ``X``.
@@ -400,11 +404,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             (n_samples, n_components) components (divided by their standard deviations with ``whiten=True``).
         """
         X = self.check_input(X)
-        R = kernels.forward(X, self.params_, self.n_components_)
-        return R / self._spread(R.shape[1], R.dtype) if self.whiten else R
-
-    def _spread(self, k: int, dtype: np.dtype) -> np.ndarray:
-        return np.sqrt(np.maximum(self.explained_variance_[:k], np.finfo(float).tiny)).astype(dtype)
+        return kernels.forward(X, self.params_, self.n_components_, whiten=self.whiten)
 
     def inverse_transform(self, X: Any) -> np.ndarray:
         """Back to input space from the ``k <= d`` leading components.
@@ -433,7 +433,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise TypeError(f"components must be real numbers, got dtype {R.dtype}")
         if R.dtype.kind != "f":
             R = R.astype(np.float64)
-        return kernels.inverse(R * self._spread(R.shape[1], R.dtype) if self.whiten else R, self.params_)
+        return kernels.inverse(R, self.params_, whiten=self.whiten)
 
     def jacobian(self, X: Any) -> np.ndarray:
         """Analytic Jacobian ``dr/dx`` at every sample.
@@ -506,7 +506,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         X = self.check_input(X)
         complete = np.isfinite(X).all(axis=1)
-        weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[complete]
+        weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
         return errors.compare_errors(self.params_, X[complete], weights=weights)
 
     def __repr__(self, N_CHAR_MAX: int = 700) -> str:
@@ -653,18 +653,24 @@ def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[n
 
 
 def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray]:
-    """The rows of positive weight, their groups and weights; a weight that is not a finite non-negative
-    number per row is refused, and so is PPA-GD (its search weighs every row alike)."""
-    weights = np.asarray(sample_weight, dtype=np.float64)
-    if weights.shape != (len(X),) or not np.isfinite(weights).all() or (weights < 0).any():
-        raise ValueError(f"sample_weight must hold one finite, non-negative weight per sample, shape ({len(X)},), got shape "
-                         f"{weights.shape}{'' if weights.shape != (len(X),) else ' with negative or non-finite values'}")
-    if not weights.any():
-        raise ValueError("sample_weight is zero for every sample: there is nothing to fit")
+    """The rows that weigh, their groups and weights (:func:`~ppa_xr.core.checks.row_weights`, the one check of
+    weights, then :func:`~ppa_xr.core.linalg.unit_mean`, its one scaling): a row whose weight is 0, or below
+    float64's smallest normal number (2.2e-308) beside a mean of 1, would add nothing to any sum, and is left out.
+    PPA-GD is refused (its search weighs every row alike)."""
     if declared.leading != "pca":
         raise ValueError("sample_weight works with the PCA-led fit (leading='pca'): PPA-GD's search weighs every row alike")
-    kept = weights > 0
+    weights = unit_mean(checks.row_weights(sample_weight, len(X), "sample_weight"))
+    kept = weights >= np.finfo(np.float64).tiny
     return X[kept], None if groups is None else np.asarray(groups)[kept], weights[kept]
+
+
+def _unmasked(X: Any) -> Any:
+    """A numpy masked array with its masked entries as NaN (rows that are left out of a fit, NaN in a transform),
+    as the mask means; anything else as it is."""
+    if not np.ma.isMaskedArray(X):
+        return X
+    data = np.ma.getdata(X)
+    return np.ma.filled(X.astype(data.dtype if data.dtype.kind == "f" else np.float64), np.nan)
 
 
 def _warn_on_scales(std: np.ndarray) -> None:
