@@ -72,3 +72,18 @@ def test_a_fresh_kernel_shows_the_table_the_figure_and_the_model(tmp_path):
     images = [output for output in figure if "image/png" in output.data]
     assert len(images) == 1, [output.data.get("text/plain") for output in figure]
     assert len(model) == 1 and "features: 4" in model[0].data["text/html"] and np.any(["PPA" in model[0].data["text/plain"]])
+
+
+def test_a_noise_adjusted_model_describes_its_noise_and_units(landsat):
+    """The summary of a noise-adjusted model names its noise covariance in a line (it printed the d x d matrix),
+    and its errors carry their unit (they had none)."""
+    model = landsat.ppa.fit(n_samples=3000, noise_cov="shift", degree=1)
+    text = repr(model)
+    assert "array(" not in text and text.count("\n") < 15 and len(text) < 1500
+    assert "noise_cov=<noise covariance 10 x 10, trace " in text and "noise covariance: 10 x 10, trace " in text
+    assert "units: noise units (variances and errors in squared noise units)" in text
+    curves = landsat.ppa.evaluate(model, n_samples=2000)
+    assert curves.error_ppa.attrs["units"] == curves.error_pca.attrs["units"] == "squared noise units"
+    plain = landsat.ppa.fit(n_samples=3000, degree=1)
+    assert "units: input units (variances and errors in squared input units)" in repr(plain)
+    assert landsat.ppa.evaluate(plain, n_samples=2000).error_ppa.attrs["units"] == "squared feature units"  # no unit attribute

@@ -33,13 +33,16 @@ MAX_DEGREE = 20
 SELECTION_SAMPLES = 20_000
 #: the first model-file format; parameters with no ``since`` have been in every file
 FIRST_FORMAT = 2
+#: every ``random_state``'s default (the estimator, the cube fit and sample, evaluate, the report, the CLI's
+#: ``--seed``): the same call on the same data gives the same result; None draws fresh randomness
+RANDOM_STATE = 0
 
 
 @dataclass(frozen=True)
 class Option:
     """How a parameter appears on the ``ppa-xr fit`` command line: ``--flag``, its help, and the form of
     its value (``type``, ``nargs``, ``choices``; ``switch``: a flag without value that sets True). A ``default``
-    other than None replaces the parameter's default on the command line (``--seed 0``: reproducible by default)."""
+    other than None replaces the parameter's default on the command line."""
 
     flag: str
     help: str
@@ -149,9 +152,11 @@ class Spec:
         since=7, option=Option("--noise-cov", "noise-adjusted PPA (MNF with --degree 1): whiten the noise estimated from "
                                               "differences of neighbouring pixels, so components come ordered by signal-to-noise ratio",
                                choices=("shift",)))
-    random_state: Any = parameter(None, checks.random_state, """
-        Seeds the folds and draws: an int, a numpy ``Generator`` (used as it is, not saved) or None.""",
-        option=Option("--seed", "seed of the pixel sample and the folds", type=int, default=0))
+    random_state: Any = parameter(RANDOM_STATE, checks.random_state, f"""
+        Seeds the folds and draws: an int, a numpy ``Generator`` (used as it is, not saved) or None (fresh
+        randomness: two fits of the same data may then choose other degrees). The default, {RANDOM_STATE}, is every
+        ``random_state``'s in ppa_xr: the same call on the same data gives the same model.""",
+        option=Option("--seed", "seed of the pixel sample and the folds", type=int))
 
     def __post_init__(self) -> None:
         for spec_field in dataclasses.fields(self):

@@ -9,6 +9,7 @@ import xarray as xr
 
 from ..core import errors
 from ..core.checks import warn_user
+from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from .inputs import COMPONENT, _component_units, model_features
 from .sampling import weights_at, fitted_shares, held_out, shortfall
@@ -19,7 +20,7 @@ CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
 
 def evaluate(
     obj: xr.DataArray | xr.Dataset, model: PPA, n_samples: int | None = CHECK_SAMPLES, dim: Hashable | None = None,
-    random_state: int | None = 0, max_chunks: int | None = None, weights: xr.DataArray | None = None,
+    random_state: int | None = RANDOM_STATE, max_chunks: int | None = None, weights: xr.DataArray | None = None,
 ) -> xr.Dataset:
     """PPA against its own PCA on a sample of this cube: both error curves and their ratio over ``k``, without refitting.
 
@@ -38,11 +39,12 @@ def evaluate(
     model : PPA
         A fitted model.
     n_samples : int, optional
-        Pixels to compare on (at least ``ppa_xr.information.MIN_HELD_OUT``); None: every held-out pixel, up to 200,000.
+        Pixels to compare on (at least ``ppa_xr.information.MIN_HELD_OUT``): by default 5,000 (``CHECK_SAMPLES``, a quick
+        check); None: every held-out pixel, up to 200,000 (with a fit on half the scene, the other half).
     dim : hashable, optional
         The feature dimension, when not the fitted one.
-    random_state : int, optional
-        Seeds the sample (and the chunks read).
+    random_state : int, Generator or None
+        Seeds the sample (and the chunks read); default 0, as every ``random_state`` here (None: fresh randomness).
     max_chunks : int, optional
         Read only that many random chunks.
     weights : xr.DataArray, optional
@@ -72,7 +74,8 @@ def evaluate(
     comparison = errors.compare_errors(model.params_, sample.values, weights=row_weights)
     units = _component_units(da, model)
     k = xr.DataArray(np.arange(1, model.n_features_in_), dims=COMPONENT, attrs={"long_name": "components kept"})
-    error = {"long_name": "squared reconstruction error summed over bands, mean over pixels"} | ({"units": f"({units})^2"} if units else {})
+    squared = f"({units})^2" if units else f"squared {model.whitened_units_ or 'feature units'}"  # whitened, or no unit given
+    error = {"long_name": "squared reconstruction error summed over bands, mean over pixels", "units": squared}
     return xr.Dataset(
         {
             "error_ppa": (COMPONENT, comparison.ppa, error),

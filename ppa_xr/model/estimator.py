@@ -9,6 +9,7 @@ parameters (``params_``) to a core kernel or measure.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 from collections.abc import Hashable
@@ -511,13 +512,21 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def __repr__(self, N_CHAR_MAX: int = 700) -> str:
         """scikit-learn's repr of the parameters, and for a fitted model its summary (:mod:`ppa_xr.model.display`)."""
-        text = super().__repr__(N_CHAR_MAX)
+        text = BaseEstimator.__repr__(self._shown(), N_CHAR_MAX)
         return f"{text}\n{display.text(self)}" if hasattr(self, "params_") else text
 
     def _html_repr(self) -> str:
         """In a notebook: the fitted model's summary above scikit-learn's parameter widget."""
         widget = html_widget(self)
         return display.html_table(self) + widget if hasattr(self, "params_") else widget
+
+    def _shown(self) -> PPA:
+        """The estimator as its parameter repr shows it: a noise covariance matrix by its description, not its values."""
+        if not isinstance(self.noise_cov, np.ndarray) or self.noise_cov.ndim != 2:
+            return self
+        shown = copy.copy(self)
+        shown.noise_cov = display.Described(f"noise covariance {display.noise_description(self.noise_cov)}")
+        return shown
 
     def __sklearn_tags__(self) -> Any:
         """Rows with NaN are allowed: transforms give NaN for them (as for a cube's invalid pixels), ``fit`` leaves them
