@@ -52,3 +52,19 @@ def test_the_report_keeps_three_components_by_default_or_all_but_one():
     wide = curved_sample(3000, d=6)
     assert ppa_xr.information.information_report(wide[1500:], PPA(degree=1).fit(wide[:1500])).attrs["n_components"] == 3
     assert cli.build_parser().parse_args(["report", "a.tif", "m.nc", "out"]).n_components is None
+
+
+def test_the_inverse_kernel_counts_components_with_the_one_check():
+    """kernels.inverse refuses a wrong component count as every other entry point does (core.checks.check_components)."""
+    from ppa_xr.core import kernels
+
+    params = PPA(degree=1).fit(curved_sample(500)).params_
+    for width in (0, 5):
+        with pytest.raises(ValueError, match=r"the number of components along the last axis must be an integer in \[1, 4\], got"):
+            kernels.inverse(np.zeros((3, width)), params)
+
+
+def test_the_helpers_of_the_layers_are_private():
+    """fitted, from_params, get_spec and check_input are the layers' plumbing, not the estimator's API."""
+    for name in ("fitted", "from_params", "get_spec", "check_input"):
+        assert not hasattr(PPA, name) and hasattr(PPA, f"_{name}")

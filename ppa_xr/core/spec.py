@@ -217,11 +217,6 @@ def fields_of() -> tuple[dataclasses.Field, ...]:
     return dataclasses.fields(Spec)
 
 
-def defaults() -> dict[str, Any]:
-    """Every parameter's default."""
-    return {spec_field.name: spec_field.default for spec_field in fields_of()}
-
-
 def implied_by(version: int) -> dict[str, Any]:
     """The parameters a model file of format ``version`` does not record (they appeared later), with the values it implies."""
     return {f.name: f.metadata["implied"] for f in fields_of() if f.metadata["since"] > version}

@@ -146,7 +146,7 @@ def fit_pooled(
     elif pooled.along is not None:
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
-    return PPA.fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights)
+    return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights)
 
 
 def _check_enough_pixels(arrays: list[xr.DataArray], dim: Hashable) -> None:

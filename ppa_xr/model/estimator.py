@@ -3,7 +3,8 @@
 Its parameters are the fields of :class:`~ppa_xr.core.spec.Spec`: ``__init__``
 and the class's Parameters section are made from that declaration. ``fit``
 checks them once (a ``Spec``) and hands them to
-:func:`~ppa_xr.core.ppa.fit`; every other method hands the fitted
+:func:`~ppa_xr.core.candidates.fit_selected` (the configuration validated, then
+:func:`~ppa_xr.core.ppa.fit`); every other method hands the fitted
 parameters (``params_``) to a core kernel or measure.
 """
 
@@ -59,7 +60,7 @@ def _init_of(declared: Spec) -> Any:
 class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     __init__ = _init_of(Spec())
 
-    def get_spec(self) -> Spec:
+    def _get_spec(self) -> Spec:
         """The parameters, checked, as the core takes them.
 
         Returns
@@ -103,12 +104,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         PPA
             The fitted estimator.
         """
-        declared = self.get_spec()
+        declared = self._get_spec()
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
         return self._fit(X, declared, groups, None, None, progress, sample_weight)
 
     @classmethod
-    def fitted(cls, X: np.ndarray, declared: Spec, groups: np.ndarray | None = None, features: FeatureLabels | None = None,
+    def _fitted(cls, X: np.ndarray, declared: Spec, groups: np.ndarray | None = None, features: FeatureLabels | None = None,
                sample: FitSample | None = None, progress: bool = False, weights: np.ndarray | None = None) -> PPA:
         """A model fitted on a prepared sample with checked parameters: the cube layer's way in.
 
@@ -190,7 +191,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         set_outputs(self, self.n_components_)  # names "ppa0", "ppa1", ... for set_output
 
     @classmethod
-    def from_params(cls, params: PPAParams, declared: Spec, features: FeatureLabels | None = None,
+    def _from_params(cls, params: PPAParams, declared: Spec, features: FeatureLabels | None = None,
                     sample: FitSample | None = None) -> PPA:
         """A fitted estimator around existing parameters (e.g. read from a file).
 
@@ -273,7 +274,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             What :meth:`save` writes (``ppa_xr.model.file``).
         """
         check_is_fitted(self)
-        return file.to_dataset(self.params_, self.get_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None),
+        return file.to_dataset(self.params_, self._get_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None),
                                getattr(self, "configuration_", None))
 
     @classmethod
@@ -299,7 +300,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         params, declared, features, sample = file.from_dataset(ds, source)
         try:
-            model = cls.from_params(params, declared, features, sample)
+            model = cls._from_params(params, declared, features, sample)
         except ValueError as err:
             raise ValueError(f"{source} is corrupt: {err}") from err
         ratio, configuration = file.error_ratio(ds, source), file.configuration(ds, source)
@@ -366,12 +367,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def pca_(self) -> PPA:
         """PCA of the same fitting sample (a fitted ``PPA(degree=1)``): the like-for-like baseline."""
         check_is_fitted(self)
-        pca = PPA.from_params(self.params_.pca(), self.get_spec().pca(), self.features_, self.sample_)
+        pca = PPA._from_params(self.params_.pca(), self._get_spec().pca(), self.features_, self.sample_)
         if hasattr(self, "feature_names_in_"):
             pca.feature_names_in_ = self.feature_names_in_
         return pca
 
-    def check_input(self, X: Any) -> np.ndarray:
+    def _check_input(self, X: Any) -> np.ndarray:
         """``X`` as the fitted model takes it.
 
         Parameters
@@ -400,7 +401,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         np.ndarray
             (n_samples, n_components) components (divided by their standard deviations with ``whiten=True``).
         """
-        X = self.check_input(X)
+        X = self._check_input(X)
         R = kernels.forward(X, self.params_, self.n_components_)
         return R / self._spread(R.shape[1], R.dtype) if self.whiten else R
 
@@ -449,7 +450,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         np.ndarray
             (n_samples, d, d); ``|det| = 1`` (``prod 1 / scale_`` with ``standardize=True``); NaN for invalid rows.
         """
-        return kernels.jacobian(self.check_input(X), self.params_)
+        return kernels.jacobian(self._check_input(X), self.params_)
 
     def reconstruct(self, X: Any, n_components: int) -> np.ndarray:
         """Reconstruction of ``X`` from its first ``n_components`` PPA components (see :meth:`inverse_transform`).
@@ -466,7 +467,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         np.ndarray
             (n_samples, n_features) reconstructions.
         """
-        return kernels.reconstruct(self.check_input(X), self.params_, n_components)
+        return kernels.reconstruct(self._check_input(X), self.params_, n_components)
 
     def reconstruction_mse(self, X: Any) -> np.ndarray:
         """Reconstruction error keeping ``k = 1..d`` components, from one forward pass.
@@ -486,7 +487,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         np.ndarray
             (d,) mean squared errors, in squared input units (whitened units for a whitening model).
         """
-        return np.mean(kernels.error_curve(self.check_input(X), self.params_), axis=0)
+        return np.mean(kernels.error_curve(self._check_input(X), self.params_), axis=0)
 
     def evaluate(self, X: Any, sample_weight: Any = None) -> errors.ErrorComparison:
         """PPA against its own PCA (:attr:`pca_`) on the samples ``X``, ideally not used to fit.
@@ -505,7 +506,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             wins), its standard error, ``low()`` its lower confidence bound and ``worse_at()`` the k where PPA is
             worse beyond sampling noise.
         """
-        X = self.check_input(X)
+        X = self._check_input(X)
         complete = np.isfinite(X).all(axis=1)
         weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[complete]
         return errors.compare_errors(self.params_, X[complete], weights=weights)
