@@ -119,7 +119,7 @@ def principal_grid(model: PPA, n_components: int = 1, points: int = 25, spread: 
     A uniform grid over the first ``k`` components, each from ``-spread`` to
     ``+spread`` standard deviations of the fitting sample, with the other
     components at their mean (0), mapped back by the truncated inverse
-    (docs/method.md): the curve, surface or volume PPA's first features trace
+    (:doc:`/method`): the curve, surface or volume PPA's first features trace
     through the data.
 
     Parameters

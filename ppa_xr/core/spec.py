@@ -139,7 +139,7 @@ class Spec:
         predicts only the axes where it wins on held-out groups, at a significance shared among the
         axes), and its polynomial is fitted within Tukey's far-out fences of the projections (beyond them
         the tails apply, so a few extreme pixels cannot lever it): for hundreds of bands, anomalous
-        pixels and heavy-tailed noise (docs/fidelity.md).""",
+        pixels and heavy-tailed noise (:doc:`/fidelity`).""",
         since=5, option=Option("--robust", "validate curves axis by axis and fit them within robust fences "
                                            "(hundreds of bands, anomalous pixels, heavy tails)", switch=True))
     noise_cov: np.ndarray | None = parameter(None, checks.optional(_MATRIX), """

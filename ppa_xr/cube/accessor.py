@@ -93,6 +93,14 @@ class _PPAAccessor:
         return report.information_report(self._obj, model, n_components, dim, n_samples, random_state, estimator, held_out, weights)
 
 
+def _method_list() -> str:
+    """The accessor's methods as a list, each linked to its page with the first line of its documentation
+    (the API pages document them as ``xarray.DataArray.ppa.<name>``, the same on a Dataset)."""
+    names = [name for name in vars(_PPAAccessor) if not name.startswith("_")]
+    lines = [f"* :meth:`~xarray.DataArray.ppa.{name}`: {inspect.getdoc(getattr(_PPAAccessor, name)).splitlines()[0]}" for name in names]
+    return "Its methods, the same on a DataArray and a Dataset:\n\n" + "\n".join(lines)
+
+
 @xr.register_dataarray_accessor("ppa")
 @shared
 class PPADataArrayAccessor(_PPAAccessor):
@@ -113,3 +121,8 @@ class PPADatasetAccessor(_PPAAccessor):
     """
 
     __slots__ = ()
+
+
+for _accessor in (PPADataArrayAccessor, PPADatasetAccessor):  # the list after the summary line, before the Parameters
+    _summary, _sections = inspect.cleandoc(_accessor.__doc__ or "").split("\n\n", 1)
+    _accessor.__doc__ = f"{_summary}\n\n{_method_list()}\n\n{_sections}"
