@@ -116,7 +116,7 @@ def _error_table(curves: xr.Dataset) -> None:
     print("k = components kept; error = squared reconstruction error summed over bands, mean over pixels (squared input units;")
     print("lower is better); the last column is 100 x PPA error / PCA error: below 100, PPA reconstructs better than PCA with the same k")
     print(f"{'k':>3}{'PPA error':>16}{'PCA error':>16}{'100*PPA/PCA':>16}")
-    for k, ppa, pca, ratio in zip(curves.component.values, curves.error_ppa.values, curves.error_pca.values, curves.relative_error.values):
+    for k, ppa, pca, ratio in zip(curves.component.values, curves.mse_ppa.values, curves.mse_pca.values, curves.relative_error.values):
         print(f"{k:>3}{ppa:16.6g}{pca:16.6g}{ratio:16.1f}")
 
 

@@ -68,3 +68,15 @@ def test_the_helpers_of_the_layers_are_private():
     """fitted, from_params, get_spec and check_input are the layers' plumbing, not the estimator's API."""
     for name in ("fitted", "from_params", "get_spec", "check_input"):
         assert not hasattr(PPA, name) and hasattr(PPA, f"_{name}")
+
+
+def test_the_mean_error_curve_has_one_name(landsat):
+    """evaluate's curves are named as the report's (mse_ppa, mse_pca: squared error summed over bands, mean over pixels);
+    its former names stay as deprecated copies, so code that read them still runs."""
+    model = landsat.ppa.fit(n_samples=3000, degree=(1, 2), max_curved=1)
+    curves = landsat.ppa.evaluate(model, n_samples=2000)
+    report = landsat.ppa.information_report(model, n_samples=2000)
+    for method in ("ppa", "pca"):
+        assert f"mse_{method}" in curves and f"mse_{method}" in report
+        np.testing.assert_array_equal(curves[f"error_{method}"], curves[f"mse_{method}"])
+        assert "former name of mse_" in curves[f"error_{method}"].attrs["deprecated"] and "deprecated" not in curves[f"mse_{method}"].attrs

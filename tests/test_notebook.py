@@ -83,7 +83,7 @@ def test_a_noise_adjusted_model_describes_its_noise_and_units(landsat):
     assert "noise_cov=<noise covariance 10 x 10, trace " in text and "noise covariance: 10 x 10, trace " in text
     assert "units: noise units (variances and errors in squared noise units)" in text
     curves = landsat.ppa.evaluate(model, n_samples=2000)
-    assert curves.error_ppa.attrs["units"] == curves.error_pca.attrs["units"] == "squared noise units"
+    assert curves.mse_ppa.attrs["units"] == curves.mse_pca.attrs["units"] == "squared noise units"
     plain = landsat.ppa.fit(n_samples=3000, degree=1)
     assert "units: input units (variances and errors in squared input units)" in repr(plain)
-    assert landsat.ppa.evaluate(plain, n_samples=2000).error_ppa.attrs["units"] == "squared feature units"  # no unit attribute
+    assert landsat.ppa.evaluate(plain, n_samples=2000).mse_ppa.attrs["units"] == "squared feature units"  # no unit attribute

@@ -27,8 +27,9 @@ def evaluate(
     The sample is ``n_samples`` valid pixels outside the model's fitting
     sample, from every chunk (one pass) or ``max_chunks`` random chunks (a
     quick look). Returns, over ``component`` = k = 1..d-1 components kept:
-    ``error_ppa`` and ``error_pca`` (squared error summed over bands, mean over
-    pixels), ``relative_error`` (``100 e_PPA / e_PCA``) and its lower bound
+    ``mse_ppa`` and ``mse_pca`` (squared error summed over bands, mean over
+    pixels: the report's ``mse_*`` curves; ``error_ppa`` and ``error_pca``, their
+    former names, are deprecated copies), ``relative_error`` (``100 e_PPA / e_PCA``) and its lower bound
     ``relative_error_low``; ``attrs["worse_at"]`` lists the k at which PPA is
     worse beyond sampling noise (:func:`ppa_xr.core.errors.compare_errors`).
 
@@ -76,13 +77,17 @@ def evaluate(
     k = xr.DataArray(np.arange(1, model.n_features_in_), dims=COMPONENT, attrs={"long_name": "components kept"})
     squared = f"({units})^2" if units else f"squared {model.whitened_units_ or 'feature units'}"  # whitened, or no unit given
     error = {"long_name": "squared reconstruction error summed over bands, mean over pixels", "units": squared}
+    curves = {"mse_ppa": (COMPONENT, comparison.ppa, error),
+              "mse_pca": (COMPONENT, comparison.pca, error | {"long_name": error["long_name"] + ", PCA of the fitting sample"})}
+    deprecated = {f"error_{m}": (COMPONENT, values, attrs | {"deprecated": f"the former name of mse_{m}, the same values"})
+                  for m, (_, values, attrs) in zip(("ppa", "pca"), curves.values())}
     return xr.Dataset(
         {
-            "error_ppa": (COMPONENT, comparison.ppa, error),
-            "error_pca": (COMPONENT, comparison.pca, error | {"long_name": error["long_name"] + ", PCA of the fitting sample"}),
+            **curves,
             "relative_error": (COMPONENT, comparison.relative, {"long_name": "100 x PPA error / PCA error", "units": "%"}),
             "relative_error_low": (COMPONENT, comparison.low(), {
                 "long_name": f"lower confidence bound of relative_error, simultaneous over k at {errors.LEVEL:.0%}", "units": "%"}),
+            **deprecated,
         },
         coords={COMPONENT: k},
         attrs={"n_pixels": comparison.n, "worse_at": comparison.worse_at().tolist(),
