@@ -97,7 +97,7 @@ def _method_list() -> str:
     """The accessor's methods as a list, each linked to its page with the first line of its documentation
     (the API pages document them as ``xarray.DataArray.ppa.<name>``, the same on a Dataset)."""
     names = [name for name in vars(_PPAAccessor) if not name.startswith("_")]
-    lines = [f"* :meth:`~xarray.DataArray.ppa.{name}`: {inspect.getdoc(getattr(_PPAAccessor, name)).splitlines()[0]}" for name in names]
+    lines = [f"* :meth:`~xarray.DataArray.ppa.{name}`: {(inspect.getdoc(getattr(_PPAAccessor, name)) or '').splitlines()[0]}" for name in names]
     return "Its methods, the same on a DataArray and a Dataset:\n\n" + "\n".join(lines)
 
 
