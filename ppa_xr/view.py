@@ -200,22 +200,23 @@ def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: An
     max_points : int
         At most this many points drawn.
     **figure_kwargs
-        Passed to the figure.
+        Passed to :class:`matplotlib.figure.Figure` (e.g. ``figsize``).
 
     Returns
     -------
     matplotlib.figure.Figure
-        The panels.
+        The panels, shown once as a notebook cell's value (kept out of pyplot); save it with ``fig.savefig(...)``.
     """
     _require_matplotlib("plot_principal_curves")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     X = np.asarray(X, dtype=np.float64)
     labels = list(labels) if labels is not None else [f"feature {i}" for i in range(X.shape[1])]
     shown = X[np.random.default_rng(0).permutation(len(X))[:max_points]]
     curve = principal_grid(model.params_, 1, points=200)
     surface = principal_grid(model.params_, 2, points=11) if model.n_features_in_ > 2 else None
-    fig, axes = plt.subplots(1, len(pairs), figsize=figure_kwargs.pop("figsize", (5 * len(pairs), 4.5)), squeeze=False, **figure_kwargs)
+    fig = Figure(figsize=figure_kwargs.pop("figsize", (5 * len(pairs), 4.5)), **figure_kwargs)
+    axes = fig.subplots(1, len(pairs), squeeze=False)
     for ax, (i, j) in zip(axes[0], pairs):
         ax.scatter(shown[:, i], shown[:, j], s=2, alpha=0.3, color="0.5", label="data")
         if surface is not None:
@@ -226,4 +227,4 @@ def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: An
         ax.set_ylabel(labels[j])
     axes[0, 0].legend(loc="best", fontsize=8)
     fig.tight_layout()
-    return fig
+    return _shown(fig)

@@ -46,7 +46,8 @@ def test_figure_renders_as_png_without_pyplot(report):
 
 def test_a_fresh_kernel_shows_the_table_the_figure_and_the_model(tmp_path):
     """The README's report cells in a fresh kernel, as a newcomer runs them: one PNG for the figure (not its
-    text), the table as markdown and HTML, the model's summary as HTML."""
+    text), the table as markdown and HTML, the model's summary as HTML, the principal curves once (pyplot's inline backend
+    drew them a second time)."""
     pytest.importorskip("ipykernel")
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")
@@ -61,16 +62,18 @@ def test_a_fresh_kernel_shows_the_table_the_figure_and_the_model(tmp_path):
         "ppa_xr.information.summary_table(report)",
         "ppa_xr.information.plot_report(report)",
         "model",
+        "ppa_xr.geometry.plot_principal_curves(model, X[:500])",
     ]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
     nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     shown = [[output for output in cell.outputs if output.output_type in ("execute_result", "display_data")] for cell in notebook.cells]
     assert not any(output.output_type == "error" for cell in notebook.cells for output in cell.outputs)
-    table, figure, model = shown[1], shown[2], shown[3]
+    table, figure, model, curves = shown[1], shown[2], shown[3], shown[4]
     assert len(table) == 1 and {"text/markdown", "text/html"} <= set(table[0].data)
     assert "<table>" in table[0].data["text/html"]
-    images = [output for output in figure if "image/png" in output.data]
-    assert len(images) == 1, [output.data.get("text/plain") for output in figure]
+    for cell in (figure, curves):  # once each: not its text, and not again by pyplot's inline backend
+        images = [output for output in cell if "image/png" in output.data]
+        assert len(images) == 1, [output.data.get("text/plain") for output in cell]
     assert len(model) == 1 and "features: 4" in model[0].data["text/html"] and np.any(["PPA" in model[0].data["text/plain"]])
 
 
