@@ -509,7 +509,7 @@ def multi_information_reduction(
 
 @dataclass(frozen=True)
 class PointwiseReduction:
-    """Marginal densities of inputs and of a map's outputs on a sample, for the per-pixel ``Delta_i`` (:meth:`fit` makes one).
+    """Marginal densities of inputs and of a map's outputs on a sample, for the per-pixel ``Delta_i`` (``PointwiseReduction.fit`` makes one).
 
     Parameters
     ----------
