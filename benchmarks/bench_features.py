@@ -78,7 +78,7 @@ def main() -> None:
         size = X.nbytes
         memory = {name: peak_bytes(fit) / size for name, fit in cases.items() if name != "pca1"}
         model = PPA(random_state=0).fit(X)
-        estimate = fit_memory(*X.shape, model.get_spec()) / size
+        estimate = fit_memory(*X.shape, model._get_spec()) / size
         cells = [runs(times["pca"]), runs(times["pca1"])]
         for name in ("linear", "fixed", "ppa"):
             cells += [runs(times[name]), ratio(times[name], times["pca"]), ratio(times[name], times["pca1"])]

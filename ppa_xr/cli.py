@@ -116,7 +116,7 @@ def _error_table(curves: xr.Dataset) -> None:
     print("k = components kept; error = squared reconstruction error summed over bands, mean over pixels (squared input units;")
     print("lower is better); the last column is 100 x PPA error / PCA error: below 100, PPA reconstructs better than PCA with the same k")
     print(f"{'k':>3}{'PPA error':>16}{'PCA error':>16}{'100*PPA/PCA':>16}")
-    for k, ppa, pca, ratio in zip(curves.component.values, curves.error_ppa.values, curves.error_pca.values, curves.relative_error.values):
+    for k, ppa, pca, ratio in zip(curves.component.values, curves.mse_ppa.values, curves.mse_pca.values, curves.relative_error.values):
         print(f"{k:>3}{ppa:16.6g}{pca:16.6g}{ratio:16.1f}")
 
 
@@ -151,9 +151,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     folder = _report_folder(args)
     model = load_model(args.model)
     cube = _cube(args, model)
-    k = args.n_components or min(3, model.n_features_in_ - 1)
-    print(f"report on {dict(cube.sizes)}, {k} components kept; PPA (degrees {model.degrees_.tolist()}) vs the PCA of its fitting sample", file=sys.stderr)
-    report = information_report(cube, model, n_components=k).compute()
+    report = information_report(cube, model, n_components=args.n_components)
+    print(f"report on {dict(cube.sizes)}, {report.attrs['n_components']} components kept; PPA (degrees {model.degrees_.tolist()}) vs the PCA of its fitting sample", file=sys.stderr)
+    report = report.compute()
     summary = summary_table(report)
     maps = report[[name for name in report.data_vars if report[name].ndim >= 2]]
 
@@ -311,10 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     command("inverse", _cmd_inverse, "cube back from components", ("inputs", "model", "output"))
     command("report", _cmd_report, "PPA vs PCA: redundancy and error maps, summary and figure into a folder",
-            ("inputs", "model", "output_dir")).add_argument("--n-components", type=_positive, help="components kept for the error maps (default 3)")
+            ("inputs", "model", "output_dir")).add_argument("--n-components", type=_positive, help="components kept for the error maps (default 3, at most the bands less one)")
     demo = command("demo", _cmd_demo, "the whole workflow on the bundled Landsat 8 sample", (), reads=False)
     demo.add_argument("--n-samples", type=_positive, default=50_000, help="pixels sampled for the fit (default 50000)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the pixel sample and the folds (default 0)")
+    demo.add_argument("--seed", type=int, default=spec.RANDOM_STATE, help=f"seed of the pixel sample and the folds (default {spec.RANDOM_STATE})")
     demo.add_argument("--output-dir", help="also write the model and a 3-component GeoTIFF here")
     return parser
 

@@ -23,7 +23,7 @@ __all__ = ["curvatures", "derivatives", "frenet_frame", "metric", "plot_principa
 
 
 def _points(model: PPA, X: Any) -> np.ndarray:
-    return model.check_input(X).astype(np.float64)
+    return model._check_input(X).astype(np.float64)
 
 
 @shared
@@ -119,7 +119,7 @@ def principal_grid(model: PPA, n_components: int = 1, points: int = 25, spread: 
     A uniform grid over the first ``k`` components, each from ``-spread`` to
     ``+spread`` standard deviations of the fitting sample, with the other
     components at their mean (0), mapped back by the truncated inverse
-    (docs/method.md): the curve, surface or volume PPA's first features trace
+    (:doc:`/method`): the curve, surface or volume PPA's first features trace
     through the data.
 
     Parameters
@@ -138,5 +138,5 @@ def principal_grid(model: PPA, n_components: int = 1, points: int = 25, spread: 
     np.ndarray
         ``(points,) * n_components + (d,)`` points in input space.
     """
-    model.check_input(np.zeros((1, model.n_features_in_)))  # fitted
+    model._check_input(np.zeros((1, model.n_features_in_)))  # fitted
     return geometry.principal_grid(model.params_, n_components, points, spread)

@@ -20,13 +20,13 @@ from .core.docstrings import shared
 from .core.entropy import (ESTIMATORS, EqualMassBins, Histograms, MIReduction, PointwiseReduction, dequantized, discrete_columns,
                            marginal_density, marginal_entropy, reduction)
 from .core.lookup import StepLookup
-from .cube.report import REPORT_SAMPLES, information_report
+from .cube.report import REPORT_COMPONENTS, REPORT_SAMPLES, information_report
 from .cube.sampling import MIN_HELD_OUT
 from .model import PPA
 from .view import SUMMARY_ROWS, plot_report, summary_table
 
 __all__ = [
-    "ESTIMATORS", "MIN_HELD_OUT", "REPORT_SAMPLES", "SUMMARY_ROWS", "EqualMassBins", "Histograms", "MIReduction",
+    "ESTIMATORS", "MIN_HELD_OUT", "REPORT_COMPONENTS", "REPORT_SAMPLES", "SUMMARY_ROWS", "EqualMassBins", "Histograms", "MIReduction",
     "PointwiseReduction", "StepLookup", "dequantized", "discrete_columns", "information_report", "marginal_density", "marginal_entropy",
     "multi_information_reduction", "plot_report", "reduction", "summary_table",
 ]

@@ -3,6 +3,9 @@ and PPA's principal curves drawn over the data."""
 
 from __future__ import annotations
 
+import functools
+import html
+import io
 from typing import Any
 
 import numpy as np
@@ -15,7 +18,27 @@ from .model import PPA
 SUMMARY_ROWS = 10
 
 
-def summary_table(report: xr.Dataset) -> str:
+class SummaryTable(str):
+    """A markdown table that is a ``str`` (``print`` it, write it to a file) and shows as a table in a notebook
+    (``_repr_markdown_``, ``_repr_html_``) and as its text in IPython's console."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        """The table rows as an HTML table, the lines after it as a paragraph."""
+        rows = [line for line in self.splitlines() if line.startswith("|") and not line.startswith("|---")]
+        rest = " ".join(line for line in self.splitlines() if line.strip() and not line.startswith("|"))
+        cells = [[html.escape(cell.strip()) for cell in row.strip("|").split(" | ")] for row in rows]
+        head = "".join(f"<th>{cell}</th>" for cell in cells[0]) if cells else ""
+        body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in cells[1:])
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" + (f"<p>{html.escape(rest)}</p>" if rest else "")
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+def summary_table(report: xr.Dataset) -> SummaryTable:
     """A markdown table of the report's totals and reconstruction errors, PPA beside PCA, that fits a screen:
     the errors for the first ``ppa_xr.information.SUMMARY_ROWS`` k, then the ratio's mean and worst over every k.
 
@@ -26,8 +49,8 @@ def summary_table(report: xr.Dataset) -> str:
 
     Returns
     -------
-    str
-        Markdown.
+    SummaryTable
+        The markdown, a ``str``: ``print`` shows it as text, a notebook renders it as a table.
     """
     get = lambda name: float(report[name].values)  # noqa: E731
     k = int(report.attrs["n_components"])
@@ -46,8 +69,8 @@ def summary_table(report: xr.Dataset) -> str:
     lines.append(f"| 100 x PPA / PCA error: mean over k = 1..{len(pca)}, worst k | 100 | {ratio.mean():.1f}, "
                  f"{ratio.max():.1f} (k = {int(np.argmax(ratio)) + 1}) |")
     lines.append(f"| mean of the error map, k = {k} | {float(report['error_pca'].mean()):.6g} | {float(report['error_ppa'].mean()):.6g} |")
-    lines.append("\nReconstruction errors: squared error summed over bands, mean over pixels (squared input units).")
-    return "\n".join(lines)
+    lines.append(f"\nReconstruction errors: squared error summed over bands, mean over pixels ({report['mse_ppa'].attrs.get('units', 'squared input units')}).")
+    return SummaryTable("\n".join(lines))
 
 
 def _require_matplotlib(what: str) -> None:
@@ -56,6 +79,21 @@ def _require_matplotlib(what: str) -> None:
         import matplotlib  # noqa: F401
     except ImportError as err:
         raise ImportError(f"{what} draws with matplotlib, which is not installed: pip install 'ppa_xr[plot]' (or matplotlib)") from err
+
+
+def _shown(fig: Any) -> Any:
+    """``fig``, made to show as PNG when it is a notebook cell's value. A figure made without pyplot (kept out of
+    pyplot's registry, so nothing draws it twice or keeps it alive) has no display of its own until
+    ``%matplotlib inline`` registers one: IPython then shows its text, ``<Figure size ...>``."""
+    setattr(fig, "_repr_png_", functools.partial(_png, fig))
+    return fig
+
+
+def _png(fig: Any) -> bytes:
+    """The figure as PNG bytes, as a notebook shows it (cropped to what is drawn)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
 
 
 def _map(fig, slot, data: xr.DataArray, title: str, units: str, **kwargs) -> None:
@@ -86,7 +124,7 @@ def _coordinate_units(data: xr.DataArray, name) -> str | None:
 
 
 def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: Any):
-    """The report as a figure (a ``matplotlib.figure.Figure``, shown once in a notebook): maps of the
+    """The report as a figure (a ``matplotlib.figure.Figure``, shown once as a notebook cell's value): maps of the
     redundancy removed per pixel and of the squared error, each for PPA and as PPA minus PCA (green: PPA
     removes more redundancy; blue: PPA reconstructs better), and the per-component curves (marginal entropy;
     error per pixel for k = 1..d-1).
@@ -139,7 +177,7 @@ def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: A
         ax.legend()
     totals = ", ".join(f"{m.upper()} {float(report[f'mi_reduction_per_dim_{m}']):.3f}" for m in ("ppa", "pca"))
     fig.suptitle(title or f"PPA against PCA: redundancy removed per dimension (bits) {totals}\n{report.attrs.get('estimated_on', '')}", fontsize=11)
-    return fig
+    return _shown(fig)
 
 
 def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: Any = None, max_points: int = 5000, **figure_kwargs: Any) -> Any:
@@ -162,22 +200,23 @@ def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: An
     max_points : int
         At most this many points drawn.
     **figure_kwargs
-        Passed to the figure.
+        Passed to :class:`matplotlib.figure.Figure` (e.g. ``figsize``).
 
     Returns
     -------
     matplotlib.figure.Figure
-        The panels.
+        The panels, shown once as a notebook cell's value (kept out of pyplot); save it with ``fig.savefig(...)``.
     """
     _require_matplotlib("plot_principal_curves")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     X = np.asarray(X, dtype=np.float64)
     labels = list(labels) if labels is not None else [f"feature {i}" for i in range(X.shape[1])]
     shown = X[np.random.default_rng(0).permutation(len(X))[:max_points]]
     curve = principal_grid(model.params_, 1, points=200)
     surface = principal_grid(model.params_, 2, points=11) if model.n_features_in_ > 2 else None
-    fig, axes = plt.subplots(1, len(pairs), figsize=figure_kwargs.pop("figsize", (5 * len(pairs), 4.5)), squeeze=False, **figure_kwargs)
+    fig = Figure(figsize=figure_kwargs.pop("figsize", (5 * len(pairs), 4.5)), **figure_kwargs)
+    axes = fig.subplots(1, len(pairs), squeeze=False)
     for ax, (i, j) in zip(axes[0], pairs):
         ax.scatter(shown[:, i], shown[:, j], s=2, alpha=0.3, color="0.5", label="data")
         if surface is not None:
@@ -188,4 +227,4 @@ def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: An
         ax.set_ylabel(labels[j])
     axes[0, 0].legend(loc="best", fontsize=8)
     fig.tight_layout()
-    return fig
+    return _shown(fig)

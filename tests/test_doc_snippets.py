@@ -39,6 +39,8 @@ PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "d
 #: open yours in a comment).
 NOT_RUN: dict[tuple[str, int], str] = {}
 
+#: a block that writes a file: a reader re-running its cell must not be refused (``overwrite=True``, ``mode="w"``)
+_WRITES = re.compile(r"\.save\(|to_raster\(|write_cube\(|to_zarr\(|to_netcdf\(|savefig\(")
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*(\{code-block\}[ \t]*|\{code\}[ \t]*)?python\b(?P<rest>[^\n]*)$", re.MULTILINE)
 
 
@@ -62,7 +64,7 @@ def test_page_code_blocks_run(page, tmp_path, monkeypatch):
     assert not [m.group(0) for m in _FENCE.finditer(text) if m.group("rest").strip()], f"{page}: a python block with an info string"
     monkeypatch.chdir(tmp_path)
     document = Sybil(_parsers(page)).parse(ROOT / page)
-    ran, skipped = 0, {}
+    ran, skipped, writers = 0, {}, []
     for example in document.examples():
         line = _line(document, example)
         try:
@@ -75,6 +77,12 @@ def test_page_code_blocks_run(page, tmp_path, monkeypatch):
             raise AssertionError(f"{page}, the block at line {line} failed: {type(error).__name__}: {error}") from error
         else:
             ran += example.region.evaluator is not None and "skip" not in type(example.region.evaluator).__name__.lower()
+            writers += [example] if isinstance(example.parsed, str) and _WRITES.search(example.parsed) else []
+    for example in writers:  # run again, as a reader re-runs a notebook's cells: the files they wrote exist now
+        try:
+            example.evaluate()
+        except Exception as error:
+            raise AssertionError(f"{page}, the block at line {_line(document, example)} fails when run again: {type(error).__name__}: {error}") from error
     assert skipped == {key: reason for key, reason in NOT_RUN.items() if key[0] == page}
     blocks = len([m for m in _FENCE.finditer(text)])
     assert not blocks or ran >= blocks - len(skipped), f"{page}: {ran} of {blocks} python blocks ran, {len(skipped)} skipped"

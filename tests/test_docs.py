@@ -99,6 +99,12 @@ def test_api_pages_render_their_sections(site):
         assert f"<strong>{name}</strong>" in ppa, name
     assert not re.search(r"\*\*[A-Za-z_]\w*\*\*", _text(site / "generated" / "ppa_xr.PPA.html"))  # no bold markup left unrendered
     assert "bd-sidebar-secondary" in ppa and "bd-sidebar-secondary" not in fit  # the methods' contents on class pages only
+    for accessor in ("PPADataArrayAccessor", "PPADatasetAccessor"):  # the class pages list and link every method
+        page = (site / "generated" / f"ppa_xr.cube.accessor.{accessor}.html").read_text()
+        for name in ("fit", "sample", "transform", "evaluate", "inverse_transform", "reconstruct", "reconstruction_error", "information_report"):
+            assert f'href="xarray.DataArray.ppa.{name}.html#xarray.DataArray.ppa.{name}"' in page, (accessor, name)
+    for page in ("ppa_xr.PPA", "ppa_xr.core.Spec", "ppa_xr.geometry.principal_grid"):  # guide pages are links, not paths
+        assert not re.search(r"docs/\w+\.md", _text(site / "generated" / f"{page}.html")), page
 
 
 def test_gallery_examples_are_cells_with_their_output(site):
@@ -125,6 +131,9 @@ def test_accessor_methods_carry_the_documentation_they_delegate_to():
         assert "Parameters\n----------" in doc and "obj :" not in doc, name  # the cube is the accessor's, not a parameter
     assert "check=True" in cube.ppa.transform.__doc__ and maps.transform.__doc__.strip().splitlines()[0] in cube.ppa.transform.__doc__
     assert "held_out" in cube.ppa.information_report.__doc__ and len(cube.ppa.evaluate.__doc__.splitlines()) > 5
+    for accessor in (type(cube.ppa), type(cube.to_dataset(dim="band").ppa)):  # the class lists its methods, before its Parameters
+        listed = re.findall(r":meth:`~xarray\.DataArray\.ppa\.(\w+)`", accessor.__doc__.split("Parameters\n")[0])
+        assert listed == ["fit", "sample", "transform", "evaluate", "inverse_transform", "reconstruct", "reconstruction_error", "information_report"]
 
 
 def _api_objects():
@@ -143,11 +152,13 @@ def _api_objects():
             yield f"{module}.{match.group(1)}", obj
 
 
-def test_every_api_page_has_parameters_and_returns():
+def _lacking(objects) -> list[str]:
+    """``name: sections`` for each (name, object) whose docstring lacks the numpydoc sections its page needs:
+    Parameters where it takes any, Returns where it is not a class."""
     import inspect
 
     lacking = []
-    for name, obj in _api_objects():
+    for name, obj in objects:
         doc = inspect.getdoc(obj) or ""
         try:
             takes = [p for p in inspect.signature(obj).parameters if p not in ("self", "cls")]
@@ -155,7 +166,22 @@ def test_every_api_page_has_parameters_and_returns():
             takes = []
         missing = [section for section, needed in (("Parameters", bool(takes)), ("Returns", not inspect.isclass(obj)))
                    if needed and f"{section}\n{'-' * len(section)}" not in doc]
-        if missing:
-            lacking.append(f"{name}: {', '.join(missing)}")
+        lacking += [f"{name}: {', '.join(missing)}"] if missing else []
+    return lacking
+
+
+def test_every_api_page_has_parameters_and_returns():
+    lacking = _lacking(_api_objects())
     assert not lacking, "API pages without numpydoc sections:\n" + "\n".join(lacking)
     assert len(list(_api_objects())) > 60
+
+
+def test_every_public_name_has_parameters_and_returns():
+    """What the public modules export (``__all__``) carries its numpydoc sections, as the API pages do."""
+    import importlib
+    import inspect
+
+    modules = [importlib.import_module(name) for name in ("ppa_xr", "ppa_xr.information", "ppa_xr.geometry", "ppa_xr.cube", "ppa_xr.datasets", "ppa_xr.core")]
+    exported = [(f"{module.__name__}.{name}", getattr(module, name)) for module in modules for name in module.__all__]
+    lacking = _lacking((name, obj) for name, obj in exported if inspect.isfunction(obj) or inspect.isclass(obj))
+    assert not lacking, "public names without numpydoc sections:\n" + "\n".join(lacking)

@@ -242,7 +242,7 @@ def test_a_fit_larger_than_the_memory_is_refused_before_it_starts(monkeypatch):
     from ppa_xr.model import estimator
 
     X = np.random.default_rng(0).normal(size=(3000, 200))
-    need = fit_memory(3000, 200, PPA().get_spec())
+    need = fit_memory(3000, 200, PPA()._get_spec())
     class Started(Exception):
         pass
 
@@ -276,7 +276,7 @@ def test_the_memory_estimate_bounds_the_fit(options):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    need = fit_memory(*X.shape, model.get_spec())
+    need = fit_memory(*X.shape, model._get_spec())
     assert peak <= need <= 2 * peak
 
 

@@ -185,7 +185,7 @@ def test_degrees_are_selected_on_a_subset_and_fitted_on_every_row():
     # the same degree along the same leading vector: the same least-squares polynomial, on every row
     for name in ("rotation", "center", "scale", "inverse_bias", "inverse"):
         np.testing.assert_allclose(getattr(part, name)[0], getattr(full, name)[0], rtol=1e-9, atol=1e-12, err_msg=name)
-    model = PPA.from_params(part, Spec())
+    model = PPA._from_params(part, Spec())
     assert np.all(model.reconstruction_mse(X) <= model.pca_.reconstruction_mse(X) * (1 + 1e-12))
     with pytest.raises(AssertionError):  # a polynomial fitted on the selection rows alone differs
         subset = degrees.Folds.select(None, 6000, 5, np.random.default_rng(0), 1500)[1][:1500]

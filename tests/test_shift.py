@@ -36,7 +36,7 @@ def test_shift_warning_fires_on_a_shifted_scene_and_names_k_and_the_fix(abu, rig
     report = left.ppa.evaluate(right_model)
     assert report.relative_error.dims == ("component",) and report.component.values.tolist() == list(range(1, 102))
     assert report.attrs["n_pixels"] == 5000 and report.relative_error.max() > 150  # fitted on the right half, it fails on the left
-    np.testing.assert_allclose(report.relative_error, 100 * report.error_ppa / report.error_pca)
+    np.testing.assert_allclose(report.relative_error, 100 * report.mse_ppa / report.mse_pca)
     assert (report.relative_error_low <= report.relative_error).all()
     worse = report.attrs["worse_at"]
     assert worse and all(report.relative_error_low.sel(component=k) > 100 * (1 + ALLOWANCE) for k in worse)

@@ -27,7 +27,7 @@ def anomalous():
 
 def test_truncation_errors_are_the_capped_refits_errors(heavy_tailed):
     train, held = heavy_tailed[:1500], heavy_tailed[1500:]
-    spec = PPA(configuration="fixed").get_spec()
+    spec = PPA(configuration="fixed")._get_spec()
     full = fit_params(train, spec, rng=np.random.default_rng(5))
     curved = len(full.curved_steps())
     assert curved >= 3
@@ -44,7 +44,7 @@ def test_truncation_errors_are_the_capped_refits_errors(heavy_tailed):
 
 def test_truncation_errors_weigh_the_rows(heavy_tailed):
     train, held = heavy_tailed[:1500], heavy_tailed[1500:1700]
-    params = fit_params(train, PPA(configuration="fixed").get_spec(), rng=np.random.default_rng(0))
+    params = fit_params(train, PPA(configuration="fixed")._get_spec(), rng=np.random.default_rng(0))
     bounds = np.array([0, 100, 200])
     weights = np.random.default_rng(1).integers(1, 4, len(held)).astype(float)
     weighted = truncation_errors(params, train, held, bounds, (np.ones(len(train)), weights))

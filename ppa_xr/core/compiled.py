@@ -4,7 +4,7 @@ Every function is compiled on first use and cached on disk (``cache=True``),
 and releases the GIL (``nogil=True``), so dask's threads run one call per
 task in parallel. Nothing here starts threads of its own.
 
-Step functions (:class:`ppa_xr.information.lookup.StepLookup`): a column's
+Step functions (:class:`ppa_xr.core.lookup.StepLookup`): a column's
 function is ``table[pos(v)]`` with ``pos(v) = #{P_i <= v}`` over its sorted
 breakpoints ``P`` (``np.searchsorted(P, v, side="right")``). ``pos`` starts at
 the first breakpoint of ``v``'s cell in a uniform grid of the coordinate
@@ -19,7 +19,7 @@ monotone in ``v``, and the cells of the breakpoints come from the same
 function (:func:`grid_cells`), so the position is exactly the binary
 search's, whatever the rounding.
 
-Pixel keys (:mod:`ppa_xr.pixels`): SplitMix64 of ``seed + (index + 1) *
+Pixel keys (:mod:`ppa_xr.core.keys`): SplitMix64 of ``seed + (index + 1) *
 golden`` in uint64 arithmetic (wrapping), bit for bit numpy's.
 """
 
@@ -184,7 +184,7 @@ def _key(seed, index):
 
 @_jit
 def pixel_keys(seed, index, out):
-    """``out[i]``: the key of pixel ``index[i]`` under ``seed`` (:func:`ppa_xr.pixels.pixel_keys`)."""
+    """``out[i]``: the key of pixel ``index[i]`` under ``seed`` (:func:`ppa_xr.core.keys.pixel_keys`)."""
     seed = np.uint64(seed)
     for i in range(len(index)):
         out[i] = _key(seed, index[i])

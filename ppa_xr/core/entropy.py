@@ -348,16 +348,36 @@ def marginal_entropy(X: np.ndarray, estimator: str = "spacing", weights: np.ndar
 
 @dataclass(frozen=True)
 class MIReduction:
-    """Multi-information reduction in bits: ``total`` and ``per_dimension = total / d``."""
+    """Multi-information reduction in bits: ``total`` and ``per_dimension = total / d``.
+
+    Parameters
+    ----------
+    total : float
+        ``Delta I`` of the map, in bits.
+    per_dimension : float
+        ``total / d``, in bits.
+    """
 
     total: float
     per_dimension: float
 
 
 def discrete_columns(X: np.ndarray, sorted_columns: np.ndarray | None = None) -> np.ndarray:
-    """Which columns take few distinct values, fewer than :data:`QUANTIZED_SHARE` of their rows -> (d,) bool:
-    integer digital numbers, scaled integers (reflectance stored to 1e-4), ratios of small counts.
-    ``sorted_columns``: ``column_sorts`` of ``X`` where already known."""
+    """Which columns take few distinct values, fewer than ``QUANTIZED_SHARE`` of their rows: integer digital
+    numbers, scaled integers (reflectance stored to 1e-4), ratios of small counts.
+
+    Parameters
+    ----------
+    X : np.ndarray
+        (n, d) samples; NaN and inf are not counted as values.
+    sorted_columns : np.ndarray, optional
+        ``X`` with each column sorted, where already known.
+
+    Returns
+    -------
+    np.ndarray
+        (d,) bool: True for a quantized column (its distinct values are at most ``QUANTIZED_SHARE * n``).
+    """
     S = column_sorts(X) if sorted_columns is None else sorted_columns  # NaN and +-inf sort to the ends
     finite = np.isfinite(S)
     with np.errstate(invalid="ignore"):  # inf - inf: not a step between finite values either way
@@ -371,8 +391,21 @@ def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 
     A value's cell reaches halfway to the neighbouring distinct values (and
     as far beyond the first and last as their inner half): on a regular grid
     of step ``Delta`` that is ``x + u Delta``, ``u ~ U(-1/2, 1/2)``. Continuous
-    columns are returned as they are; ``columns`` (bool, d) are the quantized
-    ones when already known.
+    columns are returned as they are.
+
+    Parameters
+    ----------
+    X : np.ndarray
+        (n, d) samples.
+    random_state : int, Generator or None
+        Seeds the uniform offsets (default 0, as every ``random_state`` in ppa_xr; None: fresh randomness).
+    columns : np.ndarray, optional
+        (d,) bool, the quantized columns where already known (default: ``discrete_columns(X)``).
+
+    Returns
+    -------
+    np.ndarray
+        (n, d) float64, a copy: the quantized columns spread over their cells, the others as given.
     """
     rng = np.random.default_rng(random_state)
     X = np.array(X, dtype=np.float64)
@@ -402,7 +435,22 @@ DEGENERATE = 1e-9
 
 def reduction(entropy_inputs: np.ndarray, entropy_outputs: np.ndarray, log2_det_jacobian: float) -> float:
     """``Delta I = sum_j h(x_j) - sum_j h(r_j) + log2 |det J|`` in bits: the one formula of the redundancy a
-    map with a constant Jacobian removes (PPA and PCA: ``log2 |det J| = 0``)."""
+    map with a constant Jacobian removes (PPA and PCA: ``log2 |det J| = 0``).
+
+    Parameters
+    ----------
+    entropy_inputs : np.ndarray
+        (d,) marginal entropies of the inputs ``h(x_j)``, in bits.
+    entropy_outputs : np.ndarray
+        (d,) marginal entropies of the outputs ``h(r_j)``, in bits.
+    log2_det_jacobian : float
+        ``log2 |det J|`` of the map.
+
+    Returns
+    -------
+    float
+        ``Delta I`` in bits.
+    """
     return float(np.sum(entropy_inputs) - np.sum(entropy_outputs)) + log2_det_jacobian
 
 
@@ -461,7 +509,17 @@ def multi_information_reduction(
 
 @dataclass(frozen=True)
 class PointwiseReduction:
-    """Marginal densities of inputs and of a map's outputs on a sample, for the per-pixel ``Delta_i``."""
+    """Marginal densities of inputs and of a map's outputs on a sample, for the per-pixel ``Delta_i`` (``PointwiseReduction.fit`` makes one).
+
+    Parameters
+    ----------
+    params : PPAParams
+        The map's fitted parameters.
+    inputs, outputs : EqualMassBins or Histograms
+        The marginal densities of the inputs and of the map's outputs.
+    token : str
+        Names the measure in a dask graph (drawn once).
+    """
 
     params: PPAParams
     inputs: EqualMassBins | Histograms

@@ -300,9 +300,9 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None, whiten
     """
     d = params.n_features
     r = np.asarray(r)
-    k = r.shape[-1] if r.ndim else 0
-    if r.ndim < 1 or not 1 <= k <= d:
-        raise ValueError(f"components must have between 1 and {d} values along the last axis, got shape {r.shape}")
+    if r.ndim < 1:
+        raise ValueError(f"components must be an array (... x k), got a scalar {r!r}")
+    k = check_components(r.shape[-1], d, "the number of components along the last axis")
     if whiten:
         r = r * whitening(params, k, computed_dtype(r.dtype))
     cols, dtype, feature_major = _as_columns(r, k, "components")

@@ -140,7 +140,7 @@ class Strategy:
     ``find(cov, resid) -> unit vector``. ``is_pca``: it is the residual's top
     eigenvector, so a block of straight steps comes from one eigendecomposition
     and Property 2 holds by construction; any other direction is checked by
-    the interlacing guard (:func:`ppa_xr.core.fitting.interlaced`).
+    the interlacing guard (:func:`ppa_xr.core.steps.interlaced`).
     ``searches``: a search validated against the PCA direction on held-out
     groups (PPA-GD), told the highest candidate degree (``find(cov, resid,
     degree=g)``) and stopped at its first straight step.

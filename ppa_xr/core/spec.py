@@ -33,13 +33,16 @@ MAX_DEGREE = 20
 SELECTION_SAMPLES = 20_000
 #: the first model-file format; parameters with no ``since`` have been in every file
 FIRST_FORMAT = 2
+#: every ``random_state``'s default (the estimator, the cube fit and sample, evaluate, the report, the CLI's
+#: ``--seed``): the same call on the same data gives the same result; None draws fresh randomness
+RANDOM_STATE = 0
 
 
 @dataclass(frozen=True)
 class Option:
     """How a parameter appears on the ``ppa-xr fit`` command line: ``--flag``, its help, and the form of
     its value (``type``, ``nargs``, ``choices``; ``switch``: a flag without value that sets True). A ``default``
-    other than None replaces the parameter's default on the command line (``--seed 0``: reproducible by default)."""
+    other than None replaces the parameter's default on the command line."""
 
     flag: str
     help: str
@@ -136,7 +139,7 @@ class Spec:
         predicts only the axes where it wins on held-out groups, at a significance shared among the
         axes), and its polynomial is fitted within Tukey's far-out fences of the projections (beyond them
         the tails apply, so a few extreme pixels cannot lever it): for hundreds of bands, anomalous
-        pixels and heavy-tailed noise (docs/fidelity.md).""",
+        pixels and heavy-tailed noise (:doc:`/fidelity`).""",
         since=5, option=Option("--robust", "validate curves axis by axis and fit them within robust fences "
                                            "(hundreds of bands, anomalous pixels, heavy tails)", switch=True))
     noise_cov: np.ndarray | None = parameter(None, checks.optional(_MATRIX), """
@@ -149,9 +152,11 @@ class Spec:
         since=7, option=Option("--noise-cov", "noise-adjusted PPA (MNF with --degree 1): whiten the noise estimated from "
                                               "differences of neighbouring pixels, so components come ordered by signal-to-noise ratio",
                                choices=("shift",)))
-    random_state: Any = parameter(None, checks.random_state, """
-        Seeds the folds and draws: an int, a numpy ``Generator`` (used as it is, not saved) or None.""",
-        option=Option("--seed", "seed of the pixel sample and the folds", type=int, default=0))
+    random_state: Any = parameter(RANDOM_STATE, checks.random_state, f"""
+        Seeds the folds and draws: an int, a numpy ``Generator`` (used as it is, not saved) or None (fresh
+        randomness: two fits of the same data may then choose other degrees). The default, {RANDOM_STATE}, is every
+        ``random_state``'s in ppa_xr: the same call on the same data gives the same model.""",
+        option=Option("--seed", "seed of the pixel sample and the folds", type=int))
 
     def __post_init__(self) -> None:
         for spec_field in dataclasses.fields(self):
@@ -210,11 +215,6 @@ def names() -> list[str]:
 def fields_of() -> tuple[dataclasses.Field, ...]:
     """The parameters' declarations (default, ``metadata``: check, doc, since, implied, option)."""
     return dataclasses.fields(Spec)
-
-
-def defaults() -> dict[str, Any]:
-    """Every parameter's default."""
-    return {spec_field.name: spec_field.default for spec_field in fields_of()}
 
 
 def implied_by(version: int) -> dict[str, Any]:

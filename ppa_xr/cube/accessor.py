@@ -9,6 +9,7 @@ from typing import Any
 import xarray as xr
 
 from ..core.docstrings import shared
+from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from . import fitting, inputs, maps, report, sampling, shift
 
@@ -46,12 +47,12 @@ class _PPAAccessor:
         self._obj = obj
 
     @_delegates_to(fitting.fit)
-    def fit(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None, **ppa_params: Any) -> PPA:
+    def fit(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE, **ppa_params: Any) -> PPA:
         """Fit PPA on a random sample of valid pixels; see :func:`ppa_xr.cube.fit`."""
         return fitting.fit(self._obj, dim, n_samples, random_state, **ppa_params)
 
     @_delegates_to(sampling.sample_valid_pixels)
-    def sample(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None, return_groups: bool = False):
+    def sample(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE, return_groups: bool = False):
         """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.cube.sample_valid_pixels`."""
         return sampling.sample_valid_pixels(self._obj, dim, n_samples, random_state, return_groups)
 
@@ -62,7 +63,7 @@ class _PPAAccessor:
 
     @_delegates_to(shift.evaluate)
     def evaluate(
-        self, model: PPA, n_samples: int | None = shift.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = 0,
+        self, model: PPA, n_samples: int | None = shift.CHECK_SAMPLES, dim: Hashable | None = None, random_state: int | None = RANDOM_STATE,
         max_chunks: int | None = None, weights: xr.DataArray | None = None,
     ) -> xr.Dataset:
         """PPA's and its PCA's error curves on a sample of this cube; see :func:`ppa_xr.cube.evaluate`."""
@@ -85,11 +86,19 @@ class _PPAAccessor:
 
     @_delegates_to(report.information_report)
     def information_report(
-        self, model: PPA, n_components: int = 1, dim: Hashable | None = None, n_samples: int | None = None, random_state: int | None = 0,
+        self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, n_samples: int | None = None, random_state: int | None = RANDOM_STATE,
         estimator: str = "spacing", held_out: bool = True, weights: xr.DataArray | None = None,
     ) -> xr.Dataset:
         """PPA vs PCA redundancy reduction and errors; see :func:`ppa_xr.information.information_report`."""
         return report.information_report(self._obj, model, n_components, dim, n_samples, random_state, estimator, held_out, weights)
+
+
+def _method_list() -> str:
+    """The accessor's methods as a list, each linked to its page with the first line of its documentation
+    (the API pages document them as ``xarray.DataArray.ppa.<name>``, the same on a Dataset)."""
+    names = [name for name in vars(_PPAAccessor) if not name.startswith("_")]
+    lines = [f"* :meth:`~xarray.DataArray.ppa.{name}`: {(inspect.getdoc(getattr(_PPAAccessor, name)) or '').splitlines()[0]}" for name in names]
+    return "Its methods, the same on a DataArray and a Dataset:\n\n" + "\n".join(lines)
 
 
 @xr.register_dataarray_accessor("ppa")
@@ -112,3 +121,8 @@ class PPADatasetAccessor(_PPAAccessor):
     """
 
     __slots__ = ()
+
+
+for _accessor in (PPADataArrayAccessor, PPADatasetAccessor):  # the list after the summary line, before the Parameters
+    _summary, _sections = inspect.cleandoc(_accessor.__doc__ or "").split("\n\n", 1)
+    _accessor.__doc__ = f"{_summary}\n\n{_method_list()}\n\n{_sections}"

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..core.spec import Spec, check_names
+from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model import PPA
 from ..model.labels import FeatureLabels
 from .inputs import feature_array
@@ -17,7 +17,7 @@ from .sampling import sample_cubes
 
 
 def fit(
-    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
+    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE,
     progress: bool = False, weights: xr.DataArray | None = None, **ppa_params: Any,
 ) -> PPA:
     """Fit :class:`~ppa_xr.PPA` on a random sample of the valid pixels of a cube.
@@ -51,8 +51,9 @@ def fit(
         the valid pixels of a cube with at least 2,000 of them: the other half
         stays unseen, so ``evaluate``, the shift check and the report are held
         out on every scene.
-    random_state : int, optional
-        Seeds the pixel sample and the folds: the same seed gives the same model under any chunking.
+    random_state : int, Generator or None
+        Seeds the pixel sample and the folds: the same seed gives the same model under any chunking
+        (default 0, as every ``random_state`` here; None: fresh randomness).
     progress : bool
         Show a progress bar of the fit's steps (the sampling pass is a dask
         computation: see its progress with ``dask.diagnostics.ProgressBar``
@@ -96,7 +97,7 @@ def fit(
 
 
 def fit_pooled(
-    cubes: Iterable[xr.DataArray | xr.Dataset], dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
+    cubes: Iterable[xr.DataArray | xr.Dataset], dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE,
     progress: bool = False, weights: xr.DataArray | Sequence[xr.DataArray] | None = None, **ppa_params: Any,
 ) -> PPA:
     """Fit one :class:`~ppa_xr.PPA` on several cubes (scenes, dates; any grids), as :func:`~ppa_xr.cube.fit` does on one.
@@ -152,7 +153,7 @@ def fit_pooled(
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
-    return PPA.fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights)
+    return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights)
 
 
 def _check_two_pixels(n: int, n_samples: int | None, n_cubes: int) -> None:

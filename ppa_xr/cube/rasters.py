@@ -19,8 +19,8 @@ import xarray as xr
 from ..model.atomic import as_path, check_output, replace_atomically
 from .inputs import common_units, float_dtype, masked_float
 
-#: suffixes opened as rasters (rioxarray); other inputs are netCDF (``.nc``) or zarr stores
-RASTER_SUFFIXES = (".tif", ".tiff", ".vrt", ".jp2")
+#: suffixes opened with xarray (netCDF, zarr stores); any other file is opened as a raster (rioxarray: GeoTIFF, VRT, JPEG 2000, ...)
+DATA_SUFFIXES = (".nc", ".zarr")
 #: suffixes a result can be written to
 OUTPUT_SUFFIXES = (".tif", ".tiff", ".nc", ".zarr")
 
@@ -345,7 +345,7 @@ def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: 
     for path in files:
         if not path.exists():
             raise FileNotFoundError(f"input {path} does not exist")
-    rasters = len(files) > 1 or files[0].suffix.lower() not in (".nc", ".zarr") and not files[0].is_dir()
+    rasters = len(files) > 1 or files[0].suffix.lower() not in DATA_SUFFIXES and not files[0].is_dir()
     if variable and rasters:
         raise ValueError(f"--variable picks a variable of a netCDF or zarr input; {files[0]} is a raster (drop --variable)")
     try:

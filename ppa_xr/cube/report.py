@@ -15,6 +15,7 @@ from ..core.entropy import (DEGENERATE, LN2, PointwiseReduction, column_sorts, d
                              marginal_density, reduction)
 from ..core.linalg import unit_mean
 from ..core.params import PPAParams
+from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from . import sampling
 from .inputs import model_features
@@ -91,10 +92,10 @@ _ESTIMATOR_NAMES = {
 def information_report(
     obj: xr.DataArray | xr.Dataset | np.ndarray,
     model: PPA,
-    n_components: int = 1,
+    n_components: int | None = None,
     dim: Hashable | None = None,
     n_samples: int | None = None,
-    random_state: int | None = 0,
+    random_state: int | None = RANDOM_STATE,
     estimator: str = "spacing",
     held_out: bool = True,
     weights: xr.DataArray | None = None,
@@ -131,14 +132,14 @@ def information_report(
         The cube (or a samples x features table).
     model : PPA
         A fitted model; its own PCA (``model.pca_``) is the baseline.
-    n_components : int
-        Components kept for the error maps.
+    n_components : int, optional
+        Components kept for the error maps (default ``ppa_xr.information.REPORT_COMPONENTS`` = 3, at most ``d - 1``).
     dim : hashable, optional
         The feature dimension, when not the fitted one.
     n_samples : int, optional
         Pixels for the densities and curves (default ``ppa_xr.information.REPORT_SAMPLES``).
-    random_state : int, optional
-        Seeds the sample and the dequantization.
+    random_state : int, Generator or None
+        Seeds the sample and the dequantization; default 0, as every ``random_state`` here (None: fresh randomness).
     estimator : {"spacing", "histogram"}
         The marginal entropy estimator.
     held_out : bool
@@ -165,7 +166,7 @@ def information_report(
             raise ValueError(f"a numpy table must be 2-D (samples, features), got shape {obj.shape}; reshape it, e.g. x.reshape(1, -1) for one sample")
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = model_features(obj, model, dim)
-    k = check_components(n_components, model.n_features_in_)
+    k = min(REPORT_COMPONENTS, model.n_features_in_ - 1) if n_components is None else check_components(n_components, model.n_features_in_)
     sample, index, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
     row_weights = None if weights is None else sampling.weights_at(da, dim, weights, index)
     comparison, discrete, inputs, measures, curves = _statistics(model.params_, sample, estimator, random_state, row_weights)
@@ -213,6 +214,8 @@ _DESCRIPTIONS = {  # variable stem -> (long name, units)
 
 #: pixels a report samples when ``n_samples`` is not given
 REPORT_SAMPLES = 100_000
+#: components its error maps keep when ``n_components`` is not given (at most ``d - 1``: ``d`` reconstructs exactly)
+REPORT_COMPONENTS = 3
 
 
 def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int | None, random_state: int | None,

@@ -20,6 +20,7 @@ import xarray as xr
 
 from ..core import checks, compiled
 from ..core.checks import warn_user
+from ..core.spec import RANDOM_STATE
 from ..core.keys import FitSample, PixelSample, exclusion, row_digest, same_row
 from .inputs import feature_array, spatial_dims
 
@@ -135,7 +136,7 @@ def _merge_samples(a: tuple, b: tuple, n: int) -> tuple:
 
 
 def sample_valid_pixels(
-    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = None,
+    obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE,
     return_groups: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """A uniform random sample (without replacement) of valid pixels, as ``(n, d)``.
@@ -157,8 +158,8 @@ def sample_valid_pixels(
         The feature dimension.
     n_samples : int, optional
         Pixels to draw (default up to 200,000; all of a smaller scene).
-    random_state : int, optional
-        Seeds the keys.
+    random_state : int, Generator or None
+        Seeds the keys (default 0, as every ``random_state`` here; None: fresh randomness).
     return_groups : bool
         Also return each pixel's spatial block.
 

@@ -9,6 +9,7 @@ import xarray as xr
 
 from ..core import errors
 from ..core.checks import warn_user
+from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from .inputs import COMPONENT, _component_units, model_features
 from .sampling import weights_at, fitted_shares, held_out, shortfall
@@ -19,15 +20,16 @@ CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
 
 def evaluate(
     obj: xr.DataArray | xr.Dataset, model: PPA, n_samples: int | None = CHECK_SAMPLES, dim: Hashable | None = None,
-    random_state: int | None = 0, max_chunks: int | None = None, weights: xr.DataArray | None = None,
+    random_state: int | None = RANDOM_STATE, max_chunks: int | None = None, weights: xr.DataArray | None = None,
 ) -> xr.Dataset:
     """PPA against its own PCA on a sample of this cube: both error curves and their ratio over ``k``, without refitting.
 
     The sample is ``n_samples`` valid pixels outside the model's fitting
     sample, from every chunk (one pass) or ``max_chunks`` random chunks (a
     quick look). Returns, over ``component`` = k = 1..d-1 components kept:
-    ``error_ppa`` and ``error_pca`` (squared error summed over bands, mean over
-    pixels), ``relative_error`` (``100 e_PPA / e_PCA``) and its lower bound
+    ``mse_ppa`` and ``mse_pca`` (squared error summed over bands, mean over
+    pixels: the report's ``mse_*`` curves; ``error_ppa`` and ``error_pca``, their
+    former names, are deprecated copies), ``relative_error`` (``100 e_PPA / e_PCA``) and its lower bound
     ``relative_error_low``; ``attrs["worse_at"]`` lists the k at which PPA is
     worse beyond sampling noise (:func:`ppa_xr.core.errors.compare_errors`).
 
@@ -38,11 +40,12 @@ def evaluate(
     model : PPA
         A fitted model.
     n_samples : int, optional
-        Pixels to compare on (at least ``ppa_xr.information.MIN_HELD_OUT``); None: every held-out pixel, up to 200,000.
+        Pixels to compare on (at least ``ppa_xr.information.MIN_HELD_OUT``): by default 5,000 (``CHECK_SAMPLES``, a quick
+        check); None: every held-out pixel, up to 200,000 (with a fit on half the scene, the other half).
     dim : hashable, optional
         The feature dimension, when not the fitted one.
-    random_state : int, optional
-        Seeds the sample (and the chunks read).
+    random_state : int, Generator or None
+        Seeds the sample (and the chunks read); default 0, as every ``random_state`` here (None: fresh randomness).
     max_chunks : int, optional
         Read only that many random chunks.
     weights : xr.DataArray, optional
@@ -73,14 +76,19 @@ def evaluate(
     comparison = errors.compare_errors(model.params_, sample.values, weights=row_weights)
     units = _component_units(da, model)
     k = xr.DataArray(np.arange(1, model.n_features_in_), dims=COMPONENT, attrs={"long_name": "components kept"})
-    error = {"long_name": "squared reconstruction error summed over bands, mean over pixels"} | ({"units": f"({units})^2"} if units else {})
+    squared = f"({units})^2" if units else f"squared {model.whitened_units_ or 'feature units'}"  # whitened, or no unit given
+    error = {"long_name": "squared reconstruction error summed over bands, mean over pixels", "units": squared}
+    curves = {"mse_ppa": (COMPONENT, comparison.ppa, error),
+              "mse_pca": (COMPONENT, comparison.pca, error | {"long_name": error["long_name"] + ", PCA of the fitting sample"})}
+    deprecated = {f"error_{m}": (COMPONENT, values, attrs | {"deprecated": f"the former name of mse_{m}, the same values"})
+                  for m, (_, values, attrs) in zip(("ppa", "pca"), curves.values())}
     return xr.Dataset(
         {
-            "error_ppa": (COMPONENT, comparison.ppa, error),
-            "error_pca": (COMPONENT, comparison.pca, error | {"long_name": error["long_name"] + ", PCA of the fitting sample"}),
+            **curves,
             "relative_error": (COMPONENT, comparison.relative, {"long_name": "100 x PPA error / PCA error", "units": "%"}),
             "relative_error_low": (COMPONENT, comparison.low(), {
                 "long_name": f"lower confidence bound of relative_error, simultaneous over k at {errors.LEVEL:.0%}", "units": "%"}),
+            **deprecated,
         },
         coords={COMPONENT: k},
         attrs={"n_pixels": comparison.n, "worse_at": comparison.worse_at().tolist(),

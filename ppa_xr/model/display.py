@@ -35,8 +35,10 @@ def facts(model) -> dict[str, str]:
         "degrees per step": f"[{_elided(model.degrees_.tolist())}], {int((model.degrees_ > 1).sum())} curved",
         "tails": model.tails,
         **({"configuration": _configuration(model.configuration_)} if hasattr(model, "configuration_") else {}),
-        "units": model.whitened_units_ or "input units",
+        "units": _units(model),
     }
+    if getattr(model, "noise_cov_", None) is not None:
+        out["noise covariance"] = noise_description(model.noise_cov_)
     if sample is not None:
         cubes = len(sample.cubes)
         out["fitting sample"] = f"{sample.size} pixels" + (f" pooled over {cubes} cubes" if cubes > 1 else "")
@@ -47,6 +49,29 @@ def facts(model) -> dict[str, str]:
         _elided(f"k={k}: {v:.1f}%" for k, v in enumerate(curve, start=1)) if curve is not None else "not stored (cube.ppa.evaluate(model))"
     )
     return out
+
+
+def _units(model) -> str:
+    """What components and errors are measured in: ``noise units (errors in squared noise units)``."""
+    units = model.whitened_units_ or "input units"
+    return f"{units} (variances and errors in squared {units})"
+
+
+def noise_description(noise: np.ndarray) -> str:
+    """A noise covariance in one line, for a summary in place of its ``d x d`` values: shape, trace, condition number."""
+    eigenvalues = np.linalg.eigvalsh(noise)
+    condition = eigenvalues[-1] / eigenvalues[0] if eigenvalues[0] > 0 else np.inf
+    return f"{noise.shape[0]} x {noise.shape[1]}, trace {np.trace(noise):.4g}, condition number {condition:.3g}"
+
+
+class Described:
+    """A parameter shown by a description instead of its value (a ``d x d`` noise covariance in the parameter repr)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"<{self.text}>"
 
 
 def _configuration(choice: dict) -> str:

@@ -3,12 +3,14 @@
 Its parameters are the fields of :class:`~ppa_xr.core.spec.Spec`: ``__init__``
 and the class's Parameters section are made from that declaration. ``fit``
 checks them once (a ``Spec``) and hands them to
-:func:`~ppa_xr.core.ppa.fit`; every other method hands the fitted
+:func:`~ppa_xr.core.candidates.fit_selected` (the configuration validated, then
+:func:`~ppa_xr.core.ppa.fit`); every other method hands the fitted
 parameters (``params_``) to a core kernel or measure.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 from collections.abc import Hashable
@@ -59,7 +61,7 @@ def _init_of(declared: Spec) -> Any:
 class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     __init__ = _init_of(Spec())
 
-    def get_spec(self) -> Spec:
+    def _get_spec(self) -> Spec:
         """The parameters, checked, as the core takes them.
 
         Returns
@@ -106,12 +108,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         PPA
             The fitted estimator.
         """
-        declared = self.get_spec()
+        declared = self._get_spec()
         X = validate_data(self, _unmasked(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
         return self._fit(X, declared, groups, None, None, progress, sample_weight)
 
     @classmethod
-    def fitted(cls, X: np.ndarray, declared: Spec, groups: np.ndarray | None = None, features: FeatureLabels | None = None,
+    def _fitted(cls, X: np.ndarray, declared: Spec, groups: np.ndarray | None = None, features: FeatureLabels | None = None,
                sample: FitSample | None = None, progress: bool = False, weights: np.ndarray | None = None) -> PPA:
         """A model fitted on a prepared sample with checked parameters: the cube layer's way in.
 
@@ -193,7 +195,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         set_outputs(self, self.n_components_)  # names "ppa0", "ppa1", ... for set_output
 
     @classmethod
-    def from_params(cls, params: PPAParams, declared: Spec, features: FeatureLabels | None = None,
+    def _from_params(cls, params: PPAParams, declared: Spec, features: FeatureLabels | None = None,
                     sample: FitSample | None = None) -> PPA:
         """A fitted estimator around existing parameters (e.g. read from a file).
 
@@ -276,7 +278,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             What :meth:`save` writes (``ppa_xr.model.file``).
         """
         check_is_fitted(self)
-        return file.to_dataset(self.params_, self.get_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None),
+        return file.to_dataset(self.params_, self._get_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None),
                                getattr(self, "configuration_", None))
 
     @classmethod
@@ -302,7 +304,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         params, declared, features, sample = file.from_dataset(ds, source)
         try:
-            model = cls.from_params(params, declared, features, sample)
+            model = cls._from_params(params, declared, features, sample)
         except ValueError as err:
             raise ValueError(f"{source} is corrupt: {err}") from err
         ratio, configuration = file.error_ratio(ds, source), file.configuration(ds, source)
@@ -369,12 +371,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def pca_(self) -> PPA:
         """PCA of the same fitting sample (a fitted ``PPA(degree=1)``): the like-for-like baseline."""
         check_is_fitted(self)
-        pca = PPA.from_params(self.params_.pca(), self.get_spec().pca(), self.features_, self.sample_)
+        pca = PPA._from_params(self.params_.pca(), self._get_spec().pca(), self.features_, self.sample_)
         if hasattr(self, "feature_names_in_"):
             pca.feature_names_in_ = self.feature_names_in_
         return pca
 
-    def check_input(self, X: Any) -> np.ndarray:
+    def _check_input(self, X: Any) -> np.ndarray:
         """``X`` as the fitted model takes it.
 
         Parameters
@@ -403,7 +405,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         np.ndarray
             (n_samples, n_components) components (divided by their standard deviations with ``whiten=True``).
         """
-        X = self.check_input(X)
+        X = self._check_input(X)
         return kernels.forward(X, self.params_, self.n_components_, whiten=self.whiten)
 
     def inverse_transform(self, X: Any) -> np.ndarray:
@@ -448,7 +450,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         np.ndarray
             (n_samples, d, d); ``|det| = 1`` (``prod 1 / scale_`` with ``standardize=True``); NaN for invalid rows.
         """
-        return kernels.jacobian(self.check_input(X), self.params_)
+        return kernels.jacobian(self._check_input(X), self.params_)
 
     def reconstruct(self, X: Any, n_components: int) -> np.ndarray:
         """Reconstruction of ``X`` from its first ``n_components`` PPA components (see :meth:`inverse_transform`).
@@ -465,7 +467,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         np.ndarray
             (n_samples, n_features) reconstructions.
         """
-        return kernels.reconstruct(self.check_input(X), self.params_, n_components)
+        return kernels.reconstruct(self._check_input(X), self.params_, n_components)
 
     def reconstruction_mse(self, X: Any) -> np.ndarray:
         """Reconstruction error keeping ``k = 1..d`` components, from one forward pass.
@@ -485,7 +487,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         np.ndarray
             (d,) mean squared errors, in squared input units (whitened units for a whitening model).
         """
-        return np.mean(kernels.error_curve(self.check_input(X), self.params_), axis=0)
+        return np.mean(kernels.error_curve(self._check_input(X), self.params_), axis=0)
 
     def evaluate(self, X: Any, sample_weight: Any = None) -> errors.ErrorComparison:
         """PPA against its own PCA (:attr:`pca_`) on the samples ``X``, ideally not used to fit.
@@ -504,20 +506,28 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             wins), its standard error, ``low()`` its lower confidence bound and ``worse_at()`` the k where PPA is
             worse beyond sampling noise.
         """
-        X = self.check_input(X)
+        X = self._check_input(X)
         complete = np.isfinite(X).all(axis=1)
         weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
         return errors.compare_errors(self.params_, X[complete], weights=weights)
 
     def __repr__(self, N_CHAR_MAX: int = 700) -> str:
         """scikit-learn's repr of the parameters, and for a fitted model its summary (:mod:`ppa_xr.model.display`)."""
-        text = super().__repr__(N_CHAR_MAX)
+        text = BaseEstimator.__repr__(self._shown(), N_CHAR_MAX)
         return f"{text}\n{display.text(self)}" if hasattr(self, "params_") else text
 
     def _html_repr(self) -> str:
         """In a notebook: the fitted model's summary above scikit-learn's parameter widget."""
         widget = html_widget(self)
         return display.html_table(self) + widget if hasattr(self, "params_") else widget
+
+    def _shown(self) -> PPA:
+        """The estimator as its parameter repr shows it: a noise covariance matrix by its description, not its values."""
+        if not isinstance(self.noise_cov, np.ndarray) or self.noise_cov.ndim != 2:
+            return self
+        shown = copy.copy(self)
+        shown.noise_cov = display.Described(f"noise covariance {display.noise_description(self.noise_cov)}")
+        return shown
 
     def __sklearn_tags__(self) -> Any:
         """Rows with NaN are allowed: transforms give NaN for them (as for a cube's invalid pixels), ``fit`` leaves them
