@@ -1,7 +1,7 @@
 """Shared fixtures, and which ppa_xr the suite tests.
 
 The suite tests the installed package, so a file missing from the wheel fails it: where ppa_xr is installed
-(not editable), the checkout that ``python3 -m pytest`` puts first on ``sys.path`` is taken off it, before
+(not editable), the checkout that ``python3 -m pytest`` puts first on ``sys.path`` goes last, before
 anything imports ppa_xr (pytest runs with ``--import-mode=importlib``, which adds no path of its own), and
 ``PYTHONSAFEPATH=1`` keeps the ``python -c`` subprocesses of the tests from adding it back. An editable
 install (``pip install -e .``) is the checkout, so there the checkout is tested, as before. Tests reading
@@ -34,7 +34,8 @@ def _installed_not_editable() -> bool:
 
 
 if "ppa_xr" not in sys.modules and _installed_not_editable():
-    sys.path[:] = [p for p in sys.path if _outside_checkout(p)]
+    # last, not gone: ``tests`` stays importable (dask workers unpickle functions of the test modules)
+    sys.path[:] = [p for p in sys.path if _outside_checkout(p)] + [str(CHECKOUT)]
     os.environ["PYTHONSAFEPATH"] = "1"
 
 
