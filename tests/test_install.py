@@ -68,11 +68,14 @@ def read_only_install():
     subprocess.run(["chmod", "-R", "a+rX,a-w", str(site), str(top / "smoke.py")], check=True)
     pythonpath = os.pathsep.join([str(site), *_site_paths()])
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    probe = "import sys, numba, xarray, zarr, sklearn; print(sys.version_info[:2])"  # the dependencies, not ppa_xr
     for python in (sys.executable, shutil.which(f"python{version}"), f"/usr/bin/python{version}"):
-        if python and _as_nobody([python, "-c", "import sys; print(sys.version_info[:2])"], top).stdout.strip() == str(sys.version_info[:2]):
+        run = _as_nobody([python, "-c", probe], top, {"PYTHONPATH": os.pathsep.join(_site_paths())}) if python else None
+        if run is not None and run.stdout.strip() == str(sys.version_info[:2]):
             break
     else:
-        pytest.skip(f"no Python {version} that user nobody can run ({sys.executable} is not readable by other users)")
+        pytest.skip(f"no Python {version} with ppa_xr's dependencies that user nobody can run ({sys.executable} and "
+                    f"{_site_paths()} must be readable by other users)")
     yield python, pythonpath, top
     shutil.rmtree(top, ignore_errors=True)
 
