@@ -49,11 +49,13 @@ _config_lock = threading.Lock()
 
 
 class CacheWarning(UserWarning):
-    """The compiled loops run without a disk cache: every session compiles them again."""
+    """numba's disk cache of the compiled loops: none could be kept (every session compiles them again), or a
+    damaged file of it was removed."""
 
 
 def _private_folder(path: Path) -> bool:
-    """``path`` is a real folder owned by this user that no one else can write to (or made so now)."""
+    """``path`` (made ``0700`` where missing) is a real folder, not a link, owned by this user, that no one
+    else can write to."""
     os.makedirs(path, mode=0o700, exist_ok=True)
     info = os.lstat(path)
     owner = getattr(os, "getuid", lambda: info.st_uid)()
