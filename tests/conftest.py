@@ -1,6 +1,49 @@
+"""Shared fixtures, and which ppa_xr the suite tests.
+
+The suite tests the installed package, so a file missing from the wheel fails it: where ppa_xr is installed
+(not editable), the checkout that ``python3 -m pytest`` puts first on ``sys.path`` goes last, before
+anything imports ppa_xr (pytest runs with ``--import-mode=importlib``, which adds no path of its own), and
+``PYTHONSAFEPATH=1`` keeps the ``python -c`` subprocesses of the tests from adding it back. An editable
+install (``pip install -e .``) is the checkout, so there the checkout is tested, as before. Tests reading
+files of the repository (docs, examples) find them from their own path, never from ``ppa_xr.__file__``.
+"""
+
+import json
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import settings
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def _outside_checkout(path: str) -> bool:
+    return Path(path or os.curdir).resolve() != CHECKOUT
+
+
+def _installed_not_editable() -> bool:
+    """ppa_xr is installed outside the checkout as a copy (a wheel), not as an editable link to a checkout
+    (PEP 610's ``direct_url.json``)."""
+    for dist in metadata.distributions(name="ppa_xr", path=[p for p in sys.path if _outside_checkout(p)]):
+        return not json.loads(dist.read_text("direct_url.json") or "{}").get("dir_info", {}).get("editable", False)
+    return False
+
+
+if "ppa_xr" not in sys.modules and _installed_not_editable():
+    # last, not gone: ``tests`` stays importable (dask workers unpickle functions of the test modules)
+    sys.path[:] = [p for p in sys.path if _outside_checkout(p)] + [str(CHECKOUT)]
+    os.environ["PYTHONSAFEPATH"] = "1"
+
+
+def pytest_report_header(config):
+    import ppa_xr
+
+    return f"ppa_xr: {Path(ppa_xr.__file__).parent}"
+
 
 # property tests are reproducible and leave no example database in the repository
 settings.register_profile("ppa_xr", derandomize=True, database=None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import threading
 from collections.abc import Callable
 from functools import lru_cache
@@ -64,12 +65,19 @@ def _thread_counts() -> tuple[tuple[Callable[[], int], Callable[[int], object]],
     return tuple(_thread_count_functions(lib) for lib in _libraries())
 
 
+@lru_cache(maxsize=None)
+def _dynlib(filepath: str) -> ctypes.CDLL:
+    """The already loaded library at ``filepath`` (threadpoolctl's ``filepath``), opened again without
+    loading anything (``RTLD_NOLOAD``): its exported functions, on every threadpoolctl version."""
+    return ctypes.CDLL(filepath, mode=getattr(os, "RTLD_NOLOAD", ctypes.DEFAULT_MODE))
+
+
 def _thread_count_functions(lib) -> tuple[Callable[[], int], Callable[[int], object]]:
     if lib.internal_api == "openblas" and lib.threading_layer != "openmp":
         for prefix, suffix in _AFFIXES:
-            get = getattr(lib.dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+            get = getattr(_dynlib(lib.filepath), f"{prefix}openblas_get_num_threads{suffix}", None)
             if get is not None:
-                return get, getattr(lib.dynlib, f"{prefix}openblas_set_num_threads{suffix}")
+                return get, getattr(_dynlib(lib.filepath), f"{prefix}openblas_set_num_threads{suffix}")
     return lib.get_num_threads, lib.set_num_threads
 
 
@@ -107,7 +115,7 @@ def _cblas(name: str, dtype: np.dtype, signature: Callable[[type, type], list]):
     letter, scalar = ("s", ctypes.c_float) if dtype == np.float32 else ("d", ctypes.c_double)
     for lib in _libraries():
         for prefix, suffix in _AFFIXES:
-            func = getattr(lib.dynlib, f"{prefix}cblas_{letter}{name}{suffix}", None)
+            func = getattr(_dynlib(lib.filepath), f"{prefix}cblas_{letter}{name}{suffix}", None)
             if func is not None:
                 func.argtypes = signature(ctypes.c_int64 if suffix else ctypes.c_int32, scalar)
                 func.restype = None

@@ -1,7 +1,7 @@
 """Compiled per-pixel loops (numba): step-function look-ups, their row sums, and the pixel keys of a sample.
 
-Every function is compiled on first use and cached on disk (``cache=True``),
-and releases the GIL (``nogil=True``), so dask's threads run one call per
+Every function is compiled on first use and cached on disk (:func:`ppa_xr.core.jit.njit`
+picks a writable cache folder), and releases the GIL (``nogil=True``), so dask's threads run one call per
 task in parallel. Nothing here starts threads of its own.
 
 Step functions (:class:`ppa_xr.core.lookup.StepLookup`): a column's
@@ -25,15 +25,16 @@ golden`` in uint64 arithmetic (wrapping), bit for bit numpy's.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba.extending import overload
+
+from ppa_xr.core.jit import njit
 
 #: the bit pattern of 1.0 as a float64
 _ONE_BITS = np.int64(np.float64(1.0).view(np.int64))
 _GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
-_jit = numba.njit(cache=True, nogil=True)
+_jit = njit
 
 
 @_jit
