@@ -79,12 +79,14 @@ def check_output(path: str | os.PathLike, suffixes: Iterable[str], inputs: Itera
 
 
 def refuse_inputs(path: Path, inputs: Iterable[str | os.PathLike], what: str = "output") -> None:
-    """A ValueError when ``path`` is one of ``inputs``, or holds one (a folder or store that would be replaced)."""
+    """A ValueError when ``path`` is one of ``inputs``, holds one (a folder or store that would be replaced), or lies
+    inside one (a zarr store, a folder of inputs)."""
     target = path.resolve()
     for source in inputs:
         resolved = as_path(source, "an input").resolve()
-        if resolved == target or target in resolved.parents:
-            how = "is also an input" if resolved == target else f"holds an input ({source})"
+        if resolved == target or target in resolved.parents or (resolved in target.parents and resolved.is_dir()):
+            how = "is also an input" if resolved == target else \
+                f"holds an input ({source})" if target in resolved.parents else f"lies inside an input ({source})"
             raise ValueError(f"{what} {path} {how}; write it to another path")
 
 
