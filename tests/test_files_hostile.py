@@ -86,3 +86,44 @@ def test_write_cube_never_replaces_the_zarr_store_it_reads(tmp_path, cube_model)
         ppa_xr.write_cube(xr.open_zarr(nested)["cube"].ppa.transform(model), tmp_path / "a.zarr", overwrite=True)
     xr.testing.assert_identical(xr.open_zarr(tmp_path / "src.zarr").load(), cube.to_dataset(name="cube"))
     assert ppa_xr.write_cube(lazy.ppa.transform(model), tmp_path / "out.zarr") == tmp_path / "out.zarr"
+
+
+# --------------------------------------------------------------------------- labels that reload as they were
+def labelled_cube(labels) -> xr.DataArray:
+    rng = np.random.default_rng(2)
+    values = rng.normal(size=(3, 12, 12))
+    values[1] += values[0] ** 2
+    return xr.DataArray(values, dims=("band", "y", "x"), coords={"band": labels})
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+@pytest.mark.parametrize("labels, dtype", [([1, 2, 3], np.int64), ([1.5, 2.5, 3.5], np.float64), ([True, False, np.True_], bool)])
+def test_labels_held_as_python_objects_of_one_kind_reload_exactly(tmp_path, name, labels, dtype):
+    cube = labelled_cube(np.array(labels, dtype=object))
+    model = cube.ppa.fit(degree=1, random_state=0) if dtype is not bool else None
+    if model is None:  # two equal booleans: refused as repeated labels
+        with pytest.raises(ValueError, match="labels along 'band' repeat"):
+            cube.ppa.fit(degree=1)
+        return
+    loaded = load_model(model.save(tmp_path / name))
+    assert loaded.feature_labels_.dtype == dtype and loaded.feature_labels_.tolist() == labels
+    assert model.feature_labels_.dtype == dtype  # the model in memory holds what its file holds
+    xr.testing.assert_allclose(cube.ppa.transform(loaded), cube.ppa.transform(model))
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+@pytest.mark.parametrize("labels, types", [([1.5, None, 3], "NoneType, float, int"), (["a", "b", None], "NoneType, str"),
+                                           ([1, "b", 3.0], "float, int, str"), ([True, 0.5, 2], "bool, float, int")])
+def test_labels_of_mixed_types_are_refused_at_save_with_what_to_do(tmp_path, name, labels, types):
+    model = labelled_cube(np.array(labels, dtype=object)).ppa.fit(degree=1, random_state=0)
+    with pytest.raises(ValueError, match=rf"labels along 'band' are of types {types}, which a model file cannot store and read "
+                                         r"back .* one type .*cube.assign_coords\(band="):
+        model.save(tmp_path / name)
+    assert os.listdir(tmp_path) == []  # refused before anything is written
+
+
+def test_labels_of_the_same_text_and_other_types_are_named_by_type(cube_model):
+    cube, model = cube_model
+    with pytest.raises(ValueError, match=r"the model has \[1, 2, 3\], the cube \[1, 2, 3\] \(the same text, other types: the "
+                                         r"model's labels are int, the cube's str\)"):
+        cube.assign_coords(band=["1", "2", "3"]).ppa.transform(model)

@@ -40,7 +40,7 @@ from ..core.keys import FitSample, PixelSample
 from ..core.params import PPAParams
 from ..core.spec import Spec
 from .atomic import as_path, check_output, locked, recover_interrupted, replace_atomically, suffix_of
-from .labels import FeatureLabels
+from .labels import FeatureLabels, kinds, uniform
 
 FORMAT = "ppa_xr.model"
 FORMAT_VERSION = 8  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
@@ -126,11 +126,11 @@ def _with_labels(ds: xr.Dataset, features: FeatureLabels | None) -> xr.Dataset:
         return ds
     if features.labels is not None and features.levels:
         for i, level in enumerate(features.levels):
-            ds[_LEVEL + level] = ("feature", _portable([label[i] for label in features.labels]))
+            ds[_LEVEL + level] = ("feature", _portable([label[i] for label in features.labels], str(features.dim)))
     elif features.labels is not None:
-        ds = ds.assign_coords(feature=_portable(features.labels))
+        ds = ds.assign_coords(feature=_portable(features.labels, str(features.dim)))
     for name, values in features.coords.items():
-        ds[_COORD + name] = ("feature", _portable(values))
+        ds[_COORD + name] = ("feature", _portable(values, name))
     return ds
 
 
@@ -151,10 +151,17 @@ def _attributes(params: PPAParams, init: dict[str, Any], features: FeatureLabels
     }
 
 
-def _portable(values: Any) -> np.ndarray:
-    """Fixed-width unicode as variable-length strings, which netCDF and zarr v3 both specify."""
-    values = np.asarray(values)
-    return values.astype(object) if values.dtype.kind == "U" else values
+def _portable(values: Any, dim: str) -> np.ndarray:
+    """Labels or coordinates as a file stores them exactly: numbers, dates, and strings (fixed-width unicode as
+    variable-length strings, which netCDF and zarr v3 both specify); labels of mixed types, or holding None, refused."""
+    values = uniform(np.array(values, dtype=object) if isinstance(values, list) else np.asarray(values))
+    if values.dtype.kind == "U":
+        return values.astype(object)
+    if values.dtype == object and not all(isinstance(v, str) for v in values.ravel().tolist()):
+        raise ValueError(f"the model's labels along {dim!r} are of types {kinds(values)}, which a model file cannot store "
+                         f"and read back as they are: label the cube's features with one type (numbers, strings or dates), "
+                         f"e.g. cube.assign_coords({dim}=[str(v) for v in cube[{dim!r}].values]), and fit again")
+    return values
 
 
 def _allowed(name: str) -> bool:
