@@ -127,3 +127,39 @@ def test_labels_of_the_same_text_and_other_types_are_named_by_type(cube_model):
     with pytest.raises(ValueError, match=r"the model has \[1, 2, 3\], the cube \[1, 2, 3\] \(the same text, other types: the "
                                          r"model's labels are int, the cube's str\)"):
         cube.assign_coords(band=["1", "2", "3"]).ppa.transform(model)
+
+
+# --------------------------------------------------------------------------- one save's arrays, together
+def test_a_store_holding_arrays_of_two_saves_is_refused(tmp_path, models):
+    """Each array matches its own checksum; the record's checksum ties them to their save."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 4))
+    X[:, 1] += X[:, 0] ** 2
+    first = PPA(degree=2, random_state=0).fit(X).save(tmp_path / "a.zarr")
+    other = PPA(degree=2, random_state=0).fit(X + rng.normal(scale=0.1, size=X.shape)).save(tmp_path / "b.zarr")
+    shutil.rmtree(first / "rotation")
+    shutil.copytree(other / "rotation", first / "rotation")  # the same shape and dtype, another save's values
+    with pytest.raises(ValueError, match=r"a.zarr is corrupt: its arrays are not those of one save \(the checksum over the whole "
+                                         r"record does not match"):
+        load_model(first)
+    shutil.rmtree(other / "fit_error_ratio")  # an optional array removed: the model would load without its error curve
+    with pytest.raises(ValueError, match=r"b.zarr is corrupt: its arrays are not those of one save"):
+        load_model(other)
+    models[0].save(tmp_path / "whole.zarr")
+    np.testing.assert_array_equal(load_model(tmp_path / "whole.zarr").components_, models[0].components_)
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_older_files_without_the_record_checksum_still_load(tmp_path, models, version):
+    from ppa_xr.model import file as model_io
+
+    from .conftest import as_older_file
+
+    ds = as_older_file(models[0].to_dataset(), version) if version < model_io.FORMAT_VERSION else models[0].to_dataset()
+    assert ("record_sha256" in ds.attrs) == (version >= 9)
+    ds.to_netcdf(tmp_path / "m.nc", engine="h5netcdf")
+    np.testing.assert_array_equal(load_model(tmp_path / "m.nc").components_, models[0].components_)
+    if version >= 9:
+        ds.attrs.pop("record_sha256")
+        with pytest.raises(ValueError, match="not those of one save"):
+            PPA.from_dataset(ds)

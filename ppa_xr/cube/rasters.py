@@ -471,9 +471,9 @@ def _file_of(obj: Any, depth: int = 8) -> list[str]:
     """The path behind a lazily indexed backend array (xarray's wrappers around a file manager, or around a zarr
     array, whose local store's root is the input), if any."""
     for _ in range(depth):
-        if callable(getattr(obj, "get_array", None)):  # xarray's ZarrArrayWrapper: the store, not one array of it
-            root = getattr(getattr(obj.get_array(), "store", None), "root", None)
-            return [os.fspath(root)] if isinstance(root, (str, os.PathLike)) else []
+        root = getattr(getattr(obj.get_array(), "store", None), "root", None) if hasattr(obj, "get_array") else None
+        if isinstance(root, (str, os.PathLike)):  # xarray's ZarrArrayWrapper: the store, not one array of it
+            return [os.fspath(root)]
         manager = getattr(obj, "manager", None) or getattr(getattr(obj, "datastore", None), "_manager", None)
         args = getattr(manager, "_args", None)
         if args and isinstance(args[0], (str, os.PathLike)):

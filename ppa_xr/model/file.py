@@ -1,6 +1,6 @@
 """Model files: a fitted PPA as data (netCDF or zarr), written atomically and verified on load; never a pickle.
 
-Layout (format version 8): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
+Layout (format version 9): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
 ``power`` (max degree); the feature labels as the ``feature`` coordinate
 (or, for a stacked dimension, one ``feature_level_<name>`` variable per
@@ -11,7 +11,10 @@ cube), the feature dimension, the format name and version, the ppa_xr
 version and the creation date in the attributes. Every variable carries the
 SHA-256 of its values in its ``sha256`` attribute, and the attributes that
 define the model the SHA-256 of their JSON in ``attrs_sha256``: a flipped
-byte anywhere is refused on load.
+byte anywhere is refused on load. One SHA-256 over the whole record, every
+variable's name, shape and checksum and the attributes' checksum, ties the
+arrays of one save together (``record_sha256``): a store holding arrays of
+two saves is refused, although each array matches its own checksum.
 
 Older formats still load: the parameters a file does not record take the
 values its format implied (:func:`ppa_xr.core.spec.implied_by`), and
@@ -43,11 +46,12 @@ from .atomic import as_path, check_output, locked, recover_interrupted, replace_
 from .labels import FeatureLabels, kinds, uniform
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 8  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+FORMAT_VERSION = 9  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
 # 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits);
 # 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov; 8: validation retired, checksums of
-# labels and attributes, the fitting sample's error curve, the configuration fitted (configuration_)
-READABLE = (2, 3, 4, 5, 6, 7, 8)  # a version 2 file is a model without standardization
+# labels and attributes, the fitting sample's error curve, the configuration fitted (configuration_); 9: one checksum
+# over the whole record (record_sha256)
+READABLE = (2, 3, 4, 5, 6, 7, 8, 9)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "feature"), "degrees": ("step",), "center": ("step",),
@@ -89,6 +93,18 @@ def _attrs_digest(attrs: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps({k: str(attrs.get(k, "")) for k in _DEFINING}, sort_keys=True).encode()).hexdigest()
 
 
+def _record_digest(ds: xr.Dataset) -> str:
+    """SHA-256 over one save's record: every variable's name, shape and checksum, and the attributes' checksum."""
+    record = sorted([str(name), list(var.shape), str(var.attrs.get("sha256", ""))] for name, var in ds.variables.items())
+    return hashlib.sha256(json.dumps([record, str(ds.attrs.get("attrs_sha256", ""))]).encode()).hexdigest()
+
+
+def sealed(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with the checksums of its attributes and of its whole record (format 9) computed from what it holds."""
+    ds = ds.assign_attrs(attrs_sha256=_attrs_digest(ds.attrs))
+    return ds.assign_attrs(record_sha256=_record_digest(ds))
+
+
 def _json_parameters(declared: Spec) -> dict[str, Any]:
     """The parameters as JSON values: a callable strategy cannot be saved, a generator is state (saved as None),
     the noise covariance is a variable (named here by true)."""
@@ -115,8 +131,7 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
     for name in ds.variables:
         ds[name].attrs["sha256"] = _checksum(str(name), ds[name].values)
     ds.attrs = _attributes(params, init, features, sample) | {"configuration": json.dumps(configuration) if configuration else ""}
-    ds.attrs["attrs_sha256"] = _attrs_digest(ds.attrs)
-    return ds
+    return sealed(ds)
 
 
 def _with_labels(ds: xr.Dataset, features: FeatureLabels | None) -> xr.Dataset:
@@ -260,7 +275,11 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, Sp
         raise ValueError(f"{source} is corrupt: {err}") from err
     _check(params, source)
     _check_whitening(params, declared, source)
-    return params, declared, _features(ds, source, version), _sample(ds, source, version)
+    features, sample = _features(ds, source, version), _sample(ds, source, version)
+    if version >= 9 and ds.attrs.get("record_sha256") != _record_digest(ds):  # each part checked: now the whole
+        raise ValueError(f"{source} is corrupt: its arrays are not those of one save (the checksum over the whole record does "
+                         "not match: arrays were copied in from another model, added or removed); save the model again")
+    return params, declared, features, sample
 
 
 def configuration(ds: xr.Dataset, source: str = "dataset") -> dict[str, Any] | None:
