@@ -5,12 +5,12 @@ mid-save. Each case with real files, mounts, processes and signals, and each ass
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -44,24 +44,28 @@ def cube_model():
     return cube, cube.ppa.fit(degree=(1, 2), random_state=0)
 
 
+def _report(conn, target, args) -> None:
+    try:
+        conn.send(("value", target(*args)))
+    except BaseException as err:  # noqa: BLE001 - handed to the parent
+        conn.send(("error", (type(err), str(err))))
+
+
 def finished(target, *args, timeout: float = 30):
-    """``target(*args)`` in a thread; what it returned or raised, or a failure (not a hang) if it still runs."""
-    out: dict = {}
-
-    def run():
-        try:
-            out["value"] = target(*args)
-        except BaseException as err:  # noqa: BLE001 - handed to the test
-            out["error"] = err
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        pytest.fail(f"{target.__name__} still running after {timeout} s: it hangs")
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
+    """``target(*args)`` in a forked process (a thread cannot help: h5py holds the GIL while it opens a FIFO); what it
+    returned, or what it raised raised again here (its type and message), or a failure, not a hang, if it still runs."""
+    parent, child_end = multiprocessing.get_context("fork").Pipe(duplex=False)
+    child = multiprocessing.get_context("fork").Process(target=_report, args=(child_end, target, args))
+    child.start()
+    if not parent.poll(timeout):
+        child.kill()
+        child.join()
+        pytest.fail(f"{getattr(target, '__name__', target)} still running after {timeout} s: it hangs")
+    kind, value = parent.recv()
+    child.join()
+    if kind == "error":
+        raise value[0](value[1])
+    return value
 
 
 # --------------------------------------------------------------------------- outputs never replace a zarr input
@@ -163,3 +167,41 @@ def test_older_files_without_the_record_checksum_still_load(tmp_path, models, ve
         ds.attrs.pop("record_sha256")
         with pytest.raises(ValueError, match="not those of one save"):
             PPA.from_dataset(ds)
+
+
+# --------------------------------------------------------------------------- FIFOs, sockets and directories where files belong
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+def test_a_fifo_at_the_model_path_is_refused_not_waited_on(tmp_path, models, name):
+    os.mkfifo(tmp_path / name)
+    with pytest.raises(FileExistsError, match=rf"{name} exists and is not a ppa_xr model; refusing to replace it"):
+        finished(models[0].save, tmp_path / name, None, True)
+    with pytest.raises(ValueError, match=rf"{name} is a FIFO \(named pipe\), not a file of a ppa_xr model"):
+        finished(load_model, tmp_path / name)
+    assert (tmp_path / name).is_fifo()
+
+
+def test_a_fifo_in_place_of_a_stores_metadata_is_refused_not_waited_on(tmp_path, models):
+    path = models[0].save(tmp_path / "m.zarr")
+    for meta in (path / "zarr.json", path / "rotation" / "zarr.json"):
+        kept = meta.read_bytes()
+        meta.unlink()
+        os.mkfifo(meta)
+        with pytest.raises(ValueError, match=rf"{meta.relative_to(path)} in .*m.zarr is a FIFO \(named pipe\), not a file of a "
+                                             "ppa_xr model"):
+            finished(load_model, path)
+        with pytest.raises(FileExistsError, match="m.zarr exists and is not a ppa_xr model"):
+            finished(models[1].save, path, None, True)
+        meta.unlink()
+        meta.write_bytes(kept)
+    np.testing.assert_array_equal(load_model(path).components_, models[0].components_)
+
+
+def test_a_lock_file_that_is_a_directory_is_named(tmp_path, models):
+    lock = tmp_path / atomic.hidden_name(tmp_path / "m.nc", ".lock")
+    lock.mkdir()
+    (lock / "mine.txt").write_text("kept")
+    for act in (lambda: models[0].save(tmp_path / "m.nc"), lambda: load_model(tmp_path / "m.nc")):
+        with pytest.raises(OSError, match=rf"the lock file of .*m.nc \(.*\.m\.nc\.lock\) is a directory; ppa_xr keeps a plain lock "
+                                          "file there .* move it away"):
+            finished(act)
+    assert (lock / "mine.txt").read_text() == "kept" and sorted(os.listdir(tmp_path)) == [lock.name]

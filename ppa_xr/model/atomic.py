@@ -28,6 +28,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -88,6 +89,19 @@ def refuse_inputs(path: Path, inputs: Iterable[str | os.PathLike], what: str = "
             how = "is also an input" if resolved == target else \
                 f"holds an input ({source})" if target in resolved.parents else f"lies inside an input ({source})"
             raise ValueError(f"{what} {path} {how}; write it to another path")
+
+
+def special(path: Path) -> str | None:
+    """What ``path`` is (after links) when it is neither a regular file nor a directory: ``"a FIFO (named pipe)"``,
+    ``"a socket"``, ``"a device"``; None otherwise (a dangling link or a missing path included). Opening a FIFO
+    waits for a writer that never comes, so nothing is opened before this says None."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
 def hidden_name(path: Path, marker: str) -> str:
@@ -168,7 +182,12 @@ def locked(path: str | os.PathLike, reading: bool = False) -> Iterator[None]:
     nothing is being saved either), go on without one.
     """
     path = as_path(path)
-    lock = FileLock(path.with_name(hidden_name(path, _LOCK)))
+    lock_path = path.with_name(hidden_name(path, _LOCK))
+    if lock_path.is_dir() or special(lock_path):
+        what = "a directory" if lock_path.is_dir() else special(lock_path)
+        raise OSError(errno.EEXIST, f"the lock file of {path} ({lock_path}) is {what}; ppa_xr keeps a plain lock file there "
+                                    "while a model is saved or loaded: move it away (it is not ppa_xr's), or use another path")
+    lock = FileLock(lock_path)
     try:
         lock.acquire()
     except OSError:

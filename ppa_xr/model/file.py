@@ -42,7 +42,7 @@ from ..core.checks import warn_user
 from ..core.keys import FitSample, PixelSample
 from ..core.params import PPAParams
 from ..core.spec import Spec
-from .atomic import as_path, check_output, locked, recover_interrupted, replace_atomically, suffix_of
+from .atomic import as_path, check_output, locked, recover_interrupted, replace_atomically, special, suffix_of
 from .labels import FeatureLabels, kinds, uniform
 
 FORMAT = "ppa_xr.model"
@@ -414,8 +414,10 @@ def engine(path: Path, format: str | None) -> str:
 
 
 def _is_model(path: Path) -> bool:
-    """Whether ``path`` holds a ppa_xr model (read from its attributes only, nothing decoded)."""
+    """Whether ``path`` holds a ppa_xr model (read from its attributes only, nothing decoded; no FIFO opened)."""
     try:
+        if _special_entry(path):
+            return False
         if path.is_dir():
             meta = path / "zarr.json"
             attrs = json.loads(meta.read_text()).get("attributes", {}) if meta.exists() else json.loads((path / ".zattrs").read_text())
@@ -523,6 +525,9 @@ def _read(path: Path, format: str | None) -> xr.Dataset:
         warn_user(f"{path}: an earlier save was interrupted; the previous model was put back", UserWarning)
     if not path.exists():
         raise FileNotFoundError(f"no model at {path}")
+    if found := _special_entry(path):
+        raise ValueError(f"{found}, not a file of a ppa_xr model (reading it would wait for a writer forever); load the model "
+                         "from its file or store")
     kind = "zarr" if format is None and path.is_dir() else engine(path, format)
     if kind == "zarr":
         _check_store(path)
@@ -538,6 +543,15 @@ def _read(path: Path, format: str | None) -> xr.Dataset:
             return ds.load()
         except Exception as err:
             raise ValueError(f"{path} is corrupt or truncated ({kind}): {type(err).__name__}: {err}") from err
+
+
+def _special_entry(path: Path) -> str | None:
+    """The first FIFO, socket or device at ``path`` or in its store (:func:`~ppa_xr.model.atomic.special`), described;
+    None where there is none."""
+    for entry in [path, *(sorted(path.rglob("*")) if path.is_dir() else ())]:
+        if kind := special(entry):
+            return f"{entry} is {kind}" if entry == path else f"{entry.relative_to(path)} in {path} is {kind}"
+    return None
 
 
 def _check_store(path: Path) -> None:
