@@ -57,11 +57,17 @@ def finished(target, *args, timeout: float = 30):
     parent, child_end = multiprocessing.get_context("fork").Pipe(duplex=False)
     child = multiprocessing.get_context("fork").Process(target=_report, args=(child_end, target, args))
     child.start()
+    child_end.close()
+    name = getattr(target, "__name__", target)
     if not parent.poll(timeout):
         child.kill()
         child.join()
-        pytest.fail(f"{getattr(target, '__name__', target)} still running after {timeout} s: it hangs")
-    kind, value = parent.recv()
+        pytest.fail(f"{name} still running after {timeout} s: it hangs")
+    try:
+        kind, value = parent.recv()
+    except EOFError:
+        child.join()
+        pytest.fail(f"{name} crashed the process (exit code {child.exitcode})")
     child.join()
     if kind == "error":
         raise value[0](value[1])
@@ -205,3 +211,66 @@ def test_a_lock_file_that_is_a_directory_is_named(tmp_path, models):
                                           "file there .* move it away"):
             finished(act)
     assert (lock / "mine.txt").read_text() == "kept" and sorted(os.listdir(tmp_path)) == [lock.name]
+
+
+# --------------------------------------------------------------------------- a full disk
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 4 MiB file system (tmpfs), mounted for the test; skipped where mounting is not permitted."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root or CAP_SYS_ADMIN): {mounted.stderr.strip()}")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def filled(disk: Path, leave: int) -> None:
+    """``disk`` filled by a file of ours until ``leave`` bytes are free."""
+    with open(disk / "filler", "ab") as f:
+        f.write(b"\0" * (shutil.disk_usage(disk).free - leave))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+def test_a_full_disk_refuses_the_save_and_keeps_the_old_model(small_disk, models, name):
+    path = models[0].save(small_disk / name)
+    filled(small_disk, 256 << 10)
+    before = listing(small_disk)
+    with pytest.raises(OSError, match=rf"model .*{name} needs about [0-9,]+ bytes and its disk has [0-9,]+ free; free some space"):
+        finished(models[1].save, path, None, True)  # h5py crashed the process here
+    assert listing(small_disk) == before
+    np.testing.assert_array_equal(load_model(path).components_, models[0].components_)
+
+
+@pytest.mark.parametrize("name", ["c.tif", "c.nc", "c.zarr"])
+def test_a_full_disk_refuses_an_output_before_writing_it(small_disk, name):
+    """3 x 300 x 300 float64 (2.2 MB) where 2 MiB are free: the GeoTIFF was written truncated without an error, the netCDF
+    crashed h5py."""
+    cube = xr.DataArray(np.random.default_rng(0).normal(size=(3, 300, 300)), dims=("band", "y", "x"),
+                        coords={"band": [1, 2, 3]}).chunk({"x": 256, "y": 256})  # tiles' edges
+    filled(small_disk, 2 << 20)
+    before = listing(small_disk)
+    with pytest.raises(OSError, match=rf"output .*{name} needs about [0-9,]+ bytes and its disk has [0-9,]+ free"):
+        finished(ppa_xr.write_cube, cube, small_disk / name)
+    assert listing(small_disk) == before
+    (small_disk / "filler").unlink()
+    assert finished(ppa_xr.write_cube, cube, small_disk / name) == small_disk / name  # with room, written
+
+
+def test_a_write_that_fills_the_disk_without_an_error_is_refused(small_disk):
+    """What GDAL does on a full disk: its writes fail, reported on stderr only, and the file is closed as complete."""
+    def silent(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            try:
+                while True:
+                    f.write(b"x" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+
+    with pytest.raises(OSError, match=r"the disk of output .*c.tif filled up while it was written; free some space"):
+        atomic.replace_atomically(small_disk / "c.tif", silent)
+    assert os.listdir(small_disk) == []

@@ -284,7 +284,7 @@ def to_raster(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite:
     >>> ppa_xr.to_raster(cube.ppa.transform(model, n_components=3), "components.tif")  # doctest: +SKIP
     """
     path = check_output(path, (".tif", ".tiff"), sources(da), overwrite)
-    return replace_atomically(path, lambda tmp: _geotiff(da, tmp, **kwargs))
+    return replace_atomically(path, lambda tmp: _geotiff(da, tmp, **kwargs), da.nbytes)
 
 
 def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
@@ -301,6 +301,7 @@ def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
 def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     """The GeoTIFF of :func:`to_raster`, written at ``path``."""
     import rasterio
+    import rioxarray  # noqa: F401 (the .rio accessor of a cube that did not come from rioxarray)
 
     da = _as_bands(obj)
     if da.ndim == 3:  # one description per band; a single map (an error map) keeps its long_name
@@ -424,7 +425,7 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
 
     one_file = suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
-        return replace_atomically(path, write)
+        return replace_atomically(path, write, da.nbytes)  # at most its uncompressed size
 
 
 def _as_dataset(obj: xr.DataArray | xr.Dataset) -> xr.Dataset:

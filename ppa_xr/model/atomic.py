@@ -44,6 +44,8 @@ _TOKEN_LENGTH = 8
 _TOKEN = re.compile(f"[0-9a-f]{{{_TOKEN_LENGTH}}}")
 #: the longest file name (bytes) where the file system does not say (Linux, macOS, Windows: 255)
 NAME_MAX = 255
+#: room asked beyond an output's estimated size: file-system blocks, the format's own metadata
+SPACE_MARGIN = 1 << 20
 
 
 def as_path(value: Any, what: str = "path") -> Path:
@@ -200,19 +202,36 @@ def locked(path: str | os.PathLike, reading: bool = False) -> Iterator[None]:
             lock.release()
 
 
-def replace_atomically(path: Path, write: Callable[[Path], None]) -> Path:
+def check_space(path: Path, size: int, what: str = "output") -> None:
+    """An OSError (ENOSPC) naming the bytes needed and free when ``path``'s disk lacks room for ``size`` bytes and
+    :data:`SPACE_MARGIN`: checked before writing, since a library that meets a full disk may crash (h5py) or
+    write a truncated file without an error (GDAL)."""
+    needed, free = int(size) + SPACE_MARGIN, shutil.disk_usage(path.parent).free
+    if needed > free:
+        raise OSError(errno.ENOSPC, f"{what} {path} needs about {needed:,} bytes and its disk has {free:,} free; free some "
+                                    "space or write it elsewhere (nothing was written)")
+
+
+def replace_atomically(path: Path, write: Callable[[Path], None], size: int | None = None, what: str = "output") -> Path:
     """Run ``write(tmp)`` on a hidden sibling, flush it, and move it to ``path`` (replacing what is there).
 
     The caller has decided that ``path`` may be replaced (see :func:`check_output`),
     and holds its lock (:func:`locked`) where other processes may save there too.
-    On any error or interruption the temporary is removed and the old ``path`` is
-    where it was; temporaries and backups that killed processes left are removed
-    after a write succeeds.
+    ``size``: the bytes the write needs at most, checked against the free space
+    first (:func:`check_space`); a disk left full by the write is taken as a write
+    that did not fit. On any error or interruption the temporary is removed and
+    the old ``path`` is where it was; temporaries and backups that killed processes
+    left are removed after a write succeeds.
     """
     path = as_path(path)
+    if size is not None:
+        check_space(path, size, what)
     tmp = _new_sibling(path, _TMP)
     try:
         write(tmp)
+        if shutil.disk_usage(path.parent).free == 0:
+            raise OSError(errno.ENOSPC, f"the disk of {what} {path} filled up while it was written; free some space or write "
+                                        "it elsewhere (the partial file was removed)")
         _fsync_written(tmp)
         if tmp.is_dir() and (path.exists() or path.is_symlink()):
             backup = _new_sibling(path, _OLD)

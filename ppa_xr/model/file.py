@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
+import io
 import json
 import numbers
 import os
@@ -480,14 +481,22 @@ def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, ov
     path = check_path(path, format, overwrite)
     kind = engine(path, format)
 
+    # netCDF: built in memory, then written by Python, which meets a full disk with an OSError (h5py crashed)
+    data = None
+    if kind == "netcdf":
+        buffer = io.BytesIO()
+        ds.to_netcdf(buffer, engine="h5netcdf")
+        data = buffer.getvalue()
+    size = len(data) if data is not None else sum(var.nbytes for var in ds.variables.values()) + (1 << 14) * len(ds.variables)
+
     def save(tmp: Path) -> None:
-        if kind == "zarr":
+        if data is None:
             ds.to_zarr(tmp, mode="w-", consolidated=False)
         else:
-            ds.to_netcdf(tmp, engine="h5netcdf")
+            tmp.write_bytes(data)
 
     with locked(path):  # concurrent saves take turns: the last one wins whole
-        return replace_atomically(path, save)
+        return replace_atomically(path, save, size, "model")
 
 
 def _codecs(path: Path) -> set[str]:
