@@ -274,3 +274,45 @@ def test_a_write_that_fills_the_disk_without_an_error_is_refused(small_disk):
     with pytest.raises(OSError, match=r"the disk of output .*c.tif filled up while it was written; free some space"):
         atomic.replace_atomically(small_disk / "c.tif", silent)
     assert os.listdir(small_disk) == []
+
+
+# --------------------------------------------------------------------------- Ctrl-C and kills mid-save
+_CTRL_C_WHILE_THE_OLD_STORE_IS_REMOVED = """
+import signal, os, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a parent under nohup ignores SIGINT, and so would this child
+import numpy as np
+from ppa_xr import PPA
+from ppa_xr.model import atomic
+remove, pressed = atomic._remove, []
+def interrupted(path):  # one Ctrl-C as the old store, moved aside, is being deleted
+    if ".old-" in path.name and not pressed:
+        pressed.append(path)
+        os.kill(os.getpid(), signal.SIGINT)
+    remove(path)
+atomic._remove = interrupted
+X = np.random.default_rng(0).normal(size=(200, 3))
+PPA(degree=2).fit(X).save(sys.argv[1])
+try:
+    PPA(degree=1).fit(X).save(sys.argv[1], overwrite=True)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_a_ctrl_c_while_the_old_store_is_removed_leaves_no_hidden_copy(tmp_path):
+    path = tmp_path / "m.zarr"
+    run = subprocess.run([sys.executable, "-c", _CTRL_C_WHILE_THE_OLD_STORE_IS_REMOVED, str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 130, run.stderr
+    assert hidden(tmp_path) == []  # once a hidden .m.zarr.old-* copy stayed until the next save
+    assert load_model(path).degrees_.tolist() == [1, 1]  # the new model, in place
+
+
+def test_an_interrupted_saves_leftovers_are_removed_by_the_next_load(tmp_path, models):
+    """A process killed between the new store's rename and the old one's removal: the next load cleans up."""
+    path = models[0].save(tmp_path / "m.zarr")
+    shutil.copytree(path, tmp_path / ".m.zarr.old-0123abcd")
+    (tmp_path / ".m.zarr.tmp-89abcdef").mkdir()
+    (tmp_path / ".m.zarr.tmp-notes").write_text("mine")  # named like a temporary, but not one: kept
+    np.testing.assert_array_equal(load_model(path).components_, models[0].components_)
+    assert hidden(tmp_path) == [".m.zarr.tmp-notes"]

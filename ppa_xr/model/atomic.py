@@ -246,11 +246,22 @@ def replace_atomically(path: Path, write: Callable[[Path], None], size: int | No
         _settle_zarr()
         with contextlib.suppress(OSError):  # never hide why the write failed
             _remove(tmp)
-        recover_interrupted(path)
+        if not recover_interrupted(path) and path.exists():  # interrupted while the old one was removed: finish that
+            with contextlib.suppress(OSError):
+                remove_stale(path, _OLD)
         raise
-    for stale in _siblings(path, _TMP) + _siblings(path, _OLD):  # left by processes killed earlier
-        _remove(stale)
+    remove_stale(path)  # left by processes killed earlier
     return path
+
+
+def remove_stale(path: str | os.PathLike, *markers: str) -> None:
+    """Remove the hidden temporaries and backups of ``path`` (of kinds ``markers``: both by default) that interrupted or
+    killed writes left, once ``path`` is whole. Call it holding the lock of ``path`` (:func:`locked`): a save in
+    progress has siblings too."""
+    path = as_path(path)
+    for stale in (s for marker in markers or (_TMP, _OLD) for s in _siblings(path, marker)):
+        with contextlib.suppress(FileNotFoundError):
+            _remove(stale)
 
 
 def _settle_zarr(timeout: float = 60) -> None:

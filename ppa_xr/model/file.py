@@ -23,6 +23,7 @@ parameters since retired (:data:`ppa_xr.core.spec.RETIRED`) are dropped.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -43,7 +44,7 @@ from ..core.checks import warn_user
 from ..core.keys import FitSample, PixelSample
 from ..core.params import PPAParams
 from ..core.spec import Spec
-from .atomic import as_path, check_output, locked, recover_interrupted, replace_atomically, special, suffix_of
+from .atomic import as_path, check_output, locked, recover_interrupted, remove_stale, replace_atomically, special, suffix_of
 from .labels import FeatureLabels, kinds, uniform
 
 FORMAT = "ppa_xr.model"
@@ -532,6 +533,9 @@ def read(path: str | os.PathLike, format: str | None = None) -> xr.Dataset:
 def _read(path: Path, format: str | None) -> xr.Dataset:
     if recover_interrupted(path):
         warn_user(f"{path}: an earlier save was interrupted; the previous model was put back", UserWarning)
+    elif path.exists():
+        with contextlib.suppress(OSError):  # a read-only folder: what it holds stays, the model is read all the same
+            remove_stale(path)  # an interrupted save's leftovers (the lock is held: no save is running)
     if not path.exists():
         raise FileNotFoundError(f"no model at {path}")
     if found := _special_entry(path):
