@@ -192,11 +192,11 @@ def test_pattern_names_never_touch_their_neighbours_siblings(tmp_path, models):
 # --------------------------------------------------------------------------- interrupted and failed replacements
 def test_stale_temporaries_are_removed_and_the_newest_backup_restored(tmp_path, models):
     path = models[0].save(tmp_path / "m.zarr")
-    older = tmp_path / ".m.zarr.old-00000001"
+    older = tmp_path / ".m.zarr.old-ffffffff"  # the names sort opposite to the times: the newest is found by its mtime
     models[1].save(tmp_path / "older.zarr")
     os.replace(tmp_path / "older.zarr", older)
     os.utime(older, (1e9, 1e9))
-    newer = tmp_path / ".m.zarr.old-00000002"
+    newer = tmp_path / ".m.zarr.old-00000000"
     os.replace(path, newer)  # two killed replacements: the newer backup holds the later model
     with pytest.warns(UserWarning, match="put back"):
         assert load_model(path).degrees_.tolist() == models[0].degrees_.tolist()

@@ -316,3 +316,98 @@ def test_an_interrupted_saves_leftovers_are_removed_by_the_next_load(tmp_path, m
     (tmp_path / ".m.zarr.tmp-notes").write_text("mine")  # named like a temporary, but not one: kept
     np.testing.assert_array_equal(load_model(path).components_, models[0].components_)
     assert hidden(tmp_path) == [".m.zarr.tmp-notes"]
+
+
+_KILLED = """
+import os, signal, sys
+import numpy as np
+from ppa_xr import PPA
+from ppa_xr.model import atomic
+path, when = sys.argv[1:]
+X = np.random.default_rng(0).normal(size=(200, 3))
+model = PPA(degree=1).fit(X)
+if when == "writing":  # kill -9 while the new store's arrays are being written
+    import xarray as xr
+    to_zarr = xr.Dataset.to_zarr
+    def killed(ds, store, **kwargs):
+        to_zarr(ds[["mean"]], store, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+    xr.Dataset.to_zarr = killed
+else:  # kill -9 between the two renames: the old store moved aside, the new one not yet in its place
+    replace = os.replace
+    def killed(src, dst):
+        replace(src, dst)
+        if ".old-" in os.fspath(dst):
+            os.kill(os.getpid(), signal.SIGKILL)
+    atomic.os.replace = killed
+model.save(path, overwrite=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["writing", "between the renames"])
+def test_a_zarr_model_save_killed_mid_way_leaves_the_old_model(tmp_path, models, when):
+    path = models[0].save(tmp_path / "m.zarr")
+    run = subprocess.run([sys.executable, "-c", _KILLED, str(path), when], capture_output=True, text=True, timeout=120)
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    assert hidden(tmp_path)  # the killed save's temporary or backup
+    if when == "writing":
+        np.testing.assert_array_equal(load_model(path).components_, models[0].components_)
+    else:
+        assert not path.exists()
+        with pytest.warns(UserWarning, match="an earlier save was interrupted; the previous model was put back"):
+            np.testing.assert_array_equal(load_model(path).components_, models[0].components_)
+    assert hidden(tmp_path) == []  # the load cleaned up after the killed save
+
+
+# --------------------------------------------------------------------------- names and links
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_non_ascii_names_up_to_255_bytes_save_recover_and_keep_lookalikes(tmp_path, models, suffix):
+    name = "é" * ((255 - len(suffix)) // 2) + "x" * ((255 - len(suffix)) % 2) + suffix  # 255 bytes in UTF-8, fewer characters
+    assert len(name.encode()) == 255 and len(name) < 255
+    path = models[0].save(tmp_path / name)
+    lookalike = tmp_path / f".{name[-20:]}.tmp-notes"  # a user's file named like a temporary
+    lookalike.write_text("mine")
+    models[1].save(path, overwrite=True)  # its temporary's name is a hash: the full name has no room for the prefix
+    assert load_model(path).degrees_.tolist() == models[1].degrees_.tolist()
+    assert lookalike.read_text() == "mine"
+    user = tmp_path / f".{name[:3]}.nc.tmp-notes"
+    user.write_text("mine")
+    models[0].save(tmp_path / f"{name[:3]}.nc")
+    models[1].save(tmp_path / f"{name[:3]}.nc", overwrite=True)
+    assert user.read_text() == "mine"  # ".m.nc.tmp-notes" is not a temporary of m.nc: it survives every save
+    too_long = "é" + name
+    with pytest.raises(OSError, match="File name too long"):
+        models[0].save(tmp_path / too_long)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == sorted(
+        [name, lookalike.name, user.name, f"{name[:3]}.nc"])
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_a_link_at_the_model_path_is_replaced_itself_never_written_through(tmp_path, models, suffix):
+    """Documented: with overwrite, a link at the path is replaced by the new model; what it pointed to stays as it was."""
+    elsewhere = tmp_path / "kept" / f"m{suffix}"
+    elsewhere.parent.mkdir()
+    models[0].save(elsewhere)
+    before = listing(elsewhere.parent)
+    link = tmp_path / f"link{suffix}"
+    os.symlink(elsewhere, link)
+    with pytest.raises(FileExistsError, match="exists; choose another path or allow replacing it"):
+        models[1].save(link)
+    models[1].save(link, overwrite=True)
+    assert not link.is_symlink() and load_model(link).degrees_.tolist() == models[1].degrees_.tolist()
+    assert listing(elsewhere.parent) == before
+
+
+def test_a_link_at_an_output_is_replaced_itself_and_a_link_to_an_input_is_refused(tmp_path, cube_model):
+    cube, model = cube_model
+    cube.to_dataset(name="cube").to_netcdf(tmp_path / "src.nc")
+    lazy = xr.open_dataset(tmp_path / "src.nc", chunks={})["cube"]
+    os.symlink(tmp_path / "src.nc", tmp_path / "alias.nc")
+    before = listing(tmp_path)
+    with pytest.raises(ValueError, match=r"output .*alias.nc is also an input"):
+        ppa_xr.write_cube(lazy.ppa.transform(model), tmp_path / "alias.nc", overwrite=True)
+    assert listing(tmp_path) == before
+    (tmp_path / "other.nc").write_bytes(b"theirs")
+    os.symlink(tmp_path / "other.nc", tmp_path / "out.nc")
+    ppa_xr.write_cube(lazy.ppa.transform(model), tmp_path / "out.nc", overwrite=True)
+    assert not (tmp_path / "out.nc").is_symlink() and (tmp_path / "other.nc").read_bytes() == b"theirs"

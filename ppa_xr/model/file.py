@@ -533,7 +533,7 @@ def read(path: str | os.PathLike, format: str | None = None) -> xr.Dataset:
 def _read(path: Path, format: str | None) -> xr.Dataset:
     if recover_interrupted(path):
         warn_user(f"{path}: an earlier save was interrupted; the previous model was put back", UserWarning)
-    elif path.exists():
+    if path.exists():
         with contextlib.suppress(OSError):  # a read-only folder: what it holds stays, the model is read all the same
             remove_stale(path)  # an interrupted save's leftovers (the lock is held: no save is running)
     if not path.exists():
