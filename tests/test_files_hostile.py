@@ -326,13 +326,15 @@ from ppa_xr.model import atomic
 path, when = sys.argv[1:]
 X = np.random.default_rng(0).normal(size=(200, 3))
 model = PPA(degree=1).fit(X)
-if when == "writing":  # kill -9 while the new store's arrays are being written
-    import xarray as xr
-    to_zarr = xr.Dataset.to_zarr
-    def killed(ds, store, **kwargs):
-        to_zarr(ds[["mean"]], store, **kwargs)
-        os.kill(os.getpid(), signal.SIGKILL)
-    xr.Dataset.to_zarr = killed
+if when == "writing":  # kill -9 while the new store's files are being written (the fifth of them)
+    import pathlib
+    write, written = pathlib.Path.write_bytes, []
+    def killed(self, data):
+        written.append(self)
+        if len(written) == 5:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return write(self, data)
+    pathlib.Path.write_bytes = killed
 else:  # kill -9 between the two renames: the old store moved aside, the new one not yet in its place
     replace = os.replace
     def killed(src, dst):

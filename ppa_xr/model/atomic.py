@@ -21,7 +21,6 @@ suffix within the file system's limit is replaced there by its SHA-256.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import hashlib
@@ -29,7 +28,6 @@ import os
 import re
 import shutil
 import stat
-import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -243,7 +241,6 @@ def replace_atomically(path: Path, write: Callable[[Path], None], size: int | No
             os.replace(tmp, path)
             _fsync(path.parent)
     except BaseException:
-        _settle_zarr()
         with contextlib.suppress(OSError):  # never hide why the write failed
             _remove(tmp)
         if not recover_interrupted(path) and path.exists():  # interrupted while the old one was removed: finish that
@@ -262,25 +259,6 @@ def remove_stale(path: str | os.PathLike, *markers: str) -> None:
     for stale in (s for marker in markers or (_TMP, _OLD) for s in _siblings(path, marker)):
         with contextlib.suppress(FileNotFoundError):
             _remove(stale)
-
-
-def _settle_zarr(timeout: float = 60) -> None:
-    """Wait for the writes zarr's IO thread still runs for a call that an exception (Ctrl-C) left: zarr runs each
-    store operation as a coroutine on its own loop, and an interrupted caller stops waiting, not the coroutine,
-    which would write into the temporary after it was removed."""
-    zarr_sync = sys.modules.get("zarr.core.sync")
-    loop = getattr(zarr_sync, "loop", [None])[0]
-    if loop is None or loop.is_closed() or not loop.is_running():
-        return
-
-    async def others() -> None:
-        """Wait for every task on the loop but this one."""
-        pending = asyncio.all_tasks() - {asyncio.current_task()}
-        if pending:
-            await asyncio.wait(pending)
-
-    with contextlib.suppress(Exception):  # an unresponsive loop: the temporary is removed all the same
-        asyncio.run_coroutine_threadsafe(others(), loop).result(timeout)
 
 
 def recover_interrupted(path: str | os.PathLike) -> bool:

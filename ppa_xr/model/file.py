@@ -482,22 +482,35 @@ def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, ov
     path = check_path(path, format, overwrite)
     kind = engine(path, format)
 
-    # netCDF: built in memory, then written by Python, which meets a full disk with an OSError (h5py crashed)
-    data = None
+    files = _in_memory(ds, kind)
+    with locked(path):  # concurrent saves take turns: the last one wins whole
+        return replace_atomically(path, lambda tmp: _write_files(tmp, files, kind), sum(map(len, files.values())), "model")
+
+
+def _in_memory(ds: xr.Dataset, kind: str) -> dict[str, bytes]:
+    """The model's file (``{"": bytes}``) or store (``{key: bytes}``, keys as zarr names them), built in memory: its
+    size is known before anything is written, and Python writes it, meeting a full disk or a Ctrl-C with an exception
+    (h5py crashed on a full disk; zarr's writes go on in its own thread after a Ctrl-C)."""
     if kind == "netcdf":
         buffer = io.BytesIO()
         ds.to_netcdf(buffer, engine="h5netcdf")
-        data = buffer.getvalue()
-    size = len(data) if data is not None else sum(var.nbytes for var in ds.variables.values()) + (1 << 14) * len(ds.variables)
+        return {"": buffer.getvalue()}
+    import zarr
 
-    def save(tmp: Path) -> None:
-        if data is None:
-            ds.to_zarr(tmp, mode="w-", consolidated=False)
-        else:
-            tmp.write_bytes(data)
+    store: dict[str, Any] = {}
+    ds.to_zarr(zarr.storage.MemoryStore(store), mode="w-", consolidated=False)
+    return {key: value.to_bytes() for key, value in store.items()}
 
-    with locked(path):  # concurrent saves take turns: the last one wins whole
-        return replace_atomically(path, save, size, "model")
+
+def _write_files(tmp: Path, files: dict[str, bytes], kind: str) -> None:
+    """Write :func:`_in_memory`'s file at ``tmp``, or its store as a folder of files."""
+    if kind == "netcdf":
+        tmp.write_bytes(files[""])
+        return
+    for key, data in files.items():
+        target = tmp.joinpath(*key.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
 
 
 def _codecs(path: Path) -> set[str]:
