@@ -19,7 +19,7 @@ import xarray as xr
 import ppa_xr
 from ppa_xr import PPA, load_model
 from ppa_xr.cli import main
-from ppa_xr.model import atomic
+from ppa_xr import _atomic as atomic
 
 #: the longest file name Linux takes: a model may have it (its hidden siblings then use a hash of it)
 LONG = "m" * 252 + ".nc"

@@ -21,7 +21,7 @@ import xarray as xr
 import ppa_xr
 from ppa_xr import PPA, load_model
 from ppa_xr.cli import main
-from ppa_xr.model import atomic
+from ppa_xr import _atomic as atomic
 
 from .test_files import hidden, listing
 
@@ -282,7 +282,7 @@ import signal, os, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a parent under nohup ignores SIGINT, and so would this child
 import numpy as np
 from ppa_xr import PPA
-from ppa_xr.model import atomic
+from ppa_xr import _atomic as atomic
 remove, pressed = atomic._remove, []
 def interrupted(path):  # one Ctrl-C as the old store, moved aside, is being deleted
     if ".old-" in path.name and not pressed:
@@ -322,7 +322,7 @@ _KILLED = """
 import os, signal, sys
 import numpy as np
 from ppa_xr import PPA
-from ppa_xr.model import atomic
+from ppa_xr import _atomic as atomic
 path, when = sys.argv[1:]
 X = np.random.default_rng(0).normal(size=(200, 3))
 model = PPA(degree=1).fit(X)
@@ -413,3 +413,19 @@ def test_a_link_at_an_output_is_replaced_itself_and_a_link_to_an_input_is_refuse
     os.symlink(tmp_path / "other.nc", tmp_path / "out.nc")
     ppa_xr.write_cube(lazy.ppa.transform(model), tmp_path / "out.nc", overwrite=True)
     assert not (tmp_path / "out.nc").is_symlink() and (tmp_path / "other.nc").read_bytes() == b"theirs"
+
+
+def test_an_input_nc_that_is_text_or_a_fifo_is_named(tmp_path, capsys):
+    (tmp_path / "notes.nc").write_text("hello, this is text\n")
+    with pytest.raises(ValueError, match=r"input .*notes.nc is not a netCDF file: it begins with b'hello, t', not netCDF's"):
+        ppa_xr.open_cube([tmp_path / "notes.nc"])
+    assert main(["fit", str(tmp_path / "notes.nc"), str(tmp_path / "m.nc")]) == 2
+    assert "notes.nc is not a netCDF file" in capsys.readouterr().err
+    os.mkfifo(tmp_path / "pipe.nc")
+    with pytest.raises(ValueError, match=r"input .*pipe.nc is a FIFO \(named pipe\), not a netCDF file"):
+        finished(ppa_xr.open_cube, [tmp_path / "pipe.nc"])
+    cube = xr.DataArray(np.ones((2, 3, 3)), dims=("band", "y", "x")).to_dataset(name="c")
+    cube.to_netcdf(tmp_path / "h5.nc", engine="h5netcdf")
+    cube.to_netcdf(tmp_path / "classic.nc", engine="scipy")
+    for name in ("h5.nc", "classic.nc"):
+        assert ppa_xr.open_cube([tmp_path / name])["c"].shape == (2, 3, 3)

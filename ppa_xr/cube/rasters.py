@@ -16,7 +16,7 @@ import dask
 import numpy as np
 import xarray as xr
 
-from ..model.atomic import as_path, check_output, replace_atomically
+from .._atomic import as_path, check_output, replace_atomically, special
 from .inputs import common_units, float_dtype, masked_float
 
 #: suffixes opened with xarray (netCDF, zarr stores); any other file is opened as a raster (rioxarray: GeoTIFF, VRT, JPEG 2000, ...)
@@ -378,7 +378,10 @@ _NETCDF_MAGIC, _HDF5_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05"), b"\x89HDF\r\n
 
 
 def _check_netcdf(path: Path) -> None:
-    """A ValueError naming ``path`` when it is not a netCDF file (text, or another format under a .nc name)."""
+    """A ValueError naming ``path`` when it is not a netCDF file (text, or another format under a .nc name), or a
+    FIFO or device, never opened (opening a FIFO waits for a writer)."""
+    if kind := special(path):
+        raise ValueError(f"input {path} is {kind}, not a netCDF file; name a netCDF, zarr or raster file")
     with open(path, "rb") as f:
         head = f.read(8)
         offsets = [0, *(512 * 2**i for i in range(12))]

@@ -44,7 +44,7 @@ from ..core.checks import warn_user
 from ..core.keys import FitSample, PixelSample
 from ..core.params import PPAParams
 from ..core.spec import Spec
-from .atomic import as_path, check_output, locked, recover_interrupted, remove_stale, replace_atomically, special, suffix_of
+from .._atomic import as_path, check_output, locked, recover_interrupted, remove_stale, replace_atomically, special, suffix_of
 from .labels import FeatureLabels, kinds, uniform
 
 FORMAT = "ppa_xr.model"
@@ -572,7 +572,7 @@ def _read(path: Path, format: str | None) -> xr.Dataset:
 
 
 def _special_entry(path: Path) -> str | None:
-    """The first FIFO, socket or device at ``path`` or in its store (:func:`~ppa_xr.model.atomic.special`), described;
+    """The first FIFO, socket or device at ``path`` or in its store (:func:`~ppa_xr._atomic.special`), described;
     None where there is none."""
     for entry in [path, *(sorted(path.rglob("*")) if path.is_dir() else ())]:
         if kind := special(entry):
