@@ -16,7 +16,7 @@ import dask
 import numpy as np
 import xarray as xr
 
-from .._atomic import as_path, check_output, replace_atomically, special
+from .._atomic import as_path, check_output, replace_atomically, special, suffix_of
 from .inputs import common_units, float_dtype, masked_float
 
 #: suffixes opened with xarray (netCDF, zarr stores); any other file is opened as a raster (rioxarray: GeoTIFF, VRT, JPEG 2000, ...)
@@ -283,8 +283,8 @@ def to_raster(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite:
     --------
     >>> ppa_xr.to_raster(cube.ppa.transform(model, n_components=3), "components.tif")  # doctest: +SKIP
     """
-    path = check_output(path, (".tif", ".tiff"), sources(da), overwrite)
-    return replace_atomically(path, lambda tmp: _geotiff(da, tmp, **kwargs), da.nbytes)
+    suffix_of(as_path(path), (".tif", ".tiff"))
+    return write_cube(da, path, overwrite, **kwargs)
 
 
 def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
@@ -393,10 +393,11 @@ def _check_netcdf(path: Path) -> None:
 
 
 def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite: bool = False,
-               inputs: Sequence[str | os.PathLike] = ()) -> Path:
+               inputs: Sequence[str | os.PathLike] = (), **raster_options: Any) -> Path:
     """Write a (lazy) result by its suffix, GeoTIFF (:func:`to_raster`), netCDF or zarr, to a hidden sibling
     moved into place when complete: a kill leaves the old file or the new one, and an interruption
-    (Ctrl-C) waits for the chunks being written, then removes the temporary.
+    (Ctrl-C) waits for the chunks being written, then removes the temporary. A disk without room for the
+    uncompressed result is refused before anything is written.
 
     Parameters
     ----------
@@ -408,6 +409,8 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
         Replace what is there (never one of ``inputs``).
     inputs : sequence of path
         Files the result is computed from: refused as the output.
+    **raster_options
+        A GeoTIFF's: passed to ``rio.to_raster`` (see :func:`to_raster`).
 
     Returns
     -------
@@ -416,11 +419,13 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
     """
     path = check_output(path, OUTPUT_SUFFIXES, [*inputs, *sources(da)], overwrite)
     suffix = path.suffix.lower()
+    if raster_options and suffix not in (".tif", ".tiff"):
+        raise TypeError(f"options {sorted(raster_options)} are a GeoTIFF's; {path} is written as {suffix[1:]}")
 
     def write(tmp: Path) -> None:
         with _finishing_tasks():
             if suffix in (".tif", ".tiff"):
-                _geotiff(da, tmp)
+                _geotiff(da, tmp, **raster_options)
             elif suffix == ".zarr":
                 with_grid_mapping(_as_dataset(da)).to_zarr(tmp, mode="w-")
             else:
