@@ -4,14 +4,12 @@ mid-save. Each case with real files, mounts, processes and signals, and each ass
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,18 +18,10 @@ import xarray as xr
 
 import ppa_xr
 from ppa_xr import PPA, load_model
-from ppa_xr.cli import main
 from ppa_xr import _atomic as atomic
+from ppa_xr.cli import main
 
-from .test_files import hidden, listing
-
-
-@pytest.fixture(scope="module")
-def models():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(300, 4))
-    X[:, 1] += X[:, 0] ** 2
-    return PPA(degree=2, random_state=0).fit(X), PPA(degree=1).fit(X)
+from .test_files import hidden, listing, models  # noqa: F401 (models: a fixture)
 
 
 @pytest.fixture(scope="module")
