@@ -26,7 +26,7 @@ import xarray as xr
 from .core import spec
 from .cube.rasters import OUTPUT_SUFFIXES, open_cube, with_grid_mapping, write_cube
 from .model import PPA, load_model
-from .model.atomic import as_path, check_output, recover_interrupted, refuse_inputs, replace_atomically
+from ._atomic import as_path, check_output, recover_interrupted, refuse_inputs, replace_atomically
 from .model.display import facts
 from .model.file import check_path
 from .model.labels import shown

@@ -93,6 +93,7 @@ def as_older_file(ds, version: int, validation: str = "groups"):
     if version < 6 and ds.attrs.get("fit_sample"):  # one cube's record itself, not a list of them
         (record,) = json.loads(ds.attrs["fit_sample"])
         old = old.assign_attrs(fit_sample=json.dumps(record))
+    old.attrs.pop("record_sha256", None)  # format 9's
     return old.assign_attrs(ppa_xr_format_version=version, estimator_params=json.dumps(init))
 
 
@@ -101,4 +102,4 @@ def resealed(ds):
     the checks beyond the checksums can catch."""
     from ppa_xr.model import file as model_io
 
-    return ds.assign_attrs(attrs_sha256=model_io._attrs_digest(ds.attrs))
+    return model_io.sealed(ds)

@@ -16,7 +16,7 @@ import dask
 import numpy as np
 import xarray as xr
 
-from ..model.atomic import as_path, check_output, replace_atomically
+from .._atomic import as_path, check_output, replace_atomically, special, suffix_of
 from .inputs import common_units, float_dtype, masked_float
 
 #: suffixes opened with xarray (netCDF, zarr stores); any other file is opened as a raster (rioxarray: GeoTIFF, VRT, JPEG 2000, ...)
@@ -283,8 +283,8 @@ def to_raster(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite:
     --------
     >>> ppa_xr.to_raster(cube.ppa.transform(model, n_components=3), "components.tif")  # doctest: +SKIP
     """
-    path = check_output(path, (".tif", ".tiff"), sources(da), overwrite)
-    return replace_atomically(path, lambda tmp: _geotiff(da, tmp, **kwargs))
+    suffix_of(as_path(path), (".tif", ".tiff"))
+    return write_cube(da, path, overwrite, **kwargs)
 
 
 def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
@@ -301,6 +301,7 @@ def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
 def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     """The GeoTIFF of :func:`to_raster`, written at ``path``."""
     import rasterio
+    import rioxarray  # noqa: F401 (the .rio accessor of a cube that did not come from rioxarray)
 
     da = _as_bands(obj)
     if da.ndim == 3:  # one description per band; a single map (an error map) keeps its long_name
@@ -377,7 +378,10 @@ _NETCDF_MAGIC, _HDF5_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05"), b"\x89HDF\r\n
 
 
 def _check_netcdf(path: Path) -> None:
-    """A ValueError naming ``path`` when it is not a netCDF file (text, or another format under a .nc name)."""
+    """A ValueError naming ``path`` when it is not a netCDF file (text, or another format under a .nc name), or a
+    FIFO or device, never opened (opening a FIFO waits for a writer)."""
+    if kind := special(path):
+        raise ValueError(f"input {path} is {kind}, not a netCDF file; name a netCDF, zarr or raster file")
     with open(path, "rb") as f:
         head = f.read(8)
         offsets = [0, *(512 * 2**i for i in range(12))]
@@ -389,10 +393,11 @@ def _check_netcdf(path: Path) -> None:
 
 
 def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite: bool = False,
-               inputs: Sequence[str | os.PathLike] = ()) -> Path:
+               inputs: Sequence[str | os.PathLike] = (), **raster_options: Any) -> Path:
     """Write a (lazy) result by its suffix, GeoTIFF (:func:`to_raster`), netCDF or zarr, to a hidden sibling
     moved into place when complete: a kill leaves the old file or the new one, and an interruption
-    (Ctrl-C) waits for the chunks being written, then removes the temporary.
+    (Ctrl-C) waits for the chunks being written, then removes the temporary. A disk without room for the
+    uncompressed result is refused before anything is written.
 
     Parameters
     ----------
@@ -404,6 +409,8 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
         Replace what is there (never one of ``inputs``).
     inputs : sequence of path
         Files the result is computed from: refused as the output.
+    **raster_options
+        A GeoTIFF's: passed to ``rio.to_raster`` (see :func:`to_raster`).
 
     Returns
     -------
@@ -412,11 +419,13 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
     """
     path = check_output(path, OUTPUT_SUFFIXES, [*inputs, *sources(da)], overwrite)
     suffix = path.suffix.lower()
+    if raster_options and suffix not in (".tif", ".tiff"):
+        raise TypeError(f"options {sorted(raster_options)} are a GeoTIFF's; {path} is written as {suffix[1:]}")
 
     def write(tmp: Path) -> None:
         with _finishing_tasks():
             if suffix in (".tif", ".tiff"):
-                _geotiff(da, tmp)
+                _geotiff(da, tmp, **raster_options)
             elif suffix == ".zarr":
                 with_grid_mapping(_as_dataset(da)).to_zarr(tmp, mode="w-")
             else:
@@ -424,7 +433,7 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
 
     one_file = suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
-        return replace_atomically(path, write)
+        return replace_atomically(path, write, da.nbytes)  # at most its uncompressed size
 
 
 def _as_dataset(obj: xr.DataArray | xr.Dataset) -> xr.Dataset:
@@ -468,8 +477,12 @@ def sources(obj: xr.DataArray | xr.Dataset) -> list[str]:
 
 
 def _file_of(obj: Any, depth: int = 8) -> list[str]:
-    """The path behind a lazily indexed backend array (xarray's wrappers around a file manager), if any."""
+    """The path behind a lazily indexed backend array (xarray's wrappers around a file manager, or around a zarr
+    array, whose local store's root is the input), if any."""
     for _ in range(depth):
+        root = getattr(getattr(obj.get_array(), "store", None), "root", None) if hasattr(obj, "get_array") else None
+        if isinstance(root, (str, os.PathLike)):  # xarray's ZarrArrayWrapper: the store, not one array of it
+            return [os.fspath(root)]
         manager = getattr(obj, "manager", None) or getattr(getattr(obj, "datastore", None), "_manager", None)
         args = getattr(manager, "_args", None)
         if args and isinstance(args[0], (str, os.PathLike)):

@@ -1,6 +1,6 @@
 """Model files: a fitted PPA as data (netCDF or zarr), written atomically and verified on load; never a pickle.
 
-Layout (format version 8): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
+Layout (format version 9): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
 ``power`` (max degree); the feature labels as the ``feature`` coordinate
 (or, for a stacked dimension, one ``feature_level_<name>`` variable per
@@ -11,7 +11,10 @@ cube), the feature dimension, the format name and version, the ppa_xr
 version and the creation date in the attributes. Every variable carries the
 SHA-256 of its values in its ``sha256`` attribute, and the attributes that
 define the model the SHA-256 of their JSON in ``attrs_sha256``: a flipped
-byte anywhere is refused on load.
+byte anywhere is refused on load. One SHA-256 over the whole record, every
+variable's name, shape and checksum and the attributes' checksum, ties the
+arrays of one save together (``record_sha256``): a store holding arrays of
+two saves is refused, although each array matches its own checksum.
 
 Older formats still load: the parameters a file does not record take the
 values its format implied (:func:`ppa_xr.core.spec.implied_by`), and
@@ -20,9 +23,11 @@ parameters since retired (:data:`ppa_xr.core.spec.RETIRED`) are dropped.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
+import io
 import json
 import numbers
 import os
@@ -39,15 +44,16 @@ from ..core.checks import warn_user
 from ..core.keys import FitSample, PixelSample
 from ..core.params import PPAParams
 from ..core.spec import Spec
-from .atomic import as_path, check_output, locked, recover_interrupted, replace_atomically, suffix_of
-from .labels import FeatureLabels
+from .._atomic import as_path, check_output, locked, recover_interrupted, remove_stale, replace_atomically, special, suffix_of
+from .labels import FeatureLabels, kinds, uniform
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 8  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+FORMAT_VERSION = 9  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
 # 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits);
 # 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov; 8: validation retired, checksums of
-# labels and attributes, the fitting sample's error curve, the configuration fitted (configuration_)
-READABLE = (2, 3, 4, 5, 6, 7, 8)  # a version 2 file is a model without standardization
+# labels and attributes, the fitting sample's error curve, the configuration fitted (configuration_); 9: one checksum
+# over the whole record (record_sha256)
+READABLE = (2, 3, 4, 5, 6, 7, 8, 9)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "feature"), "degrees": ("step",), "center": ("step",),
@@ -89,6 +95,18 @@ def _attrs_digest(attrs: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps({k: str(attrs.get(k, "")) for k in _DEFINING}, sort_keys=True).encode()).hexdigest()
 
 
+def _record_digest(ds: xr.Dataset) -> str:
+    """SHA-256 over one save's record: every variable's name, shape and checksum, and the attributes' checksum."""
+    record = sorted([str(name), list(var.shape), str(var.attrs.get("sha256", ""))] for name, var in ds.variables.items())
+    return hashlib.sha256(json.dumps([record, str(ds.attrs.get("attrs_sha256", ""))]).encode()).hexdigest()
+
+
+def sealed(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with the checksums of its attributes and of its whole record (format 9) computed from what it holds."""
+    ds = ds.assign_attrs(attrs_sha256=_attrs_digest(ds.attrs))
+    return ds.assign_attrs(record_sha256=_record_digest(ds))
+
+
 def _json_parameters(declared: Spec) -> dict[str, Any]:
     """The parameters as JSON values: a callable strategy cannot be saved, a generator is state (saved as None),
     the noise covariance is a variable (named here by true)."""
@@ -115,8 +133,7 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
     for name in ds.variables:
         ds[name].attrs["sha256"] = _checksum(str(name), ds[name].values)
     ds.attrs = _attributes(params, init, features, sample) | {"configuration": json.dumps(configuration) if configuration else ""}
-    ds.attrs["attrs_sha256"] = _attrs_digest(ds.attrs)
-    return ds
+    return sealed(ds)
 
 
 def _with_labels(ds: xr.Dataset, features: FeatureLabels | None) -> xr.Dataset:
@@ -126,11 +143,11 @@ def _with_labels(ds: xr.Dataset, features: FeatureLabels | None) -> xr.Dataset:
         return ds
     if features.labels is not None and features.levels:
         for i, level in enumerate(features.levels):
-            ds[_LEVEL + level] = ("feature", _portable([label[i] for label in features.labels]))
+            ds[_LEVEL + level] = ("feature", _portable([label[i] for label in features.labels], str(features.dim)))
     elif features.labels is not None:
-        ds = ds.assign_coords(feature=_portable(features.labels))
+        ds = ds.assign_coords(feature=_portable(features.labels, str(features.dim)))
     for name, values in features.coords.items():
-        ds[_COORD + name] = ("feature", _portable(values))
+        ds[_COORD + name] = ("feature", _portable(values, name))
     return ds
 
 
@@ -151,10 +168,17 @@ def _attributes(params: PPAParams, init: dict[str, Any], features: FeatureLabels
     }
 
 
-def _portable(values: Any) -> np.ndarray:
-    """Fixed-width unicode as variable-length strings, which netCDF and zarr v3 both specify."""
-    values = np.asarray(values)
-    return values.astype(object) if values.dtype.kind == "U" else values
+def _portable(values: Any, dim: str) -> np.ndarray:
+    """Labels or coordinates as a file stores them exactly: numbers, dates, and strings (fixed-width unicode as
+    variable-length strings, which netCDF and zarr v3 both specify); labels of mixed types, or holding None, refused."""
+    values = uniform(np.array(values, dtype=object) if isinstance(values, list) else np.asarray(values))
+    if values.dtype.kind == "U":
+        return values.astype(object)
+    if values.dtype == object and not all(isinstance(v, str) for v in values.ravel().tolist()):
+        raise ValueError(f"the model's labels along {dim!r} are of types {kinds(values)}, which a model file cannot store "
+                         f"and read back as they are: label the cube's features with one type (numbers, strings or dates), "
+                         f"e.g. cube.assign_coords({dim}=[str(v) for v in cube[{dim!r}].values]), and fit again")
+    return values
 
 
 def _allowed(name: str) -> bool:
@@ -253,7 +277,11 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, Sp
         raise ValueError(f"{source} is corrupt: {err}") from err
     _check(params, source)
     _check_whitening(params, declared, source)
-    return params, declared, _features(ds, source, version), _sample(ds, source, version)
+    features, sample = _features(ds, source, version), _sample(ds, source, version)
+    if version >= 9 and ds.attrs.get("record_sha256") != _record_digest(ds):  # each part checked: now the whole
+        raise ValueError(f"{source} is corrupt: its arrays are not those of one save (the checksum over the whole record does "
+                         "not match: arrays were copied in from another model, added or removed); save the model again")
+    return params, declared, features, sample
 
 
 def configuration(ds: xr.Dataset, source: str = "dataset") -> dict[str, Any] | None:
@@ -388,8 +416,10 @@ def engine(path: Path, format: str | None) -> str:
 
 
 def _is_model(path: Path) -> bool:
-    """Whether ``path`` holds a ppa_xr model (read from its attributes only, nothing decoded)."""
+    """Whether ``path`` holds a ppa_xr model (read from its attributes only, nothing decoded; no FIFO opened)."""
     try:
+        if _special_entry(path):
+            return False
         if path.is_dir():
             meta = path / "zarr.json"
             attrs = json.loads(meta.read_text()).get("attributes", {}) if meta.exists() else json.loads((path / ".zattrs").read_text())
@@ -452,14 +482,35 @@ def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, ov
     path = check_path(path, format, overwrite)
     kind = engine(path, format)
 
-    def save(tmp: Path) -> None:
-        if kind == "zarr":
-            ds.to_zarr(tmp, mode="w-", consolidated=False)
-        else:
-            ds.to_netcdf(tmp, engine="h5netcdf")
-
+    files = _in_memory(ds, kind)
     with locked(path):  # concurrent saves take turns: the last one wins whole
-        return replace_atomically(path, save)
+        return replace_atomically(path, lambda tmp: _write_files(tmp, files, kind), sum(map(len, files.values())), "model")
+
+
+def _in_memory(ds: xr.Dataset, kind: str) -> dict[str, bytes]:
+    """The model's file (``{"": bytes}``) or store (``{key: bytes}``, keys as zarr names them), built in memory: its
+    size is known before anything is written, and Python writes it, meeting a full disk or a Ctrl-C with an exception
+    (h5py crashed on a full disk; zarr's writes go on in its own thread after a Ctrl-C)."""
+    if kind == "netcdf":
+        buffer = io.BytesIO()
+        ds.to_netcdf(buffer, engine="h5netcdf")
+        return {"": buffer.getvalue()}
+    import zarr
+
+    store: dict[str, Any] = {}
+    ds.to_zarr(zarr.storage.MemoryStore(store), mode="w-", consolidated=False)
+    return {key: value.to_bytes() for key, value in store.items()}
+
+
+def _write_files(tmp: Path, files: dict[str, bytes], kind: str) -> None:
+    """Write :func:`_in_memory`'s file at ``tmp``, or its store as a folder of files."""
+    if kind == "netcdf":
+        tmp.write_bytes(files[""])
+        return
+    for key, data in files.items():
+        target = tmp.joinpath(*key.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
 
 
 def _codecs(path: Path) -> set[str]:
@@ -495,8 +546,14 @@ def read(path: str | os.PathLike, format: str | None = None) -> xr.Dataset:
 def _read(path: Path, format: str | None) -> xr.Dataset:
     if recover_interrupted(path):
         warn_user(f"{path}: an earlier save was interrupted; the previous model was put back", UserWarning)
+    if path.exists():
+        with contextlib.suppress(OSError):  # a read-only folder: what it holds stays, the model is read all the same
+            remove_stale(path)  # an interrupted save's leftovers (the lock is held: no save is running)
     if not path.exists():
         raise FileNotFoundError(f"no model at {path}")
+    if found := _special_entry(path):
+        raise ValueError(f"{found}, not a file of a ppa_xr model (reading it would wait for a writer forever); load the model "
+                         "from its file or store")
     kind = "zarr" if format is None and path.is_dir() else engine(path, format)
     if kind == "zarr":
         _check_store(path)
@@ -512,6 +569,15 @@ def _read(path: Path, format: str | None) -> xr.Dataset:
             return ds.load()
         except Exception as err:
             raise ValueError(f"{path} is corrupt or truncated ({kind}): {type(err).__name__}: {err}") from err
+
+
+def _special_entry(path: Path) -> str | None:
+    """The first FIFO, socket or device at ``path`` or in its store (:func:`~ppa_xr._atomic.special`), described;
+    None where there is none."""
+    for entry in [path, *(sorted(path.rglob("*")) if path.is_dir() else ())]:
+        if kind := special(entry):
+            return f"{entry} is {kind}" if entry == path else f"{entry.relative_to(path)} in {path} is {kind}"
+    return None
 
 
 def _check_store(path: Path) -> None:

@@ -7,6 +7,7 @@ outputs of the inverse get the labels back, and model files store it.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,28 @@ def shown(labels: Any) -> str:
     """Labels as their user wrote them (:func:`as_text`), a long list cut in the middle."""
     text = as_text(labels)
     return "[" + ", ".join(text if len(text) <= SHOWN else text[: SHOWN - 2] + ["...", *text[-2:]]) + f"]{'' if len(text) <= SHOWN else f' ({len(text)} in all)'}"
+
+
+def kinds(labels: Any) -> str:
+    """The Python types of labels, e.g. ``int`` or ``int, str``: what tells labels of the same text apart."""
+    return ", ".join(sorted({type(v).__name__ for v in np.ravel(np.asarray(labels, dtype=object)).tolist()}))
+
+
+def uniform(values: Any) -> np.ndarray:
+    """Labels held as Python objects of one kind, all booleans, all whole numbers or all floats, as that numpy type
+    (``bool``, ``int64``, ``float64``), which a model file stores exactly; other labels (strings, tuples, mixed
+    kinds) as they are."""
+    values = np.asarray(values)
+    items = values.ravel().tolist() if values.dtype == object else []
+    if not items:
+        return values
+    if all(isinstance(v, (bool, np.bool_)) for v in items):
+        return values.astype(bool)
+    if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in items):
+        return values.astype(np.int64) if all(-2**63 <= int(v) < 2**63 for v in items) else values
+    if all(isinstance(v, (float, np.floating)) for v in items):
+        return values.astype(np.float64)
+    return values
 
 
 def _duplicates(labels) -> list:
@@ -68,7 +91,11 @@ class FeatureLabels:
     variables: bool = False
 
     def __post_init__(self) -> None:
-        """Refuse labels that could not find their features: NaN, or repeated."""
+        """Labels and coordinates of one kind as its numpy type (:func:`uniform`); refuse labels that could not find
+        their features: NaN, or repeated."""
+        if self.labels is not None and not self.levels:
+            object.__setattr__(self, "labels", uniform(self.labels))
+        object.__setattr__(self, "coords", {name: uniform(values) for name, values in self.coords.items()})
         if self.labels is not None and any(isinstance(v, (float, np.floating)) and np.isnan(v) for v in np.ravel(self.labels).tolist()):
             raise ValueError(f"a label along {self.dim!r} is NaN, which equals no label (a transform could never find that "
                              f"feature): give every feature a label, e.g. cube.assign_coords({self.dim}=[...])")
@@ -107,9 +134,12 @@ class FeatureLabels:
                 missing = self.labels[[label not in have for label in want]]
                 extra = cube_labels[[label not in want for label in have]]
                 if len(missing):
+                    same_text = {str(v) for v in missing.tolist()} & {str(v) for v in extra.tolist()}
+                    types = f" (the same text, other types: the model's labels are {kinds(self.labels)}, the cube's " \
+                            f"{kinds(cube_labels)})" if same_text else ""
                     raise ValueError(
                         f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
-                        f"the model has {shown(self.labels)}, the cube {shown(cube_labels)}. Open a cube with those features; or, "
+                        f"the model has {shown(self.labels)}, the cube {shown(cube_labels)}{types}. Open a cube with those features; or, "
                         f"when the cube holds the model's features in its order under other labels (e.g. a file's 1..n), label them "
                         f"as the model's (Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: --match-bands position)"
                     )

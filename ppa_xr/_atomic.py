@@ -21,14 +21,13 @@ suffix within the file system's limit is replaced there by its SHA-256.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import hashlib
 import os
 import re
 import shutil
-import sys
+import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -43,6 +42,8 @@ _TOKEN_LENGTH = 8
 _TOKEN = re.compile(f"[0-9a-f]{{{_TOKEN_LENGTH}}}")
 #: the longest file name (bytes) where the file system does not say (Linux, macOS, Windows: 255)
 NAME_MAX = 255
+#: room asked beyond an output's estimated size: file-system blocks, the format's own metadata
+SPACE_MARGIN = 1 << 20
 
 
 def as_path(value: Any, what: str = "path") -> Path:
@@ -79,13 +80,28 @@ def check_output(path: str | os.PathLike, suffixes: Iterable[str], inputs: Itera
 
 
 def refuse_inputs(path: Path, inputs: Iterable[str | os.PathLike], what: str = "output") -> None:
-    """A ValueError when ``path`` is one of ``inputs``, or holds one (a folder or store that would be replaced)."""
+    """A ValueError when ``path`` is one of ``inputs``, holds one (a folder or store that would be replaced), or lies
+    inside one (a zarr store, a folder of inputs)."""
     target = path.resolve()
     for source in inputs:
         resolved = as_path(source, "an input").resolve()
-        if resolved == target or target in resolved.parents:
-            how = "is also an input" if resolved == target else f"holds an input ({source})"
+        if resolved == target or target in resolved.parents or (resolved in target.parents and resolved.is_dir()):
+            how = "is also an input" if resolved == target else \
+                f"holds an input ({source})" if target in resolved.parents else f"lies inside an input ({source})"
             raise ValueError(f"{what} {path} {how}; write it to another path")
+
+
+def special(path: Path) -> str | None:
+    """What ``path`` is (after links) when it is neither a regular file nor a directory: ``"a FIFO (named pipe)"``,
+    ``"a socket"``, ``"a device"``; None otherwise (a dangling link or a missing path included). Opening a FIFO
+    waits for a writer that never comes, so nothing is opened before this says None."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
 def hidden_name(path: Path, marker: str) -> str:
@@ -166,7 +182,12 @@ def locked(path: str | os.PathLike, reading: bool = False) -> Iterator[None]:
     nothing is being saved either), go on without one.
     """
     path = as_path(path)
-    lock = FileLock(path.with_name(hidden_name(path, _LOCK)))
+    lock_path = path.with_name(hidden_name(path, _LOCK))
+    if lock_path.is_dir() or special(lock_path):
+        what = "a directory" if lock_path.is_dir() else special(lock_path)
+        raise OSError(errno.EEXIST, f"the lock file of {path} ({lock_path}) is {what}; ppa_xr keeps a plain lock file there "
+                                    "while a model is saved or loaded: move it away (it is not ppa_xr's), or use another path")
+    lock = FileLock(lock_path)
     try:
         lock.acquire()
     except OSError:
@@ -179,19 +200,36 @@ def locked(path: str | os.PathLike, reading: bool = False) -> Iterator[None]:
             lock.release()
 
 
-def replace_atomically(path: Path, write: Callable[[Path], None]) -> Path:
+def check_space(path: Path, size: int, what: str = "output") -> None:
+    """An OSError (ENOSPC) naming the bytes needed and free when ``path``'s disk lacks room for ``size`` bytes and
+    :data:`SPACE_MARGIN`: checked before writing, since a library that meets a full disk may crash (h5py) or
+    write a truncated file without an error (GDAL)."""
+    needed, free = int(size) + SPACE_MARGIN, shutil.disk_usage(path.parent).free
+    if needed > free:
+        raise OSError(errno.ENOSPC, f"{what} {path} needs about {needed:,} bytes and its disk has {free:,} free; free some "
+                                    "space or write it elsewhere (nothing was written)")
+
+
+def replace_atomically(path: Path, write: Callable[[Path], None], size: int | None = None, what: str = "output") -> Path:
     """Run ``write(tmp)`` on a hidden sibling, flush it, and move it to ``path`` (replacing what is there).
 
     The caller has decided that ``path`` may be replaced (see :func:`check_output`),
     and holds its lock (:func:`locked`) where other processes may save there too.
-    On any error or interruption the temporary is removed and the old ``path`` is
-    where it was; temporaries and backups that killed processes left are removed
-    after a write succeeds.
+    ``size``: the bytes the write needs at most, checked against the free space
+    first (:func:`check_space`); a disk left full by the write is taken as a write
+    that did not fit. On any error or interruption the temporary is removed and
+    the old ``path`` is where it was; temporaries and backups that killed processes
+    left are removed after a write succeeds.
     """
     path = as_path(path)
+    if size is not None:
+        check_space(path, size, what)
     tmp = _new_sibling(path, _TMP)
     try:
         write(tmp)
+        if shutil.disk_usage(path.parent).free == 0:
+            raise OSError(errno.ENOSPC, f"the disk of {what} {path} filled up while it was written; free some space or write "
+                                        "it elsewhere (the partial file was removed)")
         _fsync_written(tmp)
         if tmp.is_dir() and (path.exists() or path.is_symlink()):
             backup = _new_sibling(path, _OLD)
@@ -203,33 +241,24 @@ def replace_atomically(path: Path, write: Callable[[Path], None]) -> Path:
             os.replace(tmp, path)
             _fsync(path.parent)
     except BaseException:
-        _settle_zarr()
         with contextlib.suppress(OSError):  # never hide why the write failed
             _remove(tmp)
-        recover_interrupted(path)
+        if not recover_interrupted(path) and path.exists():  # interrupted while the old one was removed: finish that
+            with contextlib.suppress(OSError):
+                remove_stale(path, _OLD)
         raise
-    for stale in _siblings(path, _TMP) + _siblings(path, _OLD):  # left by processes killed earlier
-        _remove(stale)
+    remove_stale(path)  # left by processes killed earlier
     return path
 
 
-def _settle_zarr(timeout: float = 60) -> None:
-    """Wait for the writes zarr's IO thread still runs for a call that an exception (Ctrl-C) left: zarr runs each
-    store operation as a coroutine on its own loop, and an interrupted caller stops waiting, not the coroutine,
-    which would write into the temporary after it was removed."""
-    zarr_sync = sys.modules.get("zarr.core.sync")
-    loop = getattr(zarr_sync, "loop", [None])[0]
-    if loop is None or loop.is_closed() or not loop.is_running():
-        return
-
-    async def others() -> None:
-        """Wait for every task on the loop but this one."""
-        pending = asyncio.all_tasks() - {asyncio.current_task()}
-        if pending:
-            await asyncio.wait(pending)
-
-    with contextlib.suppress(Exception):  # an unresponsive loop: the temporary is removed all the same
-        asyncio.run_coroutine_threadsafe(others(), loop).result(timeout)
+def remove_stale(path: str | os.PathLike, *markers: str) -> None:
+    """Remove the hidden temporaries and backups of ``path`` (of kinds ``markers``: both by default) that interrupted or
+    killed writes left, once ``path`` is whole. Call it holding the lock of ``path`` (:func:`locked`): a save in
+    progress has siblings too."""
+    path = as_path(path)
+    for stale in (s for marker in markers or (_TMP, _OLD) for s in _siblings(path, marker)):
+        with contextlib.suppress(FileNotFoundError):
+            _remove(stale)
 
 
 def recover_interrupted(path: str | os.PathLike) -> bool:
