@@ -11,7 +11,8 @@ Cubes are dask random arrays (a fixed seed; nothing read from disk), float32:
   (``.chunk`` of a numpy array): ``sample_valid_pixels`` of 100,000 pixels
   against ``.sum().compute()``.
 
-Every run is listed, with the machine's load average before and after each case.
+Every run is listed, with the ratio of the best runs' CPU times (this process, all threads: less disturbed by
+other work on a shared machine than the wall times) and the load average before and after each case.
 Run: ``python benchmarks/bench_sampling.py [--sides 1600,3200] [--largest 5056] [--repeat 2] [--no-bands36]``.
 """
 
@@ -49,19 +50,19 @@ def chunk_count(side: int, repeat: int) -> None:
     """The fit against ``mean()`` on a 4-band cube in 16^2 chunks."""
     cube = small_chunks_cube(side)
     chunks = cube.data.npartitions
-    before = load()
-    times = interleaved({"mean": lambda: cube.mean().compute(), "fit": lambda: fit(cube)}, repeat)
+    before, cpu = load(), {}
+    times = interleaved({"mean": lambda: cube.mean().compute(), "fit": lambda: fit(cube)}, repeat, cpu)
     print(f"| 4 x {side}^2, 16^2 chunks | {chunks:,} | {runs(times['mean'])} | {runs(times['fit'])} | "
-          f"{ratio(times['fit'], times['mean'])} | {before}; after: {load()} |", flush=True)
+          f"{ratio(times['fit'], times['mean'])} | {ratio(cpu['fit'], cpu['mean'])} | {before}; after: {load()} |", flush=True)
 
 
 def largest(side: int) -> None:
     """One fit of the largest cube, timed."""
     cube = small_chunks_cube(side)
-    before = time.perf_counter()
+    before, before_cpu = time.perf_counter(), time.process_time()
     fit(cube)
-    print(f"| 4 x {side}^2, 16^2 chunks | {cube.data.npartitions:,} | fit once: {time.perf_counter() - before:.1f} s | {load()} |",
-          flush=True)
+    print(f"| 4 x {side}^2, 16^2 chunks | {cube.data.npartitions:,} | | fit once: {time.perf_counter() - before:.1f} s "
+          f"(CPU {time.process_time() - before_cpu:.1f} s) | | | {load()} |", flush=True)
 
 
 def bands36(repeat: int) -> None:
@@ -71,11 +72,11 @@ def bands36(repeat: int) -> None:
     memory = xr.DataArray(np.random.default_rng(0).random(shape, dtype=np.float32), dims=("band", "y", "x")).chunk(
         {"band": -1, "y": 512, "x": 512})
     for name, cube in (("dask random", random), ("in memory (.chunk)", memory)):
-        before = load()
+        before, cpu = load(), {}
         times = interleaved({"sum": lambda: cube.sum().compute(),
-                             "sample": lambda: sample_valid_pixels(cube, "band", n_samples=100_000, random_state=0)}, repeat)
+                             "sample": lambda: sample_valid_pixels(cube, "band", n_samples=100_000, random_state=0)}, repeat, cpu)
         print(f"| 36 x 1536^2, 512^2 chunks, {name} | {cube.data.npartitions} | {runs(times['sum'])} | {runs(times['sample'])} | "
-              f"{ratio(times['sample'], times['sum'])} | {before}; after: {load()} |", flush=True)
+              f"{ratio(times['sample'], times['sum'])} | {ratio(cpu['sample'], cpu['sum'])} | {before}; after: {load()} |", flush=True)
 
 
 def main() -> None:
@@ -86,15 +87,16 @@ def main() -> None:
     parser.add_argument("--no-bands36", action="store_true", help="leave out the 36-band cube")
     args = parser.parse_args()
     print(machine())
-    print("| cube | chunks | mean().compute() (s) | fit, n_samples=5000 (s) | fit / mean: best (worst round) | load average |")
-    print("|---|---|---|---|---|---|")
+    print("| cube | chunks | mean().compute() (s) | fit, n_samples=5000 (s) | fit / mean: best (worst round) | CPU time fit / mean | load average |")
+    print("|---|---|---|---|---|---|---|")
     for side in (int(s) for s in args.sides.split(",") if s):
         chunk_count(side, args.repeat)
     if args.largest:
         largest(args.largest)
     if not args.no_bands36:
-        print("\n| cube | chunks | sum().compute() (s) | sample_valid_pixels, 100,000 (s) | sample / sum: best (worst round) | load average |")
-        print("|---|---|---|---|---|---|")
+        print("\n| cube | chunks | sum().compute() (s) | sample_valid_pixels, 100,000 (s) | sample / sum: best (worst round) | CPU time sample / sum | "
+              "load average |")
+        print("|---|---|---|---|---|---|---|")
         bands36(args.repeat)
 
 

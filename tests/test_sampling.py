@@ -56,8 +56,9 @@ def test_same_sample_in_memory_and_in_many_small_chunks(seed, n):
     than the cube: the sample in memory, bit for bit; a chunk smaller than ``n`` holds no ``n x d`` rows."""
     cube = _cube(seed)
     expected = sampling.sample_features(cube, "band", n, seed, warn=False)
-    for chunks in ({"y": 4, "x": 4}, {"y": 3, "x": 2}, {"y": 60, "x": 7}):
-        _same(sampling.sample_features(cube.chunk(chunks), "band", n, seed, warn=False), expected)
+    for chunks, order in (({"y": 4, "x": 4}, ("y", "x", "band")), ({"y": 3, "x": 2}, ("band", "y", "x")), ({"y": 60, "x": 7}, ("y", "band", "x"))):
+        chunked = cube.transpose(*order).chunk(chunks)  # features anywhere in the chunk's axes
+        _same(sampling.sample_features(chunked, "band", n, seed, warn=False), expected)
     assert len(expected.keys) == min(n, expected.n_valid)
 
 
@@ -115,3 +116,13 @@ def test_progress_bar_covers_the_sampling_pass(capsys):
                       progress=True)
     bars = _bars(capsys.readouterr().err, "sampling")
     assert bars and bars[-1][0] == bars[-1][1] > 2 * chunks  # each chunk's sample and its noise moments, and the merges
+
+
+def test_one_progress_bar_where_dask_shows_one():
+    """Inside dask's ``ProgressBar`` (the command line's) the sampling pass shows no second bar of the same tasks."""
+    from dask.diagnostics import ProgressBar
+
+    assert isinstance(sampling._task_bar(True), sampling._TaskBar)
+    with ProgressBar():
+        assert not isinstance(sampling._task_bar(True), sampling._TaskBar)
+    assert not isinstance(sampling._task_bar(False), sampling._TaskBar)

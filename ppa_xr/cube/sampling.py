@@ -133,13 +133,19 @@ def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout
 
 def _merge_samples(parts: list[tuple], n: int) -> tuple:
     """The ``n`` smallest keys of several chunk samples (keys are distinct: those up to the ``n``-th smallest), each
-    part's rows in their order, parts in their order; the valid counts summed."""
+    part's rows in their order, parts in their order; the valid counts summed. Only the kept rows are copied, once,
+    into the outputs (no temporaries of the parts' rows)."""
     keys = np.concatenate([part[0] for part in parts])
-    fields = [np.concatenate([part[i] for part in parts]) for i in (1, 2, 3)]
-    if len(keys) > n:
-        kept = keys <= np.partition(keys, n - 1)[n - 1]
-        keys, fields = keys[kept], [field[kept] for field in fields]
-    return keys, *fields, sum(part[4] for part in parts)
+    if len(keys) <= n:  # every row kept
+        return keys, *(np.concatenate([part[i] for part in parts]) for i in (1, 2, 3)), sum(part[4] for part in parts)
+    bound = np.partition(keys, n - 1)[n - 1]
+    kept = [part[0] <= bound for part in parts]
+    ends = np.cumsum([0] + [int(mask.sum()) for mask in kept])
+    out = [np.empty((ends[-1], *field.shape[1:]), field.dtype) for field in parts[0][:4]]
+    for part, mask, start, stop in zip(parts, kept, ends[:-1], ends[1:]):
+        for field, into in zip(part[:4], out):
+            np.compress(mask, field, axis=0, out=into[start:stop])
+    return *out, sum(part[4] for part in parts)
 
 
 def sample_valid_pixels(
@@ -265,12 +271,12 @@ def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tupl
     so the cost per chunk does not grow with the chunk count.
     """
     layout = _Layout.of(da, dim)
-    da = da.transpose(..., dim)
     if da.chunks is None:
-        return _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n, exclude)
-    data = da.data.rechunk({da.ndim - 1: -1})
-    starts = tuple(tuple(int(s) for s in np.cumsum((0,) + c[:-1])) for c in data.chunks[:-1])
-    parts = data.map_blocks(_chunk_sample, seed=seed, starts=starts, layout=layout, n=n, exclude=exclude,
+        return _block_sample(np.asarray(da.transpose(..., dim).values), seed, (0,) * (da.ndim - 1), layout, n, exclude)
+    axis = da.get_axis_num(dim)
+    data = da.data.rechunk({axis: -1})  # the chunks as they are, features anywhere: no transpose in the graph
+    starts = tuple(tuple(int(s) for s in np.cumsum((0,) + c[:-1])) if i != axis else () for i, c in enumerate(data.chunks))
+    parts = data.map_blocks(_chunk_sample, seed=seed, starts=starts, axis=axis, layout=layout, n=n, exclude=exclude,
                             meta=np.empty((0,) * data.ndim, object))
     chosen = np.array(list(np.ndindex(data.numblocks)), np.int64).reshape(-1, data.ndim)
     if max_chunks is not None and max_chunks < len(chosen):
@@ -278,13 +284,16 @@ def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tupl
     keys = [(parts.name, *map(int, i)) for i in chosen]
     layer = f"sample-chunks-{tokenize(parts.name, chosen)}"
     graph = HighLevelGraph.from_collections(layer, parts.__dask_optimize__(parts.__dask_graph__(), keys), ())
-    rows = min(n, int(np.prod([max(c) for c in data.chunks[:-1]], dtype=np.int64)))
-    return _merge_tree(graph, layer, keys, n, rows, data.shape[-1] * data.dtype.itemsize)
+    rows = min(n, int(np.prod([max(c) for i, c in enumerate(data.chunks) if i != axis], dtype=np.int64)))
+    return _merge_tree(graph, layer, keys, n, rows, data.shape[axis] * data.dtype.itemsize)
 
 
-def _chunk_sample(block: np.ndarray, seed: int, starts: tuple, layout: _Layout, n: int, exclude: tuple, block_id: tuple = ()) -> tuple:
-    """:func:`_block_sample` of the chunk ``block_id`` (``starts``: each pixel dim's chunk offsets)."""
-    return _block_sample(block, seed, tuple(s[i] for s, i in zip(starts, block_id)), layout, n, exclude)
+def _chunk_sample(block: np.ndarray, seed: int, starts: tuple, axis: int, layout: _Layout, n: int, exclude: tuple,
+                  block_id: tuple = ()) -> tuple:
+    """:func:`_block_sample` of the chunk ``block_id``, features along ``axis`` (``starts``: each pixel dim's chunk
+    offsets; none for the features)."""
+    offsets = tuple(s[i] for a, (s, i) in enumerate(zip(starts, block_id)) if a != axis)
+    return _block_sample(np.moveaxis(block, axis, -1), seed, offsets, layout, n, exclude)
 
 
 def _merge_tree(graph: HighLevelGraph, layer: str, keys: list, n: int, rows: int, row_bytes: int) -> Delayed:
@@ -365,7 +374,7 @@ def sample_cubes(
     Groups are the spatial blocks, distinct per cube. ``along``: other lazy
     reductions over the same cubes (e.g. the noise estimate's), computed in
     the same pass over their chunks. ``progress``: a progress bar of the
-    pass's tasks on the local schedulers (:class:`_TaskBar`).
+    pass's tasks on the local schedulers (:func:`_task_bar`).
 
     ``n_samples=None`` keeps up to :data:`DEFAULT_SAMPLES` pixels, and no more
     than :data:`FIT_SHARE` of the valid pixels where they number at least
@@ -376,7 +385,7 @@ def sample_cubes(
     n = _checked_count(n_samples)
     seed = _seed(np.random.default_rng(random_state))
     seeds = [seed] + [_seed(np.random.default_rng([seed, i])) for i in range(1, len(cubes))]
-    with _TaskBar("sampling") if progress and _local_scheduler() else contextlib.nullcontext():
+    with _task_bar(progress):
         results, along = dask.compute([_lazy_draw(da, dim, n, s, (), None, None) for da, s in zip(cubes, seeds)], along)
     samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
     valid = sum(sample.n_valid for sample in samples)
@@ -412,6 +421,15 @@ class _TaskBar(Callback):
 
     def _finish(self, dsk: Any, state: dict, errored: bool) -> None:
         self.bar.close()
+
+
+def _task_bar(progress: bool) -> contextlib.AbstractContextManager:
+    """A :class:`_TaskBar` of the sampling pass where ``progress`` asks for one and dask computes here with a local
+    scheduler, unless a dask ``ProgressBar`` already shows the tasks (the command line's); else nothing."""
+    from dask.diagnostics import ProgressBar
+
+    shown = any(isinstance(getattr(callbacks[0], "__self__", None), ProgressBar) for callbacks in Callback.active)
+    return _TaskBar("sampling") if progress and _local_scheduler() and not shown else contextlib.nullcontext()
 
 
 def _local_scheduler() -> bool:
