@@ -13,7 +13,8 @@ Cubes are dask random arrays (a fixed seed; nothing read from disk), float32:
 
 Every run is listed, with the ratio of the best runs' CPU times (this process, all threads: less disturbed by
 other work on a shared machine than the wall times) and the load average before and after each case.
-Run: ``python benchmarks/bench_sampling.py [--sides 1600,3200] [--largest 5056] [--repeat 2] [--no-bands36]``.
+Run from a checkout: ``PYTHONPATH=. python benchmarks/bench_sampling.py [--sides 1600,3200] [--largest 5056]
+[--repeat 2] [--no-bands36]`` (without ``PYTHONPATH`` the installed ppa_xr is measured; the first line says which).
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def main() -> None:
     parser.add_argument("--no-bands36", action="store_true", help="leave out the 36-band cube")
     args = parser.parse_args()
     print(machine())
+    print(f"ppa_xr {ppa_xr.__version__} from {os.path.dirname(ppa_xr.__file__)}")
     print("| cube | chunks | mean().compute() (s) | fit, n_samples=5000 (s) | fit / mean: best (worst round) | CPU time fit / mean | load average |")
     print("|---|---|---|---|---|---|---|")
     for side in (int(s) for s in args.sides.split(",") if s):

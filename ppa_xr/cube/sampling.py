@@ -300,7 +300,8 @@ def _merge_tree(graph: HighLevelGraph, layer: str, keys: list, n: int, rows: int
     """The chunk samples ``keys`` (layer ``layer`` of ``graph``, at most ``rows`` rows of ``row_bytes`` each)
     merged in a tree (:func:`_merge_samples`), as one delayed tuple. Each level merges as many parts as
     :data:`MERGE_BYTES` holds, between 2 and :data:`FAN_IN`; a part never has more than ``n`` rows."""
-    name, merges, level = f"sample-merge-{layer}", {}, 0
+    name, level = f"sample-merge-{layer}", 0
+    merges: dict[Any, Any] = {}
     while len(keys) > 1:
         fan_in = int(np.clip(MERGE_BYTES // max(rows * row_bytes, 1), 2, FAN_IN))
         level_keys = [(name, level, i) for i in range(-(-len(keys) // fan_in))]
@@ -408,7 +409,8 @@ class _TaskBar(Callback):
 
     def __init__(self, desc: str) -> None:
         super().__init__()
-        self.desc, self.bar = desc, None
+        self.desc = desc
+        self.bar: Any = None
 
     def _start_state(self, dsk: Any, state: dict) -> None:
         from tqdm.auto import tqdm
