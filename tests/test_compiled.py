@@ -62,11 +62,10 @@ def reference_block_sample(block, seed, offsets, layout, n, exclude):
     return keys[kept], values[rows], blocks[rows], index[rows], len(keys)
 
 
-def reference_merge(a, b, n):
-    kept = sampling._smallest(np.concatenate([a[0], b[0]]), n)
-    split = np.searchsorted(kept, len(a[0]))
-    rows = (kept[:split], kept[split:] - len(a[0]))
-    return *(np.concatenate([x[rows[0]], y[rows[1]]]) for x, y in zip(a[:4], b[:4])), a[4] + b[4]
+def reference_merge(parts, n):
+    """The rows of the ``n`` smallest keys of the parts, each part's rows in their order, parts in their order."""
+    kept = sampling._smallest(np.concatenate([part[0] for part in parts]), n)  # ascending positions
+    return *(np.concatenate([part[i] for part in parts])[kept] for i in range(4)), sum(part[4] for part in parts)
 
 
 def reference_step(breaks: np.ndarray, tables: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -238,10 +237,14 @@ def test_merge_bit_for_bit():
     def part(m, d=4):
         return rng.integers(0, 2**63, m).astype(np.uint64), rng.normal(size=(m, d)), rng.integers(0, 9, m), rng.integers(0, 10**6, m), m
 
-    for m1, m2, n in [(10, 20, 5), (100, 0, 50), (0, 0, 3), (1000, 1000, 1500), (5, 5, 100), (300, 700, 1000)]:
-        a, b = part(m1), part(m2)
-        for e, g in zip(reference_merge(a, b, n), sampling._merge_samples(a, b, n)):
+    for sizes, n in [((10, 20), 5), ((100, 0), 50), ((0, 0), 3), ((1000, 1000), 1500), ((5, 5), 100), ((300, 700), 1000),
+                     ((7,), 3), ((40, 0, 13, 256, 1), 100), ((256,) * 16, 5000), ((256,) * 16, 1)]:
+        parts = [part(m) for m in sizes]
+        expected, got = reference_merge(parts, n), sampling._merge_samples(parts, n)
+        for e, g in zip(expected[:4], got[:4]):
+            assert e.dtype == g.dtype and g.flags.c_contiguous
             np.testing.assert_array_equal(g, e)
+        assert got[4] == expected[4]
 
 
 _SCENES = {
@@ -344,7 +347,7 @@ def test_read_only_chunks():
     a = tuple(np.array(x) for x in got[:4]) + (got[4],)
     for x in got[:4]:
         x.flags.writeable = False
-    for e, g in zip(reference_merge(got, a, 500), sampling._merge_samples(got, a, 500)):
+    for e, g in zip(reference_merge([got, a], 500), sampling._merge_samples([got, a], 500)):
         np.testing.assert_array_equal(g, e)
     lookup = StepLookup.build(np.sort(rng.normal(size=(3, 40)), axis=1), rng.normal(size=(3, 41)))
     values = rng.normal(size=(100, 3))

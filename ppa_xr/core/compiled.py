@@ -342,31 +342,3 @@ def pixel_index(rows, width, starts, line_blocks, offset, size, tiles):
         index[i] = starts[line] + c
         blocks[i] = line_blocks[line] * tiles + (offset + c) * tiles // size
     return index, blocks
-
-
-@_jit
-def _copy_within(bound, keys, values, blocks, index, out_keys, out_values, out_blocks, out_index, k):
-    """Rows of one chunk sample with a key at most ``bound`` into the outputs from row ``k`` on; the next free row."""
-    for i in range(len(keys)):
-        if keys[i] <= bound:
-            out_keys[k], out_blocks[k], out_index[k] = keys[i], blocks[i], index[i]
-            for j in range(values.shape[1]):
-                out_values[k, j] = values[i, j]
-            k += 1
-    return k
-
-
-@_jit
-def merge_within(bound, keys_a, values_a, blocks_a, index_a, keys_b, values_b, blocks_b, index_b):
-    """The rows of two chunk samples whose key is at most ``bound``, ``a``'s then ``b``'s, each in its order: keys,
-    values (rows, C-contiguous), blocks and flat indices, written once (no temporaries)."""
-    size = 0
-    for i in range(len(keys_a)):
-        size += keys_a[i] <= bound
-    for i in range(len(keys_b)):
-        size += keys_b[i] <= bound
-    out_keys, out_values = np.empty(size, np.uint64), np.empty((size, values_a.shape[1]), values_a.dtype)
-    out_blocks, out_index = np.empty(size, np.int64), np.empty(size, np.int64)
-    k = _copy_within(bound, keys_a, values_a, blocks_a, index_a, out_keys, out_values, out_blocks, out_index, 0)
-    _copy_within(bound, keys_b, values_b, blocks_b, index_b, out_keys, out_values, out_blocks, out_index, k)
-    return out_keys, out_values, out_blocks, out_index

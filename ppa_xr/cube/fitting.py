@@ -55,9 +55,9 @@ def fit(
         Seeds the pixel sample and the folds: the same seed gives the same model under any chunking
         (default 0, as every ``random_state`` here; None: fresh randomness).
     progress : bool
-        Show a progress bar of the fit's steps (the sampling pass is a dask
-        computation: see its progress with ``dask.diagnostics.ProgressBar``
-        or the distributed dashboard).
+        Show progress bars of the sampling pass's tasks (on dask's local
+        schedulers; on a cluster use ``distributed.progress`` or the
+        dashboard) and of the fit's steps.
     weights : xr.DataArray, optional
         A weight per pixel, over some of the pixel dimensions (broadcast to the
         others), e.g. ``np.cos(np.deg2rad(cube.lat))`` so that the fit
@@ -146,7 +146,7 @@ def fit_pooled(
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
     arrays = [features.select(da, d) for da in arrays]
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
-    pooled = sample_cubes(arrays, dim, n_samples, random_state, along=shift)
+    pooled = sample_cubes(arrays, dim, n_samples, random_state, along=shift, progress=progress)
     if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
         declared = declared.replace(noise_cov=sample_covariance(features.select(feature_array(noise, dim), d), dim))
     elif pooled.along is not None:

@@ -10,6 +10,7 @@ the smallest keys of the union are a uniform sample of all their pixels.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,10 @@ from typing import Any
 import dask
 import numpy as np
 import xarray as xr
+from dask.base import get_scheduler, tokenize
+from dask.callbacks import Callback
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
 
 from ..core import checks, compiled
 from ..core.checks import warn_user
@@ -127,12 +132,21 @@ def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout
     return keys[kept], values, blocks, index, len(keys)
 
 
-def _merge_samples(a: tuple, b: tuple, n: int) -> tuple:
-    """The ``n`` smallest keys of two chunk samples (keys are distinct: those up to the ``n``-th smallest), each
-    part's rows in their order; only the kept rows are copied, once (:func:`ppa_xr.core.compiled.merge_within`)."""
-    keys = np.concatenate([a[0], b[0]])
-    bound = np.partition(keys, n - 1)[n - 1] if len(keys) > n else np.uint64(2**64 - 1)
-    return *compiled.merge_within(bound, *a[:4], *b[:4]), a[4] + b[4]
+def _merge_samples(parts: list[tuple], n: int) -> tuple:
+    """The ``n`` smallest keys of several chunk samples (keys are distinct: those up to the ``n``-th smallest), each
+    part's rows in their order, parts in their order; the valid counts summed. Only the kept rows are copied, once,
+    into the outputs (no temporaries of the parts' rows)."""
+    keys = np.concatenate([part[0] for part in parts])
+    if len(keys) <= n:  # every row kept
+        return keys, *(np.concatenate([part[i] for part in parts]) for i in (1, 2, 3)), sum(part[4] for part in parts)
+    bound = np.partition(keys, n - 1)[n - 1]
+    kept = [part[0] <= bound for part in parts]
+    ends = np.cumsum([0] + [int(mask.sum()) for mask in kept])
+    out = [np.empty((ends[-1], *field.shape[1:]), field.dtype) for field in parts[0][:4]]
+    for part, mask, start, stop in zip(parts, kept, ends[:-1], ends[1:]):
+        for field, into in zip(part[:4], out):
+            np.compress(mask, field, axis=0, out=into[start:stop])
+    return *out, sum(part[4] for part in parts)
 
 
 def sample_valid_pixels(
@@ -243,23 +257,60 @@ def _draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tuple[Pix
     return _drawn(dask.compute(_lazy_draw(da, dim, n, seed, exclude, max_chunks, rng))[0], seed, _Layout.of(da, dim))
 
 
+#: most chunk samples one merge of the sampling's reduction tree takes
+FAN_IN = 16
+#: the bytes of the chunk samples one merge may take (fewer parts where ``n x d`` is large, at least two)
+MERGE_BYTES = 64 * 2**20
+
+
 def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tuple[PixelSample, ...], max_chunks: int | None, rng):
-    """:func:`_draw`'s reduction, not yet computed (a delayed tuple, or the tuple itself for an in-memory cube)."""
+    """:func:`_draw`'s reduction, not yet computed (a delayed tuple, or the tuple itself for an in-memory cube).
+
+    One task per chunk (:func:`_block_sample`, fused with the tasks that make
+    the chunk), then a tree of merges of at most :data:`FAN_IN` parts each,
+    built as one graph layer: about ``chunks (1 + 1 / (FAN_IN - 1))`` tasks,
+    so the cost per chunk does not grow with the chunk count.
+    """
     layout = _Layout.of(da, dim)
-    da = da.transpose(..., dim)
     if da.chunks is None:
-        return _block_sample(np.asarray(da.values), seed, (0,) * (da.ndim - 1), layout, n, exclude)
-    data = da.data.rechunk({da.ndim - 1: -1})
-    starts = [np.cumsum((0,) + c[:-1]) for c in data.chunks[:-1]]
-    blocks = data.to_delayed()
-    chosen = list(np.ndindex(blocks.shape))
+        return _block_sample(np.asarray(da.transpose(..., dim).values), seed, (0,) * (da.ndim - 1), layout, n, exclude)
+    axis = da.get_axis_num(dim)
+    data = da.data.rechunk({axis: -1})  # the chunks as they are, features anywhere: no transpose in the graph
+    starts = tuple(tuple(int(s) for s in np.cumsum((0,) + c[:-1])) if i != axis else () for i, c in enumerate(data.chunks))
+    parts = data.map_blocks(_chunk_sample, seed=seed, starts=starts, axis=axis, layout=layout, n=n, exclude=exclude,
+                            meta=np.empty((0,) * data.ndim, object))
+    chosen = np.array(list(np.ndindex(data.numblocks)), np.int64).reshape(-1, data.ndim)
     if max_chunks is not None and max_chunks < len(chosen):
-        chosen = [chosen[i] for i in np.sort(rng.choice(len(chosen), max_chunks, replace=False))]
-    parts = [dask.delayed(_block_sample)(blocks[i], seed, tuple(int(s[j]) for s, j in zip(starts, i)), layout, n, exclude) for i in chosen]
-    while len(parts) > 1:  # tree reduction: at most n x d per merge
-        pairs = [parts[i : i + 2] for i in range(0, len(parts), 2)]
-        parts = [dask.delayed(_merge_samples)(*pair, n) if len(pair) == 2 else pair[0] for pair in pairs]
-    return parts[0]
+        chosen = chosen[np.sort(rng.choice(len(chosen), max_chunks, replace=False))]
+    keys = [(parts.name, *map(int, i)) for i in chosen]
+    layer = f"sample-chunks-{tokenize(parts.name, chosen)}"
+    graph = HighLevelGraph.from_collections(layer, parts.__dask_optimize__(parts.__dask_graph__(), keys), ())
+    rows = min(n, int(np.prod([max(c) for i, c in enumerate(data.chunks) if i != axis], dtype=np.int64)))
+    return _merge_tree(graph, layer, keys, n, rows, data.shape[axis] * data.dtype.itemsize)
+
+
+def _chunk_sample(block: np.ndarray, seed: int, starts: tuple, axis: int, layout: _Layout, n: int, exclude: tuple,
+                  block_id: tuple = ()) -> tuple:
+    """:func:`_block_sample` of the chunk ``block_id``, features along ``axis`` (``starts``: each pixel dim's chunk
+    offsets; none for the features)."""
+    offsets = tuple(s[i] for a, (s, i) in enumerate(zip(starts, block_id)) if a != axis)
+    return _block_sample(np.moveaxis(block, axis, -1), seed, offsets, layout, n, exclude)
+
+
+def _merge_tree(graph: HighLevelGraph, layer: str, keys: list, n: int, rows: int, row_bytes: int) -> Delayed:
+    """The chunk samples ``keys`` (layer ``layer`` of ``graph``, at most ``rows`` rows of ``row_bytes`` each)
+    merged in a tree (:func:`_merge_samples`), as one delayed tuple. Each level merges as many parts as
+    :data:`MERGE_BYTES` holds, between 2 and :data:`FAN_IN`; a part never has more than ``n`` rows."""
+    name, level = f"sample-merge-{layer}", 0
+    merges: dict[Any, Any] = {}
+    while len(keys) > 1:
+        fan_in = int(np.clip(MERGE_BYTES // max(rows * row_bytes, 1), 2, FAN_IN))
+        level_keys = [(name, level, i) for i in range(-(-len(keys) // fan_in))]
+        merges.update({key: (_merge_samples, keys[i * fan_in : (i + 1) * fan_in], n) for i, key in enumerate(level_keys)})
+        keys, rows, level = level_keys, min(n, rows * fan_in), level + 1
+    if not merges:
+        return Delayed(keys[0], graph, layer=layer)
+    return Delayed(keys[0], HighLevelGraph({**graph.layers, name: merges}, {**graph.dependencies, name: {layer}}), layer=name)
 
 
 def _drawn(result: tuple, seed: int, layout: _Layout) -> Sample:
@@ -341,6 +392,7 @@ def _label_positions(da: xr.DataArray, weights: xr.DataArray, d: Hashable) -> np
 
 def sample_cubes(
     cubes: list[xr.DataArray], dim: Hashable, n_samples: int | None, random_state: int | None, along: Any = None,
+    progress: bool = False,
 ) -> Pooled:
     """One uniform sample of the valid pixels of several cubes (any grids), as a :class:`Pooled`.
 
@@ -351,7 +403,8 @@ def sample_cubes(
     recorded as its pixels with keys up to the largest key kept from it.
     Groups are the spatial blocks, distinct per cube. ``along``: other lazy
     reductions over the same cubes (e.g. the noise estimate's), computed in
-    the same pass over their chunks.
+    the same pass over their chunks. ``progress``: a progress bar of the
+    pass's tasks on the local schedulers (:func:`_task_bar`).
 
     ``n_samples=None`` keeps up to :data:`DEFAULT_SAMPLES` pixels, and no more
     than :data:`FIT_SHARE` of the valid pixels where they number at least
@@ -362,7 +415,8 @@ def sample_cubes(
     n = _checked_count(n_samples)
     seed = _seed(np.random.default_rng(random_state))
     seeds = [seed] + [_seed(np.random.default_rng([seed, i])) for i in range(1, len(cubes))]
-    results, along = dask.compute([_lazy_draw(da, dim, n, s, (), None, None) for da, s in zip(cubes, seeds)], along)
+    with _task_bar(progress):
+        results, along = dask.compute([_lazy_draw(da, dim, n, s, (), None, None) for da, s in zip(cubes, seeds)], along)
     samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
     valid = sum(sample.n_valid for sample in samples)
     _check_found(valid, n_samples, "cubes have" if len(cubes) > 1 else "cube has")
@@ -376,6 +430,43 @@ def sample_cubes(
     values = np.concatenate([sample.values for sample in samples])[kept]
     index = np.concatenate([sample.index for sample in samples])[kept]
     return Pooled(values, groups[kept], _shares(samples, keys[kept], cube[kept]), cube[kept], index, along)
+
+
+class _TaskBar(Callback):
+    """A progress bar (``tqdm.auto``) of the tasks of the dask computations run inside it; dask's local schedulers
+    (threads, processes, synchronous) report to it, a distributed cluster does not (``distributed.progress``)."""
+
+    def __init__(self, desc: str) -> None:
+        super().__init__()
+        self.desc = desc
+        self.bar: Any = None
+
+    def _start_state(self, dsk: Any, state: dict) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=sum(len(state[part]) for part in ("ready", "waiting", "running", "finished")), desc=self.desc, unit="task")
+        self.bar.update(len(state["finished"]))
+
+    def _posttask(self, key: Any, result: Any, dsk: Any, state: dict, worker_id: Any) -> None:
+        self.bar.update(1)
+
+    def _finish(self, dsk: Any, state: dict, errored: bool) -> None:
+        self.bar.close()
+
+
+def _task_bar(progress: bool) -> contextlib.AbstractContextManager:
+    """A :class:`_TaskBar` of the sampling pass where ``progress`` asks for one and dask computes here with a local
+    scheduler, unless a dask ``ProgressBar`` already shows the tasks (the command line's); else nothing."""
+    from dask.diagnostics import ProgressBar
+
+    shown = any(isinstance(getattr(callbacks[0], "__self__", None), ProgressBar) for callbacks in Callback.active)
+    return _TaskBar("sampling") if progress and _local_scheduler() and not shown else contextlib.nullcontext()
+
+
+def _local_scheduler() -> bool:
+    """Whether dask computes here with one of its local schedulers (not a distributed client)."""
+    scheduler = get_scheduler()
+    return scheduler is None or getattr(scheduler, "__module__", "").startswith("dask.")
 
 
 def _shares(samples: list[Sample], kept_keys: np.ndarray, kept_cube: np.ndarray) -> FitSample:
