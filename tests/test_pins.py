@@ -52,12 +52,15 @@ def draw(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(n, 4)) * np.sqrt(VARIANCES)
 
 
-def test_the_ratio_and_its_standard_error_match_their_closed_forms():
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_ratio_and_its_standard_error_match_their_closed_forms(seed):
+    """Over 40 seeds the estimate's deviation from the true ratio was at most 2.2 of its closed-form standard errors
+    (sd 1.0), and the standard error's own relative deviation at most 3.0% (sd 1.1-1.3%)."""
     ratio, se = truth(20_000)
     assert 105 < ratio[0] < 108 and 140 < ratio[1:].min()  # far from 1, where r and r^2 differ
-    comparison = compare_errors(rotation_map(OTHER), draw(20_000, 0), baseline=rotation_map(np.eye(4)))
-    np.testing.assert_allclose(comparison.relative, ratio, rtol=0.01)  # measured 0.3 %
-    np.testing.assert_allclose(comparison.se, se, rtol=0.05)  # measured 0.7-2.3 %: se / sqrt(n) or r for r^2 are far off
+    comparison = compare_errors(rotation_map(OTHER), draw(20_000, seed), baseline=rotation_map(np.eye(4)))
+    assert np.all(np.abs(comparison.relative - ratio) <= 4 * se)  # se is 0.3-1.0 % of the ratio
+    np.testing.assert_allclose(comparison.se, se, rtol=0.06)  # se / sqrt(n) or r for r^2 are far off
     z = NormalDist().inv_cdf(1 - LEVEL / 3)  # Bonferroni over the 3 values of k
     np.testing.assert_allclose(comparison.low(), comparison.relative - z * comparison.se, rtol=1e-15)
     np.testing.assert_allclose(comparison.low(1), comparison.relative[:1] - NormalDist().inv_cdf(1 - LEVEL) * comparison.se[:1])
