@@ -74,6 +74,16 @@ def test_fences_clip_only_far_outliers():
     assert 0.01 < np.mean((heavy < lo) | (heavy > hi)) < 0.05  # t(2): P(|T| > 5.6) = 0.03
 
 
+def test_fences_are_tukeys_far_out_fences():
+    """``[max(min, Q1 - 3 IQR), min(max, Q3 + 3 IQR)]`` on both sides, each clipped only where data lie beyond."""
+    heavy = np.random.default_rng(2).standard_t(2, (3, 4000))
+    lo, hi = basis.fences(heavy)
+    q1, q3 = np.quantile(heavy, (0.25, 0.75), axis=-1)
+    np.testing.assert_array_equal(lo, np.maximum(heavy.min(axis=-1), q1 - 3 * (q3 - q1)))
+    np.testing.assert_array_equal(hi, np.minimum(heavy.max(axis=-1), q3 + 3 * (q3 - q1)))
+    assert np.all(lo > heavy.min(axis=-1)) and np.all(hi < heavy.max(axis=-1))  # both sides clip here
+
+
 @pytest.mark.parametrize(("case", "seed"), [({}, 0), ({}, 1), ({"anomalies": 0.01}, 0), ({"anomalies": 0.01}, 3)])
 def test_robust_fit_is_never_worse_than_pca_on_unseen_pixels_at_200_bands(case, seed):
     """The benchmark in small: 200 bands, 5,000 pixels to fit and 5,000 unseen. Over seeds 0-5 the worst k was

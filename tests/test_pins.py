@@ -18,6 +18,8 @@ from ppa_xr.cube import shift
 from ppa_xr.cube.noise import shift_difference_covariance
 from ppa_xr.cube.sampling import sample_cubes
 
+from .conftest import curved_sample
+
 
 # --------------------------------------------------------------------------- compare_errors: level, bound, floor
 def rotation_map(R: np.ndarray) -> PPAParams:
@@ -66,6 +68,27 @@ def test_the_ratio_and_its_standard_error_match_their_closed_forms(seed):
     np.testing.assert_allclose(comparison.low(1), comparison.relative[:1] - NormalDist().inv_cdf(1 - LEVEL) * comparison.se[:1])
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_standard_error_is_the_documented_formula_at_small_n(weighted):
+    """``se(r)^2 = n/(n-1) sum_i v_i^2 (e_i - e_v)^2 / (sum_i v_i b_i)^2``, ``e_i = a_i - r b_i``, ``e_v`` their
+    ``v``-weighted mean, ``v`` the weights (1 without): on 7 rows, where n/(n-1) is 17% and the centring matters;
+    the means are the weighted means of the rows' errors."""
+    X = draw(7, 4)
+    w = np.random.default_rng(5).uniform(0.2, 5, 7) if weighted else np.ones(7)
+    comparison = compare_errors(rotation_map(OTHER), X, baseline=rotation_map(np.eye(4)), weights=w if weighted else None)
+    a = np.stack([np.sum((X @ OTHER[k:].T) ** 2, axis=1) for k in range(1, 4)], axis=1)
+    b = np.stack([np.sum(X[:, k:] ** 2, axis=1) for k in range(1, 4)], axis=1)
+    v = w / w.mean()
+    r = (v @ a) / (v @ b)
+    e = a - r * b
+    e_v = v @ e / v.sum()
+    se = np.sqrt(7 / 6 * (v**2 @ (e - e_v) ** 2)) / (v @ b)
+    np.testing.assert_allclose(comparison.relative, 100 * r, rtol=1e-12)
+    np.testing.assert_allclose(comparison.se, 100 * se, rtol=1e-10)
+    np.testing.assert_allclose(comparison.ppa, w @ a / w.sum(), rtol=1e-12)
+    np.testing.assert_allclose(comparison.pca, w @ b / w.sum(), rtol=1e-12)
+
+
 def test_the_lower_bound_covers_the_true_ratio_at_its_level():
     """600 samples of 2,000 pixels: the bound exceeds the true ratio at each k about LEVEL / 3 of the time (10 of 600;
     measured 12, 10, 9) and at some k at most LEVEL (30; measured 29); without Bonferroni each k would miss 30 times."""
@@ -83,6 +106,19 @@ def test_errors_beyond_the_rank_read_100():
     model = PPA(degree=2, random_state=0).fit(X)
     relative = compare_errors(model.params_, X).relative
     assert relative[0] < 100 and np.all(relative[1:] == 100)  # once 1e-18 at k = 2, PPA's rounding unfloored
+
+
+def test_the_error_curve_is_every_squared_error_down_to_zero():
+    """Entry ``k - 1`` of :func:`kernels.error_curve` is the squared error of ``k`` components, for every ``k = 1..d``:
+    with all d kept, 0."""
+    from ppa_xr.core import kernels
+
+    X = curved_sample(400, d=5, seed=3)
+    params = PPA(random_state=0, degree=3).fit(X).params_
+    curve = kernels.error_curve(X, params)
+    for k in range(1, 6):
+        np.testing.assert_allclose(curve[:, k - 1], kernels.squared_error(X, params, k), rtol=1e-9, atol=1e-12)
+    assert np.all(curve[:, -1] == 0)
 
 
 # --------------------------------------------------------------------------- held out means held out
@@ -140,6 +176,26 @@ def test_per_axis_selection_shares_its_level_among_the_residual_axes():
 def test_significance_counts_groups_as_g_over_g_minus_1():
     diff = differences({0: 0.98}, axes=1).T  # 0.98 standard errors with the G / (G - 1) factor: 1.03 without it
     assert not significant(diff, 1.0)[0] and significant(diff, 0.97)[0]
+
+
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_each_candidate_degree_fits_its_own_terms(per_axis):
+    """Candidate degree g is fitted on the first g + 1 terms of the design: on a residual that is exactly the
+    quadratic term, degrees 2 and 3 leave no held-out error (``w^T G_i w - 2 w^T C_i = -||Y_i||^2``), degree 1
+    leaves all of it."""
+    from ppa_xr.core.degrees import CrossValidation, Folds, group_grams
+
+    rng = np.random.default_rng(0)
+    t = rng.uniform(-1, 1, 600)
+    design = np.stack([np.ones_like(t), t, 1.5 * t**2 - 0.5, 2.5 * t**3 - 1.5 * t])  # Legendre P0..P3
+    Y = np.column_stack([design[2], 0.5 * design[2]])
+    folds, order = Folds.make(np.repeat(np.arange(20), 30), 600, 5, rng)
+    gram, cross = group_grams(np.ascontiguousarray(design[None][:, :, order]), Y[order], folds.bounds)
+    errors = CrossValidation(gram[:, 0], cross[:, 0], folds).held_out([1, 2, 3], per_axis)
+    energy = np.add.reduceat((Y[order] ** 2), folds.bounds[:-1], axis=0)  # (groups, m)
+    energy = energy if per_axis else energy.sum(axis=1)
+    np.testing.assert_allclose(errors[1:], np.broadcast_to(-energy, errors[1:].shape), rtol=1e-9, atol=1e-9 * energy.max())
+    assert np.all(errors[0] > -0.1 * energy)  # the constant and linear terms explain almost none of it
 
 
 # --------------------------------------------------------------------------- quantized columns

@@ -4,11 +4,12 @@ recorded, and the options that fix the configuration skip it."""
 
 import numpy as np
 import pytest
+import scipy.special
 
 from ppa_xr import PPA, load_model
 from ppa_xr.core import candidates, kernels
 from ppa_xr.core.candidates import judge, truncation_errors
-from ppa_xr.core.errors import compare_errors
+from ppa_xr.core.errors import LEVEL, compare_errors
 from ppa_xr.core.ppa import fit_params
 from ppa_xr.datasets.synthetic import make_curved_mixture
 
@@ -70,6 +71,37 @@ def test_the_guard_refuses_only_on_evidence_beyond_the_allowance():
     candidate = tiny.copy()
     candidate[:, 4] = 1e-10
     assert judge(candidate, tiny, total=100.0).admitted
+
+
+def test_the_guards_standard_error_and_level_are_the_documented_ones():
+    """``se_k = sqrt(G/(G-1) sum_g (a_gk - R_k b_gk)^2) / sum_g b_gk`` and ``z`` at ``LEVEL / (d-1)`` (Bonferroni over
+    k): a curve whose bound ``R - z se`` is 1.005 with z at 0.05/5 is admitted, though at z(0.05) it would be 1.012."""
+    groups, width = 10, 5
+    pca = np.ones((groups, width))
+    candidate = pca.copy()
+    spread = np.tile([1.0, -1.0], groups // 2) * 0.01 * np.sqrt(groups - 1)  # se 0.01 at k = 1
+    z = -scipy.special.ndtri(LEVEL / width)
+    candidate[:, 0] = 1.005 + z * 0.01 + spread
+    verdict = judge(candidate, pca, total=100.0)
+    a, b = candidate.sum(axis=0), pca.sum(axis=0)
+    ratio = a / b
+    expected = np.sqrt(groups / (groups - 1) * np.sum((candidate - ratio * pca) ** 2, axis=0)) / b
+    np.testing.assert_allclose(verdict.se, 100 * expected, rtol=1e-12)
+    assert verdict.se[0] == pytest.approx(1.0) and verdict.relative[0] - z * verdict.se[0] == pytest.approx(100.5)
+    assert verdict.admitted and verdict.relative[0] + scipy.special.ndtri(LEVEL) * verdict.se[0] > 101
+    candidate[:, 0] += 0.01  # the bound at 1.015: refused
+    assert not judge(candidate, pca, total=100.0).admitted
+
+
+def test_errors_below_the_floor_compare_equal_with_no_spread():
+    """At a k where both curves are rounding (below EQUAL of the held-out energy), the ratio is 1 and its standard
+    error 0, however the groups' rounding differs: such a k can neither refuse nor favour a candidate."""
+    pca = np.ones((10, 5))
+    pca[:, 4] = 1e-12
+    candidate = pca.copy()
+    candidate[:, 4] = np.tile([0.0, 3e-11], 5)
+    verdict = judge(candidate, pca, total=100.0)
+    assert verdict.relative[4] == 100 and verdict.se[4] == 0 and verdict.influence.max() == 0 and verdict.admitted
 
 
 def test_a_truncation_must_beat_the_uncapped_fit_by_a_standard_error():
