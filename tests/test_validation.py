@@ -16,7 +16,7 @@ from ppa_xr.datasets.synthetic import make_curved_mixture
 
 @pytest.fixture(scope="module")
 def heavy_tailed():
-    """40 bands with Student-t(2) noise: the fixed fit takes 8 curved steps, the validation keeps 4."""
+    """40 bands with Student-t(2) noise: a fit with curved steps, which the validation may cap."""
     return make_curved_mixture(3000, n_bands=40, noise="student", random_state=1).data
 
 
