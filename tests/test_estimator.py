@@ -260,16 +260,30 @@ def test_a_fit_larger_than_the_memory_is_refused_before_it_starts(monkeypatch):
             PPA().fit(X)
 
 
-@pytest.mark.parametrize("options", [{"degree": 1}, {}, {"robust": True}, {"degree": 4}, {"noise_cov": np.eye(60)}])
-def test_the_memory_estimate_bounds_the_fit(options):
-    """:func:`fit_memory` is an upper bound of what a fit allocates (tracemalloc traces numpy's arrays), within 2x."""
+def _skewed(n: int, d: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d))
+    X[:, 0] = np.exp(X[:, 1] / X[:, 1].std())  # a skewed curve: curved steps, ill-conditioned designs
+    return X
+
+
+@pytest.mark.parametrize("shape", [(6000, 60), (3000, 30)])
+@pytest.mark.parametrize("options", [{"degree": 1}, {}, {"robust": True}, {"degree": 4}, {"noise_cov": True}])
+def test_the_memory_estimate_bounds_the_fit(options, shape):
+    """:func:`fit_memory` is an upper bound of what a fit allocates (tracemalloc traces numpy's arrays: the same
+    count on any machine with the same numpy and LAPACK), within 2.5x. The allocations of a first fit in the
+    process (caches, lazy imports) are not the fit's: a warm-up fit runs untraced first. Measured need / peak
+    over seeds 0-2 at 6000 x 60, 3000 x 30, 12000 x 60 and 4000 x 120: 1.010-1.093 for degree=1 (its estimate is
+    tight by design), 1.04-2.16 otherwise (the default's counts a robust half-size fit, which it makes only
+    where the plain one harms); robust=True was 0.79-0.97 at 1500-3000 rows before the per-axis selection's
+    products were counted (now 1.04-1.26)."""
     import tracemalloc
 
     from ppa_xr.core.ppa import fit_memory
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(6000, 60)) @ rng.normal(size=(60, 60))
-    X[:, 0] = np.exp(X[:, 1] / X[:, 1].std())  # a skewed curve: curved steps, ill-conditioned designs
+    X = _skewed(*shape, seed=shape[1])
+    options = options | {"noise_cov": np.eye(shape[1])} if "noise_cov" in options else options
+    PPA(random_state=0, robust=options.get("robust", False)).fit(_skewed(300, 8, seed=1))  # warm-up, untraced
     tracemalloc.start()
     try:
         model = PPA(random_state=0, **options).fit(X)
@@ -277,7 +291,7 @@ def test_the_memory_estimate_bounds_the_fit(options):
     finally:
         tracemalloc.stop()
     need = fit_memory(*X.shape, model._get_spec())
-    assert peak <= need <= 2 * peak
+    assert peak <= need <= 2.5 * peak
 
 
 @pytest.mark.parametrize("degree", [1, 3])

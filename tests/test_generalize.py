@@ -74,15 +74,29 @@ def test_fences_clip_only_far_outliers():
     assert 0.01 < np.mean((heavy < lo) | (heavy > hi)) < 0.05  # t(2): P(|T| > 5.6) = 0.03
 
 
-@pytest.mark.parametrize("case", [{}, {"anomalies": 0.01}])
-def test_robust_fit_is_never_worse_than_pca_on_unseen_pixels_at_200_bands(case):
-    """The issue's benchmark in small: 200 bands, 5,000 pixels to fit and 5,000 unseen, fixed seed."""
-    cube = make_curved_mixture(10_000, random_state=0, **case)
+def test_fences_are_tukeys_far_out_fences():
+    """``[max(min, Q1 - 3 IQR), min(max, Q3 + 3 IQR)]`` on both sides, each clipped only where data lie beyond."""
+    heavy = np.random.default_rng(2).standard_t(2, (3, 4000))
+    lo, hi = basis.fences(heavy)
+    q1, q3 = np.quantile(heavy, (0.25, 0.75), axis=-1)
+    np.testing.assert_array_equal(lo, np.maximum(heavy.min(axis=-1), q1 - 3 * (q3 - q1)))
+    np.testing.assert_array_equal(hi, np.minimum(heavy.max(axis=-1), q3 + 3 * (q3 - q1)))
+    assert np.all(lo > heavy.min(axis=-1)) and np.all(hi < heavy.max(axis=-1))  # both sides clip here
+
+
+@pytest.mark.parametrize(("case", "seed"), [({}, 0), ({}, 1), ({"anomalies": 0.01}, 0), ({"anomalies": 0.01}, 3)])
+def test_robust_fit_is_never_worse_than_pca_on_unseen_pixels_at_200_bands(case, seed):
+    """The benchmark in small: 200 bands, 5,000 pixels to fit and 5,000 unseen. Over seeds 0-5 the worst k was
+    100.02-100.13 without anomalies and 100.13-101.24 with them (seed 3), the guard's lower bound at most 100.01,
+    and the mean of k = 1..10 86.1-92.8 and 93.2-97.5."""
+    cube = make_curved_mixture(10_000, random_state=seed, **case)
     fit, unseen = cube.data[:5000], cube.data[5000:]
-    model = PPA(robust=True, random_state=0).fit(fit)
-    curve = model.evaluate(unseen).relative
-    assert curve.max() <= 101.0
-    assert curve[:10].mean() < 97.0  # the gain of the leading curved components is kept
+    model = PPA(robust=True, random_state=seed).fit(fit)
+    comparison = model.evaluate(unseen)
+    curve = comparison.relative
+    assert not comparison.worse_at().size  # no evidence of more than the 1% allowance at any k
+    assert curve.max() <= 102.0
+    assert curve[:10].mean() < 99.0  # the gain of the leading curved components is kept
     assert (model.degrees_ > 1).sum() >= 2
 
 

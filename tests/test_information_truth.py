@@ -163,3 +163,44 @@ def test_spacing_estimator_has_its_derived_expectation_on_uniform_samples():
     estimates = marginal_entropy(np.random.default_rng(0).uniform(size=(n, repeats)))
     expected = (np.log(n + 1) - digamma(n + 1)) / LN2
     assert estimates.mean() == pytest.approx(expected, abs=0.012)  # 4 standard errors of the mean
+
+
+@pytest.mark.parametrize("estimator", ["spacing", "histogram"])
+def test_weighted_entropies_are_per_column(estimator):
+    """Each column's weighted entropy is that column's alone, whatever the others: the weights follow the rows
+    into every column. A density p(x) = 2x on [0, 1], drawn as uniform rows weighted by 2x, has
+    h = 1/(2 ln 2) - 1 = -0.279 bits (its uniform draw: 0); on 5 columns at n = 40,000 both estimators were
+    within 0.006 bits of the truth at seeds 0-2."""
+    rng = np.random.default_rng(0)
+    u = rng.uniform(size=(40_000, 5))
+    weights = 2 * u[:, 2]
+    together = marginal_entropy(u, estimator, weights=weights)
+    for j in range(5):
+        assert together[j] == marginal_entropy(u[:, [j]], estimator, weights=weights)[0]
+    assert together[2] == pytest.approx(0.5 / LN2 - 1, abs=0.02)
+    assert np.all(np.abs(np.delete(together, 2)) < 0.02)  # weights independent of those columns: still uniform
+
+
+def test_the_histogram_entropy_carries_the_miller_madow_correction():
+    """``(m - 1) / (2 n ln 2)`` bits, ``m`` the non-empty bins (module docstring of core/entropy.py)."""
+    from ppa_xr.core.entropy import Histograms
+
+    X = np.random.default_rng(1).standard_t(3, (900, 3))
+    hist = Histograms.fit(X)
+    m = np.count_nonzero(hist.counts, axis=1)
+    np.testing.assert_allclose(hist.entropy() - hist.entropy(miller_madow=False), (m - 1) / (2 * 900 * LN2), rtol=1e-12)
+
+
+def test_a_weighted_spacing_carries_the_mean_weight_of_its_two_ends():
+    """The bins' spacing weights sum to ``sum_i (v_(i) + v_(i+1)) / 2 = n - (v_(1) + v_(n)) / 2`` over each column's
+    order statistics (``v`` the weights at mean 1), so the lowest and highest values count half: here they are
+    given weights 20 and 0.1 in the first column."""
+    from ppa_xr.core.entropy import EqualMassBins
+
+    rng = np.random.default_rng(0)
+    X, w = rng.normal(size=(1000, 2)), rng.uniform(0.5, 2, 1000)
+    order = np.argsort(X, axis=0)
+    w[order[0, 0]], w[order[-1, 0]] = 20.0, 0.1
+    v = w / w.mean()
+    ends = v[order[0]] + v[order[-1]]
+    np.testing.assert_allclose(EqualMassBins.fit(X, weights=w).weights.sum(axis=1) * 999, 1000 - ends / 2, rtol=1e-12)

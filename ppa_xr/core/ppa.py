@@ -193,7 +193,8 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     ``(12 + 4 K) d^2``, ``K - 1`` the highest degree), and the larger of the
     degree selection's block (its designs ``b K r`` and per-group products
     ``groups b K d`` over ``r`` selection rows, ``b`` from :func:`block_size`;
-    axis by axis also the candidates' coefficients, ``2 C groups K d``) and a
+    axis by axis also the candidates' per-group coefficients, their products
+    with the Gram matrices and the residuals, ``3 C groups K d``) and a
     curved step's fit, which regresses the whole residual (``n d``) where its
     normal equations are ill-conditioned. A default fit first validates its
     configuration (``configuration="validated"``, :mod:`ppa_xr.core.candidates`):
@@ -207,7 +208,7 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     sample = 8 * n * d
     start = sample * (2 if spec.noise_cov is not None else 1) + (n * d * itemsize if itemsize != 8 else 0) + 32 * d * d
     block = terms * (rows + groups * d) * block_size(rows, groups, terms, d, d) if rows else 0
-    per_axis = 2 * candidates * groups * terms * d if spec.robust else 0
+    per_axis = 3 * candidates * groups * terms * d if spec.robust else 0
     curved = n * (d + terms) if terms > 2 else 0
     fitted = max(start, sample + 8 * d * d * (12 + 4 * terms) + 8 * max(block + per_axis, curved))
     if not (spec.configuration == "validated" and not spec.robust and spec.max_curved is None and candidates > 1):
