@@ -98,14 +98,17 @@ def _tiled(center, inv_scale, slope, intercept, cells, rows):
 
 
 @_jit
-def _block_positions(block, tiled, starts, points, steps, last, pos):
-    """Flat position ``j (K+1) + pos_j(v)`` of every value of ``block`` (whole rows of ``d``) into ``pos``; whether
+def _block_positions(block, tiled, starts, points, depth, last, pos):
+    """Flat position ``j L + pos_j(v)`` of every value of ``block`` (whole rows of ``d``) into ``pos``; whether
     every value is finite.
 
-    Two loops: the cells (arithmetic only, vectorized, the per-column
-    constants tiled to the block), then the gathers (``start``, then
-    ``steps`` comparisons with the breakpoints; one, without a loop, on most
-    columns).
+    Loops over the block: the cells (arithmetic only, vectorized, the
+    per-column constants tiled to the block), the gathers of ``start``, then
+    a branchless binary search of ``depth`` comparisons over the ``2^depth - 1``
+    breakpoints from there, one level for every value at a time (the loads
+    of one level are independent, so they overlap). The breakpoints past the
+    cell's own are all ``> v`` (or the NaN padding), so the search counts the
+    cell's breakpoints ``<= v`` whatever their number.
     """
     tc, ts, tsl, tic, offset = tiled
     finite = True
@@ -114,21 +117,18 @@ def _block_positions(block, tiled, starts, points, steps, last, pos):
         finite &= v - v == 0
         g = _coordinate(v, tc[q], ts[q]) * tsl[q] + tic[q]
         pos[q] = np.uint32(_clipped_cell(g, last)) + offset[q]
-    if steps == 1:
+    for q in range(len(block)):
+        pos[q] = starts[pos[q]]
+    half = np.uint32(1) << np.uint32(depth - 1)
+    for _ in range(depth):  # one level of every value's search at a time: independent loads, overlapped
         for q in range(len(block)):
-            p = starts[pos[q]]
-            pos[q] = p + np.uint32(points[p] <= block[q])
-    else:
-        for q in range(len(block)):
-            p = starts[pos[q]]
-            for _ in range(steps):
-                p += np.uint32(points[p] <= block[q])
-            pos[q] = p
+            pos[q] += half * np.uint32(points[pos[q] + half - np.uint32(1)] <= block[q])
+        half >>= np.uint32(1)
     return finite
 
 
 @_jit
-def step_lookup(values, breaks, table, start, center, inv_scale, slope, intercept, steps, out):
+def step_lookup(values, breaks, table, start, center, inv_scale, slope, intercept, depth, out):
     """``out[i, j] = table[j, pos_j(values[i, j])]`` for ``values`` (n, d, C-contiguous) into ``out`` (n, d,
     C-contiguous); undefined where a value is NaN (the caller masks it). Blocks of about :data:`BLOCK` values."""
     n, d = values.shape
@@ -138,13 +138,13 @@ def step_lookup(values, breaks, table, start, center, inv_scale, slope, intercep
     pos = np.empty(rows * d, np.uint32)
     for first in range(0, n * d, rows * d):
         block = flat[first : first + rows * d]
-        _block_positions(block, tiled, starts, points, steps, start.shape[1] - 1, pos)
+        _block_positions(block, tiled, starts, points, depth, start.shape[1] - 1, pos)
         for q in range(len(block)):
             result[first + q] = values_of[pos[q]]
 
 
 @_jit
-def step_row_sums(values, breaks, table, start, center, inv_scale, slope, intercept, steps, out):
+def step_row_sums(values, breaks, table, start, center, inv_scale, slope, intercept, depth, out):
     """``out[i] = sum_j table[j, pos_j(values[i, j])]`` for ``values`` (n, d, C-contiguous), summed in order of
     ``j`` in float64; NaN where a value is NaN or where +inf and -inf meet in one row (looked for only in a block
     with a value that is not finite)."""
@@ -155,7 +155,7 @@ def step_row_sums(values, breaks, table, start, center, inv_scale, slope, interc
     pos = np.empty(rows * d, np.uint32)
     for first in range(0, n, rows):
         block = flat[first * d : min(first + rows, n) * d]
-        finite = _block_positions(block, tiled, starts, points, steps, start.shape[1] - 1, pos)
+        finite = _block_positions(block, tiled, starts, points, depth, start.shape[1] - 1, pos)
         for i in range(len(block) // d):
             total = 0.0
             for q in range(i * d, i * d + d):
