@@ -26,13 +26,21 @@
    100,000 pixels of that 1536^2 cube) against one ``.sum().compute()`` of it.
    ``--only compile``: the compiled loops' one-time costs, in fresh processes
    with an empty numba cache and then with the cache it left.
+   ``--only lookup``: nanoseconds (thread CPU time) per density look-up on
+   columns that suit the grid and on columns with a spike (a share of the
+   sample on one value), and the most breakpoints in one cell.
+   ``--only bigcube --cube CUBE.zarr [--side 4096]``: a ``big_cube.py`` cube
+   (12 uint16 bands, curved mixtures of smooth latent fields, clipped at 1),
+   cropped to ``--side``: the whole report dataset written with ``to_zarr``
+   against the 3-component transform written the same way, interleaved in
+   one process, with the peak resident memory of each run.
 
 5. The per-pixel maps against the totals: the mean of each map minus the
    total, per dimension, on the three bundled scenes, each fitted on at most
    half its pixels and reported on the others.
 
 Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198] [--seeds 5] [--repeat 3]
-[--no-large] [--only report,sampling,compile,maps,quantized,truth]``.
+[--no-large] [--only report,sampling,compile,maps,quantized,truth,lookup,bigcube] [--cube CUBE.zarr --side 4096]``.
 """
 
 from __future__ import annotations
@@ -197,6 +205,100 @@ def sampling_cost(repeat: int = 5) -> None:
     print(f"| in memory (.chunk) | {runs(times['sum'])} | {runs(times['sample'])} | {ratio(times['sample'], times['sum'])} |", flush=True)
 
 
+def lookup_cost(repeat: int = 5) -> None:
+    """Thread CPU time per density look-up (``StepLookup.row_sums`` over 2^20 values, 12 columns of 316 equal-mass
+    bins of a 100,000 sample): Gaussian columns, and a spike (a share of the sample within 1e-4 of one value) on
+    4 of the 12 columns, the rest Gaussian."""
+    from common import machine
+
+    from ppa_xr.core.lookup import StepLookup
+
+    rng = np.random.default_rng(0)
+    n, d = 100_000, 12
+    print(f"\n{machine()}")
+    print("Density look-ups: ns a value (thread CPU time, best of 5), 12 columns, 316 bins each")
+    print("| columns | most breakpoints in one cell | comparisons after the grid | ns a value |\n|---|---|---|---|")
+    for share in (0.0, 0.05, 0.2, 0.5):
+        X = rng.normal(size=(n, d))
+        spike = rng.uniform(size=n) < share
+        X[spike, :4] = 1.0 + rng.uniform(size=(spike.sum(), 4)) * 1e-4
+        lookup = StepLookup.build(np.sort(X, axis=0)[::316].T, rng.normal(size=(d, len(X[::316]) + 1)))
+        values = np.ascontiguousarray(X[rng.integers(0, n, 2**20 // d)])
+        lookup.row_sums(values)
+        best = np.inf
+        for _ in range(repeat):
+            start = time.thread_time()
+            lookup.row_sums(values)
+            best = min(best, time.thread_time() - start)
+        label = "Gaussian" if share == 0 else f"a spike holding {share:.0%} of 4 columns"
+        print(f"| {label} | {lookup.steps} | {lookup.depth} | {best / values.size * 1e9:.2f} |", flush=True)
+
+
+class _PeakRSS:
+    """The largest resident memory of this process while in the block, sampled every 20 ms (psutil)."""
+
+    def __enter__(self):
+        import threading
+
+        import psutil
+
+        self.peak, self._done, process = 0, threading.Event(), psutil.Process()
+
+        def watch():
+            while not self._done.is_set():
+                self.peak = max(self.peak, process.memory_info().rss)
+                self._done.wait(0.02)
+
+        self._thread = threading.Thread(target=watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+def big_cube_cost(path: str, side: int | None, repeat: int) -> None:
+    """The whole report written with ``to_zarr`` against the 3-component transform written the same way, on a
+    ``big_cube.py`` cube (its own chunks), interleaved after a warm-up, threaded scheduler; peak RSS of each run."""
+    import os
+    import shutil
+    import tempfile
+
+    import xarray as xr
+    from common import interleaved, machine, ratio, runs
+
+    cube = xr.open_zarr(path)["reflectance"]
+    if side:
+        cube = cube.isel(y=slice(0, side), x=slice(0, side))
+    work = tempfile.mkdtemp(prefix="ppa_xr_report_")
+    print(f"\n{machine()}")
+    start = time.perf_counter()
+    model = cube.ppa.fit(n_samples=50_000, random_state=0)
+    print(f"big_cube.py cube {dict(cube.sizes)}, chunks {cube.data.chunksize}, dtype {cube.dtype}; fit (n_samples=50,000, default "
+          f"configuration) {time.perf_counter() - start:.1f} s, degrees {model.degrees_.tolist()}")
+
+    def write(what):
+        out = os.path.join(work, "out.zarr")
+        shutil.rmtree(out, ignore_errors=True)
+        with _PeakRSS() as rss:
+            if what == "transform":
+                cube.ppa.transform(model, n_components=3).to_dataset(name="components").to_zarr(out)
+            else:
+                cube.ppa.information_report(model, n_components=3).to_zarr(out)
+        peaks[what].append(rss.peak / 2**30)
+
+    peaks: dict[str, list[float]] = {"transform": [], "report": []}
+    try:
+        times = interleaved({"transform": lambda: write("transform"), "report": lambda: write("report")}, repeat)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("| transform, 3 components, to_zarr (s) | whole report, to_zarr (s) | report / transform: best (worst round) "
+          "| peak RSS transform / report (GiB), max over runs | load average after |\n|---|---|---|---|---|")
+    print(f"| {runs(times['transform'])} | {runs(times['report'])} | {ratio(times['report'], times['transform'])} "
+          f"| {max(peaks['transform']):.2f} / {max(peaks['report']):.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
+
+
 _COMPILE_SCRIPT = """
 import time
 start = time.perf_counter()
@@ -265,10 +367,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-n", type=int, default=1_000_000)
     parser.add_argument("--dims", type=int, nargs="+", default=[10, 36, 100, 198])
-    parser.add_argument("--only", default="report,sampling,compile,maps,quantized,truth", help="parts to run (comma separated)")
+    parser.add_argument("--only", default="report,sampling,compile,lookup,maps,quantized,truth", help="parts to run (comma separated)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of the interleaved timings")
     parser.add_argument("--no-large", action="store_true", help="leave the 36 x 1536^2 cube out of the report's cost")
     parser.add_argument("--seeds", type=int, default=5, help="samples per cell of the truth tables")
+    parser.add_argument("--cube", help="a big_cube.py zarr cube, for --only bigcube")
+    parser.add_argument("--side", type=int, help="crop the --cube to side x side pixels")
     args = parser.parse_args()
     parts = args.only.split(",")
     if "report" in parts:
@@ -277,6 +381,12 @@ def main() -> None:
         sampling_cost(max(args.repeat, 5))
     if "compile" in parts:
         compile_cost()
+    if "lookup" in parts:
+        lookup_cost()
+    if "bigcube" in parts:
+        if not args.cube:
+            parser.error("--only bigcube needs --cube: a zarr cube written by big_cube.py")
+        big_cube_cost(args.cube, args.side, args.repeat)
     if "maps" in parts:
         map_agreement()
     if "quantized" in parts:
