@@ -104,11 +104,12 @@ def _block_positions(block, tiled, starts, points, depth, last, pos):
 
     Loops over the block: the cells (arithmetic only, vectorized, the
     per-column constants tiled to the block), the gathers of ``start``, then
-    a branchless binary search of ``depth`` comparisons over the ``2^depth - 1``
-    breakpoints from there, one level for every value at a time (the loads
-    of one level are independent, so they overlap). The breakpoints past the
-    cell's own are all ``> v`` (or the NaN padding), so the search counts the
-    cell's breakpoints ``<= v`` whatever their number.
+    in each column ``j`` a branchless binary search of ``depth[j]``
+    comparisons over the ``2^depth[j] - 1`` breakpoints from there, one level
+    for all the column's values at a time (the loads of one level are
+    independent, so they overlap), the last level of all columns in one loop. The breakpoints past the cell's own are
+    all ``> v`` (or the NaN padding), so the search counts the cell's
+    breakpoints ``<= v`` whatever their number.
     """
     tc, ts, tsl, tic, offset = tiled
     finite = True
@@ -119,11 +120,15 @@ def _block_positions(block, tiled, starts, points, depth, last, pos):
         pos[q] = np.uint32(_clipped_cell(g, last)) + offset[q]
     for q in range(len(block)):
         pos[q] = starts[pos[q]]
-    half = np.uint32(1) << np.uint32(depth - 1)
-    for _ in range(depth):  # one level of every value's search at a time: independent loads, overlapped
-        for q in range(len(block)):
-            pos[q] += half * np.uint32(points[pos[q] + half - np.uint32(1)] <= block[q])
-        half >>= np.uint32(1)
+    d = len(depth)
+    for j in range(d):  # the levels above the last, column by column, for all its values at a time: overlapped loads
+        half = np.uint32(1) << np.uint32(depth[j] - 1)
+        for _ in range(depth[j] - 1):
+            for q in range(j, len(block), d):
+                pos[q] += half * np.uint32(points[pos[q] + half - np.uint32(1)] <= block[q])
+            half >>= np.uint32(1)
+    for q in range(len(block)):  # the last level of every column: one comparison
+        pos[q] += np.uint32(points[pos[q]] <= block[q])
     return finite
 
 

@@ -12,7 +12,7 @@ breakpoints by the same compiled arithmetic),
 ``pos(v) = start[cell(v)] + #{P_i <= v : cell(P_i) = cell(v)}``: a gather and
 a branchless binary search of ``depth = bit_length(steps)`` comparisons over
 the ``2^depth - 1`` breakpoints from ``start[cell(v)]``, ``steps`` being the most
-breakpoints in one cell. ``steps`` is 1 on Gaussian, lognormal, Cauchy and
+breakpoints in one cell of the column. ``steps`` is 1 on Gaussian, lognormal, Cauchy and
 bimodal columns (the coordinate turns tails logarithmic), but a spike (a
 share of the sample on one value: clipped or saturated pixels, a dequantized
 integer band's most common level) puts many breakpoints in one cell; the
@@ -52,9 +52,10 @@ class StepLookup:
         ``floor(slope_j t((v - center_j) inv_scale_j) + intercept_j)``, clipped to ``0..G-1``
         (``t``: ``ppa_xr.core.compiled.grid_cells``'s coordinate).
     steps : int
-        The most breakpoints in one cell.
-    depth : int
-        Comparisons after the grid: ``steps.bit_length()``, at most ``K.bit_length()``.
+        The most breakpoints in one cell (of all columns).
+    depth : np.ndarray
+        (d,) int64: comparisons after the grid in each column, the ``bit_length`` of its most breakpoints in one
+        cell, at most ``K.bit_length()``.
     """
 
     breaks: np.ndarray
@@ -65,7 +66,7 @@ class StepLookup:
     slope: np.ndarray
     intercept: np.ndarray
     steps: int
-    depth: int
+    depth: np.ndarray
 
     @classmethod
     def build(cls, breaks: np.ndarray, tables: np.ndarray) -> StepLookup:
@@ -93,8 +94,8 @@ class StepLookup:
         flat_cells = compiled.grid_cells(padded, sizes, center, inv_scale, slope, intercept, cells)
         counts = np.bincount(flat_cells, minlength=d * cells)
         steps = int(counts.max())
-        depth = steps.bit_length()
-        width = K + (1 << depth) - 1  # >= K + 1: every row ends with NaN, and a search from its last cell stays in it
+        depth = np.array([int(c).bit_length() for c in counts.reshape(d, cells).max(axis=1)], dtype=np.int64)
+        width = K + (1 << steps.bit_length()) - 1  # >= K + 1: every row ends with NaN, and a search from its last cell stays in it
         if d * width >= 2**32:
             raise ValueError(f"{d} columns of {K} breakpoints are too many for one look-up (2^32 positions)")
         padded = np.pad(padded, ((0, 0), (0, width - K - 1)), constant_values=np.nan)
