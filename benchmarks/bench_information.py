@@ -26,6 +26,9 @@
    100,000 pixels of that 1536^2 cube) against one ``.sum().compute()`` of it.
    ``--only compile``: the compiled loops' one-time costs, in fresh processes
    with an empty numba cache and then with the cache it left.
+   ``--only chunk [--cube CUBE.zarr]``: where a report's maps spend their time,
+   thread CPU time of one chunk of each cube above (and of a ``big_cube.py``
+   cube): the maps' kernel, its parts, and the 3-component transform.
    ``--only lookup``: nanoseconds (thread CPU time) per density look-up on
    columns that suit the grid and on columns with a spike (a share of the
    sample on one value), and the most breakpoints in one cell.
@@ -40,7 +43,7 @@
    half its pixels and reported on the others.
 
 Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198] [--seeds 5] [--repeat 3]
-[--no-large] [--only report,sampling,compile,maps,quantized,truth,lookup,bigcube] [--cube CUBE.zarr --side 4096]``.
+[--no-large] [--only report,sampling,compile,chunk,lookup,maps,quantized,truth,bigcube] [--cube CUBE.zarr --side 4096]``.
 """
 
 from __future__ import annotations
@@ -205,6 +208,59 @@ def sampling_cost(repeat: int = 5) -> None:
     print(f"| in memory (.chunk) | {runs(times['sum'])} | {runs(times['sample'])} | {ratio(times['sample'], times['sum'])} |", flush=True)
 
 
+def _thread_seconds(fn, repeat: int = 5) -> float:
+    """Best thread CPU time of ``repeat`` calls (the machine's other load counts less than in wall time)."""
+    best = np.inf
+    for _ in range(repeat):
+        start = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - start)
+    return best
+
+
+def chunk_cost(path: str | None) -> None:
+    """The report's per-pixel maps on one chunk (:func:`ppa_xr.cube.report._pixel_block`, one thread) and their parts,
+    against the 3-component transform of the chunk: thread CPU time, best of 5, milliseconds."""
+    import xarray as xr
+    from common import machine
+
+    from ppa_xr.core import kernels
+    from ppa_xr.cube.report import _pixel_block, _report_sample, _statistics
+
+    names = ("10,000 px x 198", "Landsat B2-B7", "768^2 x 36")
+    cubes = [(short, cube, model) for short, (_, cube, model) in zip(names, _report_cubes(large=False))]
+    if path:
+        big = xr.open_zarr(path)["reflectance"].isel(y=slice(0, 2048), x=slice(0, 2048))
+        cubes.append(("big_cube.py, 512^2 x 12 uint16", big, big.ppa.fit(n_samples=50_000, random_state=0)))
+    print(f"\n{machine()}")
+    print("Where a report's maps spend their time: thread CPU time of one chunk (ms, best of 5), k = 3")
+    print("| chunk | report's maps | PPA forward + its error | PCA forward | the 3 sets of look-ups (most comparisons after "
+          "the grid) | the rest | the transform, 3 components |\n|---|---|---|---|---|---|---|")
+    for name, cube, model in cubes:
+        cube = cube.transpose(..., "band")
+        sample, _, _ = _report_sample(cube, "band", model, None, 0, True)
+        _, _, inputs, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+        ppa, pca = measures["ppa"], measures["pca"]
+        chunk = cube.data.blocks[(0,) * cube.ndim].compute()
+        x = np.ascontiguousarray(chunk, dtype=np.float32 if chunk.dtype == np.float32 else np.float64)
+        r_ppa, _ = kernels.forward_and_error(x, ppa.params, 3, 1)
+        r_pca = kernels.forward(x, pca.params, threads=1)
+        parts = {
+            "maps": lambda: _pixel_block(chunk, ppa, pca, 3, 1),
+            "ppa": lambda: kernels.forward_and_error(x, ppa.params, 3, 1),
+            "pca": lambda: kernels.forward(x, pca.params, threads=1),
+            "lookups": lambda: (inputs.log2_product_density(x), ppa.outputs.log2_product_density(r_ppa),
+                                pca.outputs.log2_product_density(r_pca)),
+            "transform": lambda: kernels.forward(chunk, model.params_, n_components=3, threads=1),
+        }
+        ms = {key: 1e3 * _thread_seconds(fn) for key, fn in parts.items()}
+        depth = max(int(m.lookup.depth.max()) for m in (inputs, ppa.outputs, pca.outputs))
+        rest = ms["maps"] - ms["ppa"] - ms["pca"] - ms["lookups"]
+        shape = " x ".join(str(n) for n in chunk.shape)
+        print(f"| {name}: {shape} {chunk.dtype} | {ms['maps']:.0f} | {ms['ppa']:.0f} | {ms['pca']:.0f} | {ms['lookups']:.0f} ({depth}) "
+              f"| {rest:.0f} | {ms['transform']:.0f} |", flush=True)
+
+
 def lookup_cost(repeat: int = 5) -> None:
     """Thread CPU time per density look-up (``StepLookup.row_sums`` over 2^20 values, 12 columns of 316 equal-mass
     bins of a 100,000 sample): Gaussian columns, and a spike (a share of the sample within 1e-4 of one value) on
@@ -225,11 +281,7 @@ def lookup_cost(repeat: int = 5) -> None:
         lookup = StepLookup.build(np.sort(X, axis=0)[::316].T, rng.normal(size=(d, len(X[::316]) + 1)))
         values = np.ascontiguousarray(X[rng.integers(0, n, 2**20 // d)])
         lookup.row_sums(values)
-        best = np.inf
-        for _ in range(repeat):
-            start = time.thread_time()
-            lookup.row_sums(values)
-            best = min(best, time.thread_time() - start)
+        best = _thread_seconds(lambda: lookup.row_sums(values), repeat)
         label = "Gaussian" if share == 0 else f"a spike holding {share:.0%} of 4 columns"
         print(f"| {label} | {lookup.steps} | {lookup.depth} | {best / values.size * 1e9:.2f} |", flush=True)
 
@@ -367,11 +419,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-n", type=int, default=1_000_000)
     parser.add_argument("--dims", type=int, nargs="+", default=[10, 36, 100, 198])
-    parser.add_argument("--only", default="report,sampling,compile,lookup,maps,quantized,truth", help="parts to run (comma separated)")
+    parser.add_argument("--only", default="report,sampling,compile,chunk,lookup,maps,quantized,truth", help="parts to run (comma separated)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of the interleaved timings")
     parser.add_argument("--no-large", action="store_true", help="leave the 36 x 1536^2 cube out of the report's cost")
     parser.add_argument("--seeds", type=int, default=5, help="samples per cell of the truth tables")
-    parser.add_argument("--cube", help="a big_cube.py zarr cube, for --only bigcube")
+    parser.add_argument("--cube", help="a big_cube.py zarr cube, for --only bigcube (and a chunk of it in --only chunk)")
     parser.add_argument("--side", type=int, help="crop the --cube to side x side pixels")
     args = parser.parse_args()
     parts = args.only.split(",")
@@ -381,6 +433,8 @@ def main() -> None:
         sampling_cost(max(args.repeat, 5))
     if "compile" in parts:
         compile_cost()
+    if "chunk" in parts:
+        chunk_cost(args.cube)
     if "lookup" in parts:
         lookup_cost()
     if "bigcube" in parts:
