@@ -13,8 +13,8 @@ the first breakpoint of ``v``'s cell in a uniform grid of the coordinate
 
 (``bits``: the IEEE-754 pattern of a float64 as an integer, a piecewise
 linear ``2^52 log2(1 + |u|)``: linear near the column's center ``c``,
-logarithmic in its tails, like ``asinh``) and moves past the breakpoints of
-that cell that are ``<= v``. Every operation of ``t`` and of the cell is
+logarithmic in its tails, like ``asinh``) and counts the breakpoints of
+that cell that are ``<= v`` (a branchless binary search). Every operation of ``t`` and of the cell is
 monotone in ``v``, and the cells of the breakpoints come from the same
 function (:func:`grid_cells`), so the position is exactly the binary
 search's, whatever the rounding.
