@@ -350,7 +350,7 @@ def big_cube_cost(path: str, side: int | None, repeat: int) -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     cpu = {what: values[1:] for what, values in cpus.items()}  # the warm-up's left out, as interleaved leaves it out
-    print("| transform, 3 components, to_zarr (s) | whole report, to_zarr (s) | report / transform: best (worst round) "
+    print("| transform, 3 components, to_zarr (s) | whole report, to_zarr (s) | report / transform: best (worst repetition) "
           "| the same in process CPU time (s, s, ratio) | peak RSS transform / report (GiB), max over runs | load average after |")
     print("|---|---|---|---|---|---|")
     print(f"| {runs(times['transform'])} | {runs(times['report'])} | {ratio(times['report'], times['transform'])} "
