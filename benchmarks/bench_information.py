@@ -26,13 +26,25 @@
    100,000 pixels of that 1536^2 cube) against one ``.sum().compute()`` of it.
    ``--only compile``: the compiled loops' one-time costs, in fresh processes
    with an empty numba cache and then with the cache it left.
+   ``--only chunk [--cube CUBE.zarr]``: where a report's maps spend their time,
+   thread CPU time of one chunk of each cube above (and of a ``big_cube.py``
+   cube): the maps' kernel, its parts, and the 3-component transform.
+   ``--only lookup``: nanoseconds (thread CPU time) per density look-up on
+   columns that suit the grid and on columns with a spike (a share of the
+   sample on one value), and the most breakpoints in one cell.
+   ``--only bigcube --cube CUBE.zarr [--side 4096]``: a ``big_cube.py`` cube
+   (12 uint16 bands, curved mixtures of smooth latent fields, clipped at 1),
+   cropped to ``--side``: the whole report dataset written with ``to_zarr``
+   against the 3-component transform written the same way, interleaved in
+   one process, in wall and in process CPU time (which the machine's other
+   load sways less), with the peak resident memory of each run.
 
 5. The per-pixel maps against the totals: the mean of each map minus the
    total, per dimension, on the three bundled scenes, each fitted on at most
    half its pixels and reported on the others.
 
 Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198] [--seeds 5] [--repeat 3]
-[--no-large] [--only report,sampling,compile,maps,quantized,truth]``.
+[--no-large] [--only report,sampling,compile,chunk,lookup,maps,quantized,truth,bigcube] [--cube CUBE.zarr --side 4096]``.
 """
 
 from __future__ import annotations
@@ -197,6 +209,155 @@ def sampling_cost(repeat: int = 5) -> None:
     print(f"| in memory (.chunk) | {runs(times['sum'])} | {runs(times['sample'])} | {ratio(times['sample'], times['sum'])} |", flush=True)
 
 
+def _thread_seconds(fn, repeat: int = 5) -> float:
+    """Best thread CPU time of ``repeat`` calls (the machine's other load counts less than in wall time)."""
+    best = np.inf
+    for _ in range(repeat):
+        start = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - start)
+    return best
+
+
+def chunk_cost(path: str | None) -> None:
+    """The report's per-pixel maps on one chunk (:func:`ppa_xr.cube.report._pixel_block`, one thread) and their parts,
+    against the 3-component transform of the chunk: thread CPU time, best of 5, milliseconds."""
+    import xarray as xr
+    from common import machine
+
+    from ppa_xr.core import kernels
+    from ppa_xr.cube.report import _pixel_block, _report_sample, _statistics
+
+    names = ("10,000 px x 198", "Landsat B2-B7", "768^2 x 36")
+    cubes = [(short, cube, model) for short, (_, cube, model) in zip(names, _report_cubes(large=False))]
+    if path:
+        big = xr.open_zarr(path)["reflectance"].isel(y=slice(0, 2048), x=slice(0, 2048))
+        cubes.append(("big_cube.py, 512^2 x 12 uint16", big, big.ppa.fit(n_samples=50_000, random_state=0)))
+    print(f"\n{machine()}")
+    print("Where a report's maps spend their time: thread CPU time of one chunk (ms, best of 5), k = 3")
+    print("| chunk | report's maps | PPA forward + its error | PCA forward | the 3 sets of look-ups (most comparisons after "
+          "the grid) | the rest | the transform, 3 components |\n|---|---|---|---|---|---|---|")
+    for name, cube, model in cubes:
+        cube = cube.transpose(..., "band")
+        sample, _, _ = _report_sample(cube, "band", model, None, 0, True)
+        _, _, inputs, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+        ppa, pca = measures["ppa"], measures["pca"]
+        chunk = cube.data.blocks[(0,) * cube.ndim].compute()
+        x = np.ascontiguousarray(chunk, dtype=np.float32 if chunk.dtype == np.float32 else np.float64)
+        r_ppa, _ = kernels.forward_and_error(x, ppa.params, 3, 1)
+        r_pca = kernels.forward(x, pca.params, threads=1)
+        parts = {
+            "maps": lambda: _pixel_block(chunk, ppa, pca, 3, 1),
+            "ppa": lambda: kernels.forward_and_error(x, ppa.params, 3, 1),
+            "pca": lambda: kernels.forward(x, pca.params, threads=1),
+            "lookups": lambda: (inputs.log2_product_density(x), ppa.outputs.log2_product_density(r_ppa),
+                                pca.outputs.log2_product_density(r_pca)),
+            "transform": lambda: kernels.forward(chunk, model.params_, n_components=3, threads=1),
+        }
+        ms = {key: 1e3 * _thread_seconds(fn) for key, fn in parts.items()}
+        depth = max(int(m.lookup.depth.max()) for m in (inputs, ppa.outputs, pca.outputs))
+        rest = ms["maps"] - ms["ppa"] - ms["pca"] - ms["lookups"]
+        shape = " x ".join(str(n) for n in chunk.shape)
+        print(f"| {name}: {shape} {chunk.dtype} | {ms['maps']:.0f} | {ms['ppa']:.0f} | {ms['pca']:.0f} | {ms['lookups']:.0f} ({depth}) "
+              f"| {rest:.0f} | {ms['transform']:.0f} |", flush=True)
+
+
+def lookup_cost(repeat: int = 5) -> None:
+    """Thread CPU time per density look-up (``StepLookup.row_sums`` over 2^20 values, 12 columns of 316 equal-mass
+    bins of a 100,000 sample): Gaussian columns, and a spike (a share of the sample within 1e-4 of one value) on
+    4 of the 12 columns, the rest Gaussian."""
+    from common import machine
+
+    from ppa_xr.core.lookup import StepLookup
+
+    rng = np.random.default_rng(0)
+    n, d = 100_000, 12
+    print(f"\n{machine()}")
+    print("Density look-ups: ns a value (thread CPU time, best of 5), 12 columns, 316 bins each")
+    print("| columns | most breakpoints in one cell | comparisons after the grid, per column | ns a value |\n|---|---|---|---|")
+    for share in (0.0, 0.05, 0.2, 0.5):
+        X = rng.normal(size=(n, d))
+        spike = rng.uniform(size=n) < share
+        X[spike, :4] = 1.0 + rng.uniform(size=(spike.sum(), 4)) * 1e-4
+        lookup = StepLookup.build(np.sort(X, axis=0)[::316].T, rng.normal(size=(d, len(X[::316]) + 1)))
+        values = np.ascontiguousarray(X[rng.integers(0, n, 2**20 // d)])
+        lookup.row_sums(values)
+        best = _thread_seconds(lambda: lookup.row_sums(values), repeat)
+        label = "Gaussian" if share == 0 else f"a spike holding {share:.0%} of 4 columns"
+        print(f"| {label} | {lookup.steps} | {lookup.depth} | {best / values.size * 1e9:.2f} |", flush=True)
+
+
+class _PeakRSS:
+    """The largest resident memory of this process while in the block, sampled every 20 ms (psutil)."""
+
+    def __enter__(self):
+        import threading
+
+        import psutil
+
+        self.peak, self._done, process = 0, threading.Event(), psutil.Process()
+
+        def watch():
+            while not self._done.is_set():
+                self.peak = max(self.peak, process.memory_info().rss)
+                self._done.wait(0.02)
+
+        self._thread = threading.Thread(target=watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+def big_cube_cost(path: str, side: int | None, repeat: int) -> None:
+    """The whole report written with ``to_zarr`` against the 3-component transform written the same way, on a
+    ``big_cube.py`` cube (its own chunks), interleaved after a warm-up, threaded scheduler; peak RSS of each run."""
+    import os
+    import shutil
+    import tempfile
+
+    import xarray as xr
+    from common import interleaved, machine, ratio, runs
+
+    cube = xr.open_zarr(path)["reflectance"]
+    if side:
+        cube = cube.isel(y=slice(0, side), x=slice(0, side))
+    work = tempfile.mkdtemp(prefix="ppa_xr_report_")
+    print(f"\n{machine()}")
+    start = time.perf_counter()
+    model = cube.ppa.fit(n_samples=50_000, random_state=0)
+    print(f"big_cube.py cube {dict(cube.sizes)}, chunks {cube.data.chunksize}, dtype {cube.dtype}; fit (n_samples=50,000, default "
+          f"configuration) {time.perf_counter() - start:.1f} s, degrees {model.degrees_.tolist()}")
+
+    def write(what):
+        out = os.path.join(work, "out.zarr")
+        shutil.rmtree(out, ignore_errors=True)
+        cpu = time.process_time()
+        with _PeakRSS() as rss:
+            if what == "transform":
+                cube.ppa.transform(model, n_components=3).to_dataset(name="components").to_zarr(out)
+            else:
+                cube.ppa.information_report(model, n_components=3).to_zarr(out)
+        peaks[what].append(rss.peak / 2**30)
+        cpus[what].append(time.process_time() - cpu)
+
+    peaks: dict[str, list[float]] = {"transform": [], "report": []}
+    cpus: dict[str, list[float]] = {"transform": [], "report": []}
+    try:
+        times = interleaved({"transform": lambda: write("transform"), "report": lambda: write("report")}, repeat)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    cpu = {what: values[1:] for what, values in cpus.items()}  # the warm-up's left out, as interleaved leaves it out
+    print("| transform, 3 components, to_zarr (s) | whole report, to_zarr (s) | report / transform: best (worst repetition) "
+          "| the same in process CPU time (s, s, ratio) | peak RSS transform / report (GiB), max over runs | load average after |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {runs(times['transform'])} | {runs(times['report'])} | {ratio(times['report'], times['transform'])} "
+          f"| {runs(cpu['transform'])}; {runs(cpu['report'])}; {ratio(cpu['report'], cpu['transform'])} "
+          f"| {max(peaks['transform']):.2f} / {max(peaks['report']):.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
+
+
 _COMPILE_SCRIPT = """
 import time
 start = time.perf_counter()
@@ -265,10 +426,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-n", type=int, default=1_000_000)
     parser.add_argument("--dims", type=int, nargs="+", default=[10, 36, 100, 198])
-    parser.add_argument("--only", default="report,sampling,compile,maps,quantized,truth", help="parts to run (comma separated)")
+    parser.add_argument("--only", default="report,sampling,compile,chunk,lookup,maps,quantized,truth", help="parts to run (comma separated)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of the interleaved timings")
     parser.add_argument("--no-large", action="store_true", help="leave the 36 x 1536^2 cube out of the report's cost")
     parser.add_argument("--seeds", type=int, default=5, help="samples per cell of the truth tables")
+    parser.add_argument("--cube", help="a big_cube.py zarr cube, for --only bigcube (and a chunk of it in --only chunk)")
+    parser.add_argument("--side", type=int, help="crop the --cube to side x side pixels")
     args = parser.parse_args()
     parts = args.only.split(",")
     if "report" in parts:
@@ -277,6 +440,14 @@ def main() -> None:
         sampling_cost(max(args.repeat, 5))
     if "compile" in parts:
         compile_cost()
+    if "chunk" in parts:
+        chunk_cost(args.cube)
+    if "lookup" in parts:
+        lookup_cost()
+    if "bigcube" in parts:
+        if not args.cube:
+            parser.error("--only bigcube needs --cube: a zarr cube written by big_cube.py")
+        big_cube_cost(args.cube, args.side, args.repeat)
     if "maps" in parts:
         map_agreement()
     if "quantized" in parts:

@@ -238,3 +238,36 @@ def test_a_weighted_report_is_the_report_of_the_weighted_pixels(landsat):
     ones = landsat.ppa.information_report(model, n_components=3, weights=xr.ones_like(left))
     for name in ("total_mi_reduction_ppa", "entropy_ppa", "variance_ppa", "mse_pca"):
         np.testing.assert_allclose(ones[name], unweighted[name], rtol=1e-9, atol=1e-12)
+
+
+def test_the_whole_report_written_holds_a_few_chunks_of_maps(tmp_path):
+    """``report.to_zarr`` of every variable: each chunk's maps computed once, and only a few alive at a time (the
+    four map variables share one task per chunk; an order that wrote one variable through before the next would
+    hold every chunk's maps). Counted on the real threaded scheduler, 2 threads."""
+    import weakref
+
+    import dask
+    from dask.callbacks import Callback
+
+    cube = open_landsat8_sample(chunks={"x": 50, "y": 50})
+    model = cube.ppa.fit(n_samples=5_000, random_state=0)
+    report = cube.ppa.information_report(model, n_components=2, n_samples=5_000)
+    count = {"computed": 0, "alive": 0, "peak": 0}
+
+    def freed():
+        count["alive"] -= 1
+
+    def posttask(key, result, dsk, state, worker_id):
+        if isinstance(key, tuple) and str(key[0]).startswith("_apply_block"):
+            count["computed"] += 1
+            count["alive"] += 1
+            count["peak"] = max(count["peak"], count["alive"])
+            weakref.finalize(result, freed)
+
+    with Callback(posttask=posttask), dask.config.set(scheduler="threads", num_workers=2):
+        report.to_zarr(tmp_path / "report.zarr")
+    chunks = report["mi_reduction_ppa"].data.npartitions
+    assert chunks >= 30 and count["computed"] == chunks
+    assert count["peak"] <= 6  # measured 2-3; every chunk's maps would be >= 30
+    written = xr.open_zarr(tmp_path / "report.zarr")
+    np.testing.assert_array_equal(written["error_pca"].values, report["error_pca"].values)

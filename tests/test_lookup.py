@@ -59,3 +59,37 @@ def test_step_lookup_refuses_what_it_cannot_represent():
         StepLookup.build(P[:, ::-1], np.zeros((1, 4)))
     with pytest.raises(ValueError, match="finite"):
         StepLookup.build(np.array([[0.0, np.nan, 2.0]]), np.zeros((1, 4)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_step_lookup_bounded_on_spikes(seed):
+    """A share of the sample on (or near) one value, as clipped pixels or a dequantized integer band's commonest
+    level, puts many breakpoints in one cell: the positions stay exact and the search after the grid takes at most
+    ``bit_length(K)`` comparisons, not one per breakpoint of the cell."""
+    rng = np.random.default_rng(seed)
+    n = 40_000
+    spike = rng.uniform(size=n) < rng.uniform(0.2, 0.6)
+    columns = [
+        np.where(spike, 1.0 + rng.uniform(-0.5, 0.5, n), 1 + np.abs(rng.normal(3000, 1500, n))),  # clipped at 1, dequantized
+        np.where(spike, 5.0 + 1e-9 * rng.normal(size=n), rng.normal(size=n)),  # a spike far into a tail
+        np.where(spike, rng.normal(size=n) * 1e-6, rng.standard_cauchy(n)),  # a spike at the centre of heavy tails
+        rng.normal(size=n),
+    ]
+    breaks = np.sort(np.column_stack(columns), axis=0)[::127].T
+    K = breaks.shape[1]
+    tables = rng.normal(size=(len(columns), K + 1))
+    lookup = StepLookup.build(breaks, tables)
+    assert lookup.steps > 40  # the grid alone leaves many breakpoints to compare with
+    assert lookup.depth.max() == lookup.steps.bit_length() <= K.bit_length()
+    assert lookup.depth[3] == 1  # a column without a spike: one comparison, whatever the others need
+    values = np.column_stack(columns)[rng.permutation(n)]
+    values[:200] = breaks.T[rng.integers(0, K, 200)]  # on breakpoints, and just either side
+    values[200:400] = np.nextafter(breaks.T[rng.integers(0, K, 200)], np.inf)
+    values[400:600] = np.nextafter(breaks.T[rng.integers(0, K, 200)], -np.inf)
+    values[600:604] = [np.inf, -np.inf, 1e308, -1e308]
+    out = lookup(values)
+    for j, (P, table) in enumerate(zip(breaks, tables)):
+        np.testing.assert_array_equal(out[:, j], table[np.searchsorted(P, values[:, j], side="right")])
+    finite = np.isfinite(values).all(axis=1)
+    in_order = out[finite, 0] + out[finite, 1] + out[finite, 2] + out[finite, 3]  # summed in order of the columns
+    np.testing.assert_array_equal(lookup.row_sums(values[finite]), in_order)

@@ -13,8 +13,8 @@ the first breakpoint of ``v``'s cell in a uniform grid of the coordinate
 
 (``bits``: the IEEE-754 pattern of a float64 as an integer, a piecewise
 linear ``2^52 log2(1 + |u|)``: linear near the column's center ``c``,
-logarithmic in its tails, like ``asinh``) and moves past the breakpoints of
-that cell that are ``<= v``. Every operation of ``t`` and of the cell is
+logarithmic in its tails, like ``asinh``) and counts the breakpoints of
+that cell that are ``<= v`` (a branchless binary search). Every operation of ``t`` and of the cell is
 monotone in ``v``, and the cells of the breakpoints come from the same
 function (:func:`grid_cells`), so the position is exactly the binary
 search's, whatever the rounding.
@@ -99,14 +99,18 @@ def _tiled(center, inv_scale, slope, intercept, cells, rows):
 
 
 @_jit
-def _block_positions(block, tiled, starts, points, steps, last, pos):
-    """Flat position ``j (K+1) + pos_j(v)`` of every value of ``block`` (whole rows of ``d``) into ``pos``; whether
+def _block_positions(block, tiled, starts, points, depth, last, pos):
+    """Flat position ``j L + pos_j(v)`` of every value of ``block`` (whole rows of ``d``) into ``pos``; whether
     every value is finite.
 
-    Two loops: the cells (arithmetic only, vectorized, the per-column
-    constants tiled to the block), then the gathers (``start``, then
-    ``steps`` comparisons with the breakpoints; one, without a loop, on most
-    columns).
+    Loops over the block: the cells (arithmetic only, vectorized, the
+    per-column constants tiled to the block), the gathers of ``start``, then
+    in each column ``j`` a branchless binary search of ``depth[j]``
+    comparisons over the ``2^depth[j] - 1`` breakpoints from there, one level
+    for all the column's values at a time (the loads of one level are
+    independent, so they overlap), the last level of all columns in one loop. The breakpoints past the cell's own are
+    all ``> v`` (or the NaN padding), so the search counts the cell's
+    breakpoints ``<= v`` whatever their number.
     """
     tc, ts, tsl, tic, offset = tiled
     finite = True
@@ -115,21 +119,22 @@ def _block_positions(block, tiled, starts, points, steps, last, pos):
         finite &= v - v == 0
         g = _coordinate(v, tc[q], ts[q]) * tsl[q] + tic[q]
         pos[q] = np.uint32(_clipped_cell(g, last)) + offset[q]
-    if steps == 1:
-        for q in range(len(block)):
-            p = starts[pos[q]]
-            pos[q] = p + np.uint32(points[p] <= block[q])
-    else:
-        for q in range(len(block)):
-            p = starts[pos[q]]
-            for _ in range(steps):
-                p += np.uint32(points[p] <= block[q])
-            pos[q] = p
+    for q in range(len(block)):
+        pos[q] = starts[pos[q]]
+    d = len(depth)
+    for j in range(d):  # the levels above the last, column by column, for all its values at a time: overlapped loads
+        half = np.uint32(1) << np.uint32(depth[j] - 1)
+        for _ in range(depth[j] - 1):
+            for q in range(j, len(block), d):
+                pos[q] += half * np.uint32(points[pos[q] + half - np.uint32(1)] <= block[q])
+            half >>= np.uint32(1)
+    for q in range(len(block)):  # the last level of every column: one comparison
+        pos[q] += np.uint32(points[pos[q]] <= block[q])
     return finite
 
 
 @_jit
-def step_lookup(values, breaks, table, start, center, inv_scale, slope, intercept, steps, out):
+def step_lookup(values, breaks, table, start, center, inv_scale, slope, intercept, depth, out):
     """``out[i, j] = table[j, pos_j(values[i, j])]`` for ``values`` (n, d, C-contiguous) into ``out`` (n, d,
     C-contiguous); undefined where a value is NaN (the caller masks it). Blocks of about :data:`BLOCK` values."""
     n, d = values.shape
@@ -139,13 +144,13 @@ def step_lookup(values, breaks, table, start, center, inv_scale, slope, intercep
     pos = np.empty(rows * d, np.uint32)
     for first in range(0, n * d, rows * d):
         block = flat[first : first + rows * d]
-        _block_positions(block, tiled, starts, points, steps, start.shape[1] - 1, pos)
+        _block_positions(block, tiled, starts, points, depth, start.shape[1] - 1, pos)
         for q in range(len(block)):
             result[first + q] = values_of[pos[q]]
 
 
 @_jit
-def step_row_sums(values, breaks, table, start, center, inv_scale, slope, intercept, steps, out):
+def step_row_sums(values, breaks, table, start, center, inv_scale, slope, intercept, depth, out):
     """``out[i] = sum_j table[j, pos_j(values[i, j])]`` for ``values`` (n, d, C-contiguous), summed in order of
     ``j`` in float64; NaN where a value is NaN or where +inf and -inf meet in one row (looked for only in a block
     with a value that is not finite)."""
@@ -156,7 +161,7 @@ def step_row_sums(values, breaks, table, start, center, inv_scale, slope, interc
     pos = np.empty(rows * d, np.uint32)
     for first in range(0, n, rows):
         block = flat[first * d : min(first + rows, n) * d]
-        finite = _block_positions(block, tiled, starts, points, steps, start.shape[1] - 1, pos)
+        finite = _block_positions(block, tiled, starts, points, depth, start.shape[1] - 1, pos)
         for i in range(len(block) // d):
             total = 0.0
             for q in range(i * d, i * d + d):

@@ -1,19 +1,25 @@
-"""Piecewise-constant functions of each column, evaluated without a binary search.
+"""Piecewise-constant functions of each column, evaluated without a full binary search.
 
 A column's function is ``table[pos(v)]`` with ``pos(v) = #{P_i <= v}`` for its
 sorted breakpoints ``P`` (what ``np.searchsorted(P, v, side="right")``
-returns). A binary search costs ~40 ns a value, mostly mispredicted branches;
-here ``pos`` comes from a uniform grid in a compressed coordinate of the
-column (:mod:`ppa_xr.core.compiled`: piecewise linear in ``log2(1 + |v - c| / s)``,
-``c``, ``s``: median and half inter-quartile range of ``P``), cut into
-``G = CELLS_PER_BREAK * len(P)`` cells over ``[t(P_0), t(P_-1)]``. With
-``start[g] = #{i : cell(P_i) < g}`` (cells of the breakpoints by the same
-compiled arithmetic), ``pos(v) = start[cell(v)] + #{P_i <= v : cell(P_i) = cell(v)}``:
-a gather and ``steps`` comparisons, ``steps`` being the most breakpoints in
-one cell (1 on Gaussian, lognormal, Cauchy and bimodal columns: the
-coordinate turns tails logarithmic). Each operation is monotone, so ``pos``
-is exactly the binary search's. The loops are compiled (numba), one pass
-over the values.
+returns). A binary search over all of ``P`` costs ~40 ns a value, mostly
+mispredicted branches; here ``pos`` comes from a uniform grid in a compressed
+coordinate of the column (:mod:`ppa_xr.core.compiled`: piecewise linear in
+``log2(1 + |v - c| / s)``, ``c``, ``s``: median and half inter-quartile range
+of ``P``), cut into ``G = CELLS_PER_BREAK * len(P)`` cells over
+``[t(P_0), t(P_-1)]``. With ``start[g] = #{i : cell(P_i) < g}`` (cells of the
+breakpoints by the same compiled arithmetic),
+``pos(v) = start[cell(v)] + #{P_i <= v : cell(P_i) = cell(v)}``: a gather and
+a branchless binary search of ``depth = bit_length(steps)`` comparisons over
+the ``2^depth - 1`` breakpoints from ``start[cell(v)]``, ``steps`` being the most
+breakpoints in one cell of the column. ``steps`` is 1 on Gaussian, lognormal, Cauchy and
+bimodal columns (the coordinate turns tails logarithmic), but a spike (a
+share of the sample on one value: clipped or saturated pixels, a dequantized
+integer band's most common level) puts many breakpoints in one cell; the
+search keeps the cost of every value at ``depth <= bit_length(len(P))``
+comparisons whatever the data. Each operation is monotone, so ``pos`` is
+exactly the binary search's. The loops are compiled (numba), one pass over
+the values.
 """
 
 from __future__ import annotations
@@ -35,10 +41,10 @@ class StepLookup:
     Parameters
     ----------
     breaks : np.ndarray
-        (d, K+1) sorted distinct breakpoints of each column, padded with NaN
-        (no value compares above it, +inf included).
+        (d, L) sorted distinct breakpoints of each column, padded with NaN (no value compares above it, +inf
+        included) to ``L = K + 2^depth - 1`` (a search from a row's last cell stays in its row).
     table : np.ndarray
-        (d, K+1) value on each position ``0..K``.
+        (d, L) value on each position ``0..K`` (then padding).
     start : np.ndarray
         (d, G) uint32: first position of each grid cell, as a flat index into ``breaks`` and ``table``.
     center, inv_scale, slope, intercept : np.ndarray
@@ -46,7 +52,10 @@ class StepLookup:
         ``floor(slope_j t((v - center_j) inv_scale_j) + intercept_j)``, clipped to ``0..G-1``
         (``t``: ``ppa_xr.core.compiled.grid_cells``'s coordinate).
     steps : int
-        Comparisons after the grid: the most breakpoints in one cell.
+        The most breakpoints in one cell (of all columns).
+    depth : np.ndarray
+        (d,) int64: comparisons after the grid in each column, the ``bit_length`` of its most breakpoints in one
+        cell, at most ``K.bit_length()``.
     """
 
     breaks: np.ndarray
@@ -57,6 +66,7 @@ class StepLookup:
     slope: np.ndarray
     intercept: np.ndarray
     steps: int
+    depth: np.ndarray
 
     @classmethod
     def build(cls, breaks: np.ndarray, tables: np.ndarray) -> StepLookup:
@@ -67,17 +77,7 @@ class StepLookup:
         if not np.isfinite(breaks).all() or (np.diff(breaks, axis=1) < 0).any():
             raise ValueError("breakpoints must be finite and sorted along each row (np.sort(P, axis=1))")
         d, K = breaks.shape
-        padded = np.full((d, K + 1), np.nan)
-        table = np.empty((d, K + 1), dtype=tables.dtype)
-        sizes = np.full(d, K)
-        tied = (np.diff(breaks, axis=1) <= 0).any(axis=1)
-        padded[~tied, :K], table[~tied] = breaks[~tied], tables[~tied]
-        for j in np.flatnonzero(tied):  # a tie takes the value after its last copy
-            last = np.append(breaks[j, 1:] != breaks[j, :-1], True)
-            sizes[j] = last.sum()
-            padded[j, : sizes[j]] = breaks[j, last]
-            table[j, : sizes[j] + 1] = np.concatenate([tables[j, :1], tables[j, 1:][last]])
-            table[j, sizes[j] + 1 :] = table[j, sizes[j]]
+        padded, table, sizes = _distinct(breaks, tables)
         rows = np.arange(d)
         quartiles = padded[rows[:, None], (sizes[:, None] * np.array([1, 2, 3])) // 4]
         center = quartiles[:, 1].copy()  # contiguous: the compiled loops read it as such
@@ -93,15 +93,19 @@ class StepLookup:
         # cells of all breakpoints at once, as flat cells j G + c (ascending); start = rank among its row's breakpoints
         flat_cells = compiled.grid_cells(padded, sizes, center, inv_scale, slope, intercept, cells)
         counts = np.bincount(flat_cells, minlength=d * cells)
-        ranks = (np.cumsum(counts) - counts).reshape(d, cells)  # breakpoints in earlier cells
-        if d * (K + 1) >= 2**32:
-            raise ValueError(f"{d} columns of {K} breakpoints are too many for one look-up (2^32 positions)")
-        start = (ranks - np.cumsum(sizes)[:, None] + sizes[:, None] + (rows * (K + 1))[:, None]).astype(np.uint32)  # in cache: 4 bytes
         steps = int(counts.max())
-        return cls(padded, table, start, center, inv_scale, slope, intercept, steps)
+        depth = np.array([int(c).bit_length() for c in counts.reshape(d, cells).max(axis=1)], dtype=np.int64)
+        width = K + (1 << steps.bit_length()) - 1  # >= K + 1: every row ends with NaN, and a search from its last cell stays in it
+        if d * width >= 2**32:
+            raise ValueError(f"{d} columns of {K} breakpoints are too many for one look-up (2^32 positions)")
+        padded = np.pad(padded, ((0, 0), (0, width - K - 1)), constant_values=np.nan)
+        table = np.pad(table, ((0, 0), (0, width - K - 1)), mode="edge")
+        ranks = (np.cumsum(counts) - counts).reshape(d, cells)  # breakpoints in earlier cells
+        start = (ranks - np.cumsum(sizes)[:, None] + sizes[:, None] + (rows * width)[:, None]).astype(np.uint32)  # in cache: 4 bytes
+        return cls(padded, table, start, center, inv_scale, slope, intercept, steps, depth)
 
     def _grid(self) -> tuple:
-        return self.breaks, self.table, self.start, self.center, self.inv_scale, self.slope, self.intercept, self.steps
+        return self.breaks, self.table, self.start, self.center, self.inv_scale, self.slope, self.intercept, self.depth
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
         """``table[j, pos_j(v_j)]`` for ``values`` (..., d); undefined where a value is NaN (mask it)."""
@@ -118,3 +122,21 @@ class StepLookup:
         result = np.empty(len(flat), dtype=np.float64)
         compiled.step_row_sums(flat, *self._grid(), result)
         return result.reshape(np.shape(values)[:-1])
+
+
+def _distinct(breaks: np.ndarray, tables: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's distinct breakpoints (a tie takes the value after its last copy), padded with NaN to ``K + 1``,
+    their values on positions ``0..size`` (the last repeated after), and each row's size."""
+    d, K = breaks.shape
+    padded = np.full((d, K + 1), np.nan)
+    table = np.empty((d, K + 1), dtype=tables.dtype)
+    sizes = np.full(d, K)
+    tied = (np.diff(breaks, axis=1) <= 0).any(axis=1)
+    padded[~tied, :K], table[~tied] = breaks[~tied], tables[~tied]
+    for j in np.flatnonzero(tied):
+        last = np.append(breaks[j, 1:] != breaks[j, :-1], True)
+        sizes[j] = last.sum()
+        padded[j, : sizes[j]] = breaks[j, last]
+        table[j, : sizes[j] + 1] = np.concatenate([tables[j, :1], tables[j, 1:][last]])
+        table[j, sizes[j] + 1 :] = table[j, sizes[j]]
+    return padded, table, sizes
