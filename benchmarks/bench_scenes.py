@@ -1,0 +1,133 @@
+"""Held-out ratio where users look, per scene or UCI table, for a variant of the fit.
+
+Wraps ``../shared/bench/scenes.py`` (its loaders and ``user_k_metrics``: the kept k are those where PCA's held-out
+error is at least 0.1% of the held-out variance; ratio = 100 x PPA's held-out error / its own PCA's). Scenes: random
+halves and 10 x 10-tile checkerboards, seeds 0 and 1; UCI tables (normalised to [0, 1]): random halves, seeds 0..2.
+One JSON line per split: scene, variant, split, seed, worst kept k, worst any k, mean kept k, number of kept k.
+
+Variants: ``base`` (the default ``PPA()``), ``fenced`` (every step's polynomial fitted on its projections' Tukey
+far-out fences, ``ppa_xr.core.basis.fences``, the tails beyond them, plain fits included), ``coarseQ`` (the whole-fit
+validation's halves dealt over Q x Q regions of the 10 x 10 spatial blocks, degree selection on the blocks as before;
+cube fits only, the random halves are unchanged).
+
+Run by hand (``PPA_SCENES``: the folder of scenes.py where it is not ``../shared/bench``): ``PYTHONPATH=. python benchmarks/bench_scenes.py SCENE [SCENE ...] --variants base,fenced``
+(a scene name of ``scenes.SCENES`` or a UCI table name).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.environ.get("PPA_SCENES", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "bench")))
+import scenes  # noqa: E402
+
+from ppa_xr import PPA  # noqa: E402
+from ppa_xr.core import basis, candidates, degrees, steps  # noqa: E402
+from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
+
+
+fences, FENCE, ROUNDS = basis.fences, basis.FENCE, candidates.ROUNDS
+
+
+@contextlib.contextmanager
+def variant(name: str):
+    original = steps.Designs.__call__
+    if name == "fenced":
+        steps.Designs.__call__ = lambda self, alphas, top: original(dataclasses.replace(self, fenced=True), alphas, top)
+    if name.startswith("q"):  # fenced at the projections' quantiles p and 1 - p (name: q + p's digits after "0.")
+        p = float("0." + name[1:])
+        steps.Designs.__call__ = lambda self, alphas, top: original(dataclasses.replace(self, fenced=True), alphas, top)
+        basis.fences = lambda alpha: tuple(np.quantile(alpha, (p, 1 - p), axis=-1))
+    if name.startswith("tukey"):  # fenced at Tukey fences of the given number of interquartile ranges
+        steps.Designs.__call__ = lambda self, alphas, top: original(dataclasses.replace(self, fenced=True), alphas, top)
+        basis.FENCE = float(name[len("tukey"):])
+    if name.startswith("rounds"):  # the whole-fit validation holds out this many of its folds in turn
+        candidates.ROUNDS = int(name[len("rounds"):])
+    if name.startswith("coarse"):  # the whole-fit validation's split over q x q regions of the 10 x 10 blocks
+        q = int(name[len("coarse"):])
+
+        class Coarse(degrees.Folds):
+            @classmethod
+            def make(cls, groups, n, n_folds, rng):
+                if groups is not None:
+                    g = np.asarray(groups).ravel()
+                    groups = (g // 10 * q // 10) * q + g % 10 * q // 10
+                return degrees.Folds.make(groups, n, n_folds, rng)
+        candidates.Folds = Coarse
+    try:
+        yield
+    finally:
+        steps.Designs.__call__ = original
+        candidates.Folds = degrees.Folds
+        basis.fences, basis.FENCE, candidates.ROUNDS = fences, FENCE, ROUNDS
+
+
+def rows(name: str, params: dict):
+    if name in UCI_TABLES:
+        X = load_table(name).normalised()
+        for seed in range(3):
+            tr, te = scenes.random_halves(X, seed)
+            yield "halves", seed, scenes.user_k_metrics(PPA(random_state=0, **params).fit(tr), te)
+        return
+    cube = scenes.SCENES[name]()
+    X = scenes.pixels(cube)
+    std = name in scenes.STANDARDIZE
+    kw = dict(params, **({"standardize": True} if std else {}))
+    for seed in (0, 1):
+        tr, te = scenes.random_halves(X, seed)
+        yield "halves", seed, scenes.user_k_metrics(PPA(random_state=0, **kw).fit(tr), te, tr.std(0) if std else None)
+        m, te = scenes.fit_checkerboard(cube, seed, **kw)
+        yield "checkerboard", seed, scenes.user_k_metrics(m, te, X.std(0) if std else None)
+
+
+def summary(paths: list[str]) -> None:
+    """Per scene and variant, over seeds and splits: worst kept k / worst any k / mean over the kept k (as the table of
+    ``scenes.py``), the worst split's mean in brackets; then the mean over kept k averaged over the scenes, per variant."""
+    cells: dict[tuple[str, str], list[dict]] = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                cells.setdefault((r["scene"], r["variant"]), []).append(r)
+    variants = sorted({v for _, v in cells}, key=lambda v: (v != "base", v))
+    print("| scene | " + " | ".join(variants) + " |\n|---|" + "---|" * len(variants))
+    for scene in dict.fromkeys(s for s, _ in cells):
+        row = []
+        for v in variants:
+            rs = cells.get((scene, v), [])
+            row.append(f"{max(r['worst_kept'] for r in rs):.1f} / {max(r['worst_any'] for r in rs):.1f} / "
+                       f"{np.mean([r['mean_kept'] for r in rs]):.1f} ({max(r['mean_kept'] for r in rs):.1f})" if rs else "-")
+        print(f"| {scene} | " + " | ".join(row) + " |")
+    for v in variants:
+        means = [np.mean([r["mean_kept"] for r in rs]) for (s, vv), rs in cells.items() if vv == v]
+        print(f"{v}: mean over kept k averaged over {len(means)} scenes {np.mean(means):.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("scenes", nargs="+", help="scene names, or with --summary the JSON-lines files to summarise")
+    parser.add_argument("--variants", default="base,fenced")
+    parser.add_argument("--summary", action="store_true")
+    args = parser.parse_args()
+    if args.summary:
+        return summary(args.scenes)
+    warnings.simplefilter("ignore")
+    for name in args.scenes:
+        for v in args.variants.split(","):
+            with contextlib.ExitStack() as stack:
+                for part in v.split("+"):  # variants combine: fenced+rounds2
+                    stack.enter_context(variant(part))
+                for split, seed, (worst_kept, worst_any, mean_kept, kept) in rows(name, {}):
+                    print(json.dumps({"scene": name, "variant": v, "split": split, "seed": seed, "worst_kept": round(worst_kept, 2),
+                                      "worst_any": round(worst_any, 2), "mean_kept": round(mean_kept, 2), "kept": kept}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
