@@ -263,13 +263,16 @@ FAN_IN = 16
 MERGE_BYTES = 64 * 2**20
 
 
-def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tuple[PixelSample, ...], max_chunks: int | None, rng):
+def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tuple[PixelSample, ...], max_chunks: int | None, rng,
+               fuse: bool = True):
     """:func:`_draw`'s reduction, not yet computed (a delayed tuple, or the tuple itself for an in-memory cube).
 
     One task per chunk (:func:`_block_sample`, fused with the tasks that make
     the chunk), then a tree of merges of at most :data:`FAN_IN` parts each,
     built as one graph layer: about ``chunks (1 + 1 / (FAN_IN - 1))`` tasks,
-    so the cost per chunk does not grow with the chunk count.
+    so the cost per chunk does not grow with the chunk count. Not ``fuse``:
+    the chunks' own tasks stay apart (culled only), so other reductions of the
+    same cube computed with it read each chunk once, in the same pass.
     """
     layout = _Layout.of(da, dim)
     if da.chunks is None:
@@ -284,7 +287,8 @@ def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tupl
         chosen = chosen[np.sort(rng.choice(len(chosen), max_chunks, replace=False))]
     keys = [(parts.name, *map(int, i)) for i in chosen]
     layer = f"sample-chunks-{tokenize(parts.name, chosen)}"
-    graph = HighLevelGraph.from_collections(layer, parts.__dask_optimize__(parts.__dask_graph__(), keys), ())
+    chunks = parts.__dask_optimize__(parts.__dask_graph__(), keys) if fuse else parts.__dask_graph__().cull(set(keys))
+    graph = HighLevelGraph.from_collections(layer, chunks, ())
     rows = min(n, int(np.prod([max(c) for i, c in enumerate(data.chunks) if i != axis], dtype=np.int64)))
     return _merge_tree(graph, layer, keys, n, rows, data.shape[axis] * data.dtype.itemsize)
 
@@ -416,7 +420,10 @@ def sample_cubes(
     seed = _seed(np.random.default_rng(random_state))
     seeds = [seed] + [_seed(np.random.default_rng([seed, i])) for i in range(1, len(cubes))]
     with _task_bar(progress):
-        results, along = dask.compute([_lazy_draw(da, dim, n, s, (), None, None) for da, s in zip(cubes, seeds)], along)
+        # with other reductions nothing is fused, so both read each chunk through the same tasks: once
+        shared = along is not None
+        results, along = dask.compute([_lazy_draw(da, dim, n, s, (), None, None, fuse=not shared) for da, s in zip(cubes, seeds)], along,
+                                      optimize_graph=not shared)
     samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
     valid = sum(sample.n_valid for sample in samples)
     _check_found(valid, n_samples, "cubes have" if len(cubes) > 1 else "cube has")
