@@ -13,7 +13,7 @@ from ..model import PPA
 from ..model.labels import FeatureLabels
 from .inputs import feature_array
 from .noise import noise_covariance, noise_moments, sample_covariance
-from .sampling import sample_cubes
+from .sampling import feature_weights_at, over_features, sample_cubes
 
 
 def fit(
@@ -140,20 +140,38 @@ def fit_pooled(
     declared = Spec(random_state=random_state, **ppa_params, noise_cov=np.eye(2) if estimated else noise)
     arrays = [feature_array(obj, dim) for obj in scenes]
     d = arrays[0].sizes[dim]
-    _check_enough_pixels(arrays, dim)
     if not estimated:
         declared.for_data(None, d)
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
     arrays = [features.select(da, d) for da in arrays]
+    feature_weights = feature_weights_at(arrays[0], dim, weights) if over_features(arrays[0], dim, weights) else None
+    weights = None if feature_weights is not None else weights
+    used = _s_mode_features(arrays, dim)
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
-    pooled = sample_cubes(arrays, dim, n_samples, random_state, along=shift)
+    pooled = sample_cubes(arrays if used is None else [da.isel({dim: used}) for da in arrays], dim, n_samples, random_state, along=shift)
     if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
         declared = declared.replace(noise_cov=sample_covariance(features.select(feature_array(noise, dim), d), dim))
     elif pooled.along is not None:
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
-    return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights)
+    values = pooled.values
+    if used is not None:  # the features NaN in every sample come back, for the model to leave out and give NaN
+        values = np.full((len(values), d), np.nan, values.dtype)
+        values[:, used] = pooled.values
+    return PPA._fitted(values, declared, pooled.groups, features, pooled.sample, progress, row_weights, feature_weights)
+
+
+def _s_mode_features(arrays: list[xr.DataArray], dim: Hashable) -> np.ndarray | None:
+    """With fewer pixels (samples) than features (S-mode: maps as samples, grid cells as features), the features with a
+    value at some pixel (computed now: a land cell, NaN at every time step, would leave no pixel valid); None otherwise,
+    where a feature without values is the usual refusal of pixels without data."""
+    d = arrays[0].sizes[dim]
+    pixels = sum(int(np.prod([da.sizes[other] for other in da.dims if other != dim])) for da in arrays)
+    if pixels >= d:
+        return None
+    valid = np.logical_or.reduce([np.asarray(da.notnull().any([o for o in da.dims if o != dim]).values) for da in arrays])
+    return None if valid.all() else valid
 
 
 def _check_two_pixels(n: int, n_samples: int | None, n_cubes: int) -> None:
@@ -167,16 +185,3 @@ def _check_two_pixels(n: int, n_samples: int | None, n_cubes: int) -> None:
     raise ValueError(f"{cubes} only one valid pixel (every other has a NaN or nodata feature): PPA needs many more pixels than "
                      "features. Check the nodata value and the masks (a feature that is NaN everywhere leaves no pixel valid), "
                      "or fit on more of the scene")
-
-
-def _check_enough_pixels(arrays: list[xr.DataArray], dim: Hashable) -> None:
-    """Refuse, before any pass, a fit with fewer pixels than features: PPA (as PCA of a covariance) needs many
-    more samples than features, and the step fits grow with the features."""
-    d = arrays[0].sizes[dim]
-    pixels = sum(int(np.prod([da.sizes[other] for other in da.dims if other != dim])) for da in arrays)
-    if pixels < d:
-        raise ValueError(
-            f"{d} features along {dim!r} but only {pixels} pixels to sample: PPA needs many more samples than features. Use "
-            f"the dimension with fewer entries as the features (for a time series of maps, time: dim='time', each grid cell a "
-            f"sample), or reduce the features first (EOFs / PCA of the grid cells), then fit PPA on the leading components"
-        )

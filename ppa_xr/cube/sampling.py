@@ -317,6 +317,38 @@ def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np
     return checks.row_weights(values, len(index), "weights at the sampled pixels") if checked else values
 
 
+def over_features(da: xr.DataArray, dim: Hashable, weights: Any) -> bool:
+    """Whether ``weights`` weigh the features of ``da``: a DataArray over ``dim`` or over per-feature coordinates
+    along it (the levels of a stacked dimension, e.g. ``lat`` of ``cell = (lat, lon)``), not over its pixels."""
+    if not isinstance(weights, xr.DataArray) or not weights.dims:
+        return False
+    along = {dim} | {name for name, coord in da.coords.items() if coord.dims == (dim,)}
+    return set(weights.dims) <= along and not set(weights.dims) & (set(da.dims) - {dim})
+
+
+def feature_weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray) -> np.ndarray:
+    """``weights`` (:func:`over_features`) at each feature of ``da``, (d,), matched by label as xarray aligns (along a
+    stacked ``dim``, by its levels' labels: ``cos(lat)`` over ``lat`` weighs every cell of that latitude); checked by
+    :func:`~ppa_xr.core.checks.row_weights`."""
+    where = {}
+    for d in weights.dims:
+        labels = da[d].values if d in da.coords else np.arange(da.sizes[dim])
+        if d in weights.indexes:
+            found = np.asarray(weights.indexes[d].get_indexer(labels))
+            if (missing := found < 0).any():
+                raise ValueError(f"feature weights lack {int(missing.sum())} of the cube's {d!r} labels (e.g. "
+                                 f"{', '.join(map(str, np.asarray(labels)[missing][:3]))}): weights are matched by label, as xarray "
+                                 f"aligns; give a weight for every feature, e.g. np.cos(np.deg2rad(cube.{d}))")
+        elif weights.sizes[d] == da.sizes[dim]:
+            found = np.arange(da.sizes[dim])
+        else:
+            raise ValueError(f"feature weights along {d!r} have {weights.sizes[d]} entries and the cube {da.sizes[dim]} features along "
+                             f"{dim!r}, without labels to match: give weights with {d!r} coordinates")
+        where[d] = xr.DataArray(found, dims="feature")
+    values = np.asarray(weights.isel(where).broadcast_like(xr.DataArray(np.empty(da.sizes[dim]), dims="feature")).values)
+    return checks.row_weights(values, da.sizes[dim], "feature weights")
+
+
 def _label_positions(da: xr.DataArray, weights: xr.DataArray, d: Hashable) -> np.ndarray:
     """Where each of the cube's positions along ``d`` lies in ``weights``: by label where both have an index
     along ``d`` (xarray's alignment), else by position, for equal sizes only."""

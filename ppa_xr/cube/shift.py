@@ -75,7 +75,7 @@ def evaluate(
     row_weights = None if weights is None else weights_at(da, dim, weights, sample.index)
     comparison = errors.compare_errors(model.params_, sample.values, weights=row_weights)
     units = _component_units(da, model)
-    k = xr.DataArray(np.arange(1, model.n_features_in_), dims=COMPONENT, attrs={"long_name": "components kept"})
+    k = xr.DataArray(np.arange(1, model.params_.n_features), dims=COMPONENT, attrs={"long_name": "components kept"})
     squared = f"({units})^2" if units else f"squared {model.whitened_units_ or 'feature units'}"  # whitened, or no unit given
     error = {"long_name": "squared reconstruction error summed over bands, mean over pixels", "units": squared}
     curves = {"mse_ppa": (COMPONENT, comparison.ppa, error),
