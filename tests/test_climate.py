@@ -129,3 +129,59 @@ def test_weights_that_weigh_nothing_are_refused_everywhere(landsat, bad, message
                  lambda: landsat.ppa.information_report(model, weights=weights)):
         with pytest.raises(ValueError, match=message):
             call()
+
+
+@pytest.fixture(scope="module")
+def anomalies():
+    return _anomalies(open_ersst_sample()["sst"].load()).astype("float64")
+
+
+def _cos(a, b):
+    a, b = np.ravel(a), np.ravel(b)
+    return abs(a @ b) / np.linalg.norm(a) / np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("area", [False, True])
+def test_s_mode_degree_one_is_xeofs_eof(anomalies, area):
+    """Maps as samples, grid cells as features (S-mode, 36 months x 16,020 cells): degree=1 is xeofs' EOF analysis,
+    equal weights or cos(lat) on the cells (xeofs' use_coslat); land cells NaN in the patterns; the full
+    reconstruction is the input."""
+    xeofs = pytest.importorskip("xeofs")
+    cells = anomalies.stack(cell=("lat", "lon"))
+    weights = np.cos(np.deg2rad(anomalies.lat)) if area else None
+    model = cells.ppa.fit(dim="cell", degree=1, weights=weights)
+    eof = xeofs.single.EOF(n_modes=5, use_coslat=area, solver="full").fit(anomalies, dim="time")
+    assert model.n_features_in_ == cells.sizes["cell"] and model.params_.n_features <= 35
+    np.testing.assert_allclose(model.explained_variance_ratio_[:5], eof.explained_variance_ratio().values, rtol=0, atol=1e-6)
+    scores = cells.ppa.transform(model, n_components=5)
+    patterns = model.to_xarray().components.isel(component=slice(0, 5)).unstack("cell")
+    land = anomalies.isnull().all("time")
+    for k in range(5):
+        assert _cos(scores.isel(component=k), eof.scores().isel(mode=k)) >= 0.999999
+        ours, theirs = xr.align(patterns.isel(component=k), eof.components().isel(mode=k), join="inner")
+        np.testing.assert_array_equal(np.isnan(ours.values), land.sel(lat=ours.lat, lon=ours.lon).values)
+        ocean = np.isfinite(ours.values)
+        assert _cos(ours.values[ocean], theirs.values[ocean]) >= 0.999999
+    full = cells.ppa.reconstruct(model, model.params_.n_features)
+    np.testing.assert_array_equal(np.isnan(full.values), np.isnan(cells.values))
+    span = float(cells.max() - cells.min())
+    assert float(np.abs(full - cells).max()) <= 1e-6 * span
+
+
+def test_s_mode_projects_a_held_out_year_as_xeofs(anomalies):
+    """New time steps are new samples in S-mode: transform of a year the fit never saw equals xeofs' transform."""
+    xeofs = pytest.importorskip("xeofs")
+    train, test = anomalies.isel(time=slice(0, 24)), anomalies.isel(time=slice(24, 36))
+    coslat = np.cos(np.deg2rad(anomalies.lat))
+    model = train.stack(cell=("lat", "lon")).ppa.fit(dim="cell", degree=1, weights=coslat)
+    eof = xeofs.single.EOF(n_modes=10, use_coslat=True, solver="full").fit(train, dim="time")
+    ours = test.stack(cell=("lat", "lon")).ppa.transform(model, n_components=10).values
+    theirs = eof.transform(test, normalized=False).transpose("time", "mode").values
+    signs = np.sign(np.sum(ours * theirs, axis=0))
+    np.testing.assert_allclose(ours * signs, theirs, rtol=0, atol=1e-6 * np.abs(theirs).max())
+
+
+def test_t_mode_says_why_other_months_cannot_be_projected(sst, model):
+    later = sst.assign_coords(time=sst.time.to_index() + np.timedelta64(3 * 365, "D"))
+    with pytest.raises(ValueError, match=r"months are the features.*S-mode.*stack\(cell="):
+        later.ppa.transform(model)

@@ -231,10 +231,28 @@ def test_fit_runs_blas_on_one_thread_and_restores_the_count(curved):
     assert counts() == before
 
 
-def test_more_features_than_samples_is_refused_with_what_to_do():
-    with pytest.raises(ValueError, match=r"at least as many samples as features, got 36 samples of 2000 features.*"
-                                         r"PCA\(n_components=k\) or EOFs with k < 36.*dim="):
-        PPA(degree=1).fit(np.random.default_rng(0).normal(size=(36, 2000)))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_more_features_than_samples_fit_in_their_span_as_the_svd(seed):
+    """S-mode: 21 samples of 600 features; degree=1 is the SVD of the centred sample (variance fractions, patterns, scores),
+    the full reconstruction is exact, and a new sample's error counts its part outside the span."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(21, 600)) @ np.diag(np.linspace(3, 0.1, 600)) + 5
+    model = PPA(degree=1).fit(X)
+    Xc = X - X.mean(axis=0)
+    _, s, vt = np.linalg.svd(Xc, full_matrices=False)
+    assert model.n_features_in_ == 600 and model.components_.shape == (20, 600) and model.params_.n_features == 20
+    np.testing.assert_allclose(model.explained_variance_ratio_, (s**2 / np.sum(s**2))[:20], rtol=1e-8, atol=1e-14)
+    np.testing.assert_allclose(np.abs(np.sum(model.components_ * vt[:20], axis=1)), 1, atol=1e-10)
+    scores = model.transform(X)
+    np.testing.assert_allclose(np.abs(scores), np.abs(Xc @ vt[:20].T), atol=1e-9 * np.abs(scores).max())
+    np.testing.assert_allclose(model.inverse_transform(scores), X, atol=1e-10 * np.abs(X).max())
+    new = rng.normal(size=(4, 600)) @ np.diag(np.linspace(3, 0.1, 600)) + 5
+    u = new - model.mean_
+    outside = np.sum((u - u @ vt[:20].T @ vt[:20]) ** 2, axis=1)
+    assert outside.min() > 0
+    np.testing.assert_allclose(model.reconstruction_mse(new)[-1], outside.mean(), rtol=1e-9)
+    np.testing.assert_allclose(np.sum((model.reconstruct(new, 20) - new) ** 2, axis=1), outside, rtol=1e-9)
+    assert PPA(random_state=seed).fit(X).components_.shape == (20, 600)  # the default: validated where the samples allow
 
 
 def test_a_fit_larger_than_the_memory_is_refused_before_it_starts(monkeypatch):

@@ -189,6 +189,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if declared.noise_cov is not None:
             raise ValueError("noise_cov needs at least as many samples as features and no feature weights: a noise covariance "
                              f"of {X.shape[1]} features cannot be estimated from {len(X)} samples; fit without noise_cov")
+        if not np.isfinite(X).any():
+            _complete(X, groups, weights)  # no value at all: the refusal of rows without data
         root, used = _feature_roots(X, feature_weights)
         X = X[:, used]
         if weights is not None:
@@ -290,7 +292,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         import xarray as xr
 
         check_is_fitted(self)
-        d = self.n_features_in_
+        d = self.params_.n_features  # the components (r of the n_features_in_ inputs for a reduced model)
         features = self.features_ or FeatureLabels("feature")
         ds = xr.Dataset(
             {
@@ -731,7 +733,7 @@ def _feature_roots(X: np.ndarray, feature_weights: Any) -> tuple[np.ndarray, np.
     of weights) and the features used: weight above 0, and a finite value in some sample (a feature NaN in every
     sample, as a land cell of a sea-surface field, is left out)."""
     d = X.shape[1]
-    w = np.ones(d) if feature_weights is None else unit_mean(checks.row_weights(feature_weights, d, "feature weights"))
+    w = np.ones(d) if feature_weights is None else checks.row_weights(feature_weights, d, "feature weights")
     used = (w >= np.finfo(np.float64).tiny) & np.isfinite(X).any(axis=0)
     if used.sum() < 2:
         raise ValueError(f"only {int(used.sum())} of the {d} features have a weight above 0 and a value in some sample: "
