@@ -180,6 +180,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._set_fitted(params, declared, features, sample)
         self.configuration_ = configuration
         self.fit_error_ratio_ = fitted.error_ratio
+        self.weighted_samples_ = weights is not None
         return self
 
     def _fit_reduced(self, X: np.ndarray, declared: Spec, groups: Any, features: FeatureLabels | None, sample: FitSample | None,
@@ -213,6 +214,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._set_fitted(params, declared, features, sample)
         self.configuration_ = configuration
         self.fit_error_ratio_ = inner.error_ratio
+        self.weighted_samples_ = weights is not None
         return self
 
     def _set_fitted(self, params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None) -> None:
