@@ -183,5 +183,5 @@ def test_s_mode_projects_a_held_out_year_as_xeofs(anomalies):
 
 def test_t_mode_says_why_other_months_cannot_be_projected(sst, model):
     later = sst.assign_coords(time=sst.time.to_index() + np.timedelta64(3 * 365, "D"))
-    with pytest.raises(ValueError, match=r"months are the features.*S-mode.*stack\(cell="):
+    with pytest.raises(ValueError, match=r"lacks 36 .*months are the model.s features \(T-mode\).*S-mode.*stack\(cell="):
         later.ppa.transform(model)

@@ -318,3 +318,21 @@ def test_an_error_comparison_reads_in_one_line(curved):
     text = repr(comparison)
     assert text.startswith("ErrorComparison(n=1000, k=1..3:") and "\n" not in text and len(text) < 200
     assert f"worst {comparison.relative.max():.1f}" in text
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_n_components_as_a_share_of_the_variance_and_north_errors(seed):
+    """n_components=0.95 keeps the fewest leading components reaching 95% of the variance (scikit-learn's PCA), in fit
+    and in transform; North's errors are explained_variance_ * sqrt(2 / n), with Kish's effective n under weights."""
+    X = np.random.default_rng(seed).normal(size=(400, 6)) * [5, 3, 2, 1, 0.5, 0.1]
+    model = PPA(0.95, degree=1).fit(X)
+    cumulative = np.cumsum(model.explained_variance_ratio_)
+    k = int(np.argmax(cumulative >= 0.95)) + 1
+    assert model.n_components_ == k and model.transform(X).shape == (400, k) and cumulative[k - 2] < 0.95
+    assert model.kept(0.5) == int(np.argmax(cumulative >= 0.5)) + 1 and model.kept(2) == 2
+    np.testing.assert_allclose(model.explained_variance_error_, model.explained_variance_ * np.sqrt(2 / 400))
+    w = np.r_[np.ones(200), 3 * np.ones(200)]
+    weighted = PPA(degree=1).fit(X, sample_weight=w)
+    assert weighted.n_effective_ == pytest.approx(w.sum() ** 2 / (w**2).sum())
+    with pytest.raises(ValueError, match=r"share of the variance in \(0, 1\)"):
+        PPA(1.5).fit(X)

@@ -92,7 +92,7 @@ def _mapped_chunks(block: partial, da: xr.DataArray, axis: int, size: int | None
 
 
 def transform(
-    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = False,
+    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | float | None = None, dim: Hashable | None = None, check: bool = False,
 ) -> xr.DataArray:
     """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid.
 
@@ -132,7 +132,7 @@ def transform(
     >>> ppa_xr.to_raster(scores, "components.tif")  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
-    k = model.n_components_ if n_components is None else check_components(n_components, model.params_.n_features)
+    k = model.n_components_ if n_components is None else model.kept(n_components)
     if check:
         warn_on_shift(da, dim, model, k)
     units = None if model.whiten else _component_units(da, model)  # whitened components have no unit

@@ -180,7 +180,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._set_fitted(params, declared, features, sample)
         self.configuration_ = configuration
         self.fit_error_ratio_ = fitted.error_ratio
-        self.weighted_samples_ = weights is not None
+        self._set_sample_size(len(X), weights)
         return self
 
     def _fit_reduced(self, X: np.ndarray, declared: Spec, groups: Any, features: FeatureLabels | None, sample: FitSample | None,
@@ -214,8 +214,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._set_fitted(params, declared, features, sample)
         self.configuration_ = configuration
         self.fit_error_ratio_ = inner.error_ratio
-        self.weighted_samples_ = weights is not None
+        self._set_sample_size(n, weights)
         return self
+
+    def _set_sample_size(self, n: int, weights: np.ndarray | None) -> None:
+        """The fitting sample's effective size, ``n`` or Kish's ``(sum w)^2 / sum w^2`` with weights, and North's
+        rule-of-thumb errors of the variances, ``delta lambda = lambda sqrt(2 / n_eff)`` (North et al., 1982; eofs'
+        ``northTest``): neighbouring components whose variances lie within it are mixed (degenerate)."""
+        self.weighted_samples_ = weights is not None
+        self.n_effective_ = float(n if weights is None else np.sum(weights) ** 2 / np.sum(weights**2))
+        self.explained_variance_error_ = self.explained_variance_ * np.sqrt(2 / self.n_effective_)
 
     def _set_fitted(self, params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None) -> None:
         self.params_ = params
@@ -232,7 +240,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         total = params.explained_variance.sum()
         self.explained_variance_ratio_ = params.explained_variance / total if total > 0 else np.zeros_like(params.explained_variance)
         self.n_features_in_ = params.n_inputs
-        self.n_components_ = declared.n_components or params.n_features
+        self.n_components_ = params.n_features if declared.n_components is None else self.kept(declared.n_components)
         self.whitened_units_ = "standardized units" if declared.standardize else "noise units" if declared.noise_cov is not None else None
         set_outputs(self, self.n_components_)  # names "ppa0", "ppa1", ... for set_output
 
@@ -271,6 +279,22 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         model = cls(**declared.values())
         model._set_fitted(params, declared, features, sample)
         return model
+
+    def kept(self, n_components: int | float) -> int:
+        """The number of components ``n_components`` asks for.
+
+        Parameters
+        ----------
+        n_components : int or float
+            A count, 1..n_components, or a share of the variance in (0, 1) (``0.95``: the fewest leading components
+            whose ``explained_variance_ratio_`` sum to 95%).
+
+        Returns
+        -------
+        int
+            The count.
+        """
+        return checks.kept_components(n_components, self.params_.n_features, self.explained_variance_ratio_)
 
     def to_xarray(self) -> Any:
         """The fitted results as labelled xarray objects, as xeofs users expect.
@@ -625,6 +649,12 @@ noise_cov_, snr_ : np.ndarray
     With ``noise_cov``: the noise covariance, and each component's
     signal-to-noise ratio, ``explained_variance_ - 1`` (to first order for
     curved steps; descending).
+n_effective_ : float
+    The fitting sample's size, or its effective size with weights, ``(sum w)^2 / sum w^2``
+    (Kish): independent samples assumed (autocorrelated time steps are fewer in effect).
+explained_variance_error_ : np.ndarray of shape (d,)
+    North's rule-of-thumb errors, ``explained_variance_ * sqrt(2 / n_effective_)``
+    (eofs' ``northTest``): components whose variances differ by less are mixed.
 configuration_ : dict
     The configuration fitted, ``{{"robust": bool, "max_curved": int or None, "validated": bool}}``: chosen by
     whole-fit validation (``configuration="validated"``) or as given.

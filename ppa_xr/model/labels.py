@@ -34,13 +34,11 @@ def shown(labels: Any) -> str:
     return "[" + ", ".join(text if len(text) <= SHOWN else text[: SHOWN - 2] + ["...", *text[-2:]]) + f"]{'' if len(text) <= SHOWN else f' ({len(text)} in all)'}"
 
 
-def _new_times(dim: Hashable, n_missing: int, labels: np.ndarray, cube_labels: np.ndarray) -> str:
+def _new_times(dim: Hashable, missing: np.ndarray, labels: np.ndarray, cube_labels: np.ndarray) -> str:
     """Why a model with time steps as features (T-mode) cannot take a cube of other time steps, and what can."""
-    return (f"the cube lacks {n_missing} of the model's time steps along {dim!r}: its months are the features (T-mode: "
-            f"each grid cell a sample of the {len(labels)} months {shown(labels)}), so it describes those months only and "
-            f"cannot project the cube's {shown(cube_labels)}. To project new time steps, fit in S-mode, maps as samples and grid "
-            f"cells as features: cells = cube.stack(cell=('lat', 'lon')); model = cells.ppa.fit(dim='cell'); then "
-            f"new.stack(cell=('lat', 'lon')).ppa.transform(model) takes any time steps")
+    return (f"the cube lacks {len(missing)} of the model's time steps along {dim!r}: {shown(missing)}. The {len(labels)} months "
+            f"are the model's features (T-mode), so it cannot project others. To project new time steps, fit in S-mode (maps as "
+            f"samples): model = cube.stack(cell=('lat', 'lon')).ppa.fit(dim='cell'), then new.stack(cell=('lat', 'lon')).ppa.transform(model)")
 
 
 def _duplicates(labels) -> list:
@@ -116,7 +114,7 @@ class FeatureLabels:
                 missing = self.labels[[label not in have for label in want]]
                 extra = cube_labels[[label not in want for label in have]]
                 if len(missing) and self.labels.dtype.kind == "M":
-                    raise ValueError(_new_times(self.dim, len(missing), self.labels, cube_labels))
+                    raise ValueError(_new_times(self.dim, missing, self.labels, cube_labels))
                 if len(missing):
                     raise ValueError(
                         f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
