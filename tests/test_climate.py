@@ -185,3 +185,16 @@ def test_t_mode_says_why_other_months_cannot_be_projected(sst, model):
     later = sst.assign_coords(time=sst.time.to_index() + np.timedelta64(3 * 365, "D"))
     with pytest.raises(ValueError, match=r"lacks 36 .*months are the model.s features \(T-mode\).*S-mode.*stack\(cell="):
         later.ppa.transform(model)
+
+
+def test_scree_plot_shows_ppa_beside_pca_with_north_errors():
+    pytest.importorskip("matplotlib")
+    from ppa_xr.view import plot_scree
+
+    X = np.random.default_rng(0).normal(size=(30, 400)) * np.linspace(3, 0.1, 400)
+    model = ppa_xr.PPA(degree=1).fit(X)  # S-mode: 30 samples of 400 features
+    fig = plot_scree(model, n_components=5)
+    bars = fig.axes[0].containers
+    assert [b.get_label() for b in bars] == ["PPA", "PCA"]
+    low, high = (segment[:, 1] for segment in np.moveaxis(bars[0].lines[2][0].get_segments(), 1, 0))
+    np.testing.assert_allclose((high - low) / 2, 100 * model.explained_variance_error_[:5] / model.explained_variance_.sum())
