@@ -91,8 +91,8 @@ class PPAParams:
     pca_variance: np.ndarray  # (d,) their variances
     whitening: np.ndarray = None  # type: ignore[assignment]  # (d, d) W: the map acts on W (x - mean); None becomes the identity
     tails: str = "clamp"
-    basis: np.ndarray | None = None  # (d, r) V: orthonormal span of the weighted, centred fitting sample (reduced models)
-    feature_root: np.ndarray | None = None  # (d,) s = sqrt(w_j) of the features' weights; 0: a dropped feature (reduced models)
+    basis: np.ndarray = None  # type: ignore[assignment]  # (d, r) V: orthonormal span of the weighted, centred fitting sample (reduced models)
+    feature_root: np.ndarray = None  # type: ignore[assignment]  # (d,) s = sqrt(w_j) of the features' weights; 0: a dropped feature (reduced models)
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

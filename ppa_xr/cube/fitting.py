@@ -144,8 +144,7 @@ def fit_pooled(
         declared.for_data(None, d)
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
     arrays = [features.select(da, d) for da in arrays]
-    feature_weights = feature_weights_at(arrays[0], dim, weights) if over_features(arrays[0], dim, weights) else None
-    weights = None if feature_weights is not None else weights
+    feature_weights, weights = _by_kind(arrays[0], dim, weights)
     used = _s_mode_features(arrays, dim)
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
     pooled = sample_cubes(arrays if used is None else [da.isel({dim: used}) for da in arrays], dim, n_samples, random_state, along=shift)
@@ -155,11 +154,25 @@ def fit_pooled(
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
-    values = pooled.values
-    if used is not None:  # the features NaN in every sample come back, for the model to leave out and give NaN
-        values = np.full((len(values), d), np.nan, values.dtype)
-        values[:, used] = pooled.values
-    return PPA._fitted(values, declared, pooled.groups, features, pooled.sample, progress, row_weights, feature_weights)
+    return PPA._fitted(_every_feature(pooled.values, used, d), declared, pooled.groups, features, pooled.sample, progress, row_weights,
+                       feature_weights)
+
+
+def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray | None, Any]:
+    """The features' weights (weights over ``dim`` or its per-feature coordinates: grid-cell areas) and the pixels'
+    (weights over the pixel dimensions), one of them None."""
+    if isinstance(weights, xr.DataArray) and over_features(da, dim, weights):
+        return feature_weights_at(da, dim, weights), None
+    return None, weights
+
+
+def _every_feature(values: np.ndarray, used: np.ndarray | None, d: int) -> np.ndarray:
+    """The sampled rows with the features NaN in every sample back in place (NaN), for the model to leave out."""
+    if used is None:
+        return values
+    out = np.full((len(values), d), np.nan, values.dtype)
+    out[:, used] = values
+    return out
 
 
 def _s_mode_features(arrays: list[xr.DataArray], dim: Hashable) -> np.ndarray | None:

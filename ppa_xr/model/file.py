@@ -179,7 +179,7 @@ def _version(ds: xr.Dataset, source: str) -> int:
 
 def _arrays_of(ds: xr.Dataset, version: int, source: str) -> dict[str, np.ndarray]:
     """The parameter arrays a file of ``version`` must hold, each checked against its checksum."""
-    expected = [name for name in [*_DIMS, *LEGACY] if _belongs(name, version)]
+    expected = _expected(ds, version)
     _refuse_foreign(ds, source)
     later = sorted(n for n in [*SINCE, *LEGACY] if n in ds.variables and not _belongs(n, version))
     if later:
@@ -188,9 +188,14 @@ def _arrays_of(ds: xr.Dataset, version: int, source: str) -> dict[str, np.ndarra
     missing = [name for name in expected if name not in ds]
     if missing:
         raise ValueError(f"{source} is corrupt or truncated: variables {missing} are missing")
-    expected += [name for name in _REDUCTION if name in ds.variables]  # a reduced model's (both, or PPAParams refuses)
     arrays = {name: _verified(ds, name, source, "i" if name == "degrees" else "f") for name in expected}
     return {k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}
+
+
+def _expected(ds: xr.Dataset, version: int) -> list[str]:
+    """The arrays a file of ``version`` holds: every model's, and a reduced model's where the file has them (both, or
+    PPAParams refuses)."""
+    return [name for name in [*_DIMS, *LEGACY] if _belongs(name, version)] + [name for name in _REDUCTION if name in ds.variables]
 
 
 def _refuse_foreign(ds: xr.Dataset, source: str) -> None:
