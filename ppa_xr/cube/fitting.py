@@ -145,9 +145,9 @@ def fit_pooled(
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
     arrays = [features.select(da, d) for da in arrays]
     feature_weights, weights = _by_kind(arrays[0], dim, weights)
-    used = _s_mode_features(arrays, dim)
+    sampled, used = _s_mode_features(arrays, dim)
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
-    pooled = sample_cubes(arrays if used is None else [da.isel({dim: used}) for da in arrays], dim, n_samples, random_state, along=shift)
+    pooled = sample_cubes(sampled, dim, n_samples, random_state, along=shift)
     if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
         declared = declared.replace(noise_cov=sample_covariance(features.select(feature_array(noise, dim), d), dim))
     elif pooled.along is not None:
@@ -175,16 +175,17 @@ def _every_feature(values: np.ndarray, used: np.ndarray | None, d: int) -> np.nd
     return out
 
 
-def _s_mode_features(arrays: list[xr.DataArray], dim: Hashable) -> np.ndarray | None:
-    """With fewer pixels (samples) than features (S-mode: maps as samples, grid cells as features), the features with a
-    value at some pixel (computed now: a land cell, NaN at every time step, would leave no pixel valid); None otherwise,
-    where a feature without values is the usual refusal of pixels without data."""
+def _s_mode_features(arrays: list[xr.DataArray], dim: Hashable) -> tuple[list[xr.DataArray], np.ndarray | None]:
+    """The cubes to sample and the features they keep: with fewer pixels (samples) than features (S-mode: maps as
+    samples, grid cells as features), the features with a value at some pixel (computed now: a land cell, NaN at every
+    time step, would leave no pixel valid); every feature (None) otherwise, where a feature without values is the
+    usual refusal of pixels without data."""
     d = arrays[0].sizes[dim]
     pixels = sum(int(np.prod([da.sizes[other] for other in da.dims if other != dim])) for da in arrays)
     if pixels >= d:
-        return None
+        return arrays, None
     valid = np.logical_or.reduce([np.asarray(da.notnull().any([o for o in da.dims if o != dim]).values) for da in arrays])
-    return None if valid.all() else valid
+    return ([da.isel({dim: valid}) for da in arrays], valid) if not valid.all() else (arrays, None)
 
 
 def _check_two_pixels(n: int, n_samples: int | None, n_cubes: int) -> None:
