@@ -198,3 +198,45 @@ def test_scree_plot_shows_ppa_beside_pca_with_north_errors():
     assert [b.get_label() for b in bars] == ["PPA", "PCA"]
     low, high = (segment[:, 1] for segment in np.moveaxis(bars[0].lines[2][0].get_segments(), 1, 0))
     np.testing.assert_allclose((high - low) / 2, 100 * model.explained_variance_error_[:5] / model.explained_variance_.sum())
+
+
+def _global_field(seed, n_time=12):
+    """A global float32 grid with both poles (cos of float32 latitudes rounds below 0 there) and a land block."""
+    rng = np.random.default_rng(seed)
+    lat = np.arange(-90, 91, 10, dtype="float32")
+    lon = np.arange(0, 360, 30, dtype="float32")
+    values = rng.normal(size=(n_time, lat.size, lon.size)).astype("float32") * (1 + np.abs(lat)[:, None] / 30)
+    values[:, 5:8, 2:5] = np.nan  # land
+    return xr.DataArray(values, dims=("time", "lat", "lon"), coords={"time": np.arange(n_time), "lat": lat, "lon": lon})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_s_mode_weights_tell_by_their_dims_what_they_weigh(seed):
+    """Weights over lat (or over lat and lon before stacking) weigh the cells: the data times sqrt(w), the poles'
+    float32 round-off as 0 (cells left out, NaN as land); weights over time weigh the samples, as repeated maps."""
+    field = _global_field(seed)
+    cells = field.stack(cell=("lat", "lon"))
+    coslat = np.cos(np.deg2rad(field.lat))  # float32: -4.4e-8 at the poles
+    assert float(coslat.min()) < 0
+    model = cells.ppa.fit(dim="cell", degree=1, weights=coslat)
+    area = coslat.broadcast_like(field.isel(time=0)).transpose("lat", "lon")  # over (lat, lon): the same weights
+    np.testing.assert_allclose(cells.ppa.fit(dim="cell", degree=1, weights=area).explained_variance_, model.explained_variance_, rtol=1e-9)
+    X = cells.values.astype(np.float64)
+    w = np.maximum(np.cos(np.deg2rad(cells.lat.values.astype(np.float32))).astype(np.float64), 0)
+    keep = np.isfinite(X).all(axis=0) & (w > 0)
+    Y = (X[:, keep] - X[:, keep].mean(axis=0)) * np.sqrt(w[keep])
+    s = np.linalg.svd(Y, compute_uv=False)
+    np.testing.assert_allclose(model.explained_variance_ratio_, (s**2 / np.sum(s**2))[: model.params_.n_features], atol=1e-6)
+    patterns = model.components_
+    assert np.isnan(patterns[:, ~keep]).all() and np.isfinite(patterns[:, keep]).all()
+    assert "features (e.g. grid-cell areas)" in repr(model) and f"{int((~keep).sum())} features left out" in repr(model)
+    back = cells.ppa.transform(model).ppa.inverse_transform(model)
+    assert np.isnan(back.values[:, ~keep]).all()
+    np.testing.assert_allclose(back.values[:, keep], X[:, keep], atol=1e-4 * np.abs(X[:, keep]).max())
+    repeats = xr.DataArray(np.r_[np.ones(6), 2 * np.ones(6)], dims="time", coords={"time": field.time})
+    weighted = cells.ppa.fit(dim="cell", degree=1, weights=repeats)
+    repeated = xr.concat([field, field.isel(time=slice(6, 12))], "time").stack(cell=("lat", "lon"))
+    repeated = repeated.assign_coords(time=np.arange(18)).ppa.fit(dim="cell", degree=1)
+    n = weighted.params_.n_features
+    np.testing.assert_allclose(weighted.explained_variance_, repeated.explained_variance_[:n], rtol=1e-5)
+    assert "samples (e.g. pixel areas)" in repr(weighted)
