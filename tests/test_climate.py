@@ -240,3 +240,16 @@ def test_s_mode_weights_tell_by_their_dims_what_they_weigh(seed):
     n = weighted.params_.n_features
     np.testing.assert_allclose(weighted.explained_variance_, repeated.explained_variance_[:n], rtol=1e-5)
     assert "samples (e.g. pixel areas)" in repr(weighted)
+
+
+def test_s_mode_evaluate_holds_out_the_months_the_fit_never_saw():
+    """In S-mode the samples are months: evaluate compares PPA with its EOFs on the months outside the fitting sample
+    (land cells, NaN in every month, make no month invalid), and counts each month's part outside the span."""
+    sst = open_ersst_sample()["sst"].load()
+    cells = sst.stack(cell=("lat", "lon"))
+    model = cells.ppa.fit(dim="cell", degree=(1, 2), n_samples=24, random_state=0)
+    held = cells.ppa.evaluate(model, n_samples=None)
+    assert held.attrs["n_pixels"] == 12 and held.attrs["pixels"].startswith("held out")
+    # a month outside the span of the fitting months keeps that part in every error: the curve levels off there
+    assert held.mse_pca.values[-1] > 0.1 * held.mse_pca.values[0]
+    assert model.fit_error_ratio_ is not None and np.isfinite(held.relative_error.values).all()

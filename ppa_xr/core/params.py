@@ -123,6 +123,11 @@ class PPAParams:
         return self.basis is not None
 
     @property
+    def s_mode(self) -> bool:
+        """Whether the map's span is narrower than its used inputs: fitted on fewer samples than features (S-mode)."""
+        return self.reduced and self.basis.shape[1] < int((self.feature_root > 0).sum())
+
+    @property
     def used(self) -> np.ndarray | None:
         """(d,) the inputs a reduced model reads (weight above 0); None: every input."""
         return None if self.feature_root is None or (self.feature_root > 0).all() else self.feature_root > 0
@@ -137,7 +142,7 @@ class PPAParams:
         """``||u - V V^T u||^2``, ``u = S (x - mean)``: the squared error of the part of ``x`` (..., d) outside the span of
         a reduced model's fitting sample, which no number of components rebuilds (fit units); None where the span
         holds every input (a model that is not reduced, or reduced to every used feature)."""
-        if not self.reduced or self.basis.shape[1] == int((self.feature_root > 0).sum()):
+        if not self.s_mode:
             return None
         u = (self.inputs(x) - self.mean) * self.feature_root
         u = u - (u @ self.basis) @ self.basis.T

@@ -11,7 +11,7 @@ import xarray as xr
 from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model import PPA
 from ..model.labels import FeatureLabels
-from .inputs import feature_array
+from .inputs import feature_array, without_dropped
 from .noise import noise_covariance, noise_moments, sample_covariance
 from .sampling import feature_weights_at, over_features, sample_cubes
 
@@ -154,8 +154,9 @@ def fit_pooled(
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
-    return PPA._fitted(_every_feature(pooled.values, used, d), declared, pooled.groups, features, pooled.sample, progress, row_weights,
-                       feature_weights)
+    if used is not None:  # the features without values: weight 0, left out of the fit and NaN in its outputs
+        feature_weights = used * (1.0 if feature_weights is None else feature_weights)
+    return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights, feature_weights)
 
 
 def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray | None, Any]:
@@ -166,26 +167,17 @@ def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray 
     return None, weights
 
 
-def _every_feature(values: np.ndarray, used: np.ndarray | None, d: int) -> np.ndarray:
-    """The sampled rows with the features NaN in every sample back in place (NaN), for the model to leave out."""
-    if used is None:
-        return values
-    out = np.full((len(values), d), np.nan, values.dtype)
-    out[:, used] = values
-    return out
-
-
 def _s_mode_features(arrays: list[xr.DataArray], dim: Hashable) -> tuple[list[xr.DataArray], np.ndarray | None]:
-    """The cubes to sample and the features they keep: with fewer pixels (samples) than features (S-mode: maps as
-    samples, grid cells as features), the features with a value at some pixel (computed now: a land cell, NaN at every
-    time step, would leave no pixel valid); every feature (None) otherwise, where a feature without values is the
-    usual refusal of pixels without data."""
+    """The cubes to sample and the features with values: with fewer pixels (samples) than features (S-mode: maps as
+    samples, grid cells as features), a feature NaN at every pixel (a land cell at every time step, found now) would
+    leave no pixel valid; it is sampled as 0 and left out of the fit (:func:`~ppa_xr.cube.inputs.model_features` reads
+    it so too). Every feature (None) otherwise, where a feature without values is the usual refusal of pixels without data."""
     d = arrays[0].sizes[dim]
     pixels = sum(int(np.prod([da.sizes[other] for other in da.dims if other != dim])) for da in arrays)
     if pixels >= d:
         return arrays, None
     valid = np.logical_or.reduce([np.asarray(da.notnull().any([o for o in da.dims if o != dim]).values) for da in arrays])
-    return ([da.isel({dim: valid}) for da in arrays], valid) if not valid.all() else (arrays, None)
+    return (without_dropped(arrays, dim, valid), valid) if not valid.all() else (arrays, None)
 
 
 def _check_two_pixels(n: int, n_samples: int | None, n_cubes: int) -> None:

@@ -211,13 +211,13 @@ def held_out(
     return sample
 
 
-def shortfall(sample: Sample, chunks: int | None = None) -> str | None:
-    """Why ``sample`` is too small for a held-out estimate (fewer than :data:`MIN_HELD_OUT` pixels), or None."""
-    if sample.n_valid >= MIN_HELD_OUT:
+def shortfall(sample: Sample, chunks: int | None = None, minimum: int = MIN_HELD_OUT) -> str | None:
+    """Why ``sample`` is too small for a held-out estimate (fewer than ``minimum`` pixels, :data:`MIN_HELD_OUT`), or None."""
+    if sample.n_valid >= minimum:
         return None
     where = f" in the {chunks} chunks read" if chunks else ""
     return (f"only {sample.n_valid} valid pixels of this cube lie outside the model's fitting sample{where}, fewer than the "
-            f"{MIN_HELD_OUT} a held-out estimate needs; " + ("read more chunks (max_chunks=None)" if chunks else
+            f"{minimum} a held-out estimate needs; " + ("read more chunks (max_chunks=None)" if chunks else
             "fit on fewer pixels (n_samples) to leave more held out, or evaluate on another scene"))
 
 
