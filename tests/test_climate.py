@@ -253,3 +253,11 @@ def test_s_mode_evaluate_holds_out_the_months_the_fit_never_saw():
     # a month outside the span of the fitting months keeps that part in every error: the curve levels off there
     assert held.mse_pca.values[-1] > 0.1 * held.mse_pca.values[0]
     assert model.fit_error_ratio_ is not None and np.isfinite(held.relative_error.values).all()
+
+
+def test_the_information_report_refuses_a_reduced_model_saying_why():
+    X = np.random.default_rng(0).normal(size=(20, 300))
+    model = ppa_xr.PPA(degree=1).fit(X)
+    cube = xr.DataArray(X, dims=("time", "cell"))
+    with pytest.raises(ValueError, match="needs a square map.*300 features.*use evaluate"):
+        cube.ppa.information_report(model, dim="cell")
