@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .linalg import power_of_two
+from .linalg import oriented, power_of_two
 
 #: singular values below this times the largest (and the sample's size) are rounding: not a direction of the span
 RANK_TOLERANCE = 1e-12
@@ -64,5 +64,5 @@ def span(X: np.ndarray, root: np.ndarray, weights: np.ndarray | None = None, ful
     scaled = Y * (np.sqrt(v) / power_of_two(float(np.abs(Y).max(initial=0.0)) or 1.0))[:, None]
     _, singular, vt = np.linalg.svd(scaled, full_matrices=False)
     r = min(int(np.sum(singular > RANK_TOLERANCE * max(n, d) * singular[0])) if singular[0] > 0 else 0, n - 1)
-    basis = np.ascontiguousarray(vt[:r].T)
+    basis = np.ascontiguousarray(oriented(vt[:r].T))  # the one sign rule: the components' patterns do not depend on LAPACK's
     return Subspace(mean, basis, root, Y @ basis)

@@ -154,9 +154,8 @@ def fit_pooled(
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
-    if used is not None:  # the features without values: weight 0, left out of the fit and NaN in its outputs
-        feature_weights = used * (1.0 if feature_weights is None else feature_weights)
-    return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights, feature_weights)
+    return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights,
+                       _weighing_out(feature_weights, used))
 
 
 def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray | None, Any]:
@@ -165,6 +164,13 @@ def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray 
     if isinstance(weights, xr.DataArray) and over_features(da, dim, weights):
         return feature_weights_at(da, dim, weights), None
     return None, weights
+
+
+def _weighing_out(feature_weights: np.ndarray | None, used: np.ndarray | None) -> np.ndarray | None:
+    """The features' weights with those without values (``used`` False) at 0: left out of the fit, NaN in its outputs."""
+    if used is None:
+        return feature_weights
+    return used * (1.0 if feature_weights is None else feature_weights)
 
 
 def _s_mode_features(arrays: list[xr.DataArray], dim: Hashable) -> tuple[list[xr.DataArray], np.ndarray | None]:

@@ -193,7 +193,7 @@ def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | N
 def without_dropped(arrays: list[xr.DataArray], dim: Hashable, used: np.ndarray) -> list[xr.DataArray]:
     """The cubes with the features a reduced model leaves out (NaN at every fitting sample) read as 0, lazily: they
     do not make a pixel invalid, and the model ignores them (NaN in its inverse and reconstructions)."""
-    mask = xr.DataArray(np.asarray(used, dtype=bool), dims=dim)
+    mask = xr.DataArray(np.asarray(used, dtype=bool), dims=(dim,))
     return [da.where(mask, da.dtype.type(0)) if da.dtype.kind == "f" else da for da in arrays]
 
 
