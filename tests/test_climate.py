@@ -261,3 +261,11 @@ def test_the_information_report_refuses_a_reduced_model_saying_why():
     cube = xr.DataArray(X, dims=("time", "cell"))
     with pytest.raises(ValueError, match="needs a square map.*300 features.*use evaluate"):
         cube.ppa.information_report(model, dim="cell")
+
+
+def test_s_mode_cells_missing_in_some_months_leave_those_months_out_with_a_warning():
+    field = _global_field(0)
+    gappy = field.where(~((field.time == 3) & (field.lat == 0) & (field.lon == 0)))  # one ocean cell missing in one month
+    with pytest.warns(UserWarning, match=r"1 of the 228 features along 'cell' are NaN in some samples only \(of 12\).*left out"):
+        model = gappy.stack(cell=("lat", "lon")).ppa.fit(dim="cell", degree=1)
+    assert model.sample_.size == 11 and model.params_.n_features == 10
