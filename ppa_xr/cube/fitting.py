@@ -183,9 +183,9 @@ def _s_mode_features(arrays: list[xr.DataArray], dim: Hashable) -> tuple[list[xr
     pixels = sum(int(np.prod([da.sizes[other] for other in da.dims if other != dim])) for da in arrays)
     if pixels >= d:
         return arrays, None
-    counts = sum(np.asarray(da.notnull().sum([o for o in da.dims if o != dim]).values) for da in arrays)
-    valid = counts > 0
-    if (gaps := (counts > 0) & (counts < pixels)).any():  # a sample with a NaN feature is left out, as a pixel with one
+    counts: np.ndarray = np.sum([np.asarray(da.notnull().sum([o for o in da.dims if o != dim]).values) for da in arrays], axis=0)
+    valid: np.ndarray = counts > 0
+    if (gaps := valid & (counts < pixels)).any():  # a sample with a NaN feature is left out, as a pixel with one
         warn_user(f"{int(gaps.sum())} of the {d} features along {dim!r} are NaN in some samples only (of {pixels}): those samples "
                   f"are left out of the fit, and the features NaN in every sample ({int((~valid).sum())}) are left out of the model. "
                   "Fill the gaps first to keep every sample", UserWarning)
