@@ -214,7 +214,7 @@ def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: An
     labels = list(labels) if labels is not None else [f"feature {i}" for i in range(X.shape[1])]
     shown = X[np.random.default_rng(0).permutation(len(X))[:max_points]]
     curve = principal_grid(model.params_, 1, points=200)
-    surface = principal_grid(model.params_, 2, points=11) if model.n_features_in_ > 2 else None
+    surface = principal_grid(model.params_, 2, points=11) if model.params_.n_features > 2 else None
     fig = Figure(figsize=figure_kwargs.pop("figsize", (5 * len(pairs), 4.5)), **figure_kwargs)
     axes = fig.subplots(1, len(pairs), squeeze=False)
     for ax, (i, j) in zip(axes[0], pairs):
@@ -226,5 +226,48 @@ def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: An
         ax.set_xlabel(labels[i])
         ax.set_ylabel(labels[j])
     axes[0, 0].legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    return _shown(fig)
+
+
+def plot_scree(model: PPA, n_components: int | None = None, **figure_kwargs: Any) -> Any:
+    """The scree plot: each component's share of the variance, PPA beside its PCA, with North's rule-of-thumb errors.
+
+    The bars are ``explained_variance_ratio_ +- explained_variance_error_ / total`` (``lambda sqrt(2 / n_eff)``, North
+    et al. 1982, eofs' ``northTest``): components whose error bars overlap are mixed, and keeping one without its
+    neighbour splits a pattern. Needs matplotlib (``ppa_xr[plot]``).
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model (a loaded one has no sample size, and so no error bars).
+    n_components : int, optional
+        Components drawn (default: up to 20).
+    **figure_kwargs
+        Passed to :class:`matplotlib.figure.Figure` (e.g. ``figsize``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, shown once as a notebook cell's value (kept out of pyplot).
+    """
+    _require_matplotlib("plot_scree")
+    from matplotlib.figure import Figure
+
+    width = model.params_.n_features
+    k = min(20, width) if n_components is None else model.kept(n_components)
+    fig = Figure(figsize=figure_kwargs.pop("figsize", (6, 4)), **figure_kwargs)
+    ax = fig.subplots()
+    position = np.arange(1, k + 1)
+    error = getattr(model, "explained_variance_error_", None)
+    for shift, (name, ratio, variance) in zip((-0.15, 0.15), (("PPA", model.explained_variance_ratio_, model.explained_variance_),
+                                                              ("PCA", model.pca_.explained_variance_ratio_, model.pca_.explained_variance_))):
+        total = float(np.sum(variance)) or 1.0
+        bars = None if error is None else variance[:k] * np.sqrt(2 / model.n_effective_) / total
+        ax.errorbar(position + shift, 100 * ratio[:k], yerr=None if bars is None else 100 * bars, fmt="o", capsize=3, label=name)
+    ax.set_xlabel("component")
+    ax.set_ylabel("share of the variance (%)")
+    ax.set_title("Scree plot with North's rule-of-thumb errors" if error is not None else "Scree plot")
+    ax.legend(loc="best")
     fig.tight_layout()
     return _shown(fig)

@@ -132,3 +132,143 @@ def test_weights_that_weigh_nothing_are_refused_everywhere(landsat, bad, message
                  lambda: landsat.ppa.information_report(model, weights=weights)):
         with pytest.raises(ValueError, match=message):
             call()
+
+
+@pytest.fixture(scope="module")
+def anomalies():
+    return _anomalies(open_ersst_sample()["sst"].load()).astype("float64")
+
+
+def _cos(a, b):
+    a, b = np.ravel(a), np.ravel(b)
+    return abs(a @ b) / np.linalg.norm(a) / np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("area", [False, True])
+def test_s_mode_degree_one_is_xeofs_eof(anomalies, area):
+    """Maps as samples, grid cells as features (S-mode, 36 months x 16,020 cells): degree=1 is xeofs' EOF analysis,
+    equal weights or cos(lat) on the cells (xeofs' use_coslat); land cells NaN in the patterns; the full
+    reconstruction is the input."""
+    xeofs = pytest.importorskip("xeofs")
+    cells = anomalies.stack(cell=("lat", "lon"))
+    weights = np.cos(np.deg2rad(anomalies.lat)) if area else None
+    model = cells.ppa.fit(dim="cell", degree=1, weights=weights)
+    eof = xeofs.single.EOF(n_modes=5, use_coslat=area, solver="full").fit(anomalies, dim="time")
+    assert model.n_features_in_ == cells.sizes["cell"] and model.params_.n_features <= 35
+    np.testing.assert_allclose(model.explained_variance_ratio_[:5], eof.explained_variance_ratio().values, rtol=0, atol=1e-6)
+    scores = cells.ppa.transform(model, n_components=5)
+    patterns = model.to_xarray().components.isel(component=slice(0, 5)).unstack("cell")
+    land = anomalies.isnull().all("time")
+    for k in range(5):
+        assert _cos(scores.isel(component=k), eof.scores().isel(mode=k)) >= 0.999999
+        ours, theirs = xr.align(patterns.isel(component=k), eof.components().isel(mode=k), join="inner")
+        np.testing.assert_array_equal(np.isnan(ours.values), land.sel(lat=ours.lat, lon=ours.lon).values)
+        ocean = np.isfinite(ours.values)
+        assert _cos(ours.values[ocean], theirs.values[ocean]) >= 0.999999
+    full = cells.ppa.reconstruct(model, model.params_.n_features)
+    np.testing.assert_array_equal(np.isnan(full.values), np.isnan(cells.values))
+    span = float(cells.max() - cells.min())
+    assert float(np.abs(full - cells).max()) <= 1e-6 * span
+
+
+def test_s_mode_projects_a_held_out_year_as_xeofs(anomalies):
+    """New time steps are new samples in S-mode: transform of a year the fit never saw equals xeofs' transform."""
+    xeofs = pytest.importorskip("xeofs")
+    train, test = anomalies.isel(time=slice(0, 24)), anomalies.isel(time=slice(24, 36))
+    coslat = np.cos(np.deg2rad(anomalies.lat))
+    model = train.stack(cell=("lat", "lon")).ppa.fit(dim="cell", degree=1, weights=coslat)
+    eof = xeofs.single.EOF(n_modes=10, use_coslat=True, solver="full").fit(train, dim="time")
+    ours = test.stack(cell=("lat", "lon")).ppa.transform(model, n_components=10).values
+    theirs = eof.transform(test, normalized=False).transpose("time", "mode").values
+    signs = np.sign(np.sum(ours * theirs, axis=0))
+    np.testing.assert_allclose(ours * signs, theirs, rtol=0, atol=1e-6 * np.abs(theirs).max())
+
+
+def test_t_mode_says_why_other_months_cannot_be_projected(sst, model):
+    later = sst.assign_coords(time=sst.time.to_index() + np.timedelta64(3 * 365, "D"))
+    with pytest.raises(ValueError, match=r"lacks 36 .*months are the model.s features \(T-mode\).*S-mode.*stack\(cell="):
+        later.ppa.transform(model)
+
+
+def test_scree_plot_shows_ppa_beside_pca_with_north_errors():
+    pytest.importorskip("matplotlib")
+    from ppa_xr.view import plot_scree
+
+    X = np.random.default_rng(0).normal(size=(30, 400)) * np.linspace(3, 0.1, 400)
+    model = ppa_xr.PPA(degree=1).fit(X)  # S-mode: 30 samples of 400 features
+    fig = plot_scree(model, n_components=5)
+    bars = fig.axes[0].containers
+    assert [b.get_label() for b in bars] == ["PPA", "PCA"]
+    low, high = (segment[:, 1] for segment in np.moveaxis(bars[0].lines[2][0].get_segments(), 1, 0))
+    np.testing.assert_allclose((high - low) / 2, 100 * model.explained_variance_error_[:5] / model.explained_variance_.sum())
+
+
+def _global_field(seed, n_time=12):
+    """A global float32 grid with both poles (cos of float32 latitudes rounds below 0 there) and a land block."""
+    rng = np.random.default_rng(seed)
+    lat = np.arange(-90, 91, 10, dtype="float32")
+    lon = np.arange(0, 360, 30, dtype="float32")
+    values = rng.normal(size=(n_time, lat.size, lon.size)).astype("float32") * (1 + np.abs(lat)[:, None] / 30)
+    values[:, 5:8, 2:5] = np.nan  # land
+    return xr.DataArray(values, dims=("time", "lat", "lon"), coords={"time": np.arange(n_time), "lat": lat, "lon": lon})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_s_mode_weights_tell_by_their_dims_what_they_weigh(seed):
+    """Weights over lat (or over lat and lon before stacking) weigh the cells: the data times sqrt(w), the poles'
+    float32 round-off as 0 (cells left out, NaN as land); weights over time weigh the samples, as repeated maps."""
+    field = _global_field(seed)
+    cells = field.stack(cell=("lat", "lon"))
+    coslat = np.cos(np.deg2rad(field.lat))  # float32: -4.4e-8 at the poles
+    assert float(coslat.min()) < 0
+    model = cells.ppa.fit(dim="cell", degree=1, weights=coslat)
+    area = coslat.broadcast_like(field.isel(time=0)).transpose("lat", "lon")  # over (lat, lon): the same weights
+    np.testing.assert_allclose(cells.ppa.fit(dim="cell", degree=1, weights=area).explained_variance_, model.explained_variance_, rtol=1e-9)
+    X = cells.values.astype(np.float64)
+    w = np.maximum(np.cos(np.deg2rad(cells.lat.values.astype(np.float32))).astype(np.float64), 0)
+    keep = np.isfinite(X).all(axis=0) & (w > 0)
+    Y = (X[:, keep] - X[:, keep].mean(axis=0)) * np.sqrt(w[keep])
+    s = np.linalg.svd(Y, compute_uv=False)
+    np.testing.assert_allclose(model.explained_variance_ratio_, (s**2 / np.sum(s**2))[: model.params_.n_features], atol=1e-6)
+    patterns = model.components_
+    assert np.isnan(patterns[:, ~keep]).all() and np.isfinite(patterns[:, keep]).all()
+    assert "features (e.g. grid-cell areas)" in repr(model) and f"{int((~keep).sum())} features left out" in repr(model)
+    back = cells.ppa.transform(model).ppa.inverse_transform(model)
+    assert np.isnan(back.values[:, ~keep]).all()
+    np.testing.assert_allclose(back.values[:, keep], X[:, keep], atol=1e-4 * np.abs(X[:, keep]).max())
+    repeats = xr.DataArray(np.r_[np.ones(6), 2 * np.ones(6)], dims="time", coords={"time": field.time})
+    weighted = cells.ppa.fit(dim="cell", degree=1, weights=repeats)
+    repeated = xr.concat([field, field.isel(time=slice(6, 12))], "time").stack(cell=("lat", "lon"))
+    repeated = repeated.assign_coords(time=np.arange(18)).ppa.fit(dim="cell", degree=1)
+    n = weighted.params_.n_features
+    np.testing.assert_allclose(weighted.explained_variance_, repeated.explained_variance_[:n], rtol=1e-5)
+    assert "samples (e.g. pixel areas)" in repr(weighted)
+
+
+def test_s_mode_evaluate_holds_out_the_months_the_fit_never_saw():
+    """In S-mode the samples are months: evaluate compares PPA with its EOFs on the months outside the fitting sample
+    (land cells, NaN in every month, make no month invalid), and counts each month's part outside the span."""
+    sst = open_ersst_sample()["sst"].load()
+    cells = sst.stack(cell=("lat", "lon"))
+    model = cells.ppa.fit(dim="cell", degree=(1, 2), n_samples=24, random_state=0)
+    held = cells.ppa.evaluate(model, n_samples=None)
+    assert held.attrs["n_pixels"] == 12 and held.attrs["pixels"].startswith("held out")
+    # a month outside the span of the fitting months keeps that part in every error: the curve levels off there
+    assert held.mse_pca.values[-1] > 0.1 * held.mse_pca.values[0]
+    assert model.fit_error_ratio_ is not None and np.isfinite(held.relative_error.values).all()
+
+
+def test_the_information_report_refuses_a_reduced_model_saying_why():
+    X = np.random.default_rng(0).normal(size=(20, 300))
+    model = ppa_xr.PPA(degree=1).fit(X)
+    cube = xr.DataArray(X, dims=("time", "cell"))
+    with pytest.raises(ValueError, match="needs a square map.*300 features.*use evaluate"):
+        cube.ppa.information_report(model, dim="cell")
+
+
+def test_s_mode_cells_missing_in_some_months_leave_those_months_out_with_a_warning():
+    field = _global_field(0)
+    gappy = field.where(~((field.time == 3) & (field.lat == 0) & (field.lon == 0)))  # one ocean cell missing in one month
+    with pytest.warns(UserWarning, match=r"1 of the 228 features along 'cell' are NaN in some samples only \(of 12\).*left out"):
+        model = gappy.stack(cell=("lat", "lon")).ppa.fit(dim="cell", degree=1)
+    assert model.sample_.size == 11 and model.params_.n_features == 10

@@ -518,3 +518,24 @@ def test_older_files_of_a_standardized_cube_model_read_as_written(tmp_path, land
     np.testing.assert_allclose(loaded.scale_, model.scale_, rtol=1e-15)
     np.testing.assert_allclose(cube.ppa.transform(loaded).values, cube.ppa.transform(model).values, rtol=1e-6)
     assert loaded.sample_ == model.sample_
+
+
+@pytest.mark.parametrize("fmt", ["nc", "zarr"])
+def test_an_s_mode_model_with_left_out_features_round_trips(tmp_path, fmt):
+    """A reduced model (fewer samples than features, feature weights, a feature NaN in every sample) saves its basis and
+    feature weights (format 9) and loads to the same maps; a basis that disagrees with the whitening is refused."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(15, 120))
+    X[:, 7] = np.nan
+    model = PPA(degree=(1, 2)).fit(X, feature_weight=np.linspace(0.1, 1, 120))
+    path = model.save(tmp_path / f"smode.{fmt}")
+    loaded = ppa_xr.load_model(path)
+    assert loaded.params_.n_features == model.params_.n_features < 120 and loaded.n_features_in_ == 120
+    np.testing.assert_array_equal(loaded.transform(X), model.transform(X))
+    np.testing.assert_array_equal(loaded.inverse_transform(model.transform(X)), model.inverse_transform(model.transform(X)))
+    assert np.isnan(loaded.components_[:, 7]).all() and np.isnan(loaded.inverse_transform(model.transform(X))[:, 7]).all()
+    ds = model.to_dataset()
+    ds["basis"] = ds["basis"][::-1].assign_attrs(ds["basis"].attrs)
+    ds["basis"].attrs["sha256"] = ppa_xr.model.file._checksum("basis", ds["basis"].values)
+    with pytest.raises(ValueError, match="whitening matrix does not match"):
+        PPA.from_dataset(ds)

@@ -36,6 +36,25 @@ def check_components(k: Any, d: int, what: str = "n_components") -> int:
     return integer(k, what, 1, d)
 
 
+def components_or_share(what: str) -> Check:
+    """A count of components (:func:`integer`, >= 1) or a share of the variance to keep, a float in (0, 1) (scikit-learn's
+    PCA: ``0.95`` keeps the fewest leading components whose variances sum to 95% of the total)."""
+    def check(value: Any) -> int | float:
+        if isinstance(value, (float, np.floating)) and 0 < value < 1:
+            return float(value)
+        return integer(value, f"The {what!r} parameter of PPA (or a share of the variance in (0, 1), e.g. 0.95)", 1)
+
+    return check
+
+
+def kept_components(k: Any, d: int, variance_ratio: np.ndarray) -> int:
+    """``k`` components, or for a share of the variance in (0, 1) the fewest leading ones whose ``variance_ratio``
+    sum to it: the one reading of ``n_components``."""
+    if isinstance(k, (float, np.floating)) and 0 < k < 1:
+        return min(int(np.searchsorted(np.cumsum(variance_ratio), k * (1 - 1e-12))) + 1, d)
+    return check_components(k, d)
+
+
 def optional(check: Check) -> Check:
     """``check``, with None allowed."""
     return lambda value: None if value is None else check(value)

@@ -107,4 +107,4 @@ def principal_grid(params: PPAParams, n_components: int = 1, points: int = 25, s
     points = integer(points, "points (grid points per component)", 2)
     axes = [np.linspace(-spread, spread, points) * np.sqrt(params.explained_variance[q]) for q in range(k)]
     grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, k)
-    return kernels.inverse(grid, params).reshape((points,) * k + (params.n_features,))
+    return kernels.inverse(grid, params).reshape((points,) * k + (params.n_inputs,))

@@ -21,6 +21,9 @@ With ``A`` the composed rotation and ``T_p`` the monomial features of step
 A whitening model (standardizing or noise-whitening, ``W``) maps
 ``W (x - mean)``: ``A W`` replaces ``A`` in the first GEMM and the inverse's
 operator and constant are multiplied by ``W^-1`` (:mod:`ppa_xr.core.params`).
+A reduced model (``W = V^T S``, r x d) reads ``d`` inputs and has ``r``
+components; its errors add each point's part outside the span of its
+fitting sample (:meth:`~ppa_xr.core.PPAParams.outside_error`).
 
 Pixels are processed in blocks of :data:`BLOCK` held transposed (components x
 pixels), so each step reads and writes contiguous rows that stay in cache.
@@ -148,8 +151,7 @@ def _blockwise(
     ``straight``: the output is ``r`` itself (no polynomial acts on it), computed
     straight into the output (:func:`_rotation_into`).
     """
-    d = params.n_features
-    cols, dtype, feature_major = _as_columns(x, d, "x")
+    cols, dtype, feature_major = _as_columns(params.inputs(x), params.n_inputs, "x")
     prm = params.cast(dtype)
     lin_t, bias, plan = prm.cached(key, lambda: build(prm))
     rows = lin_t.shape[1]
@@ -308,7 +310,7 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None, whiten
     cols, dtype, feature_major = _as_columns(r, k, "components")
     prm = params.cast(dtype)
     operator, bias, used = prm.cached(("inverse", k), lambda: _inverse_plan(prm, k))
-    out, out_cols = _output(r.shape[:-1], d, dtype, feature_major)
+    out, out_cols = _output(r.shape[:-1], params.n_inputs, dtype, feature_major)
 
     n_feats = operator.shape[0] - k
 
@@ -330,7 +332,17 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None, whiten
             _invalid_to_nan(x)
 
     _run_spans(cols.shape[1], span, threads)
+    if params.used is not None:  # a reduced model's dropped inputs: not modelled, NaN
+        out[..., ~params.used] = np.nan
     return out
+
+
+def _with_outside(errors: np.ndarray, x: np.ndarray, params: PPAParams) -> np.ndarray:
+    """``errors`` (``...``, or ``...`` x k) plus each point's squared error outside a reduced model's span (in place)."""
+    outside = params.outside_error(np.asarray(x))
+    if outside is not None:
+        errors += (outside if errors.ndim == outside.ndim else outside[..., None]).astype(errors.dtype)
+    return errors
 
 
 @shared
@@ -376,7 +388,7 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
     def norm(r: np.ndarray, out: np.ndarray) -> None:
         np.einsum("ij,ij->j", r[k:], r[k:], out=out[0])
 
-    return _map_forward(x, params, d, k, 1, norm, threads)[..., 0]
+    return _with_outside(_map_forward(x, params, d, k, 1, norm, threads)[..., 0], x, params)
 
 
 def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -391,7 +403,7 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
     k = check_components(n_components, d)
     if not any(p < d - 1 for p in params.curved_steps()):
         return forward(x, params, threads=threads), squared_error(x, params, k, threads)
-    cols, dtype, feature_major = _as_columns(x, d, "x")
+    cols, dtype, feature_major = _as_columns(params.inputs(x), params.n_inputs, "x")
     prm = params.cast(dtype)
     lin_t, bias, plan = prm.cached(("forward", d, d - 1), lambda: _forward_plan(prm, d, d - 1))
     _, error_bias, error_plan = prm.cached(("forward", d, k), lambda: _forward_plan(prm, d, k))
@@ -419,7 +431,7 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
             _invalid_to_nan(error_cols[:, start : start + n])
 
     _run_spans(cols.shape[1], span, threads)
-    return out, error[..., 0]
+    return out, _with_outside(error[..., 0], x, params)
 
 
 @shared
@@ -474,7 +486,7 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
             out[...] = errors
 
     n_feats = max(int(params.degrees.max(initial=1)), 1)
-    return _blockwise(x, params, ("errors",), _error_plan, d, n_feats, body, threads)
+    return _with_outside(_blockwise(x, params, ("errors",), _error_plan, d, n_feats, body, threads), x, params)
 
 
 @shared
@@ -490,16 +502,16 @@ def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
     np.ndarray
         (``...`` x d x d); all NaN where a point is invalid.
     """
-    d = params.n_features
-    cols, dtype, _ = _as_columns(x, d, "x")
+    d, n_inputs = params.n_features, params.n_inputs
+    cols, dtype, _ = _as_columns(x, n_inputs, "x")
     rows = cols.T
     prm = params.cast(dtype)
     r = forward(rows, prm)
-    jac = np.broadcast_to(prm.input_rotation(), (rows.shape[0], d, d)).copy()
+    jac = np.broadcast_to(prm.input_rotation(), (rows.shape[0], d, n_inputs)).copy()
     for p in range(d - 1):
         g = int(prm.degrees[p])
         slopes = basis.power_derivatives(_scaled(prm, p, r[:, p]), g, 1, prm.tails) / prm.scale[p]
         shear = slopes.T @ prm.forward[p, :g, p + 1 :]  # d r[p+1:] / d r_p
         jac[:, p + 1 :, :] -= shear[:, :, None] * jac[:, p, None, :]
     jac[~np.isfinite(r).all(axis=1)] = np.nan  # an invalid point has no derivative: NaN in every entry, as in every output
-    return jac.reshape(np.shape(x)[:-1] + (d, d))
+    return jac.reshape(np.shape(x)[:-1] + (d, n_inputs))

@@ -26,6 +26,18 @@ features' standard deviations), noise whitening ``W = Lambda^-1/2 U^T`` from
 the noise covariance ``N = U Lambda U^T``. The kernels fold ``W`` into their
 first and last GEMM; errors and variances are then in whitened units, and
 ``log2 |det dr/dx| = log2 |det W|``.
+
+A reduced model (S-mode: fewer samples than features, or weights on the
+features) maps ``d`` inputs through an ``r x d`` whitening ``W = V^T S``:
+``V`` (``basis``, ``d x r``, orthonormal columns) spans the centred fitting
+sample, ``S = diag(s)`` (``feature_root``, ``s_j = sqrt(w_j)``) weighs the
+features; every other array lives in the ``r`` dimensions of the map
+(:attr:`PPAParams.n_features`), the mean in the ``d`` of the inputs
+(:attr:`PPAParams.n_inputs`). Back in input units ``x - mean = S^-1 V z``;
+a feature of weight 0 (``s_j = 0``: dropped, e.g. NaN at every sample) is
+ignored on the way in and NaN on the way out. A new point's part outside the
+span, ``||S (x - mean) - V V^T S (x - mean)||^2``, adds to every
+reconstruction error (:meth:`PPAParams.outside_error`).
 """
 
 from __future__ import annotations
@@ -41,6 +53,8 @@ from .basis import TAILS
 
 ARRAYS = ("mean", "rotation", "degrees", "center", "scale", "forward_bias", "forward", "inverse_bias", "inverse",
           "explained_variance", "pca_rotation", "pca_variance", "whitening")
+#: the arrays of a reduced model only (module docstring)
+REDUCTION = ("basis", "feature_root")
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,7 +70,9 @@ class PPAParams:
     pca_rotation, pca_variance : np.ndarray
         The PCA of the same sample, the baseline.
     whitening : np.ndarray, optional
-        (d, d) ``W``; None is the identity.
+        (d, d) ``W``; None is the identity (``V^T S`` for a reduced model).
+    basis, feature_root : np.ndarray, optional
+        A reduced model's ``V`` (d, r) and ``s`` (d,) (module docstring).
     tails : {"clamp", "linear", "polynomial"}
         The polynomials' behaviour beyond the fitted range.
     """
@@ -75,13 +91,19 @@ class PPAParams:
     pca_variance: np.ndarray  # (d,) their variances
     whitening: np.ndarray = None  # type: ignore[assignment]  # (d, d) W: the map acts on W (x - mean); None becomes the identity
     tails: str = "clamp"
+    basis: np.ndarray = None  # type: ignore[assignment]  # (d, r) V: orthonormal span of the weighted, centred fitting sample (reduced models)
+    feature_root: np.ndarray = None  # type: ignore[assignment]  # (d,) s = sqrt(w_j) of the features' weights; 0: a dropped feature (reduced models)
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.tails not in TAILS:
             raise ValueError(f"tails must be one of {TAILS}, got {self.tails!r}")
+        if (self.basis is None) != (self.feature_root is None):
+            raise ValueError("a reduced model needs both its basis and its feature_root")
         if self.whitening is None:
-            object.__setattr__(self, "whitening", np.eye(self.mean.shape[0], dtype=self.mean.dtype))
+            reduced = self.basis is not None
+            object.__setattr__(self, "whitening", (self.basis.T * self.feature_root).astype(self.mean.dtype) if reduced
+                               else np.eye(self.mean.shape[0], dtype=self.mean.dtype))
 
     def cached(self, key: Hashable, make: Callable[[], Any]) -> Any:
         """``make()``, computed once per ``key`` and kept with these parameters (derived arrays, kernel
@@ -93,12 +115,45 @@ class PPAParams:
     @property
     def whitened(self) -> bool:
         """Whether ``W`` is other than the identity (a standardizing or noise-whitening model)."""
-        return bool(self.cached("whitened", lambda: not np.array_equal(self.whitening, np.eye(self.n_features))))
+        return bool(self.cached("whitened", lambda: self.reduced or not np.array_equal(self.whitening, np.eye(self.n_features))))
+
+    @property
+    def reduced(self) -> bool:
+        """Whether the map acts in a subspace of the inputs, ``W = V^T S`` (module docstring)."""
+        return self.basis is not None
+
+    @property
+    def s_mode(self) -> bool:
+        """Whether the map's span is narrower than its used inputs: fitted on fewer samples than features (S-mode)."""
+        return self.reduced and self.basis.shape[1] < int((self.feature_root > 0).sum())
+
+    @property
+    def used(self) -> np.ndarray | None:
+        """(d,) the inputs a reduced model reads (weight above 0); None: every input."""
+        return None if self.feature_root is None or (self.feature_root > 0).all() else self.feature_root > 0
+
+    def inputs(self, x: np.ndarray) -> np.ndarray:
+        """``x`` with the dropped inputs of a reduced model set to the mean (their NaN would reach every output
+        through the GEMM, though ``W`` ignores them); ``x`` itself otherwise."""
+        used = self.used
+        return x if used is None else np.where(used, x, self.mean.astype(np.asarray(x).dtype))
+
+    def outside_error(self, x: np.ndarray) -> np.ndarray | None:
+        """``||u - V V^T u||^2``, ``u = S (x - mean)``: the squared error of the part of ``x`` (..., d) outside the span of
+        a reduced model's fitting sample, which no number of components rebuilds (fit units); None where the span
+        holds every input (a model that is not reduced, or reduced to every used feature)."""
+        if not self.s_mode:
+            return None
+        u = (self.inputs(x) - self.mean) * self.feature_root
+        u = u - (u @ self.basis) @ self.basis.T
+        return np.einsum("...j,...j->...", u, u)
 
     @property
     def feature_scale(self) -> np.ndarray | None:
         """``D`` where ``W = D^-1`` is diagonal (a standardizing model's standard deviations; ones without
         whitening), None for a noise whitening that mixes features."""
+        if self.reduced:
+            return None
         off_diagonal = self.whitening - np.diag(np.diag(self.whitening))
         return None if np.count_nonzero(off_diagonal) else 1 / np.diag(self.whitening)
 
@@ -107,17 +162,27 @@ class PPAParams:
         return self.cached("input_rotation", lambda: self.rotation @ self.whitening if self.whitened else self.rotation)[:rows]
 
     def unwhitening(self) -> np.ndarray:
-        """``W^-1``: whitened coordinates back to input units (``x - mean = W^-1 z``)."""
-        return self.cached("unwhitening", lambda: np.linalg.inv(self.whitening) if self.whitened else self.whitening)
+        """``W^-1``: whitened coordinates back to input units (``x - mean = W^-1 z``); ``S^-1 V`` (d x r) for a reduced
+        model (0 on its dropped inputs)."""
+        return self.cached("unwhitening", self._unwhitening)
+
+    def _unwhitening(self) -> np.ndarray:
+        if self.reduced:
+            root = self.feature_root
+            return self.basis * np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)[:, None]
+        return np.linalg.inv(self.whitening) if self.whitened else self.whitening
 
     def to_fit_space(self, x: np.ndarray) -> np.ndarray:
         """``z = W (x - mean)`` of points ``x`` (..., d): the space the map, its errors and variances live in
         (no product where ``W`` is the identity)."""
-        centred = x - self.mean
+        centred = self.inputs(x) - self.mean
         return centred @ self.whitening.T if self.whitened else centred
 
     def log2_det_jacobian(self) -> float:
-        """``log2 |det dr/dx| = log2 |det W|`` (0: volume preserving unless standardized or noise-whitened)."""
+        """``log2 |det dr/dx| = log2 |det W|`` (0: volume preserving unless standardized or noise-whitened; NaN for a
+        reduced model, whose map is not square)."""
+        if self.reduced:
+            return float("nan")
         return float(np.linalg.slogdet(self.whitening)[1] / np.log(2)) if self.whitened else 0.0
 
     def __getstate__(self) -> dict:
@@ -126,11 +191,25 @@ class PPAParams:
 
     @property
     def n_features(self) -> int:
+        """The map's width ``r``: its components (the inputs' ``d`` unless reduced)."""
+        return self.rotation.shape[0]
+
+    @property
+    def n_inputs(self) -> int:
+        """The inputs' width ``d``."""
         return self.mean.shape[0]
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The parameters as a name -> array mapping (for saving)."""
-        return {name: getattr(self, name) for name in ARRAYS}
+        """The parameters as a name -> array mapping (for saving; a reduced model's ``basis`` and ``feature_root`` too)."""
+        return {name: getattr(self, name) for name in ARRAYS + (REDUCTION if self.reduced else ())}
+
+    def in_subspace(self, mean: np.ndarray, basis: np.ndarray, feature_root: np.ndarray) -> PPAParams:
+        """This map, fitted on ``z = V^T S (x - mean)`` (with its own mean ``m_z``), as a reduced map of ``x``: the mean
+        becomes ``mean + S^-1 V m_z``, so that ``W (x - mean') = z - m_z`` (module docstring)."""
+        root = np.asarray(feature_root, dtype=np.float64)
+        inverse_root = np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)
+        arrays = self.arrays() | {"mean": mean + inverse_root * (basis @ self.mean), "whitening": None}
+        return PPAParams(**arrays, tails=self.tails, basis=np.asarray(basis, np.float64), feature_root=root)
 
     def curved_steps(self) -> list[int]:
         """Steps with a polynomial; the others are exact rotations and cost the kernels nothing."""
@@ -147,6 +226,7 @@ class PPAParams:
             scale=np.ones(d - 1), forward_bias=np.zeros((d - 1, d)), forward=np.zeros((d - 1, 1, d)),
             inverse_bias=np.zeros((d - 1, d)), inverse=np.zeros((d - 1, 1, d)), explained_variance=self.pca_variance,
             pca_rotation=self.pca_rotation, pca_variance=self.pca_variance, whitening=self.whitening, tails=self.tails,
+            basis=self.basis, feature_root=self.feature_root,
         ).cast(self.mean.dtype)
 
     def scaled(self, factor: float) -> PPAParams:

@@ -78,8 +78,9 @@ _MATRIX = checks.square_matrix("noise_cov")
 class Spec:
     """The parameters of a PPA fit, checked (module docstring). Field order is the estimator's signature."""
 
-    n_components: int | None = parameter(None, checks.optional(checks.count("n_components", 1)), """
-        Components returned by :meth:`~ppa_xr.PPA.transform` (default: all ``d``).""")
+    n_components: int | float | None = parameter(None, checks.optional(checks.components_or_share("n_components")), """
+        Components returned by :meth:`~ppa_xr.PPA.transform` (default: all ``d``), or a share of the variance in
+        (0, 1): ``0.95`` keeps the fewest leading components whose variances sum to 95% of the total.""")
     degree: int | tuple[int, ...] = parameter((1, 2, 3, 4, 5), _degree, f"""
         A fixed polynomial degree for every step (1..{MAX_DEGREE}), or candidates from which each step picks
         one by cross-validation: the sample is split into ``n_folds`` folds of whole groups (``groups`` in
@@ -177,7 +178,7 @@ class Spec:
 
     def for_data(self, n_samples: int | None, n_features: int) -> Spec:
         """Check what depends on the data: ``n_components``, ``noise_cov``'s shape, enough samples."""
-        if self.n_components is not None:
+        if isinstance(self.n_components, int):
             checks.check_components(self.n_components, n_features)
         if self.noise_cov is not None and self.noise_cov.shape != (n_features, n_features):
             raise ValueError(f"noise_cov must be ({n_features}, {n_features}) for {n_features} features, got shape {self.noise_cov.shape}")

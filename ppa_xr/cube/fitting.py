@@ -8,12 +8,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..core.checks import warn_user
 from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model import PPA
 from ..model.labels import FeatureLabels
-from .inputs import feature_array
+from .inputs import feature_array, without_dropped
 from .noise import noise_covariance, noise_moments, sample_covariance
-from .sampling import sample_cubes
+from .sampling import feature_weights_at, over_features, sample_cubes
 
 
 def fit(
@@ -140,20 +141,55 @@ def fit_pooled(
     declared = Spec(random_state=random_state, **ppa_params, noise_cov=np.eye(2) if estimated else noise)
     arrays = [feature_array(obj, dim) for obj in scenes]
     d = arrays[0].sizes[dim]
-    _check_enough_pixels(arrays, dim)
     if not estimated:
         declared.for_data(None, d)
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
     arrays = [features.select(da, d) for da in arrays]
+    feature_weights, weights = _by_kind(arrays[0], dim, weights)
+    sampled, used = _s_mode_features(arrays, dim)
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
-    pooled = sample_cubes(arrays, dim, n_samples, random_state, along=shift, progress=progress)
+    pooled = sample_cubes(sampled, dim, n_samples, random_state, along=shift, progress=progress)
     if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
         declared = declared.replace(noise_cov=sample_covariance(features.select(feature_array(noise, dim), d), dim))
     elif pooled.along is not None:
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
-    return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights)
+    return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights,
+                       _weighing_out(feature_weights, used))
+
+
+def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray | None, Any]:
+    """The features' weights (weights over ``dim`` or its per-feature coordinates: grid-cell areas) and the pixels'
+    (weights over the pixel dimensions), one of them None."""
+    if isinstance(weights, xr.DataArray) and over_features(da, dim, weights):
+        return feature_weights_at(da, dim, weights), None
+    return None, weights
+
+
+def _weighing_out(feature_weights: np.ndarray | None, used: np.ndarray | None) -> np.ndarray | None:
+    """The features' weights with those without values (``used`` False) at 0: left out of the fit, NaN in its outputs."""
+    if used is None:
+        return feature_weights
+    return used * (1.0 if feature_weights is None else feature_weights)
+
+
+def _s_mode_features(arrays: list[xr.DataArray], dim: Hashable) -> tuple[list[xr.DataArray], np.ndarray | None]:
+    """The cubes to sample and the features with values: with fewer pixels (samples) than features (S-mode: maps as
+    samples, grid cells as features), a feature NaN at every pixel (a land cell at every time step, found now) would
+    leave no pixel valid; it is sampled as 0 and left out of the fit (:func:`~ppa_xr.cube.inputs.model_features` reads
+    it so too). Every feature (None) otherwise, where a feature without values is the usual refusal of pixels without data."""
+    d = arrays[0].sizes[dim]
+    pixels = sum(int(np.prod([da.sizes[other] for other in da.dims if other != dim])) for da in arrays)
+    if pixels >= d:
+        return arrays, None
+    counts: np.ndarray = np.sum([np.asarray(da.notnull().sum([o for o in da.dims if o != dim]).values) for da in arrays], axis=0)
+    valid: np.ndarray = counts > 0
+    if (gaps := valid & (counts < pixels)).any():  # a sample with a NaN feature is left out, as a pixel with one
+        warn_user(f"{int(gaps.sum())} of the {d} features along {dim!r} are NaN in some samples only (of {pixels}): those samples "
+                  f"are left out of the fit, and the features NaN in every sample ({int((~valid).sum())}) are left out of the model. "
+                  "Fill the gaps first to keep every sample", UserWarning)
+    return (without_dropped(arrays, dim, valid), valid) if not valid.all() else (arrays, None)
 
 
 def _check_two_pixels(n: int, n_samples: int | None, n_cubes: int) -> None:
@@ -167,16 +203,3 @@ def _check_two_pixels(n: int, n_samples: int | None, n_cubes: int) -> None:
     raise ValueError(f"{cubes} only one valid pixel (every other has a NaN or nodata feature): PPA needs many more pixels than "
                      "features. Check the nodata value and the masks (a feature that is NaN everywhere leaves no pixel valid), "
                      "or fit on more of the scene")
-
-
-def _check_enough_pixels(arrays: list[xr.DataArray], dim: Hashable) -> None:
-    """Refuse, before any pass, a fit with fewer pixels than features: PPA (as PCA of a covariance) needs many
-    more samples than features, and the step fits grow with the features."""
-    d = arrays[0].sizes[dim]
-    pixels = sum(int(np.prod([da.sizes[other] for other in da.dims if other != dim])) for da in arrays)
-    if pixels < d:
-        raise ValueError(
-            f"{d} features along {dim!r} but only {pixels} pixels to sample: PPA needs many more samples than features. Use "
-            f"the dimension with fewer entries as the features (for a time series of maps, time: dim='time', each grid cell a "
-            f"sample), or reduce the features first (EOFs / PCA of the grid cells), then fit PPA on the leading components"
-        )

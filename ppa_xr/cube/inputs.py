@@ -180,12 +180,21 @@ def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | N
     if dim is not None and dim != features.dim:
         features = features.renamed(dim)
     da = features.select(feature_array(obj, features.dim), model.n_features_in_)
+    if model.params_.used is not None:
+        da = without_dropped([da], features.dim, model.params_.used)[0]
     if da.dtype == np.float32 and model.degrees_.max() > FLOAT32_MAX_DEGREE:
         warn_user(
             f"the model has degree {model.degrees_.max()} steps: in float32 the round trip loses up to about 1e-3 of the data's "
             f"range at degree 20 (1.4e-5 at 15); use cube.astype('float64') where the inverse must be exact",
             UserWarning)
     return _one_chunk_along(da, features.dim), features.dim
+
+
+def without_dropped(arrays: list[xr.DataArray], dim: Hashable, used: np.ndarray) -> list[xr.DataArray]:
+    """The cubes with the features a reduced model leaves out (NaN at every fitting sample) read as 0, lazily: they
+    do not make a pixel invalid, and the model ignores them (NaN in its inverse and reconstructions)."""
+    mask = xr.DataArray(np.asarray(used, dtype=bool), dims=(dim,))
+    return [da.where(mask, da.dtype.type(0)) if da.dtype.kind == "f" else da for da in arrays]
 
 
 def _one_chunk_along(da: xr.DataArray, dim: Hashable) -> xr.DataArray:

@@ -92,7 +92,7 @@ def _mapped_chunks(block: partial, da: xr.DataArray, axis: int, size: int | None
 
 
 def transform(
-    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = False,
+    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | float | None = None, dim: Hashable | None = None, check: bool = False,
 ) -> xr.DataArray:
     """Lazy PPA components: ``component`` (1..k) replaces the band dimension; NaN where a pixel is invalid.
 
@@ -132,7 +132,7 @@ def transform(
     >>> ppa_xr.to_raster(scores, "components.tif")  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
-    k = model.n_components_ if n_components is None else check_components(n_components, model.n_features_in_)
+    k = model.n_components_ if n_components is None else model.kept(n_components)
     if check:
         warn_on_shift(da, dim, model, k)
     units = None if model.whiten else _component_units(da, model)  # whitened components have no unit
@@ -171,7 +171,7 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
     if scores.dtype.kind not in "iuf":
         raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
     scores = masked_float(scores)  # integer components (rounded, or read from an integer file) as floats, nodata as NaN
-    k, d = check_components(scores.sizes[dim], model.n_features_in_, f"the number of components along {dim!r}"), model.n_features_in_
+    k, d = check_components(scores.sizes[dim], model.params_.n_features, f"the number of components along {dim!r}"), model.n_features_in_
     if dim in scores.coords:  # matched by label, as bands are: components 1..k in any order
         labels = scores[dim].values
         if sorted(labels.tolist()) != list(range(1, k + 1)):
@@ -207,7 +207,7 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
         The reconstruction, the cube's layout and labels, lazy.
     """
     da, dim = model_features(obj, model, dim)
-    k = check_components(n_components, model.n_features_in_)
+    k = check_components(n_components, model.params_.n_features)
     out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     return (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction")).assign_attrs(provenance(model, "reconstruction", k))
 
@@ -232,7 +232,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
         units (whitened units for a standardizing or noise-whitening model), lazy.
     """
     da, dim = model_features(obj, model, dim)
-    k = check_components(n_components, model.n_features_in_)
+    k = check_components(n_components, model.params_.n_features)
     name = f"squared reconstruction error summed over bands, {k} PPA components"
     units = _component_units(da, model)
     out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)

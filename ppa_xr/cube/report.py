@@ -166,7 +166,12 @@ def information_report(
             raise ValueError(f"a numpy table must be 2-D (samples, features), got shape {obj.shape}; reshape it, e.g. x.reshape(1, -1) for one sample")
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = model_features(obj, model, dim)
-    k = min(REPORT_COMPONENTS, model.n_features_in_ - 1) if n_components is None else check_components(n_components, model.n_features_in_)
+    if model.params_.reduced:
+        raise ValueError(
+            f"the information report compares the entropies of a map's inputs and outputs, which needs a square map; this model "
+            f"is fitted in a {model.params_.n_features}-dimensional span of its {model.n_features_in_} features (S-mode, or weighted "
+            "or left-out features): use evaluate for its errors, or report on a model with the features as fitted (T-mode)")
+    k = min(REPORT_COMPONENTS, model.params_.n_features - 1) if n_components is None else check_components(n_components, model.params_.n_features)
     sample, index, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
     row_weights = None if weights is None else sampling.weights_at(da, dim, weights, index)
     comparison, discrete, inputs, measures, curves = _statistics(model.params_, sample, estimator, random_state, row_weights)

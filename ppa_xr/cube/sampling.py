@@ -225,13 +225,13 @@ def held_out(
     return sample
 
 
-def shortfall(sample: Sample, chunks: int | None = None) -> str | None:
-    """Why ``sample`` is too small for a held-out estimate (fewer than :data:`MIN_HELD_OUT` pixels), or None."""
-    if sample.n_valid >= MIN_HELD_OUT:
+def shortfall(sample: Sample, chunks: int | None = None, minimum: int = MIN_HELD_OUT) -> str | None:
+    """Why ``sample`` is too small for a held-out estimate (fewer than ``minimum`` pixels, :data:`MIN_HELD_OUT`), or None."""
+    if sample.n_valid >= minimum:
         return None
     where = f" in the {chunks} chunks read" if chunks else ""
     return (f"only {sample.n_valid} valid pixels of this cube lie outside the model's fitting sample{where}, fewer than the "
-            f"{MIN_HELD_OUT} a held-out estimate needs; " + ("read more chunks (max_chunks=None)" if chunks else
+            f"{minimum} a held-out estimate needs; " + ("read more chunks (max_chunks=None)" if chunks else
             "fit on fewer pixels (n_samples) to leave more held out, or evaluate on another scene"))
 
 
@@ -370,6 +370,38 @@ def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np
     where = {d: xr.DataArray(_label_positions(da, weights, d)[p], dims="pixel") for d, p in zip(pixel_dims, position) if d in weights.dims}
     values = np.asarray(weights.isel(where).broadcast_like(xr.DataArray(np.empty(len(index)), dims="pixel")).values)
     return checks.row_weights(values, len(index), "weights at the sampled pixels") if checked else values
+
+
+def over_features(da: xr.DataArray, dim: Hashable, weights: Any) -> bool:
+    """Whether ``weights`` weigh the features of ``da``: a DataArray over ``dim`` or over per-feature coordinates
+    along it (the levels of a stacked dimension, e.g. ``lat`` of ``cell = (lat, lon)``), not over its pixels."""
+    if not isinstance(weights, xr.DataArray) or not weights.dims:
+        return False
+    along = {dim} | {name for name, coord in da.coords.items() if coord.dims == (dim,)}
+    return set(weights.dims) <= along and not set(weights.dims) & (set(da.dims) - {dim})
+
+
+def feature_weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray) -> np.ndarray:
+    """``weights`` (:func:`over_features`) at each feature of ``da``, (d,), matched by label as xarray aligns (along a
+    stacked ``dim``, by its levels' labels: ``cos(lat)`` over ``lat`` weighs every cell of that latitude); checked by
+    :func:`~ppa_xr.core.checks.row_weights`."""
+    where = {}
+    for d in weights.dims:
+        labels = da[d].values if d in da.coords else np.arange(da.sizes[dim])
+        if d in weights.indexes:
+            found = np.asarray(weights.indexes[d].get_indexer(labels))
+            if (missing := found < 0).any():
+                raise ValueError(f"feature weights lack {int(missing.sum())} of the cube's {d!r} labels (e.g. "
+                                 f"{', '.join(map(str, np.asarray(labels)[missing][:3]))}): weights are matched by label, as xarray "
+                                 f"aligns; give a weight for every feature, e.g. np.cos(np.deg2rad(cube.{d}))")
+        elif weights.sizes[d] == da.sizes[dim]:
+            found = np.arange(da.sizes[dim])
+        else:
+            raise ValueError(f"feature weights along {d!r} have {weights.sizes[d]} entries and the cube {da.sizes[dim]} features along "
+                             f"{dim!r}, without labels to match: give weights with {d!r} coordinates")
+        where[d] = xr.DataArray(found, dims="feature")
+    values = np.asarray(weights.isel(where).broadcast_like(xr.DataArray(np.empty(da.sizes[dim]), dims="feature")).values)
+    return checks.row_weights(values, da.sizes[dim], "feature weights")
 
 
 def _label_positions(da: xr.DataArray, weights: xr.DataArray, d: Hashable) -> np.ndarray:

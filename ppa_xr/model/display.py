@@ -37,6 +37,12 @@ def facts(model) -> dict[str, str]:
         **({"configuration": _configuration(model.configuration_)} if hasattr(model, "configuration_") else {}),
         "units": _units(model),
     }
+    params = model.params_
+    if params.reduced:
+        out["subspace"] = _subspace(model)
+    weighed = _weights(model)
+    if weighed:
+        out["weights"] = weighed
     if getattr(model, "noise_cov_", None) is not None:
         out["noise covariance"] = noise_description(model.noise_cov_)
     if sample is not None:
@@ -49,6 +55,28 @@ def facts(model) -> dict[str, str]:
         _elided(f"k={k}: {v:.1f}%" for k, v in enumerate(curve, start=1)) if curve is not None else "not stored (cube.ppa.evaluate(model))"
     )
     return out
+
+
+def _subspace(model) -> str:
+    """``S-mode: fitted in the 35-dimensional span of the samples; curves on the leading 3``: a reduced model's span."""
+    params = model.params_
+    r, d = params.n_features, params.n_inputs
+    used = d if params.used is None else int(params.used.sum())
+    curved = params.curved_steps()
+    where = f"curves on the leading {curved[-1] + 1}" if curved else "no curve (degree selection kept the EOFs)"
+    kind = "S-mode" if r < used else "features weighed"
+    dropped = f"; {d - used} features left out (NaN at every sample or weight 0: NaN in patterns and reconstructions)" if used < d else ""
+    return f"{kind}: fitted in the {r}-dimensional span of the samples; {where}{dropped}"
+
+
+def _weights(model) -> str | None:
+    """Which kind of weights the fit used: the samples' (rows, pixels) or the features' (grid-cell areas)."""
+    root = model.params_.feature_root
+    if root is not None and not np.all((root == 0) | (root == 1)):
+        return "features (e.g. grid-cell areas): the covariance of the data times sqrt(w_j)"
+    if getattr(model, "weighted_samples_", False):
+        return "samples (e.g. pixel areas): weighted mean, covariances and fits"
+    return None
 
 
 def _units(model) -> str:

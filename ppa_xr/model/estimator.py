@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import checks, errors, kernels, spec
+from ..core import checks, errors, kernels, spec, subspace
 from ..core.checks import warn_user
 from ..core.docstrings import shared
 from ..core.keys import FitSample
@@ -71,7 +71,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         return Spec(**self.get_params(deep=False))
 
-    def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, progress: bool = False) -> PPA:
+    def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, progress: bool = False,
+            feature_weight: Any = None) -> PPA:
         """Fit the PPA map on ``X``; rows with NaN or inf are left out, with a warning (every row of them: an error).
 
         The fit runs on the data divided by a power of two near its spread,
@@ -102,19 +103,36 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             as 0); any scale, 1e-200 or 1e306, weighs alike.
         progress : bool
             Show a progress bar of the steps (``tqdm.auto``: a widget in a notebook, stderr elsewhere).
+        feature_weight : array-like of shape (n_features,), optional
+            Non-negative weights of the features (e.g. each grid cell's area,
+            ``cos(lat)``, in S-mode): the covariance is that of the data times
+            ``sqrt(w_j)``, as eofs' and xeofs' area weights; inverse and
+            reconstructions undo it. Features of weight 0 are left out (NaN in
+            ``components_``, inverse and reconstructions).
 
         Returns
         -------
         PPA
             The fitted estimator.
+
+        Notes
+        -----
+        With fewer samples than features (S-mode: maps as samples, grid cells
+        as features), feature weights, or features that are NaN in every
+        sample (left out, NaN in the outputs, as land cells), PPA is fitted in
+        the ``r <= n - 1`` dimensional span of the centred, weighted samples
+        (an exact SVD reduction, ``ppa_xr.core.subspace``); ``degree=1`` is then
+        the EOF analysis of eofs and xeofs. A feature NaN in some samples only
+        leaves those samples out, as anywhere.
         """
         declared = self._get_spec()
         X = validate_data(self, _unmasked(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
-        return self._fit(X, declared, groups, None, None, progress, sample_weight)
+        return self._fit(X, declared, groups, None, None, progress, sample_weight, feature_weight)
 
     @classmethod
     def _fitted(cls, X: np.ndarray, declared: Spec, groups: np.ndarray | None = None, features: FeatureLabels | None = None,
-               sample: FitSample | None = None, progress: bool = False, weights: np.ndarray | None = None) -> PPA:
+               sample: FitSample | None = None, progress: bool = False, weights: np.ndarray | None = None,
+               feature_weights: np.ndarray | None = None) -> PPA:
         """A model fitted on a prepared sample with checked parameters: the cube layer's way in.
 
         Parameters
@@ -133,6 +151,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Show a progress bar of the steps.
         weights : np.ndarray, optional
             (n,) the rows' weights (a cube's ``weights`` at the sampled pixels).
+        feature_weights : np.ndarray, optional
+            (d,) the features' weights (a cube's ``weights`` over its feature dimension).
 
         Returns
         -------
@@ -141,31 +161,18 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         model = cls(**declared.values())
         X = validate_data(model, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
-        return model._fit(X, declared, groups, features, sample, progress, weights)
+        return model._fit(X, declared, groups, features, sample, progress, weights, feature_weights)
 
     def _fit(self, X: np.ndarray, declared: Spec, groups: Any, features: FeatureLabels | None, sample: FitSample | None,
-             progress: bool, weights: Any = None) -> PPA:
+             progress: bool, weights: Any = None, feature_weights: Any = None) -> PPA:
         if groups is not None and np.shape(groups) != (len(X),):
             raise ValueError(f"groups must hold one label per sample, shape ({len(X)},), got shape {np.shape(groups)}")
+        if feature_weights is not None or len(X) <= X.shape[1]:
+            return self._fit_reduced(X, declared, groups, features, sample, progress, weights, feature_weights)
         if weights is not None:
             X, groups, weights = _weighed(X, groups, weights, declared)
         X, groups, weights = _complete(X, groups, weights)
-        n, d = X.shape
-        if d < 2:
-            raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
-        _refuse_oversized(n, d, declared, groups, X.dtype.itemsize)
-        declared.for_data(n, d)
-        rng = checks.rng_of(declared.random_state)
-        bar = _progress_bar(d - 1) if progress else None
-        try:
-            with np.errstate(over="raise", invalid="raise", divide="raise"):
-                fitted, configuration = fit_selected(X, declared, groups, rng,
-                                                     (lambda done, total: bar.update(done - bar.n)) if bar is not None else None, weights)
-        except FloatingPointError as err:
-            raise ValueError(f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree") from err
-        finally:
-            if bar is not None:
-                bar.close()
+        fitted, configuration = _fitted_map(X, declared, groups, progress, weights)
         params = fitted.params
         if not (declared.standardize or declared.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
             # of the features that vary: a constant one's comes back from the eigendecomposition as rounding
@@ -173,7 +180,50 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._set_fitted(params, declared, features, sample)
         self.configuration_ = configuration
         self.fit_error_ratio_ = fitted.error_ratio
+        self._set_sample_size(len(X), weights)
         return self
+
+    def _fit_reduced(self, X: np.ndarray, declared: Spec, groups: Any, features: FeatureLabels | None, sample: FitSample | None,
+                     progress: bool, weights: Any, feature_weights: Any) -> PPA:
+        """The fit in the span of the samples (``ppa_xr.core.subspace``): features NaN in every sample, or of weight 0,
+        left out; the others weighed, the samples centred and reduced to their ``r`` directions; PPA on those."""
+        if declared.noise_cov is not None:
+            raise ValueError("noise_cov needs at least as many samples as features and no feature weights: a noise covariance "
+                             f"of {X.shape[1]} features cannot be estimated from {len(X)} samples; fit without noise_cov")
+        if not np.isfinite(X).any():
+            _complete(X, groups, weights)  # no value at all: the refusal of rows without data
+        root, used = _feature_roots(X, feature_weights)
+        X = X[:, used]
+        if weights is not None:
+            X, groups, weights = _weighed(X, groups, weights, declared)
+        X, groups, weights = _complete(X, groups, weights)
+        n = len(X)
+        if declared.standardize:  # the features' (weighted) standard deviations, folded into S
+            v = None if weights is None else weights / weights.mean()
+            std = np.sqrt(np.average((X - np.average(X, axis=0, weights=v)) ** 2, axis=0, weights=v))
+            root[used] = root[used] / np.where(std > 0, std, 1.0)
+        reduced = subspace.span(X, root[used], weights, full=n > X.shape[1])
+        r = reduced.basis.shape[1]
+        if r < 2:
+            raise ValueError(f"the {n} samples span {r} direction(s) once centred: PPA needs at least 2 (3 samples that differ)")
+        inner, configuration = _fitted_map(reduced.coordinates, declared.replace(standardize=False), groups, progress, weights)
+        basis = np.zeros((X.shape[1] if used is None else len(used), r))
+        mean = np.zeros(len(basis))
+        basis[used], mean[used] = reduced.basis, reduced.mean
+        params = inner.params.in_subspace(mean, basis, np.where(used, root, 0.0))
+        self._set_fitted(params, declared, features, sample)
+        self.configuration_ = configuration
+        self.fit_error_ratio_ = inner.error_ratio
+        self._set_sample_size(n, weights)
+        return self
+
+    def _set_sample_size(self, n: int, weights: np.ndarray | None) -> None:
+        """The fitting sample's effective size, ``n`` or Kish's ``(sum w)^2 / sum w^2`` with weights, and North's
+        rule-of-thumb errors of the variances, ``delta lambda = lambda sqrt(2 / n_eff)`` (North et al., 1982; eofs'
+        ``northTest``): neighbouring components whose variances lie within it are mixed (degenerate)."""
+        self.weighted_samples_ = weights is not None
+        self.n_effective_ = float(n if weights is None else np.sum(weights) ** 2 / np.sum(weights**2))
+        self.explained_variance_error_ = self.explained_variance_ * np.sqrt(2 / self.n_effective_)
 
     def _set_fitted(self, params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None) -> None:
         self.params_ = params
@@ -184,13 +234,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if declared.noise_cov is not None:
             self.noise_cov_ = declared.noise_cov
             self.snr_ = params.explained_variance - 1
-        self.components_ = params.rotation
+        self.components_ = _patterns(params)
         self.degrees_ = params.degrees
         self.explained_variance_ = params.explained_variance
         total = params.explained_variance.sum()
         self.explained_variance_ratio_ = params.explained_variance / total if total > 0 else np.zeros_like(params.explained_variance)
-        self.n_features_in_ = params.n_features
-        self.n_components_ = declared.n_components or params.n_features
+        self.n_features_in_ = params.n_inputs
+        self.n_components_ = params.n_features if declared.n_components is None else self.kept(declared.n_components)
         self.whitened_units_ = "standardized units" if declared.standardize else "noise units" if declared.noise_cov is not None else None
         set_outputs(self, self.n_components_)  # names "ppa0", "ppa1", ... for set_output
 
@@ -230,6 +280,22 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         model._set_fitted(params, declared, features, sample)
         return model
 
+    def kept(self, n_components: int | float) -> int:
+        """The number of components ``n_components`` asks for.
+
+        Parameters
+        ----------
+        n_components : int or float
+            A count, 1..n_components, or a share of the variance in (0, 1) (``0.95``: the fewest leading components
+            whose ``explained_variance_ratio_`` sum to 95%).
+
+        Returns
+        -------
+        int
+            The count.
+        """
+        return checks.kept_components(n_components, self.params_.n_features, self.explained_variance_ratio_)
+
     def to_xarray(self) -> Any:
         """The fitted results as labelled xarray objects, as xeofs users expect.
 
@@ -252,7 +318,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         import xarray as xr
 
         check_is_fitted(self)
-        d = self.n_features_in_
+        d = self.params_.n_features  # the components (r of the n_features_in_ inputs for a reduced model)
         features = self.features_ or FeatureLabels("feature")
         ds = xr.Dataset(
             {
@@ -430,7 +496,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         R = np.asarray(X)
         if R.ndim != 2:
             raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
-        checks.check_components(R.shape[1], self.n_features_in_, "the number of components per row")
+        checks.check_components(R.shape[1], self.params_.n_features, "the number of components per row")
         if R.dtype.kind not in "iuf":
             raise TypeError(f"components must be real numbers, got dtype {R.dtype}")
         if R.dtype.kind != "f":
@@ -583,6 +649,12 @@ noise_cov_, snr_ : np.ndarray
     With ``noise_cov``: the noise covariance, and each component's
     signal-to-noise ratio, ``explained_variance_ - 1`` (to first order for
     curved steps; descending).
+n_effective_ : float
+    The fitting sample's size, or its effective size with weights, ``(sum w)^2 / sum w^2``
+    (Kish): independent samples assumed (autocorrelated time steps are fewer in effect).
+explained_variance_error_ : np.ndarray of shape (d,)
+    North's rule-of-thumb errors, ``explained_variance_ * sqrt(2 / n_effective_)``
+    (eofs' ``northTest``): components whose variances differ by less are mixed.
 configuration_ : dict
     The configuration fitted, ``{{"robust": bool, "max_curved": int or None, "validated": bool}}``: chosen by
     whole-fit validation (``configuration="validated"``) or as given.
@@ -624,16 +696,30 @@ def available_memory() -> int | None:
     return int(psutil.virtual_memory().available)
 
 
+def _fitted_map(X: np.ndarray, declared: Spec, groups: Any, progress: bool, weights: np.ndarray | None) -> tuple[Any, dict]:
+    """The fit of complete rows ``X`` (:func:`~ppa_xr.core.candidates.fit_selected`), after the checks of its size
+    and its parameters, with a progress bar where asked; floating-point failures as a ValueError saying what to do."""
+    n, d = X.shape
+    if d < 2:
+        raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
+    _refuse_oversized(n, d, declared, groups, X.dtype.itemsize)
+    declared.for_data(n, d)
+    rng = checks.rng_of(declared.random_state)
+    bar = _progress_bar(d - 1) if progress else None
+    try:
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            return fit_selected(X, declared, groups, rng, (lambda done, total: bar.update(done - bar.n)) if bar is not None else None,
+                                weights)
+    except FloatingPointError as err:
+        raise ValueError(f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree") from err
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 def _refuse_oversized(n: int, d: int, declared: Spec, groups: Any, itemsize: int) -> None:
-    """Refuse, before it starts, a fit with fewer samples than features, or one whose memory
-    (:func:`~ppa_xr.core.ppa.fit_memory`) is more than the machine has, saying what to do instead."""
-    if n < d:
-        raise ValueError(
-            f"PPA needs at least as many samples as features, got {n} samples of {d} features: reduce the features first "
-            f"(e.g. sklearn.decomposition.PCA(n_components=k) or EOFs with k < {n}) and fit PPA on those components, or, for a "
-            "cube, take another dimension as the features (cube.ppa.fit(dim=...): e.g. the bands or time steps as features, "
-            "the pixels as samples)"
-        )
+    """Refuse, before it starts, a fit whose memory (:func:`~ppa_xr.core.ppa.fit_memory`) is more than the machine has,
+    saying what to do instead (a fit with fewer samples than features runs in their span: ``PPA._fit_reduced``)."""
     n_groups = None if groups is None else len(np.unique(np.asarray(groups)))
     need, free = fit_memory(n, d, declared, n_groups, itemsize), available_memory()
     if free is None or need <= free:
@@ -672,6 +758,30 @@ def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> 
     weights = unit_mean(checks.row_weights(sample_weight, len(X), "sample_weight"))
     kept = weights >= np.finfo(np.float64).tiny
     return X[kept], None if groups is None else np.asarray(groups)[kept], weights[kept]
+
+
+def _feature_roots(X: np.ndarray, feature_weights: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``s_j = sqrt(w_j)`` of every feature (ones without weights: :func:`~ppa_xr.core.checks.row_weights`, the one check
+    of weights) and the features used: weight above 0, and a finite value in some sample (a feature NaN in every
+    sample, as a land cell of a sea-surface field, is left out)."""
+    d = X.shape[1]
+    w = np.ones(d) if feature_weights is None else checks.row_weights(feature_weights, d, "feature weights")
+    used = (w >= np.finfo(np.float64).tiny) & np.isfinite(X).any(axis=0)
+    if used.sum() < 2:
+        raise ValueError(f"only {int(used.sum())} of the {d} features have a weight above 0 and a value in some sample: "
+                         "PPA needs at least 2")
+    return np.sqrt(np.where(used, w, 0.0)), used
+
+
+def _patterns(params: PPAParams) -> np.ndarray:
+    """The leading vectors as rows over the inputs: ``A`` itself, or ``A V^T`` for a reduced model (the EOFs'
+    spatial patterns, in the weighted space; NaN on the features left out)."""
+    if not params.reduced:
+        return params.rotation
+    patterns = params.rotation @ params.basis.T
+    if params.used is not None:
+        patterns[:, ~params.used] = np.nan
+    return patterns
 
 
 def _unmasked(X: Any) -> Any:

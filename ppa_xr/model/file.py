@@ -52,17 +52,20 @@ FORMAT_VERSION = 9  # 2: per-step biases (truncated reconstruction), the sample'
 # 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits);
 # 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov; 8: validation retired, checksums of
 # labels and attributes, the fitting sample's error curve, the configuration fitted (configuration_); 9: one checksum
-# over the whole record (record_sha256)
+# over the whole record (record_sha256); reduced models (S-mode, feature weights): the map's own dimension "map" (r)
+# beside the inputs' "feature" (d), basis, feature_root
 READABLE = (2, 3, 4, 5, 6, 7, 8, 9)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
-    "mean": ("feature",), "rotation": ("output", "feature"), "degrees": ("step",), "center": ("step",),
+    "mean": ("feature",), "rotation": ("output", "map"), "degrees": ("step",), "center": ("step",),
     "scale": ("step",), "forward_bias": ("step", "output"), "forward": ("step", "power", "output"),
-    "inverse_bias": ("step", "feature"), "inverse": ("step", "power", "feature"), "explained_variance": ("output",),
-    "pca_rotation": ("output", "feature"), "pca_variance": ("output",), "whitening": ("whitened", "feature"),
+    "inverse_bias": ("step", "map"), "inverse": ("step", "power", "map"), "explained_variance": ("output",),
+    "pca_rotation": ("output", "map"), "pca_variance": ("output",), "whitening": ("whitened", "feature"),
 }
+#: a reduced model's arrays (``ppa_xr.core.params``), written where it has them
+_REDUCTION = {"basis": ("feature", "whitened"), "feature_root": ("feature",)}
 #: variables that appeared in a format version after the first
-SINCE = {"whitening": 7, "noise_cov": 7, "fit_error_ratio": 8}
+SINCE = {"whitening": 7, "noise_cov": 7, "fit_error_ratio": 8, "basis": 9, "feature_root": 9}
 #: arrays of older formats: the standardizing scales ``D`` (versions 3-6), read as ``whitening = diag(1 / D)``
 LEGACY = {"feature_scale": (3, 6)}
 #: the noise covariance of a noise-whitening model (the estimator's ``noise_cov``; absent otherwise)
@@ -124,7 +127,7 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
     """The model as an xarray Dataset: parameters, labels and record (the fitting sample, its error curve
     against PCA, the configuration fitted), each with its checksum, and provenance."""
     init = _json_parameters(declared)
-    ds = xr.Dataset({name: (dims, getattr(params, name)) for name, dims in _DIMS.items()})
+    ds = xr.Dataset({name: (dims, getattr(params, name)) for name, dims in (_DIMS | (_REDUCTION if params.reduced else {})).items()})
     if declared.noise_cov is not None:
         ds[_NOISE] = (("noise", "feature"), declared.noise_cov)
     if error_ratio is not None:
@@ -183,7 +186,7 @@ def _portable(values: Any, dim: str) -> np.ndarray:
 
 def _allowed(name: str) -> bool:
     """Whether a variable is one a model writes."""
-    return name in _DIMS or name in LEGACY or name in (_NOISE, _CURVE, "feature") or name.startswith((_COORD, _LEVEL))
+    return name in _DIMS or name in _REDUCTION or name in LEGACY or name in (_NOISE, _CURVE, "feature") or name.startswith((_COORD, _LEVEL))
 
 
 def _version(ds: xr.Dataset, source: str) -> int:
@@ -200,7 +203,7 @@ def _version(ds: xr.Dataset, source: str) -> int:
 
 def _arrays_of(ds: xr.Dataset, version: int, source: str) -> dict[str, np.ndarray]:
     """The parameter arrays a file of ``version`` must hold, each checked against its checksum."""
-    expected = [name for name in [*_DIMS, *LEGACY] if _belongs(name, version)]
+    expected = _expected(ds, version)
     _refuse_foreign(ds, source)
     later = sorted(n for n in [*SINCE, *LEGACY] if n in ds.variables and not _belongs(n, version))
     if later:
@@ -211,6 +214,12 @@ def _arrays_of(ds: xr.Dataset, version: int, source: str) -> dict[str, np.ndarra
         raise ValueError(f"{source} is corrupt or truncated: variables {missing} are missing")
     arrays = {name: _verified(ds, name, source, "i" if name == "degrees" else "f") for name in expected}
     return {k: v.astype(np.int64 if k == "degrees" else np.float64) for k, v in arrays.items()}
+
+
+def _expected(ds: xr.Dataset, version: int) -> list[str]:
+    """The arrays a file of ``version`` holds: every model's, and a reduced model's where the file has them (both, or
+    PPAParams refuses)."""
+    return [name for name in [*_DIMS, *LEGACY] if _belongs(name, version)] + [name for name in _REDUCTION if name in ds.variables]
 
 
 def _refuse_foreign(ds: xr.Dataset, source: str) -> None:
@@ -319,7 +328,10 @@ def _noise(ds: xr.Dataset, flag: Any, source: str) -> np.ndarray | None:
 
 def _check_whitening(params: PPAParams, declared: Spec, source: str) -> None:
     """``W`` must be what the parameters say: the identity, positive diagonal scales, or a noise whitening."""
-    if declared.noise_cov is not None:
+    if params.reduced:  # W = V^T S, the features' weights (and standard deviations) in S
+        ok = declared.noise_cov is None and bool(np.allclose(params.whitening, params.basis.T * params.feature_root, rtol=1e-12, atol=0))
+        ok = ok and bool((params.feature_root >= 0).all()) and np.allclose(params.basis.T @ params.basis, np.eye(params.n_features), atol=1e-8)
+    elif declared.noise_cov is not None:
         W, d = params.whitening, params.n_features
         product = W @ declared.noise_cov @ W.T  # W N W^T: a multiple of the identity
         ok = np.allclose(product, np.eye(d) * np.trace(product) / d, rtol=1e-6, atol=1e-9 * abs(np.trace(product)) / d)
@@ -390,8 +402,9 @@ def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None
 
 def _check(params: PPAParams, source: str) -> None:
     d = params.n_features
-    sizes = {"feature": d, "output": d, "whitened": d, "step": d - 1, "power": params.forward.shape[1]}
-    wrong = [name for name, dims in _DIMS.items() if getattr(params, name).shape != tuple(sizes[k] for k in dims)]
+    sizes = {"feature": params.n_inputs, "map": d, "output": d, "whitened": d, "step": d - 1, "power": params.forward.shape[1]}
+    dims = _DIMS | (_REDUCTION if params.reduced else {})
+    wrong = [name for name, dims in dims.items() if getattr(params, name).shape != tuple(sizes[k] for k in dims)]
     if wrong:
         raise ValueError(f"{source} is corrupt: the shapes of {wrong} do not fit d = {d}")
     if not all(np.isfinite(a).all() for a in params.arrays().values()):

@@ -57,6 +57,13 @@ def uniform(values: Any) -> np.ndarray:
     return values
 
 
+def _new_times(dim: Hashable, missing: np.ndarray, labels: np.ndarray, cube_labels: np.ndarray) -> str:
+    """Why a model with time steps as features (T-mode) cannot take a cube of other time steps, and what can."""
+    return (f"the cube lacks {len(missing)} of the model's time steps along {dim!r}: {shown(missing)}. The {len(labels)} months "
+            f"are the model's features (T-mode), so it cannot project others. To project new time steps, fit in S-mode (maps as "
+            f"samples): model = cube.stack(cell=('lat', 'lon')).ppa.fit(dim='cell'), then new.stack(cell=('lat', 'lon')).ppa.transform(model)")
+
+
 def _duplicates(labels) -> list:
     values, counts = np.unique(np.asarray([str(v) for v in labels]), return_counts=True)
     return values[counts > 1].tolist()
@@ -133,6 +140,8 @@ class FeatureLabels:
             if have != want:
                 missing = self.labels[[label not in have for label in want]]
                 extra = cube_labels[[label not in want for label in have]]
+                if len(missing) and self.labels.dtype.kind == "M":
+                    raise ValueError(_new_times(self.dim, missing, self.labels, cube_labels))
                 if len(missing):
                     same_text = {str(v) for v in missing.tolist()} & {str(v) for v in extra.tolist()}
                     types = f" (the same text, other types: the model's labels are {kinds(self.labels)}, the cube's " \
