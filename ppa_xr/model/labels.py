@@ -140,24 +140,26 @@ class FeatureLabels:
             if have != want:
                 missing = self.labels[[label not in have for label in want]]
                 extra = cube_labels[[label not in want for label in have]]
-                if len(missing) and self.labels.dtype.kind == "M":
-                    raise ValueError(_new_times(self.dim, missing, self.labels, cube_labels))
                 if len(missing):
-                    same_text = {str(v) for v in missing.tolist()} & {str(v) for v in extra.tolist()}
-                    types = f" (the same text, other types: the model's labels are {kinds(self.labels)}, the cube's " \
-                            f"{kinds(cube_labels)})" if same_text else ""
-                    raise ValueError(
-                        f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
-                        f"the model has {shown(self.labels)}, the cube {shown(cube_labels)}{types}. Open a cube with those features; or, "
-                        f"when the cube holds the model's features in its order under other labels (e.g. a file's 1..n), label them "
-                        f"as the model's (Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: --match-bands position)"
-                    )
+                    raise ValueError(self._lacking(missing, extra, cube_labels, n_features))
                 if len(extra):
                     warn_user(f"the cube has {len(extra)} features along {self.dim!r} the model was not fitted on, left out: {shown(extra)}")
                 da = da.isel({self.dim: [have.index(label) for label in want]})  # the model's features, in its order
         if da.sizes[self.dim] != n_features:
             raise ValueError(f"the model was fitted on {n_features} features, the cube has {da.sizes[self.dim]} along {self.dim!r}")
         return da
+
+    def _lacking(self, missing: np.ndarray, extra: np.ndarray, cube_labels: np.ndarray, n_features: int) -> str:
+        """Why a cube that lacks some of the model's features cannot be transformed, and what to do."""
+        if self.labels.dtype.kind == "M":
+            return _new_times(self.dim, missing, self.labels, cube_labels)
+        same_text = {str(v) for v in missing.tolist()} & {str(v) for v in extra.tolist()}
+        types = (f" (the same text, other types: the model's labels are {kinds(self.labels)}, the cube's {kinds(cube_labels)})"
+                 if same_text else "")
+        return (f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
+                f"the model has {shown(self.labels)}, the cube {shown(cube_labels)}{types}. Open a cube with those features; or, "
+                f"when the cube holds the model's features in its order under other labels (e.g. a file's 1..n), label them "
+                f"as the model's (Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: --match-bands position)")
 
     def attach(self, out: xr.DataArray) -> xr.DataArray:
         """Put the labels and coordinates back on an output with the feature dimension."""
