@@ -151,6 +151,7 @@ class FeatureLabels:
 
     def _lacking(self, missing: np.ndarray, extra: np.ndarray, cube_labels: np.ndarray, n_features: int) -> str:
         """Why a cube that lacks some of the model's features cannot be transformed, and what to do."""
+        assert self.labels is not None  # only labelled models miss labels
         if self.labels.dtype.kind == "M":
             return _new_times(self.dim, missing, self.labels, cube_labels)
         same_text = {str(v) for v in missing.tolist()} & {str(v) for v in extra.tolist()}
