@@ -67,7 +67,7 @@ GUARD = 1.5
 ROWS = 4096
 
 
-def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None) -> np.ndarray:
+def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
     """``x`` (``...`` x d) with its missing (NaN or +-inf) entries filled on the fitted map; float32 stays float32.
 
     Parameters
@@ -78,6 +78,8 @@ def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None) -> n
         The fitted parameters.
     n_components : int, optional
         Fill from the k-component manifold (1..d); default: the MAP of the whole map.
+    threads : int, optional
+        Accepted as the other kernels take it; the fill runs on the calling thread (the cube layer runs one per dask task).
 
     Returns
     -------
@@ -98,7 +100,7 @@ def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None) -> n
         part = rows[start : start + ROWS]
         values = flat[part].astype(np.float64)
         gaps = missing[part]
-        filled = _fill_rows(values, gaps, params.cast(np.float64), k)
+        filled = _fill_rows(values, gaps, params.cast(np.dtype(np.float64)), k)
         flat[part] = np.where(gaps, filled, flat[part])  # observed entries copied back untouched
     return out
 
@@ -326,7 +328,7 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
             params = fit(filled, linear)
             new = fill(x, params).astype(np.float64)
             change = np.sqrt(np.mean(np.square(new - best)[gaps])) if gaps.any() else 0.0
-            best, filled = new, _scattered(new, gaps, params.cast(np.float64), rng) if SCATTER else new
+            best, filled = new, _scattered(new, gaps, params.cast(np.dtype(np.float64)), rng) if SCATTER else new
             if change <= EM_TOLERANCE * max(spread, np.finfo(float).tiny):
                 break
     assert params is not None
