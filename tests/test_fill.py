@@ -144,3 +144,113 @@ def test_integer_input_fills_nothing_and_gives_floats(split):
     out = model.fill(X)
     assert out.dtype == np.float64
     np.testing.assert_array_equal(out, X)
+
+
+# ---- cubes -------------------------------------------------------------------------------------------------------------
+
+import dask  # noqa: E402
+import xarray as xr  # noqa: E402
+
+
+def _no_compute(*args, **kwargs):
+    raise AssertionError("something was computed")
+
+
+@pytest.fixture(scope="module")
+def gappy_cube():
+    """A (band, y, x) float32 cube of a curved set with 20% of its values missing and a corner with nothing observed."""
+    truth = curved_sample(60 * 40, d=5, seed=9).reshape(60, 40, 5).transpose(2, 0, 1).astype(np.float32)
+    data = np.where(np.random.default_rng(0).random(truth.shape) < 0.2, np.float32(np.nan), truth)
+    data[:, :3, :3] = np.nan
+    cube = xr.DataArray(data, dims=("band", "y", "x"), coords={"band": list("abcde")}, attrs={"units": "1"})
+    model = PPA(random_state=0).fit(curved_sample(3000, d=5))
+    return cube, truth, model
+
+
+def test_cube_fill_is_lazy_chunk_invariant_and_equals_the_estimator(gappy_cube):
+    cube, truth, model = gappy_cube
+    expected = model.fill(cube.transpose("y", "x", "band").values.reshape(-1, 5)).reshape(60, 40, 5).transpose(2, 0, 1)
+    chunked = cube.chunk({"y": 16, "x": 16})
+    with dask.config.set(scheduler=_no_compute):
+        filled, mask = chunked.ppa.fill(model, return_mask=True)
+    assert filled.dims == cube.dims and filled.chunks == chunked.chunks and filled.dtype == np.float32
+    assert list(filled.band.values) == list("abcde") and filled.attrs["ppa_xr_output"] == "fill"
+    np.testing.assert_array_equal(filled.values, expected)
+    for chunks in ({"y": 7, "x": 40}, {"y": 60, "x": 5}):
+        np.testing.assert_array_equal(cube.chunk(chunks).ppa.fill(model).values, expected)
+    np.testing.assert_array_equal(cube.ppa.fill(model).values, expected)  # eager
+    gaps = np.isnan(cube.values)
+    np.testing.assert_array_equal(mask.values, gaps & ~gaps.all(axis=0))
+    empty = gaps.all(axis=0)
+    assert empty[:3, :3].all() and np.isnan(filled.values[:, empty]).all() and np.isfinite(filled.values[:, ~empty]).all()
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes", "synchronous"])
+def test_cube_fill_bit_identical_across_schedulers(gappy_cube, scheduler):
+    cube, _, model = gappy_cube
+    with dask.config.set(scheduler="synchronous"):
+        reference = cube.chunk({"y": 20, "x": 20}).ppa.fill(model, n_components=3).values
+    with dask.config.set(scheduler=scheduler):
+        np.testing.assert_array_equal(cube.chunk({"y": 20, "x": 20}).ppa.fill(model, n_components=3).values, reference)
+
+
+def test_cube_fit_with_missing_fill_on_a_stack_with_no_complete_pixel(gappy_cube):
+    cube, truth, model = gappy_cube
+    band = np.random.default_rng(1).integers(0, 5, (60, 40))
+    stack = cube.where(xr.DataArray(np.arange(5), dims="band") != xr.DataArray(band, dims=("y", "x"))).chunk({"y": 32, "x": 32})
+    with pytest.raises(ValueError, match="missing='fill'"):
+        stack.ppa.fit(random_state=0)
+    fitted = stack.ppa.fit(random_state=0, missing="fill")
+    assert fitted.n_features_in_ == 5 and fitted.sample_.size > 1000
+    filled = stack.ppa.fill(fitted).values
+    gaps = np.isnan(stack.values) & ~np.isnan(stack.values).all(axis=0)
+    error = np.sqrt(np.mean((filled - truth)[gaps] ** 2))
+    assert error < 0.5 * np.std(truth)
+
+
+def test_cube_refusals(gappy_cube, tmp_path):
+    cube, _, model = gappy_cube
+    empty = xr.full_like(cube, np.nan)
+    with pytest.raises(ValueError, match="no pixel has any observed feature"):
+        empty.ppa.fit(missing="fill")
+    with pytest.raises(ValueError, match="missing must be"):
+        cube.ppa.fit(missing="yes")
+    assert np.isnan(empty.ppa.fill(model).values).all()
+    with pytest.raises(ValueError, match="n_components"):
+        cube.ppa.fill(model, n_components=6)
+    weights = xr.DataArray(np.where(np.arange(60)[:, None] < 30, np.nan, 1.0) * np.ones((60, 40)), dims=("y", "x"))
+    with pytest.raises(ValueError, match="finite"):
+        cube.ppa.fit(random_state=0, missing="fill", weights=weights)
+    ints = xr.DataArray(np.arange(2 * 6 * 5).reshape(5, 2, 6).astype(np.int16), dims=("band", "y", "x"), coords={"band": list("abcde")})
+    ints = ints.where(ints != 7, -1).astype(np.int16).rio.write_nodata(-1)
+    out = ints.ppa.fill(model).values
+    assert out.dtype == np.float32 and np.isfinite(out).all()
+    np.testing.assert_array_equal(out[ints.values != -1], ints.values[ints.values != -1])
+
+
+def test_fill_command(tmp_path, gappy_cube, capsys):
+    rioxarray = pytest.importorskip("rioxarray")
+    from ppa_xr.cli import main
+
+    cube, _, model = gappy_cube
+    scene, model_path, out = tmp_path / "scene.tif", tmp_path / "m.nc", tmp_path / "filled.tif"
+    cube.drop_vars("band").rio.to_raster(scene)
+    model.save(model_path)
+    assert main(["fill", str(scene), str(model_path), str(out), "--match-bands", "position", "--n-components", "3"]) == 0
+    written = rioxarray.open_rasterio(out, masked=True).values
+    expected = cube.ppa.fill(model, n_components=3).values
+    np.testing.assert_allclose(written, expected, rtol=0, atol=0)
+    assert main(["fill", str(scene), str(model_path), str(out), "--match-bands", "position"]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert main(["fill", str(scene), str(model_path), str(scene), "--match-bands", "position", "--overwrite"]) == 2
+    assert np.array_equal(rioxarray.open_rasterio(scene, masked=True).values, cube.values, equal_nan=True)
+    assert main(["fit", str(scene), str(tmp_path / "f.nc"), "--missing", "fill", "--n-samples", "2000"]) == 0
+
+
+def test_model_file_round_trip_fills_alike(gappy_cube, tmp_path):
+    cube, _, model = gappy_cube
+    model.save(tmp_path / "m.nc")
+    from ppa_xr import load_model
+
+    X = cube.transpose("y", "x", "band").values.reshape(-1, 5)
+    np.testing.assert_array_equal(load_model(tmp_path / "m.nc").fill(X), model.fill(X))

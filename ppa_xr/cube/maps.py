@@ -272,13 +272,14 @@ def fill(
     k = None if n_components is None else check_components(n_components, model.n_features_in_)
     out = map_kernel(fill_kernel, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     kept = model.n_features_in_ if k is None else k
-    filled = (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "filled")).assign_attrs(provenance(model, "fill", kept))
+    labels = {name: coord for name, coord in da.coords.items() if dim in coord.dims}  # the cube's own, in the model's order
+    filled = out.assign_coords(labels).rename(_name(obj, "filled")).assign_attrs(provenance(model, "fill", kept))
     if not return_mask:
         return filled
     missing = ~xr.apply_ufunc(np.isfinite, da, dask="allowed")
     mask = (missing & ~missing.all(dim)).transpose(*da.dims).rename(_name(obj, "filled_mask"))
     mask.attrs = {"long_name": "value filled by PPA"}
-    return filled, (model.features_ or FeatureLabels(dim)).attach(mask)
+    return filled, mask
 
 
 def provenance(model: PPA, output: str, k: int) -> dict[str, str | int]:
