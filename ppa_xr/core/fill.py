@@ -64,7 +64,7 @@ HALVINGS = 12
 #: a curved step's scaled projection beyond which a fill is not trusted (the fitted range is [-1, 1])
 GUARD = 1.5
 #: rows solved at a time (bounds the (rows, d, m) tangents)
-ROWS = 4096
+ROWS = 32768
 
 
 def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
@@ -113,7 +113,7 @@ def fill_mask(x: np.ndarray) -> np.ndarray:
 
 def _fill_rows(x: np.ndarray, gaps: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
     """Rows (n, d) float64 with at least one gap and one observed value, filled: the linear start, the curved fill, the guard."""
-    linear = _by_gap_count(np.where(gaps, params.mean, x), gaps, params.pca(), 1)[0]
+    linear = _linear_fill(x, gaps, params.pca())
     if k < params.n_features:
         curved, ok = _manifold_fill(x, linear, gaps, params, k)
     elif params.curved_steps():
@@ -141,6 +141,26 @@ def _inside(curved: np.ndarray, linear: np.ndarray, params: PPAParams) -> np.nda
 def _precisions(variance: np.ndarray, largest: float) -> np.ndarray:
     """``1 / Lambda`` with a floor on ``Lambda`` (1e-14 of the largest), so exactly flat directions stay solvable."""
     return 1.0 / np.maximum(variance, 1e-14 * largest)
+
+
+def _linear_fill(x: np.ndarray, gaps: np.ndarray, pca: PPAParams) -> np.ndarray:
+    """The Gaussian conditional mean under the PCA model, ``x_m = mu_m - P_mm^-1 P_m: (x - mu)`` (gaps at the mean):
+    one Gauss-Newton step of ``q`` from the mean, exact for a linear map. ``P = W^T R^T Lambda^-1 R W``, the precision."""
+    def precision_matrix() -> np.ndarray:
+        axes = np.ascontiguousarray(pca.input_rotation())
+        return axes.T @ (_precisions(pca.explained_variance, pca.explained_variance.max())[:, None] * axes)
+
+    precision = pca.cached("precision", precision_matrix)
+    centred = np.where(gaps, 0.0, x - pca.mean)
+    out = np.where(gaps, pca.mean, x)
+    counts = gaps.sum(axis=1)
+    for m in np.unique(counts):
+        rows = np.flatnonzero(counts == m)
+        idx = np.argsort(~gaps[rows], axis=1, kind="stable")[:, :m]
+        block = precision[idx]  # (n, m, d): the rows P_m:
+        step = _solve(np.take_along_axis(block, idx[:, None, :], axis=2), np.einsum("nmd,nd->nm", block, centred[rows]))
+        out[rows[:, None], idx] += step
+    return out
 
 
 def _by_gap_count(x: np.ndarray, gaps: np.ndarray, params: PPAParams, iterations: int) -> tuple[np.ndarray, np.ndarray]:
@@ -192,6 +212,44 @@ def _solve(hessian: np.ndarray, gradient: np.ndarray) -> np.ndarray:
     return -np.linalg.solve(hessian + ridge, gradient[..., None])[..., 0]
 
 
+def _normal_equations(r: np.ndarray, idx: np.ndarray, params: PPAParams, precision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``J_m^T Lambda^-1 J_m`` (n, m, m) and ``J_m^T Lambda^-1 r`` (n, m) at forward outputs ``r`` (n, d), without ``J_m``.
+
+    With ``u = A W (x - mean)`` the forward map is ``r = u`` then shears at the curved steps ``C``, so
+    ``dr/du = I - V E_C^T`` (``V``: n x d x |C|, forward-mode through the steps from ``e_p``, ``p`` in ``C``) and
+    ``J_m = B - V B_C`` with ``B = (A W)[:, m]``, ``B_C`` its rows ``C``. Then, ``P = (A W)^T Lambda^-1 (A W)``
+    fixed and ``X = ((A W)^T Lambda^-1 V)[m]`` one GEMM of the whole block:
+    ``J^T L J = P_mm - X B_C - (X B_C)^T + B_C^T (V^T L V) B_C``, ``J^T L r = ((A W)^T L r)_m - B_C^T V^T L r``.
+    Cost per pixel ``O(d^2 |C|)``, a transform's for one curved step, whatever the gaps.
+    """
+    lin = params.cached("fill rotation", lambda: np.ascontiguousarray(params.input_rotation()))
+    steps = params.curved_steps()
+    full = params.cached(("fill precision", precision.tobytes()), lambda: lin.T @ (precision[:, None] * lin))
+    n, c, d = len(r), len(steps), params.n_features
+    v = np.zeros((n, c, d))  # V^T, row-major products below
+    v[:, np.arange(c), steps] = 1.0
+    for p in steps:
+        v[:, :, p + 1 :] -= _shear(r, p, params)[:, None, :] * v[:, :, p, None]
+    v = -v
+    v[:, np.arange(c), steps] += 1.0  # V = E_C - dr/du E_C
+    weighted = v * precision  # (Lambda^-1 V)^T
+    x = np.take_along_axis((weighted.reshape(n * c, d) @ lin).reshape(n, c, d), idx[:, None, :], axis=2)  # X^T: (n, |C|, m)
+    b_c = np.moveaxis(lin[steps][:, idx], 0, 1)  # (n, |C|, m)
+    cross = np.matmul(np.swapaxes(x, 1, 2), b_c)
+    inner = np.matmul(v, np.swapaxes(weighted, 1, 2))  # V^T L V: (n, |C|, |C|)
+    hessian = full[idx[:, :, None], idx[:, None, :]] - cross - np.swapaxes(cross, 1, 2) + np.swapaxes(b_c, 1, 2) @ inner @ b_c
+    gradient = np.take_along_axis((r * precision) @ lin, idx, axis=1)
+    gradient -= np.matmul(np.swapaxes(b_c, 1, 2), np.matmul(weighted, r[:, :, None]))[..., 0]
+    return hessian, gradient
+
+
+def _shear(r: np.ndarray, p: int, params: PPAParams) -> np.ndarray:
+    """``d r[p+1:] / d r_p`` at curved step ``p`` (n, d-p-1): ``F_p^T T_p'(t) / s_p``."""
+    g = int(params.degrees[p])
+    slopes = basis.power_derivatives((r[:, p] - params.center[p]) / params.scale[p], g, 1, params.tails) / params.scale[p]
+    return slopes.T @ params.forward[p, :g, p + 1 :]
+
+
 def _map_newton(x: np.ndarray, idx: np.ndarray, params: PPAParams, iterations: int) -> tuple[np.ndarray, np.ndarray]:
     """Gauss-Newton on the entries ``idx`` (n, m) of rows ``x`` (n, d) minimising ``q = r^T Lambda^-1 r``; (rows, converged)."""
     precision = _precisions(params.explained_variance, params.explained_variance.max())
@@ -202,10 +260,8 @@ def _map_newton(x: np.ndarray, idx: np.ndarray, params: PPAParams, iterations: i
         return r, np.einsum("nd,nd,d->n", r, r, precision)
 
     def step(values: np.ndarray, r: np.ndarray, at: np.ndarray) -> np.ndarray:
-        jac = _tangents(r, idx[at], params)
-        scaled = jac * precision[None, :, None]
         delta = np.zeros_like(values)
-        delta[rows[: len(at)], idx[at]] = _solve(np.einsum("ndm,ndk->nmk", scaled, jac), np.einsum("ndm,nd->nm", scaled, r))
+        delta[rows[: len(at)], idx[at]] = _solve(*_normal_equations(r, idx[at], params, precision))
         return delta
 
     return _gauss_newton(x, objective, step, iterations)
