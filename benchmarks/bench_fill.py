@@ -35,6 +35,8 @@ from ppa_xr.core import kernels  # noqa: E402
 from ppa_xr.core.fill import fill  # noqa: E402
 
 SEEDS = (0, 1, 2)
+#: the share of clear pixels a date of the cloudy series needs to be kept
+MIN_CLEAR = 0.05
 RESULTS = os.path.join(HERE, "results", "fill.txt")
 
 
@@ -123,6 +125,11 @@ def cloudy_series(out: list[str]) -> None:
     with open(os.path.join(folder, "timestamps.json")) as f:
         stamps = json.load(f)
     times = np.array([np.datetime64(s[:19]) for s in stamps]).astype("datetime64[D]").astype(float)
+    dates = clear.mean(axis=(1, 2)) >= MIN_CLEAR  # a date clear nowhere (or almost) cannot be learnt: left out
+    ndvi, clear, times = ndvi[dates], clear[dates], times[dates]
+    out.append(f"eo-learn NDVI: {int(dates.sum())} of {len(dates)} dates have at least {MIN_CLEAR:.0%} clear pixels and are kept; "
+               f"{clear.mean():.0%} of their pixel-dates are clear, no pixel is clear on every date: {not clear.all(axis=0).any()}")
+    print(out[-1])
     t, h, w = ndvi.shape
     rolled = np.roll(clear, (h // 2, w // 2), axis=(1, 2))
     X = np.moveaxis(np.where(clear, ndvi, np.nan), 0, -1).reshape(-1, t)
@@ -189,6 +196,8 @@ def speed(out: list[str]) -> None:
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
     lines: list[str] = []
+    if which == "cloudy":
+        cloudy_series(lines)
     if which in ("fidelity", "all"):
         fidelity(lines)
     if which in ("speed", "all"):
