@@ -179,7 +179,7 @@ _GAP = {np.float32: np.finfo(np.float32).max, np.float64: np.finfo(np.float64).m
 def _gaps_marked(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
     """``missing="fill"``: the cube with the gaps of each pixel that has an observed value marked by :data:`_GAP`
     (lazily), so the sampler, which takes complete pixels, takes every such pixel; all-missing pixels stay NaN."""
-    finite = np.isfinite(da)
+    finite = xr.apply_ufunc(np.isfinite, da, dask="allowed")
     return da.where(finite | ~finite.any(dim), _GAP[da.dtype.type])
 
 

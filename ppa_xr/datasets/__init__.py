@@ -270,22 +270,23 @@ def open_abu_beach(chunks=None):
 def open_ndvi_series(chunks=None):
     """A cloudy Sentinel-2 NDVI time series: 68 dates (2015-07 to 2017-12) x 40 x 40 px at 10 m, with its clear mask.
 
-    A Dataset with ``ndvi`` (time, y, x; float32, every value as delivered, clouds included)
-    and ``clear`` (time, y, x; 1 where the value is valid and cloud-free, from eo-learn's
-    ``IS_VALID`` and cloud mask ``CLM``). About 62% of the values are clear, and no pixel is clear
-    on every date: mask with ``ndvi.where(clear == 1)`` and fill the gaps
-    (``fit(..., missing="fill")``, ``cube.ppa.fill``). A crop of eo-learn's TestEOPatch
-    (Slovenia, EPSG:32633; MIT, contains modified Copernicus Sentinel data; see ``data/PROVENANCE.md``).
+    About 62% of the values are clear, and no pixel is clear on every date: mask
+    with ``ndvi.where(clear == 1)`` and fill the gaps (``fit(..., missing="fill")``,
+    ``cube.ppa.fill``). A crop of eo-learn's TestEOPatch (Slovenia, EPSG:32633; MIT,
+    contains modified Copernicus Sentinel data; see ``data/PROVENANCE.md``).
 
     Parameters
     ----------
-    {{chunks}}
+    chunks : dict or int, optional
+        Dask chunks of the series, e.g. ``{"time": -1, "y": 20, "x": 20}`` (None: opened lazily without dask).
 
     Returns
     -------
-    xr.Dataset
-        ``ndvi`` and ``clear`` (time, y, x).
+    xarray.Dataset
+        ``ndvi`` (time, y, x; float32, every value as delivered, clouds included) and
+        ``clear`` (time, y, x; 1 where the value is valid and cloud-free: eo-learn's
+        ``IS_VALID`` and not its cloud mask ``CLM``).
     """
-    import xarray as xr
+    from xarray import open_dataset
 
-    return xr.open_dataset(_DATA / "ndvi_series_eolearn.nc", engine="h5netcdf", chunks=chunks)
+    return open_dataset(_DATA / "ndvi_series_eolearn.nc", engine="h5netcdf", chunks=chunks)
