@@ -51,7 +51,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import basis
+from . import basis, blas
 from .checks import check_components
 from .kernels import computed_dtype, forward, inverse
 from .params import PPAParams
@@ -96,12 +96,20 @@ def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, thre
     missing = ~np.isfinite(flat)
     rows = np.flatnonzero(missing.any(axis=1) & ~missing.all(axis=1))
     flat[missing.all(axis=1)] = np.nan
-    for start in range(0, len(rows), ROWS):
-        part = rows[start : start + ROWS]
-        values = flat[part].astype(np.float64)
-        gaps = missing[part]
-        filled = _fill_rows(values, gaps, params.cast(np.dtype(np.float64)), k)
-        flat[part] = np.where(gaps, filled, flat[part])  # observed entries copied back untouched
+    with blas.single_thread:  # block-sized products: BLAS threads would only wait (the kernels' rule)
+        for start in range(0, len(rows), ROWS):
+            part = rows[start : start + ROWS]
+            values = flat[part].astype(np.float64)
+            gaps = missing[part]
+            filled = _fill_rows(values, gaps, params.cast(np.dtype(np.float64)), k)
+            flat[part] = np.where(gaps, filled, flat[part])  # observed entries copied back untouched
+    return out
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` by scipy's BLAS (held at one thread while a fill runs)."""
+    out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
+    blas.matmul_into(a, b, out)
     return out
 
 
@@ -116,22 +124,22 @@ def _fill_rows(x: np.ndarray, gaps: np.ndarray, params: PPAParams, k: int) -> np
     linear = _linear_fill(x, gaps, params.pca())
     if k < params.n_features:
         curved, ok = _manifold_fill(x, linear, gaps, params, k)
+        ok &= _inside(forward(curved, params, threads=1), forward(linear, params, threads=1), params)
     elif params.curved_steps():
-        curved, ok = _by_gap_count(linear, gaps, params, MAX_ITERATIONS)
+        curved, ok = _by_gap_count(linear, gaps, params, MAX_ITERATIONS)  # the guard inside, on the iterations' outputs
     else:
         return linear
-    trusted = ok & _inside(curved, linear, params)
-    return np.where(trusted[:, None], curved, linear)
+    return np.where(ok[:, None], curved, linear)
 
 
 def _inside(curved: np.ndarray, linear: np.ndarray, params: PPAParams) -> np.ndarray:
-    """Rows whose fill keeps every curved step's scaled projection within :data:`GUARD` or within the linear fill's."""
+    """Rows whose fill (forward outputs ``curved``) keeps every curved step's scaled projection within :data:`GUARD`,
+    or within the linear fill's (outputs ``linear``)."""
     steps = params.curved_steps()
     if not steps:
         return np.ones(len(curved), bool)
 
-    def reach(x: np.ndarray) -> np.ndarray:
-        r = forward(x, params, threads=1)
+    def reach(r: np.ndarray) -> np.ndarray:
         return np.max(np.abs((r[:, steps] - params.center[steps]) / params.scale[steps]), axis=1)
 
     far = reach(curved)
@@ -200,7 +208,7 @@ def _tangents(r: np.ndarray, idx: np.ndarray, params: PPAParams) -> np.ndarray:
     for p in params.curved_steps():
         g = int(params.degrees[p])
         slopes = basis.power_derivatives((r[:, p] - params.center[p]) / params.scale[p], g, 1, params.tails) / params.scale[p]
-        shear = slopes.T @ params.forward[p, :g, p + 1 :]  # (n, d-p-1): d r[p+1:] / d r_p
+        shear = _product(slopes.T, params.forward[p, :g, p + 1 :])  # (n, d-p-1): d r[p+1:] / d r_p
         tangent[:, p + 1 :, :] -= shear[:, :, None] * tangent[:, p, None, :]
     return tangent
 
@@ -233,12 +241,12 @@ def _normal_equations(r: np.ndarray, idx: np.ndarray, params: PPAParams, precisi
     v = -v
     v[:, np.arange(c), steps] += 1.0  # V = E_C - dr/du E_C
     weighted = v * precision  # (Lambda^-1 V)^T
-    x = np.take_along_axis((weighted.reshape(n * c, d) @ lin).reshape(n, c, d), idx[:, None, :], axis=2)  # X^T: (n, |C|, m)
+    x = np.take_along_axis(_product(weighted.reshape(n * c, d), lin).reshape(n, c, d), idx[:, None, :], axis=2)  # X^T: (n, |C|, m)
     b_c = np.moveaxis(lin[steps][:, idx], 0, 1)  # (n, |C|, m)
     cross = np.matmul(np.swapaxes(x, 1, 2), b_c)
     inner = np.matmul(v, np.swapaxes(weighted, 1, 2))  # V^T L V: (n, |C|, |C|)
     hessian = full[idx[:, :, None], idx[:, None, :]] - cross - np.swapaxes(cross, 1, 2) + np.swapaxes(b_c, 1, 2) @ inner @ b_c
-    gradient = np.take_along_axis((r * precision) @ lin, idx, axis=1)
+    gradient = np.take_along_axis(_product(r * precision, lin), idx, axis=1)
     gradient -= np.matmul(np.swapaxes(b_c, 1, 2), np.matmul(weighted, r[:, :, None]))[..., 0]
     return hessian, gradient
 
@@ -247,7 +255,7 @@ def _shear(r: np.ndarray, p: int, params: PPAParams) -> np.ndarray:
     """``d r[p+1:] / d r_p`` at curved step ``p`` (n, d-p-1): ``F_p^T T_p'(t) / s_p``."""
     g = int(params.degrees[p])
     slopes = basis.power_derivatives((r[:, p] - params.center[p]) / params.scale[p], g, 1, params.tails) / params.scale[p]
-    return slopes.T @ params.forward[p, :g, p + 1 :]
+    return _product(slopes.T, params.forward[p, :g, p + 1 :])
 
 
 def _map_newton(x: np.ndarray, idx: np.ndarray, params: PPAParams, iterations: int) -> tuple[np.ndarray, np.ndarray]:
@@ -264,7 +272,8 @@ def _map_newton(x: np.ndarray, idx: np.ndarray, params: PPAParams, iterations: i
         delta[rows[: len(at)], idx[at]] = _solve(*_normal_equations(r, idx[at], params, precision))
         return delta
 
-    return _gauss_newton(x, objective, step, iterations)
+    out, done, r, start = _gauss_newton(x, objective, step, iterations)
+    return out, done & _inside(r, start, params)
 
 
 def _manifold_fill(x: np.ndarray, linear: np.ndarray, gaps: np.ndarray, params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -288,21 +297,22 @@ def _manifold_fill(x: np.ndarray, linear: np.ndarray, gaps: np.ndarray, params: 
         for p in used:
             g = int(params.degrees[p])
             slopes = basis.power_derivatives((s[:, p] - params.center[p]) / params.scale[p], g, 1, params.tails) / params.scale[p]
-            jac[:, :, p] += slopes.T @ (params.inverse[p, :g] @ back)
+            jac[:, :, p] += _product(slopes.T, params.inverse[p, :g] @ back)
         scaled = jac * weight[at][:, :, None]
         hessian = np.einsum("ndk,ndl->nkl", scaled, jac) + np.diag(prior)
         return _solve(hessian, np.einsum("ndk,nd->nk", scaled, error) + s * prior)
 
-    s, ok = _gauss_newton(forward(linear, params, k, threads=1), objective, step, MAX_ITERATIONS)
+    s, ok, _, _ = _gauss_newton(forward(linear, params, k, threads=1), objective, step, MAX_ITERATIONS)
     return np.where(gaps, inverse(s, params, threads=1), x), ok
 
 
-def _gauss_newton(values: np.ndarray, objective, step, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+def _gauss_newton(values: np.ndarray, objective, step, iterations: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Minimise ``objective(values, rows) -> (residuals, q)`` row by row with the updates ``step(values, residuals, rows)``,
     each halved until ``q`` does not increase; a row stops when ``q`` falls by less than :data:`TOLERANCE` of itself.
-    Returns the values and whether each row stopped so within ``iterations``."""
+    Returns the values, whether each row stopped so within ``iterations``, and the residuals at the end and at the start."""
     values = values.copy()
     residual, q = objective(values, np.arange(len(values)))
+    start = residual.copy()
     active, done = np.arange(len(values)), np.zeros(len(values), bool)
     for _ in range(iterations):
         if not active.size:
@@ -313,7 +323,7 @@ def _gauss_newton(values: np.ndarray, objective, step, iterations: int) -> tuple
         values[active], residual[active], q[active] = new, new_residual, new_q
         done[active[settled]] = True
         active = active[~settled]
-    return values, done | (iterations == 1)
+    return values, done | (iterations == 1), residual, start
 
 
 def _halved(values: np.ndarray, residual: np.ndarray, delta: np.ndarray, q: np.ndarray, objective):
