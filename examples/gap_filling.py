@@ -11,7 +11,7 @@ interpolation in time.
 
 From a checkout::
 
-    python examples/gap_filling.py      # figure in ./gap_filling/gaps_ndvi.png
+    python examples/gap_filling.py --output-dir docs/img    # the figure, gaps_ndvi.png
 """
 
 # %%
@@ -31,7 +31,7 @@ import matplotlib
 matplotlib.use("Agg")  # the figures are written as PNG files
 
 parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
-parser.add_argument("--out", default="gap_filling", help="folder for the figure")
+parser.add_argument("--output-dir", default="gap_filling", help="folder for the figure")
 args, _ = parser.parse_known_args()
 # sphinx_gallery_end_ignore
 
@@ -97,8 +97,7 @@ for ax in axes[:2]:
 fig.tight_layout()
 
 # sphinx_gallery_start_ignore
-out = Path(args.out)
+out = Path(args.output_dir)
 out.mkdir(parents=True, exist_ok=True)
 fig.savefig(out / "gaps_ndvi.png", dpi=90)
-print(f"wrote {out / 'gaps_ndvi.png'}")
 # sphinx_gallery_end_ignore

@@ -365,9 +365,9 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
     The gaps start at the features' observed means; then ``fit(filled, linear)``
     and :func:`fill` alternate, first with a linear model (``linear=True``: the
     fill is the Gaussian conditional mean of the current fit, EM-PCA's step) for
-    up to :data:`LINEAR_ITERATIONS`, then with the curved one for up to
-    :data:`CURVED_ITERATIONS`; each phase stops once the filled values change
-    by less than :data:`EM_TOLERANCE` of the features' spread (root mean square
+    up to ``LINEAR_ITERATIONS``, then with the curved one for up to
+    ``CURVED_ITERATIONS``; each phase stops once the filled values change
+    by less than ``EM_TOLERANCE`` of the features' spread (root mean square
     over the gaps). Observed values are never changed.
 
     Parameters

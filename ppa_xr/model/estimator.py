@@ -503,7 +503,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """``X`` with its missing values (NaN or inf) estimated from each row's observed ones on the fitted map.
 
         The fill is the most probable completion under the model
-        (:mod:`ppa_xr.core.fill`): with every component, the missing entries
+        (:func:`ppa_xr.core.fill.fill`): with every component, the missing entries
         minimising ``r(x)^T Lambda^-1 r(x)`` (for PCA, the Gaussian conditional
         mean: the best linear fill); with ``n_components=k``, the point of the
         k-component manifold nearest the observed values (probabilistic PCA's
