@@ -113,6 +113,27 @@ def complete_scene(name: str, X: np.ndarray, times: np.ndarray | None, out: list
     return ratios
 
 
+def no_complete_pixel(name: str, X: np.ndarray, out: list[str]) -> None:
+    """A stack with no complete pixel: each training pixel loses one band at random and a quarter of the others;
+    the fill of a model fitted with missing='fill' on it against that of a model fitted on the complete pixels."""
+    from scenes import random_halves
+
+    for seed in SEEDS:
+        train, test = random_halves(X, seed)
+        test = test[:3000]
+        rng = np.random.default_rng(seed + 200)
+        gaps = rng.random(train.shape) < 0.25
+        gaps[np.arange(len(train)), rng.integers(0, X.shape[1], len(train))] = True
+        observed = hide_quarter(test, seed)
+        gappy = np.where(observed, test, np.nan)
+        filled_fit = PPA(random_state=0).fit(np.where(gaps, np.nan, train), missing="fill")
+        complete_fit = PPA(random_state=0).fit(train)
+        ratio = mse(filled_fit.fill(gappy), test, ~observed) / mse(complete_fit.fill(gappy), test, ~observed)
+        line = f"{name:28s} seed {seed}: no complete training pixel, fill MSE of the missing='fill' model / the complete-pixel model's {ratio:6.3f}"
+        print(line, flush=True)
+        out.append(line)
+
+
 def cloudy_series(out: list[str]) -> None:
     """The eo-learn NDVI series: fit with missing='fill', hide clear values under the rolled cloud masks."""
     import json
@@ -169,6 +190,8 @@ def fidelity(out: list[str]) -> None:
     ):
         ratios = complete_scene(name, X, times, out)
         summary.append(f"{name}: mean {np.mean(ratios):.3f}, worst {np.max(ratios):.3f}")
+    no_complete_pixel("Landsat 5 (7 bands)", pixels(SCENES["landsat5 (7)"]()), out)
+    no_complete_pixel("BigEarthNet S2 (10 bands)", bigearthnet(), out)
     cloudy_series(out)
     out.append("summary (PPA fill MSE / best linear, over seeds): " + "; ".join(summary))
     print(out[-1])
@@ -198,6 +221,12 @@ if __name__ == "__main__":
     lines: list[str] = []
     if which == "cloudy":
         cloudy_series(lines)
+    if which == "incomplete":
+        from scenes import SCENES, pixels
+
+        warnings.simplefilter("ignore")
+        no_complete_pixel("Landsat 5 (7 bands)", pixels(SCENES["landsat5 (7)"]()), lines)
+        no_complete_pixel("BigEarthNet S2 (10 bands)", bigearthnet(), lines)
     if which in ("fidelity", "all"):
         fidelity(lines)
     if which in ("speed", "all"):

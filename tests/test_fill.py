@@ -106,21 +106,24 @@ def test_fill_without_a_curve_is_the_linear_fill(split):
                                   model.fill(np.where(observed, test, np.nan)))
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_fit_with_missing_fill_on_rows_that_all_have_gaps(seed):
+def test_fit_with_missing_fill_on_rows_that_all_have_gaps():
     """No complete row: missing="fill" fits, and its fill is within 1.1x of that of a model fitted on the complete rows
-    (measured 0.51-0.98 over seeds 0-2, 1.22 at seed 3: the degree selection on filled rows varies)."""
-    X = curved_sample(6000, d=5, seed=seed)
-    train, test = X[:3000], X[3000:]
-    gappy_train = np.where(hidden(train, 0.25, seed + 10) & ~np.eye(5, dtype=bool)[np.arange(3000) % 5], train, np.nan)
-    assert not np.isfinite(gappy_train).all(axis=1).any()
-    with pytest.raises(ValueError, match="missing='fill'"):
-        PPA(random_state=0).fit(gappy_train)
-    filled_model = PPA(random_state=0).fit(gappy_train, missing="fill")
-    complete_model = PPA(random_state=0).fit(train)
-    observed = hidden(test, 0.25, seed + 20)
-    gappy = np.where(observed, test, np.nan)
-    assert mse(filled_model.fill(gappy), test, observed) <= 1.1 * mse(complete_model.fill(gappy), test, observed)
+    on average over seeds (measured 0.47, 0.75, 1.02, 1.34 at seeds 0-3: the degrees selected on filled rows vary)."""
+    ratios = []
+    for seed in range(4):
+        X = curved_sample(6000, d=5, seed=seed)
+        train, test = X[:3000], X[3000:]
+        gappy_train = np.where(hidden(train, 0.25, seed + 10) & ~np.eye(5, dtype=bool)[np.arange(3000) % 5], train, np.nan)
+        assert not np.isfinite(gappy_train).all(axis=1).any()
+        if seed == 0:
+            with pytest.raises(ValueError, match="missing='fill'"):
+                PPA(random_state=0).fit(gappy_train)
+        filled_model = PPA(random_state=0).fit(gappy_train, missing="fill")
+        complete_model = PPA(random_state=0).fit(train)
+        observed = hidden(test, 0.25, seed + 20)
+        gappy = np.where(observed, test, np.nan)
+        ratios.append(mse(filled_model.fill(gappy), test, observed) / mse(complete_model.fill(gappy), test, observed))
+    assert np.mean(ratios) <= 1.1 and max(ratios) < 1.5
 
 
 def test_missing_fill_refusals():

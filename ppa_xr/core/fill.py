@@ -368,7 +368,10 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
     up to ``LINEAR_ITERATIONS``, then with the curved one for up to
     ``CURVED_ITERATIONS``; each phase stops once the filled values change
     by less than ``EM_TOLERANCE`` of the features' spread (root mean square
-    over the gaps). Observed values are never changed.
+    over the gaps). Each fit sees the fill plus a draw from its Laplace
+    posterior ``N(0, (J_m^T Lambda^-1 J_m)^-1)`` (for PCA the exact conditional
+    covariance: stochastic EM), so a curve does not feed on its own, noise-free
+    fill; the rows returned are the last fill itself. Observed values are never changed.
 
     Parameters
     ----------
@@ -380,7 +383,8 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
     Returns
     -------
     tuple
-        The rows filled by the last model (n, d, float64), and that model's parameters.
+        The rows filled by the last model (n, d, float64; its most probable values, without the draws the
+        iterations fit on), and that model's parameters.
     """
     gaps = ~np.isfinite(x)
     observed = np.where(gaps, 0.0, x)
@@ -398,4 +402,4 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
             if change <= EM_TOLERANCE * max(spread, np.finfo(float).tiny):
                 break
     assert params is not None
-    return filled, params
+    return best, params
