@@ -257,3 +257,21 @@ def test_model_file_round_trip_fills_alike(gappy_cube, tmp_path):
 
     X = cube.transpose("y", "x", "band").values.reshape(-1, 5)
     np.testing.assert_array_equal(load_model(tmp_path / "m.nc").fill(X), model.fill(X))
+
+
+def test_fit_with_gaps_checks_the_curve_on_held_out_values():
+    """A curved model imposed on data without its curve: the check on held-out values says the curve's fill is worse,
+    on curved data it does not."""
+    from ppa_xr.core.fill import fit_with_gaps
+
+    curved = curved_sample(3000, d=4, seed=5)
+    params = PPA(random_state=0).fit(curved).params_
+    gauss = np.random.default_rng(6).multivariate_normal(curved.mean(0), np.cov(curved, rowvar=False), 3000)
+    gappy = np.where(hidden(gauss, 0.25, 7), gauss, np.nan)
+    filled, _, check = fit_with_gaps(gappy, lambda rows, linear: params.pca() if linear else params, np.random.default_rng(0))
+    assert check.count > 100 and check.worse and check.ratio > 1.1
+    finite = np.isfinite(gappy)
+    np.testing.assert_array_equal(filled[finite], gappy[finite])
+    _, _, check = fit_with_gaps(np.where(hidden(curved, 0.25, 7), curved, np.nan), lambda rows, linear: params.pca() if linear else params,
+                                np.random.default_rng(0))
+    assert not check.worse and check.ratio < 0.9

@@ -48,6 +48,7 @@ missing value.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -359,7 +360,7 @@ def check_missing(missing: object) -> str:
     return missing
 
 
-def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], rng: np.random.Generator) -> tuple[np.ndarray, PPAParams]:
+def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], rng: np.random.Generator) -> tuple[np.ndarray, PPAParams, FillCheck]:
     """An EM-style fit on rows with gaps (NaN or inf; each row with at least one observed value): fill, fit, refill.
 
     The gaps start at the features' observed means; then ``fit(filled, linear)``
@@ -371,7 +372,10 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
     over the gaps). Each fit sees the fill plus a draw from its Laplace
     posterior ``N(0, (J_m^T Lambda^-1 J_m)^-1)`` (for PCA the exact conditional
     covariance: stochastic EM), so a curve does not feed on its own, noise-free
-    fill; the rows returned are the last fill itself. Observed values are never changed.
+    fill; the rows returned are the last fill itself. A share ``CHECK_SHARE`` of
+    the observed values is held out of the loop and filled at the end by the
+    curve and by the linear fill of the same model's PCA (:class:`FillCheck`);
+    the rows returned hold them again. Observed values are never changed.
 
     Parameters
     ----------
@@ -379,27 +383,71 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
         (n, d) rows, NaN where a value is missing, at least one observed value per row and per feature.
     fit : callable
         ``fit(filled, linear) -> PPAParams``: the model of complete rows.
+    rng : np.random.Generator
+        Draws the held-out values and the posterior draws.
 
     Returns
     -------
     tuple
-        The rows filled by the last model (n, d, float64; its most probable values, without the draws the
-        iterations fit on), and that model's parameters.
+        The rows filled by the last model (n, d, float64), that model's parameters, and the held-out check.
     """
-    gaps = ~np.isfinite(x)
-    observed = np.where(gaps, 0.0, x)
+    finite = np.isfinite(x)
+    held = _held_values(finite, rng)
+    work = np.where(held, np.nan, x)
+    gaps = ~np.isfinite(work)
+    observed = np.where(gaps, 0.0, work)
     counts = (~gaps).sum(axis=0)
     means = observed.sum(axis=0) / np.maximum(counts, 1)
     spread = np.sqrt(np.mean(np.where(gaps, 0.0, (observed - means) ** 2).sum(axis=0) / np.maximum(counts, 1)))
-    filled = best = np.where(gaps, means, x).astype(np.float64)
+    filled = best = np.where(gaps, means, work).astype(np.float64)
     params = None
     for linear, iterations in ((True, LINEAR_ITERATIONS), (False, CURVED_ITERATIONS)):
         for _ in range(iterations):
             params = fit(filled, linear)
-            new = fill(x, params).astype(np.float64)
+            new = fill(work, params).astype(np.float64)
             change = np.sqrt(np.mean(np.square(new - best)[gaps])) if gaps.any() else 0.0
             best, filled = new, _scattered(new, gaps, params.cast(np.dtype(np.float64)), rng) if SCATTER else new
             if change <= EM_TOLERANCE * max(spread, np.finfo(float).tiny):
                 break
     assert params is not None
-    return best, params
+    check = _check(x, work, held, params)
+    best[held] = x[held]
+    return best, params, check
+
+
+#: the share of observed values :func:`fit_with_gaps` holds out to compare the curve's fill with the linear one
+CHECK_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class FillCheck:
+    """The fill of values held out of a fit with gaps: the curve's squared error as a share of the linear fill's
+    (the same model's PCA), its standard error, and how many values were held out (0: none, too few observed)."""
+
+    ratio: float
+    standard_error: float
+    count: int
+
+    @property
+    def worse(self) -> bool:
+        """Whether the curve's fill is worse than the linear one beyond twice the standard error."""
+        return self.count > 0 and self.ratio - 1 > 2 * self.standard_error
+
+
+def _held_values(finite: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``CHECK_SHARE`` of the observed values, drawn at random, none of a row's last one nor a feature's last one."""
+    held = finite & (rng.random(finite.shape) < CHECK_SHARE)
+    held[~(finite & ~held).any(axis=1)] = False
+    held[:, ~(finite & ~held).any(axis=0)] = False
+    return held
+
+
+def _check(x: np.ndarray, work: np.ndarray, held: np.ndarray, params: PPAParams) -> FillCheck:
+    rows = held.any(axis=1)
+    if held.sum() < 2:
+        return FillCheck(1.0, 0.0, 0)
+    truth = x[rows][held[rows]]
+    curved = (fill(work[rows], params)[held[rows]] - truth) ** 2
+    linear = (fill(work[rows], params.pca())[held[rows]] - truth) ** 2
+    base = max(float(linear.mean()), np.finfo(float).tiny)
+    return FillCheck(float(curved.mean()) / base, float(np.std(curved - linear) / np.sqrt(len(truth))) / base, int(len(truth)))

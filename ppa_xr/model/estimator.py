@@ -712,7 +712,12 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             return fit_selected(filled, spec, groups, checks.rng_of(rng_seed), None, weights)[0].params
 
-    filled, _ = fit_with_gaps(X, fit, checks.rng_of(rng_seed))
+    filled, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed))
+    if check.worse:
+        warn_user(f"missing='fill': on {check.count} observed values held out of the fit, the curve's fill has {check.ratio:.0%} of "
+                  f"the squared error of the linear fill (+-{check.standard_error:.0%}): its curves do not carry over to the gaps "
+                  "of these data. Fill with the model's PCA instead (model.pca_.fill(X), cube.ppa.fill(model.pca_)) or fit "
+                  "degree=1", UserWarning)
     return filled.astype(X.dtype, copy=False), groups, weights
 
 
