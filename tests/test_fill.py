@@ -38,13 +38,16 @@ def split():
     return X[:2000], X[2000:]
 
 
-def test_pca_fill_is_the_conditional_mean(split):
-    train, test = split
+@pytest.mark.parametrize("standardize", [False, True])
+def test_pca_fill_is_the_conditional_mean(split, standardize):
+    """Also with features in units 1e4 apart, standardized: the solve's ridge scales with each feature."""
+    units = np.array([1, 100, 0.01, 5, 1]) if standardize else np.ones(5)
+    train, test = split[0] * units, split[1] * units
     observed = hidden(test, 0.3, 0)
-    model = PPA(degree=1, random_state=0).fit(train)
+    model = PPA(degree=1, standardize=standardize, random_state=0).fit(train)
     filled = model.fill(np.where(observed, test, np.nan))
     expected = conditional_mean(train, test, observed)
-    np.testing.assert_allclose(filled, expected, rtol=0, atol=1e-10 * np.abs(expected).max())
+    np.testing.assert_allclose(filled / units, expected / units, rtol=0, atol=1e-10 * np.abs(expected / units).max())
 
 
 def test_pca_manifold_fill_is_ppca_conditional_mean(split):

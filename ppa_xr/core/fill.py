@@ -195,7 +195,7 @@ def _scattered(filled: np.ndarray, gaps: np.ndarray, params: PPAParams, rng: np.
         idx = np.argsort(~gaps[rows], axis=1, kind="stable")[:, :m]
         jac = _tangents(forward(filled[rows], params, threads=1), idx, params)
         hessian = np.einsum("ndm,ndk->nmk", jac * precision[None, :, None], jac)
-        hessian += 1e-13 * np.diagonal(hessian, axis1=1, axis2=2).max(axis=1)[:, None, None] * np.eye(m)
+        hessian += _ridge(hessian)
         lower = np.linalg.cholesky(hessian)  # H = L L^T: L^-T z ~ N(0, H^-1)
         z = draws[rows[:, None], idx][..., None]
         out[rows[:, None], idx] += np.linalg.solve(np.swapaxes(lower, 1, 2), z)[..., 0]
@@ -215,10 +215,15 @@ def _tangents(r: np.ndarray, idx: np.ndarray, params: PPAParams) -> np.ndarray:
 
 
 def _solve(hessian: np.ndarray, gradient: np.ndarray) -> np.ndarray:
-    """``-H^-1 g`` per row, with a ridge of 1e-13 of each row's largest diagonal entry (a flat direction stays solvable)."""
+    """``-H^-1 g`` per row, with a ridge of 1e-13 of each diagonal entry (:func:`_ridge`)."""
+    return -np.linalg.solve(hessian + _ridge(hessian), gradient[..., None])[..., 0]
+
+
+def _ridge(hessian: np.ndarray) -> np.ndarray:
+    """``1e-13 diag(H)`` per row (and the smallest normal number): a flat direction stays solvable, and the ridge
+    scales with each entry, so features in very different units (a standardizing model) are not biased."""
     diagonal = np.diagonal(hessian, axis1=1, axis2=2)
-    ridge = 1e-13 * diagonal.max(axis=1)[:, None, None] * np.eye(hessian.shape[1])
-    return -np.linalg.solve(hessian + ridge, gradient[..., None])[..., 0]
+    return (1e-13 * diagonal + np.finfo(float).tiny)[:, :, None] * np.eye(hessian.shape[1])
 
 
 def _normal_equations(r: np.ndarray, idx: np.ndarray, params: PPAParams, precision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
