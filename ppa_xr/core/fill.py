@@ -426,8 +426,17 @@ CHECK_SHARE = 0.05
 
 @dataclass(frozen=True)
 class FillCheck:
-    """The fill of values held out of a fit with gaps: the curve's squared error as a share of the linear fill's
-    (the same model's PCA), its standard error, and how many values were held out (0: none, too few observed)."""
+    """The fill of values held out of a fit with gaps, by the curve and by the linear fill of the same model's PCA.
+
+    Parameters
+    ----------
+    ratio : float
+        The curve's mean squared error as a share of the linear fill's.
+    standard_error : float
+        Its standard error (from the paired differences).
+    count : int
+        Values held out (0: none, too few observed).
+    """
 
     ratio: float
     standard_error: float
