@@ -88,6 +88,7 @@ def _fast_argv(gallery_conf, script_vars) -> list[str]:
         "report_figure": out,
         "landsat_workflow": out,
         "cluster_outputs": out,
+        "gap_filling": out,
     }[name]
 
 

@@ -4,6 +4,7 @@
     ppa-xr fit LC08_B1.TIF LC08_B2.TIF ... LC08_B7.TIF model.nc     # one file per band
     ppa-xr transform scene.tif model.nc components.tif --n-components 3
     ppa-xr inverse components.tif model.nc reconstruction.tif
+    ppa-xr fill cloudy.tif model.nc filled.tif          # missing values (NaN, nodata) estimated by the model
     ppa-xr report scene.tif model.nc report/          # report.md, report.png, report_maps.nc
     ppa-xr demo                       # everything above on the bundled Landsat 8 sample
 """
@@ -77,7 +78,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     model_path = check_path(args.model, None, args.overwrite, inputs=args.inputs)
     cube = _cube(args)
     params = _spec_options(args)
-    model = cube.ppa.fit(dim=args.dim, n_samples=args.n_samples, progress=True, **params)
+    model = cube.ppa.fit(dim=args.dim, n_samples=args.n_samples, progress=True, missing=args.missing, **params)
     model.save(model_path, overwrite=args.overwrite)
     labels = "" if model.feature_labels_ is None else " " + shown(model.feature_labels_)
     print(f"fitted PPA on {model.sample_.size} sampled pixels x {model.n_features_in_} features along {model.feature_dim_!r}{labels}; "
@@ -92,6 +93,16 @@ def _cmd_transform(args: argparse.Namespace) -> int:
     scores = _cube(args, model).ppa.transform(model, n_components=args.n_components, check=True)
     _write(scores, output, args)
     print(f"wrote {output}: {dict(scores.sizes)}")
+    return 0
+
+
+def _cmd_fill(args: argparse.Namespace) -> int:
+    """``ppa-xr fill``: the input with its missing values (NaN, nodata) filled by the model, observed ones as they were."""
+    output = _output(args, args.output)
+    model = load_model(args.model)
+    filled = _cube(args, model).ppa.fill(model, n_components=args.n_components)
+    _write(filled, output, args)
+    print(f"wrote {output}: {dict(filled.sizes)}")
     return 0
 
 
@@ -291,10 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
         if reads:
             p.add_argument("--chunks", type=_positive, default=1024, help="x/y chunk size in pixels (default 1024)")
             p.add_argument("--variable", help="data variable of a netCDF/zarr input (default: all variables are bands)")
-        if name in ("fit", "transform", "report"):
+        if name in ("fit", "transform", "report", "fill"):
             p.add_argument("--bands", nargs="+", metavar="NAME", help="names of the input's bands, in order (default: the "
                            "file's band descriptions, or the _B<n> suffix of one-band files)")
-        if name in ("transform", "report"):
+        if name in ("transform", "report", "fill"):
             p.add_argument("--match-bands", choices=["label", "position"], default="label",
                            help="match the input's bands to the model's by label (default) or by position")
         p.add_argument("--overwrite", action="store_true", help="replace existing outputs (never an input)")
@@ -304,12 +315,17 @@ def build_parser() -> argparse.ArgumentParser:
     fit = command("fit", _cmd_fit, "fit a model on sampled pixels", ("inputs", "model"))
     fit.add_argument("--dim", default="band", help="the band/feature dimension (default band)")
     fit.add_argument("--n-samples", type=_positive, help="pixels sampled for the fit (default: up to 200000)")
+    fit.add_argument("--missing", choices=["drop", "fill"], default="drop",
+                     help="pixels with a missing value: left out (drop, default) or kept, their gaps filled as the fit goes (fill)")
     for declared in spec.fields_of():  # the estimator's parameters, as the spec declares them
         _add_option(fit, declared)
     command("transform", _cmd_transform, "PPA components of a cube", ("inputs", "model", "output")).add_argument(
         "--n-components", type=_positive, help="components to write (default: all)"
     )
     command("inverse", _cmd_inverse, "cube back from components", ("inputs", "model", "output"))
+    command("fill", _cmd_fill, "a cube with its missing values filled by the model", ("inputs", "model", "output")).add_argument(
+        "--n-components", type=_positive, help="fill from the first K components' manifold (default: every component)"
+    )
     command("report", _cmd_report, "PPA vs PCA: redundancy and error maps, summary and figure into a folder",
             ("inputs", "model", "output_dir")).add_argument("--n-components", type=_positive, help="components kept for the error maps (default 3, at most the bands less one)")
     demo = command("demo", _cmd_demo, "the whole workflow on the bundled Landsat 8 sample", (), reads=False)

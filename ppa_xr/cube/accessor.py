@@ -84,6 +84,11 @@ class _PPAAccessor:
         """Lazy per-pixel squared error map; see :func:`ppa_xr.cube.reconstruction_error`."""
         return maps.reconstruction_error(self._obj, model, n_components, dim)
 
+    @_delegates_to(maps.fill)
+    def fill(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, return_mask: bool = False):
+        """Lazy gap filling on the fitted map; see :func:`ppa_xr.cube.fill`."""
+        return maps.fill(self._obj, model, n_components, dim, return_mask)
+
     @_delegates_to(report.information_report)
     def information_report(
         self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, n_samples: int | None = None, random_state: int | None = RANDOM_STATE,

@@ -9,6 +9,7 @@ import numpy as np
 import xarray as xr
 
 from ..core.checks import warn_user
+from ..core.fill import check_missing
 from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model import PPA
 from ..model.labels import FeatureLabels
@@ -19,7 +20,7 @@ from .sampling import feature_weights_at, over_features, sample_cubes
 
 def fit(
     obj: xr.DataArray | xr.Dataset, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE,
-    progress: bool = False, weights: xr.DataArray | None = None, **ppa_params: Any,
+    progress: bool = False, weights: xr.DataArray | None = None, missing: str = "drop", **ppa_params: Any,
 ) -> PPA:
     """Fit :class:`~ppa_xr.PPA` on a random sample of the valid pixels of a cube.
 
@@ -75,6 +76,11 @@ def fit(
         and held-out error (``PPA.fit(X, sample_weight=...)``). Where every
         valid pixel is sampled the fit is exactly the weighted one (weighted
         EOFs with ``degree=1``).
+    missing : {"drop", "fill"}
+        ``"drop"``: a pixel is valid when every feature is (the sample holds complete pixels only).
+        ``"fill"``: a pixel is valid when any feature is; the sample's gaps are filled as the fit goes
+        (``PPA.fit(X, missing="fill")``: fill, fit, refill), for stacks where few or no pixels are
+        complete (a cloudy time series).
     **ppa_params
         :class:`~ppa_xr.PPA` parameters (``degree``, ``robust``, ``standardize``, ``noise_cov``, ...).
 
@@ -94,12 +100,12 @@ def fit(
     >>> cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
     >>> model = cube.ppa.fit(n_samples=20_000, random_state=0)  # doctest: +SKIP
     """
-    return fit_pooled([obj], dim, n_samples, random_state, progress, weights, **ppa_params)
+    return fit_pooled([obj], dim, n_samples, random_state, progress, weights, missing, **ppa_params)
 
 
 def fit_pooled(
     cubes: Iterable[xr.DataArray | xr.Dataset], dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE,
-    progress: bool = False, weights: xr.DataArray | Sequence[xr.DataArray] | None = None, **ppa_params: Any,
+    progress: bool = False, weights: xr.DataArray | Sequence[xr.DataArray] | None = None, missing: str = "drop", **ppa_params: Any,
 ) -> PPA:
     """Fit one :class:`~ppa_xr.PPA` on several cubes (scenes, dates; any grids), as :func:`~ppa_xr.cube.fit` does on one.
 
@@ -114,7 +120,7 @@ def fit_pooled(
     ----------
     cubes : iterable of xr.DataArray or xr.Dataset
         The scenes or dates, on any grids, with the same features (a list, or any iterable such as a generator).
-    dim, n_samples, random_state, progress, **ppa_params
+    dim, n_samples, random_state, progress, missing, **ppa_params
         As in :func:`~ppa_xr.cube.fit`; ``noise_cov="shift"`` pools the neighbour differences of every cube.
     weights : xr.DataArray or sequence of xr.DataArray, optional
         As in :func:`~ppa_xr.cube.fit`: one for every cube (broadcast to each), or one per cube.
@@ -148,7 +154,7 @@ def fit_pooled(
     feature_weights, weights = _by_kind(arrays[0], dim, weights)
     sampled, used = _s_mode_features(arrays, dim)
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
-    pooled = sample_cubes(sampled, dim, n_samples, random_state, along=shift, progress=progress)
+    pooled = _sampled(sampled, dim, n_samples, random_state, shift, check_missing(missing), progress)
     if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
         declared = declared.replace(noise_cov=sample_covariance(features.select(feature_array(noise, dim), d), dim))
     elif pooled.along is not None:
@@ -156,7 +162,37 @@ def fit_pooled(
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
     return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights,
-                       _weighing_out(feature_weights, used))
+                       _weighing_out(feature_weights, used), missing)
+
+
+def _sampled(arrays: list[xr.DataArray], dim: Hashable, n_samples: int | None, random_state: int | None, shift: Any,
+             missing: str, progress: bool = False) -> Any:
+    """The pooled sample of complete pixels (``"drop"``) or of pixels with any observed value (``"fill"``, gaps NaN)."""
+    filling = missing == "fill"
+    try:
+        pooled = sample_cubes([_gaps_marked(da, dim) for da in arrays] if filling else arrays, dim, n_samples, random_state, along=shift,
+                             progress=progress)
+    except ValueError as err:
+        if "no valid pixel" not in str(err):
+            raise
+        hint = ("no pixel has any observed feature: every value is NaN or nodata" if filling else
+                "to fit on pixels with gaps (clouds, missing dates), pass missing='fill'")
+        raise ValueError(f"{err}; {hint}") from err
+    if filling:
+        pooled.values[pooled.values == _GAP[pooled.values.dtype.type]] = np.nan
+    return pooled
+
+
+#: the value a gap of a partly observed pixel takes while the sampler reads it as valid (the largest float: no
+#: reflectance, temperature or index reaches it), put back to NaN in the sample
+_GAP = {np.float32: np.finfo(np.float32).max, np.float64: np.finfo(np.float64).max}
+
+
+def _gaps_marked(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
+    """``missing="fill"``: the cube with the gaps of each pixel that has an observed value marked by :data:`_GAP`
+    (lazily), so the sampler, which takes complete pixels, takes every such pixel; all-missing pixels stay NaN."""
+    finite = xr.apply_ufunc(np.isfinite, da, dask="allowed")
+    return da.where(finite | ~finite.any(dim), _GAP[da.dtype.type])
 
 
 def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray | None, Any]:

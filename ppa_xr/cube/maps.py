@@ -18,6 +18,7 @@ import xarray as xr
 
 from .._version import VERSION
 from ..core import kernels
+from ..core.fill import fill as fill_kernel
 from ..core.checks import check_components
 from ..core.docstrings import shared
 from ..model import PPA
@@ -237,6 +238,50 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
     units = _component_units(da, model)
     out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)
     return out.rename(_name(obj, "reconstruction_error")).assign_attrs(provenance(model, "squared reconstruction error", k))
+
+
+@shared
+def fill(
+    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None, return_mask: bool = False,
+) -> xr.DataArray | tuple[xr.DataArray, xr.DataArray]:
+    """Lazy gap filling: each pixel's missing values (NaN, inf or nodata) estimated from its observed ones on the fitted map.
+
+    The core kernel (:func:`ppa_xr.core.fill.fill`, :meth:`~ppa_xr.PPA.fill`) mapped over the
+    chunks: observed values are returned unchanged, missing ones get the most probable completion
+    under the model (for PCA the best linear fill, the Gaussian conditional mean); a pixel with no
+    observed value stays NaN. Nothing is computed until the result is.
+
+    Parameters
+    ----------
+    {{cube_model}}
+    n_components : int, optional
+        Fill from the first k components' manifold (1..d); default: every component.
+    {{fitted_dim}}
+    return_mask : bool
+        Also return where values were filled.
+
+    Returns
+    -------
+    xr.DataArray or tuple of xr.DataArray
+        The filled cube (the cube's dims, coords, chunks and labels; float32 stays float32, integers become
+        floats), and with ``return_mask=True`` a boolean cube of the same shape, True where a value was filled.
+
+    Examples
+    --------
+    >>> filled, mask = cube.ppa.fill(model, return_mask=True)  # doctest: +SKIP
+    """
+    da, dim = model_features(obj, model, dim)
+    k = None if n_components is None else check_components(n_components, model.n_features_in_)
+    out = map_kernel(fill_kernel, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
+    kept = model.n_features_in_ if k is None else k
+    labels = {name: coord for name, coord in da.coords.items() if dim in coord.dims}  # the cube's own, in the model's order
+    filled = out.assign_coords(labels).rename(_name(obj, "filled")).assign_attrs(provenance(model, "fill", kept))
+    if not return_mask:
+        return filled
+    missing = ~xr.apply_ufunc(np.isfinite, da, dask="allowed")
+    mask = (missing & ~missing.all(dim)).transpose(*da.dims).rename(_name(obj, "filled_mask"))
+    mask.attrs = {"long_name": "value filled by PPA"}
+    return filled, mask
 
 
 def provenance(model: PPA, output: str, k: int) -> dict[str, str | int]:

@@ -20,7 +20,7 @@ from ..core.docstrings import shared
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["Table", "UCI_TABLES", "load_table", "landsat8_sample_path", "open_landsat8_sample", "rgb_byte_path", "open_rgb_byte", "open_ersst_sample", "open_abu_beach"]
+__all__ = ["Table", "UCI_TABLES", "load_table", "landsat8_sample_path", "open_landsat8_sample", "rgb_byte_path", "open_rgb_byte", "open_ersst_sample", "open_abu_beach", "open_ndvi_series"]
 
 _DATA = files(__name__) / "data"
 UCI_TABLES = ("MagicGamma", "JapaneseVowels", "Pageblocks", "Sat", "Segmentation")
@@ -264,3 +264,29 @@ def open_abu_beach(chunks=None):
     import xarray as xr
 
     return xr.open_dataset(_DATA / "abu_beach_4.nc", engine="h5netcdf", chunks=chunks)
+
+
+@shared
+def open_ndvi_series(chunks=None):
+    """A cloudy Sentinel-2 NDVI time series: 68 dates (2015-07 to 2017-12) x 40 x 40 px at 10 m, with its clear mask.
+
+    About 62% of the values are clear, and no pixel is clear on every date: mask
+    with ``ndvi.where(clear == 1)`` and fill the gaps (``fit(..., missing="fill")``,
+    ``cube.ppa.fill``). A crop of eo-learn's TestEOPatch (Slovenia, EPSG:32633; MIT,
+    contains modified Copernicus Sentinel data; see ``data/PROVENANCE.md``).
+
+    Parameters
+    ----------
+    chunks : dict or int, optional
+        Dask chunks of the series, e.g. ``{"time": -1, "y": 20, "x": 20}`` (None: opened lazily without dask).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``ndvi`` (time, y, x; float32, every value as delivered, clouds included) and
+        ``clear`` (time, y, x; 1 where the value is valid and cloud-free: eo-learn's
+        ``IS_VALID`` and not its cloud mask ``CLM``).
+    """
+    from xarray import open_dataset
+
+    return open_dataset(_DATA / "ndvi_series_eolearn.nc", engine="h5netcdf", chunks=chunks)

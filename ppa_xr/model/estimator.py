@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..core import checks, errors, kernels, spec, subspace
+from ..core.fill import check_missing, fit_with_gaps
+from ..core.fill import fill as fill_gaps
 from ..core.checks import warn_user
 from ..core.docstrings import shared
 from ..core.keys import FitSample
@@ -72,7 +74,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return Spec(**self.get_params(deep=False))
 
     def fit(self, X: Any, y: Any = None, groups: Any = None, sample_weight: Any = None, progress: bool = False,
-            feature_weight: Any = None) -> PPA:
+            feature_weight: Any = None, missing: str = "drop") -> PPA:
         """Fit the PPA map on ``X``; rows with NaN or inf are left out, with a warning (every row of them: an error).
 
         The fit runs on the data divided by a power of two near its spread,
@@ -109,6 +111,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             ``sqrt(w_j)``, as eofs' and xeofs' area weights; inverse and
             reconstructions undo it. Features of weight 0 are left out (NaN in
             ``components_``, inverse and reconstructions).
+        missing : {"drop", "fill"}
+            ``"drop"``: rows with a NaN or inf are left out. ``"fill"``: they are kept and their gaps filled as
+            the fit goes (:func:`~ppa_xr.core.fill.fit_with_gaps`: fill, fit, refill, linear then curved);
+            rows with nothing observed are left out. For data where few or no rows are complete (cloudy time series).
 
         Returns
         -------
@@ -127,12 +133,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         declared = self._get_spec()
         X = validate_data(self, _unmasked(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
-        return self._fit(X, declared, groups, None, None, progress, sample_weight, feature_weight)
+        return self._fit(X, declared, groups, None, None, progress, sample_weight, feature_weight, missing)
 
     @classmethod
     def _fitted(cls, X: np.ndarray, declared: Spec, groups: np.ndarray | None = None, features: FeatureLabels | None = None,
                sample: FitSample | None = None, progress: bool = False, weights: np.ndarray | None = None,
-               feature_weights: np.ndarray | None = None) -> PPA:
+               feature_weights: np.ndarray | None = None, missing: str = "drop") -> PPA:
         """A model fitted on a prepared sample with checked parameters: the cube layer's way in.
 
         Parameters
@@ -153,6 +159,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             (n,) the rows' weights (a cube's ``weights`` at the sampled pixels).
         feature_weights : np.ndarray, optional
             (d,) the features' weights (a cube's ``weights`` over its feature dimension).
+        missing : {"drop", "fill"}
+            As in :meth:`fit`.
 
         Returns
         -------
@@ -161,16 +169,21 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         model = cls(**declared.values())
         X = validate_data(model, X, dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
-        return model._fit(X, declared, groups, features, sample, progress, weights, feature_weights)
+        return model._fit(X, declared, groups, features, sample, progress, weights, feature_weights, missing)
 
     def _fit(self, X: np.ndarray, declared: Spec, groups: Any, features: FeatureLabels | None, sample: FitSample | None,
-             progress: bool, weights: Any = None, feature_weights: Any = None) -> PPA:
+             progress: bool, weights: Any = None, feature_weights: Any = None, missing: str = "drop") -> PPA:
         if groups is not None and np.shape(groups) != (len(X),):
             raise ValueError(f"groups must hold one label per sample, shape ({len(X)},), got shape {np.shape(groups)}")
         if feature_weights is not None or len(X) <= X.shape[1]:
+            if check_missing(missing) == "fill":
+                raise ValueError("missing='fill' fits need more samples than features and no feature weights; with fewer "
+                                 "samples (S-mode) a feature missing in some samples leaves those samples out: use missing='drop'")
             return self._fit_reduced(X, declared, groups, features, sample, progress, weights, feature_weights)
         if weights is not None:
             X, groups, weights = _weighed(X, groups, weights, declared)
+        if check_missing(missing) == "fill":
+            X, groups, weights = _gaps_filled(X, groups, weights, declared)
         X, groups, weights = _complete(X, groups, weights)
         fitted, configuration = _fitted_map(X, declared, groups, progress, weights)
         params = fitted.params
@@ -555,6 +568,35 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         return np.mean(kernels.error_curve(self._check_input(X), self.params_), axis=0)
 
+    def fill(self, X: Any, n_components: int | None = None) -> np.ndarray:
+        """``X`` with its missing values (NaN or inf) estimated from each row's observed ones on the fitted map.
+
+        The fill is the most probable completion under the model
+        (:func:`ppa_xr.core.fill.fill`): with every component, the missing entries
+        minimising ``r(x)^T Lambda^-1 r(x)`` (for PCA, the Gaussian conditional
+        mean: the best linear fill); with ``n_components=k``, the point of the
+        k-component manifold nearest the observed values (probabilistic PCA's
+        model). A row whose curved fill leaves the fitted range far behind, or
+        does not converge, gets the linear fill of the model's PCA.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples, NaN (or inf) where a value is missing.
+        n_components : int, optional
+            Fill from the first k components' manifold (1..d); default: every component.
+
+        Returns
+        -------
+        np.ndarray
+            (n_samples, n_features): observed values unchanged (bit for bit), missing ones filled; a row with
+            no observed value stays NaN. float32 stays float32.
+        """
+        if self.params_.n_inputs != self.params_.n_features:
+            raise ValueError("fill works on models fitted in the features' own space; this one was fitted in the span of its "
+                             "samples (S-mode, or feature weights), where a map's missing cells are not estimated yet")
+        return fill_gaps(self._check_input(X), self.params_, n_components)
+
     def evaluate(self, X: Any, sample_weight: Any = None) -> errors.ErrorComparison:
         """PPA against its own PCA (:attr:`pca_`) on the samples ``X``, ideally not used to fit.
 
@@ -742,10 +784,41 @@ def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[n
     if not bad.any():
         return X, groups, weights
     if bad.all():
-        raise ValueError(f"every one of the {len(X)} rows of X has a NaN or inf; PPA needs complete rows")
+        raise ValueError(f"every one of the {len(X)} rows of X has a NaN or inf; PPA needs complete rows, or fit(..., "
+                         "missing='fill') to fill the gaps as it fits")
     warn_user(f"X has {int(bad.sum())} of {len(X)} rows with NaN or inf: PPA is fitted on the {int((~bad).sum())} complete "
               "rows (transform gives NaN for such rows)", UserWarning)
     return X[~bad], None if groups is None else np.asarray(groups)[~bad], None if weights is None else weights[~bad]
+
+
+def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None]:
+    """``missing="fill"``: the rows with at least one observed value, their gaps filled by the EM-style loop of
+    :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype."""
+    finite = np.isfinite(X)
+    kept = finite.any(axis=1)
+    if not kept.all():
+        X, groups, weights = X[kept], None if groups is None else np.asarray(groups)[kept], None if weights is None else weights[kept]
+        finite = finite[kept]
+    if len(X) < 2 or not finite.any(axis=0).all():
+        empty = [j for j in range(X.shape[1]) if not finite[:, j].any()] if len(X) else list(range(X.shape[1]))
+        raise ValueError(f"missing='fill' needs at least 2 rows with an observed value and every feature observed somewhere; "
+                         f"{len(X)} rows have one, and features {empty} are never observed: drop those features")
+    if finite.all():
+        return X, groups, weights
+    rng_seed = declared.random_state
+
+    def fit(filled: np.ndarray, linear: bool) -> PPAParams:
+        spec = declared.pca() if linear else declared
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            return fit_selected(filled, spec, groups, checks.rng_of(rng_seed), None, weights)[0].params
+
+    filled, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed))
+    if check.worse:
+        warn_user(f"missing='fill': on {check.count} observed values held out of the fit, the curve's fill has {check.ratio:.0%} of "
+                  f"the squared error of the linear fill (+-{check.standard_error:.0%}): its curves do not carry over to the gaps "
+                  "of these data. Fill with the model's PCA instead (model.pca_.fill(X), cube.ppa.fill(model.pca_)) or fit "
+                  "degree=1", UserWarning)
+    return filled.astype(X.dtype, copy=False), groups, weights
 
 
 def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray]:

@@ -1,0 +1,467 @@
+"""Gap filling on the fitted map: missing entries of a pixel estimated from its observed ones.
+
+PPA is a bijection ``x <-> r`` with a constant Jacobian determinant
+(``|det dr/dx| = |det W|``), so with a Gaussian model of the outputs,
+``r ~ N(0, Lambda)`` (``Lambda`` the outputs' variances on the fitting sample,
+``explained_variance``), the density of ``x`` is ``p(r(x))`` up to a constant.
+The fill of a pixel with observed entries ``x_o`` and missing ones ``x_m`` is
+its most probable completion (MAP):
+
+    x_m* = argmin_{x_m} q(x),   q(x) = r(x)^T Lambda^-1 r(x)
+
+with ``x_o`` held fixed (observed values are returned bit for bit). For PCA
+(every degree 1) ``r`` is linear and this is the Gaussian conditional mean
+``mu_m - P_mm^-1 P_mo (x_o - mu_o)`` (``P`` the inverse covariance), the best
+linear fill. It is solved by Gauss-Newton on the missing entries: with
+``J_m = dr/dx_m`` (d x m, forward-mode tangents through the steps,
+``dr = A W e_j``, then ``dr[p+1:] -= F_p^T T_p'(r_p) dr_p`` at each curved step)
+
+    (J_m^T Lambda^-1 J_m) delta = -J_m^T Lambda^-1 r
+
+halving the step until ``q`` decreases; the start is the linear fill of the
+model's own PCA (one such step of the PCA map), so a PCA model is exact in one
+step.
+
+With ``n_components = k < d`` the pixel is filled from the k-component
+manifold ``x^(s) = inverse(s)`` instead (probabilistic PCA's model, ``s`` the
+first k scores): minimise over ``s``
+
+    sum_{j observed} w_j (x^_j(s) - x_j)^2 / sigma^2 + s^T Lambda_k^-1 s,   sigma^2 = sum(Lambda[k:]) / d
+
+and return ``x^_m(s*)`` (``w_j``: the whitening's precision of feature j, 1
+without whitening). For PCA this is PPCA's conditional mean
+``s* = (U_o^T U_o / sigma^2 + Lambda_k^-1)^-1 U_o^T (x_o - mu_o) / sigma^2``.
+Each ``x^`` is a sum of functions of one score, so ``dx^/ds`` is one column per
+score: ``W^-1 (a_p + H_p^T T_p'(s_p) / s_p)``.
+
+Safety: where curves do not transfer the curved fill can be worse than the
+linear one. A pixel whose fill takes a curved step's projection far beyond the
+range the step was fitted on (``|t| > GUARD`` in scaled units, and beyond the
+linear fill's), or whose iterations did not converge, gets the linear fill of
+the model's PCA instead.
+
+Rows with no observed value stay NaN (a fill needs at least one observed
+value); rows with no missing value cost nothing. NaN and +-inf both mark a
+missing value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import basis, blas
+from .checks import check_components
+from .kernels import computed_dtype, forward, inverse
+from .params import PPAParams
+
+#: Gauss-Newton iterations at most, and the relative decrease of the objective that ends them
+MAX_ITERATIONS = 10
+TOLERANCE = 1e-6
+#: step halvings tried before a row is taken as converged
+HALVINGS = 12
+#: a curved step's scaled projection beyond which a fill is not trusted (the fitted range is [-1, 1])
+GUARD = 1.5
+#: rows solved at a time (bounds the (rows, d, m) tangents)
+ROWS = 32768
+
+
+def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
+    """``x`` (``...`` x d) with its missing (NaN or +-inf) entries filled on the fitted map; float32 stays float32.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        (``...`` x d) points, NaN where a value is missing.
+    params : PPAParams
+        The fitted parameters.
+    n_components : int, optional
+        Fill from the k-component manifold (1..d); default: the MAP of the whole map.
+    threads : int, optional
+        Accepted as the other kernels take it; the fill runs on the calling thread (the cube layer runs one per dask task).
+
+    Returns
+    -------
+    np.ndarray
+        (``...`` x d): observed values as they were, missing ones estimated; a row with no observed value stays NaN.
+    """
+    x = np.asarray(x)
+    d = params.n_features
+    if x.ndim < 1 or x.shape[-1] != d:
+        raise ValueError(f"x must have {d} values along its last axis, got shape {x.shape}")
+    k = d if n_components is None else check_components(n_components, d)
+    out = x.astype(computed_dtype(x.dtype), copy=True)
+    flat = out.reshape(-1, d)
+    missing = ~np.isfinite(flat)
+    rows = np.flatnonzero(missing.any(axis=1) & ~missing.all(axis=1))
+    flat[missing.all(axis=1)] = np.nan
+    with blas.single_thread:  # block-sized products: BLAS threads would only wait (the kernels' rule)
+        for start in range(0, len(rows), ROWS):
+            part = rows[start : start + ROWS]
+            values = flat[part].astype(np.float64)
+            gaps = missing[part]
+            filled = _fill_rows(values, gaps, params.cast(np.dtype(np.float64)), k)
+            flat[part] = np.where(gaps, filled, flat[part])  # observed entries copied back untouched
+    return out
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` by scipy's BLAS (held at one thread while a fill runs)."""
+    out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
+    blas.matmul_into(a, b, out)
+    return out
+
+
+def fill_mask(x: np.ndarray) -> np.ndarray:
+    """Where :func:`fill` estimates a value: missing (NaN or +-inf) in a row with at least one observed value."""
+    missing = ~np.isfinite(np.asarray(x))
+    return missing & ~missing.all(axis=-1, keepdims=True)
+
+
+def _fill_rows(x: np.ndarray, gaps: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
+    """Rows (n, d) float64 with at least one gap and one observed value, filled: the linear start, the curved fill, the guard."""
+    linear = _linear_fill(x, gaps, params.pca())
+    if k < params.n_features:
+        curved, ok = _manifold_fill(x, linear, gaps, params, k)
+        ok &= _inside(forward(curved, params, threads=1), forward(linear, params, threads=1), params)
+    elif params.curved_steps():
+        curved, ok = _by_gap_count(linear, gaps, params, MAX_ITERATIONS)  # the guard inside, on the iterations' outputs
+    else:
+        return linear
+    return np.where(ok[:, None], curved, linear)
+
+
+def _inside(curved: np.ndarray, linear: np.ndarray, params: PPAParams) -> np.ndarray:
+    """Rows whose fill (forward outputs ``curved``) keeps every curved step's scaled projection within :data:`GUARD`,
+    or within the linear fill's (outputs ``linear``)."""
+    steps = params.curved_steps()
+    if not steps:
+        return np.ones(len(curved), bool)
+
+    def reach(r: np.ndarray) -> np.ndarray:
+        return np.max(np.abs((r[:, steps] - params.center[steps]) / params.scale[steps]), axis=1)
+
+    far = reach(curved)
+    return (far <= GUARD) | (far <= reach(linear))
+
+
+def _precisions(variance: np.ndarray, largest: float) -> np.ndarray:
+    """``1 / Lambda`` with a floor on ``Lambda`` (1e-14 of the largest), so exactly flat directions stay solvable."""
+    return 1.0 / np.maximum(variance, 1e-14 * largest)
+
+
+def _linear_fill(x: np.ndarray, gaps: np.ndarray, pca: PPAParams) -> np.ndarray:
+    """The Gaussian conditional mean under the PCA model, ``x_m = mu_m - P_mm^-1 P_m: (x - mu)`` (gaps at the mean):
+    one Gauss-Newton step of ``q`` from the mean, exact for a linear map. ``P = W^T R^T Lambda^-1 R W``, the precision."""
+    def precision_matrix() -> np.ndarray:
+        axes = np.ascontiguousarray(pca.input_rotation())
+        return axes.T @ (_precisions(pca.explained_variance, pca.explained_variance.max())[:, None] * axes)
+
+    precision = pca.cached("precision", precision_matrix)
+    centred = np.where(gaps, 0.0, x - pca.mean)
+    out = np.where(gaps, pca.mean, x)
+    counts = gaps.sum(axis=1)
+    for m in np.unique(counts):
+        rows = np.flatnonzero(counts == m)
+        idx = np.argsort(~gaps[rows], axis=1, kind="stable")[:, :m]
+        block = precision[idx]  # (n, m, d): the rows P_m:
+        step = _solve(np.take_along_axis(block, idx[:, None, :], axis=2), np.einsum("nmd,nd->nm", block, centred[rows]))
+        out[rows[:, None], idx] += step
+    return out
+
+
+def _by_gap_count(x: np.ndarray, gaps: np.ndarray, params: PPAParams, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_map_newton` on the rows grouped by their number of gaps m (no padding); (rows, converged)."""
+    out, ok = x.copy(), np.ones(len(x), bool)
+    counts = gaps.sum(axis=1)
+    for m in np.unique(counts):
+        rows = counts == m
+        idx = np.argsort(~gaps[rows], axis=1, kind="stable")[:, :m]  # each row's missing columns, in order
+        out[rows], ok[rows] = _map_newton(x[rows], idx, params, iterations)
+    return out, ok
+
+
+def _scattered(filled: np.ndarray, gaps: np.ndarray, params: PPAParams, rng: np.random.Generator) -> np.ndarray:
+    """``filled`` (n, d) plus, at the gaps, a draw from the fill's Laplace posterior ``N(0, (J_m^T Lambda^-1 J_m)^-1)``
+    (for PCA: the exact conditional covariance ``P_mm^-1``), drawn per row in row order by ``rng``."""
+    out = filled.copy()
+    precision = _precisions(params.explained_variance, params.explained_variance.max())
+    draws = rng.standard_normal(gaps.shape)
+    counts = gaps.sum(axis=1)
+    for m in np.unique(counts[counts > 0]):
+        rows = np.flatnonzero(counts == m)
+        idx = np.argsort(~gaps[rows], axis=1, kind="stable")[:, :m]
+        jac = _tangents(forward(filled[rows], params, threads=1), idx, params)
+        hessian = np.einsum("ndm,ndk->nmk", jac * precision[None, :, None], jac)
+        hessian += _ridge(hessian)
+        lower = np.linalg.cholesky(hessian)  # H = L L^T: L^-T z ~ N(0, H^-1)
+        z = draws[rows[:, None], idx][..., None]
+        out[rows[:, None], idx] += np.linalg.solve(np.swapaxes(lower, 1, 2), z)[..., 0]
+    return out
+
+
+def _tangents(r: np.ndarray, idx: np.ndarray, params: PPAParams) -> np.ndarray:
+    """``dr/dx`` on the missing columns ``idx`` (n, m) -> (n, d, m), forward-mode through the curved steps."""
+    lin = params.input_rotation()
+    tangent = np.ascontiguousarray(np.moveaxis(lin[:, idx], 0, 1))  # (n, d, m): A W e_j
+    for p in params.curved_steps():
+        g = int(params.degrees[p])
+        slopes = basis.power_derivatives((r[:, p] - params.center[p]) / params.scale[p], g, 1, params.tails) / params.scale[p]
+        shear = _product(slopes.T, params.forward[p, :g, p + 1 :])  # (n, d-p-1): d r[p+1:] / d r_p
+        tangent[:, p + 1 :, :] -= shear[:, :, None] * tangent[:, p, None, :]
+    return tangent
+
+
+def _solve(hessian: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+    """``-H^-1 g`` per row, with a ridge of 1e-13 of each diagonal entry (:func:`_ridge`)."""
+    return -np.linalg.solve(hessian + _ridge(hessian), gradient[..., None])[..., 0]
+
+
+def _ridge(hessian: np.ndarray) -> np.ndarray:
+    """``1e-13 diag(H)`` per row (and the smallest normal number): a flat direction stays solvable, and the ridge
+    scales with each entry, so features in very different units (a standardizing model) are not biased."""
+    diagonal = np.diagonal(hessian, axis1=1, axis2=2)
+    return (1e-13 * diagonal + np.finfo(float).tiny)[:, :, None] * np.eye(hessian.shape[1])
+
+
+def _normal_equations(r: np.ndarray, idx: np.ndarray, params: PPAParams, precision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``J_m^T Lambda^-1 J_m`` (n, m, m) and ``J_m^T Lambda^-1 r`` (n, m) at forward outputs ``r`` (n, d), without ``J_m``.
+
+    With ``u = A W (x - mean)`` the forward map is ``r = u`` then shears at the curved steps ``C``, so
+    ``dr/du = I - V E_C^T`` (``V``: n x d x |C|, forward-mode through the steps from ``e_p``, ``p`` in ``C``) and
+    ``J_m = B - V B_C`` with ``B = (A W)[:, m]``, ``B_C`` its rows ``C``. Then, ``P = (A W)^T Lambda^-1 (A W)``
+    fixed and ``X = ((A W)^T Lambda^-1 V)[m]`` one GEMM of the whole block:
+    ``J^T L J = P_mm - X B_C - (X B_C)^T + B_C^T (V^T L V) B_C``, ``J^T L r = ((A W)^T L r)_m - B_C^T V^T L r``.
+    Cost per pixel ``O(d^2 |C|)``, a transform's for one curved step, whatever the gaps.
+    """
+    lin = params.cached("fill rotation", lambda: np.ascontiguousarray(params.input_rotation()))
+    steps = params.curved_steps()
+    full = params.cached(("fill precision", precision.tobytes()), lambda: lin.T @ (precision[:, None] * lin))
+    n, c, d = len(r), len(steps), params.n_features
+    v = np.zeros((n, c, d))  # V^T, row-major products below
+    v[:, np.arange(c), steps] = 1.0
+    for p in steps:
+        v[:, :, p + 1 :] -= _shear(r, p, params)[:, None, :] * v[:, :, p, None]
+    v = -v
+    v[:, np.arange(c), steps] += 1.0  # V = E_C - dr/du E_C
+    weighted = v * precision  # (Lambda^-1 V)^T
+    x = np.take_along_axis(_product(weighted.reshape(n * c, d), lin).reshape(n, c, d), idx[:, None, :], axis=2)  # X^T: (n, |C|, m)
+    b_c = np.moveaxis(lin[steps][:, idx], 0, 1)  # (n, |C|, m)
+    cross = np.matmul(np.swapaxes(x, 1, 2), b_c)
+    inner = np.matmul(v, np.swapaxes(weighted, 1, 2))  # V^T L V: (n, |C|, |C|)
+    hessian = full[idx[:, :, None], idx[:, None, :]] - cross - np.swapaxes(cross, 1, 2) + np.swapaxes(b_c, 1, 2) @ inner @ b_c
+    gradient = np.take_along_axis(_product(r * precision, lin), idx, axis=1)
+    gradient -= np.matmul(np.swapaxes(b_c, 1, 2), np.matmul(weighted, r[:, :, None]))[..., 0]
+    return hessian, gradient
+
+
+def _shear(r: np.ndarray, p: int, params: PPAParams) -> np.ndarray:
+    """``d r[p+1:] / d r_p`` at curved step ``p`` (n, d-p-1): ``F_p^T T_p'(t) / s_p``."""
+    g = int(params.degrees[p])
+    slopes = basis.power_derivatives((r[:, p] - params.center[p]) / params.scale[p], g, 1, params.tails) / params.scale[p]
+    return _product(slopes.T, params.forward[p, :g, p + 1 :])
+
+
+def _map_newton(x: np.ndarray, idx: np.ndarray, params: PPAParams, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Newton on the entries ``idx`` (n, m) of rows ``x`` (n, d) minimising ``q = r^T Lambda^-1 r``; (rows, converged)."""
+    precision = _precisions(params.explained_variance, params.explained_variance.max())
+    rows = np.arange(len(x))[:, None]
+
+    def objective(values: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r = forward(values, params, threads=1)
+        return r, np.einsum("nd,nd,d->n", r, r, precision)
+
+    def step(values: np.ndarray, r: np.ndarray, at: np.ndarray) -> np.ndarray:
+        delta = np.zeros_like(values)
+        delta[rows[: len(at)], idx[at]] = _solve(*_normal_equations(r, idx[at], params, precision))
+        return delta
+
+    out, done, r, start = _gauss_newton(x, objective, step, iterations)
+    return out, done & _inside(r, start, params)
+
+
+def _manifold_fill(x: np.ndarray, linear: np.ndarray, gaps: np.ndarray, params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The MAP scores ``s`` of the k-component manifold given the observed entries, from the linear fill's scores; the
+    manifold's values at the gaps, and whether each row converged."""
+    variance = params.explained_variance
+    noise = max(float(variance[k:].sum()) / params.n_features, 1e-14 * float(variance.max()))
+    prior = _precisions(variance[:k], variance.max())
+    weight = np.where(gaps, 0.0, np.diag(params.whitening.T @ params.whitening) / noise)  # (n, d) observed entries' precision
+    target = np.where(gaps, 0.0, x)
+    back = params.unwhitening().T
+    base = params.rotation[:k] @ back  # (k, d)
+    used = [p for p in params.curved_steps() if p < k]
+
+    def objective(s: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        error = inverse(s, params, threads=1) - target[at]
+        return error, np.einsum("nd,nd,nd->n", error, error, weight[at]) + np.einsum("nk,nk,k->n", s, s, prior)
+
+    def step(s: np.ndarray, error: np.ndarray, at: np.ndarray) -> np.ndarray:
+        jac = np.broadcast_to(base.T, (len(s), params.n_features, k)).copy()  # (n, d, k): dx^/ds
+        for p in used:
+            g = int(params.degrees[p])
+            slopes = basis.power_derivatives((s[:, p] - params.center[p]) / params.scale[p], g, 1, params.tails) / params.scale[p]
+            jac[:, :, p] += _product(slopes.T, params.inverse[p, :g] @ back)
+        scaled = jac * weight[at][:, :, None]
+        hessian = np.einsum("ndk,ndl->nkl", scaled, jac) + np.diag(prior)
+        return _solve(hessian, np.einsum("ndk,nd->nk", scaled, error) + s * prior)
+
+    s, ok, _, _ = _gauss_newton(forward(linear, params, k, threads=1), objective, step, MAX_ITERATIONS)
+    return np.where(gaps, inverse(s, params, threads=1), x), ok
+
+
+def _gauss_newton(values: np.ndarray, objective, step, iterations: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Minimise ``objective(values, rows) -> (residuals, q)`` row by row with the updates ``step(values, residuals, rows)``,
+    each halved until ``q`` does not increase; a row stops when ``q`` falls by less than :data:`TOLERANCE` of itself.
+    Returns the values, whether each row stopped so within ``iterations``, and the residuals at the end and at the start."""
+    values = values.copy()
+    residual, q = objective(values, np.arange(len(values)))
+    start = residual.copy()
+    active, done = np.arange(len(values)), np.zeros(len(values), bool)
+    for _ in range(iterations):
+        if not active.size:
+            break
+        delta = step(values[active], residual[active], active)
+        new, new_residual, new_q = _halved(values[active], residual[active], delta, q[active], lambda v, at: objective(v, active[at]))
+        settled = q[active] - new_q <= TOLERANCE * q[active]
+        values[active], residual[active], q[active] = new, new_residual, new_q
+        done[active[settled]] = True
+        active = active[~settled]
+    return values, done | (iterations == 1), residual, start
+
+
+def _halved(values: np.ndarray, residual: np.ndarray, delta: np.ndarray, q: np.ndarray, objective):
+    """``values + t delta`` with ``t = 1, 1/2, ...`` the first that does not increase ``q`` (none: ``values`` kept)."""
+    out, residual_out, q_out = values.copy(), residual.copy(), q.copy()
+    pending, t = np.arange(len(values)), 1.0
+    for _ in range(HALVINGS):
+        trial = values[pending] + t * delta[pending]
+        residual, q_new = objective(trial, pending)
+        better = q_new <= q[pending]
+        out[pending[better]], residual_out[pending[better]], q_out[pending[better]] = trial[better], residual[better], q_new[better]
+        pending = pending[~better]
+        if not pending.size:
+            break
+        t /= 2
+    return out, residual_out, q_out
+
+
+#: iterations of the EM-style fit with gaps: linear ones (cheap, they settle the bulk), then curved ones
+LINEAR_ITERATIONS = 30
+CURVED_ITERATIONS = 4
+#: the change of the filled values, relative to the features' spread, that ends them
+EM_TOLERANCE = 1e-3
+MISSING = ("drop", "fill")
+SCATTER = True
+
+
+def check_missing(missing: object) -> str:
+    """``missing`` as the fits take it: ``"drop"`` (rows with a gap are left out) or ``"fill"`` (gaps filled as the fit goes)."""
+    if not isinstance(missing, str) or missing not in MISSING:
+        raise ValueError(f"missing must be 'drop' (rows with a missing value are left out) or 'fill' (gaps are filled "
+                         f"by the model as it is fitted), got {missing!r}")
+    return missing
+
+
+def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], rng: np.random.Generator) -> tuple[np.ndarray, PPAParams, FillCheck]:
+    """An EM-style fit on rows with gaps (NaN or inf; each row with at least one observed value): fill, fit, refill.
+
+    The gaps start at the features' observed means; then ``fit(filled, linear)``
+    and :func:`fill` alternate, first with a linear model (``linear=True``: the
+    fill is the Gaussian conditional mean of the current fit, EM-PCA's step) for
+    up to ``LINEAR_ITERATIONS``, then with the curved one for up to
+    ``CURVED_ITERATIONS``; each phase stops once the filled values change
+    by less than ``EM_TOLERANCE`` of the features' spread (root mean square
+    over the gaps). Each fit sees the fill plus a draw from its Laplace
+    posterior ``N(0, (J_m^T Lambda^-1 J_m)^-1)`` (for PCA the exact conditional
+    covariance: stochastic EM), so a curve does not feed on its own, noise-free
+    fill; the rows returned are the last fill itself. A share ``CHECK_SHARE`` of
+    the observed values is held out of the loop and filled at the end by the
+    curve and by the linear fill of the same model's PCA (:class:`FillCheck`);
+    the rows returned hold them again. Observed values are never changed.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        (n, d) rows, NaN where a value is missing, at least one observed value per row and per feature.
+    fit : callable
+        ``fit(filled, linear) -> PPAParams``: the model of complete rows.
+    rng : np.random.Generator
+        Draws the held-out values and the posterior draws.
+
+    Returns
+    -------
+    tuple
+        The rows filled by the last model (n, d, float64), that model's parameters, and the held-out check.
+    """
+    finite = np.isfinite(x)
+    held = _held_values(finite, rng)
+    work = np.where(held, np.nan, x)
+    gaps = ~np.isfinite(work)
+    observed = np.where(gaps, 0.0, work)
+    counts = (~gaps).sum(axis=0)
+    means = observed.sum(axis=0) / np.maximum(counts, 1)
+    spread = np.sqrt(np.mean(np.where(gaps, 0.0, (observed - means) ** 2).sum(axis=0) / np.maximum(counts, 1)))
+    filled = best = np.where(gaps, means, work).astype(np.float64)
+    params = None
+    for linear, iterations in ((True, LINEAR_ITERATIONS), (False, CURVED_ITERATIONS)):
+        for _ in range(iterations):
+            params = fit(filled, linear)
+            new = fill(work, params).astype(np.float64)
+            change = np.sqrt(np.mean(np.square(new - best)[gaps])) if gaps.any() else 0.0
+            best, filled = new, _scattered(new, gaps, params.cast(np.dtype(np.float64)), rng) if SCATTER else new
+            if change <= EM_TOLERANCE * max(spread, np.finfo(float).tiny):
+                break
+    assert params is not None
+    check = _check(x, work, held, params)
+    best[held] = x[held]
+    return best, params, check
+
+
+#: the share of observed values :func:`fit_with_gaps` holds out to compare the curve's fill with the linear one
+CHECK_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class FillCheck:
+    """The fill of values held out of a fit with gaps, by the curve and by the linear fill of the same model's PCA.
+
+    Parameters
+    ----------
+    ratio : float
+        The curve's mean squared error as a share of the linear fill's.
+    standard_error : float
+        Its standard error (from the paired differences).
+    count : int
+        Values held out (0: none, too few observed).
+    """
+
+    ratio: float
+    standard_error: float
+    count: int
+
+    @property
+    def worse(self) -> bool:
+        """Whether the curve's fill is worse than the linear one beyond twice the standard error."""
+        return self.count > 0 and self.ratio - 1 > 2 * self.standard_error
+
+
+def _held_values(finite: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``CHECK_SHARE`` of the observed values, drawn at random, none of a row's last one nor a feature's last one."""
+    held = finite & (rng.random(finite.shape) < CHECK_SHARE)
+    held[~(finite & ~held).any(axis=1)] = False
+    held[:, ~(finite & ~held).any(axis=0)] = False
+    return held
+
+
+def _check(x: np.ndarray, work: np.ndarray, held: np.ndarray, params: PPAParams) -> FillCheck:
+    rows = held.any(axis=1)
+    if held.sum() < 2:
+        return FillCheck(1.0, 0.0, 0)
+    truth = x[rows][held[rows]]
+    curved = (fill(work[rows], params)[held[rows]] - truth) ** 2
+    linear = (fill(work[rows], params.pca())[held[rows]] - truth) ** 2
+    base = max(float(linear.mean()), np.finfo(float).tiny)
+    return FillCheck(float(curved.mean()) / base, float(np.std(curved - linear) / np.sqrt(len(truth))) / base, int(len(truth)))
