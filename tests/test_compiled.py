@@ -361,8 +361,8 @@ def test_read_only_chunks():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_kernels_sharing_a_pass(dtype):
-    """``forward_and_error`` is ``forward`` and ``squared_error`` bit for bit (curved and straight maps, both
-    layouts), and ``error_curve`` every ``squared_error``, the same numbers in either layout."""
+    """``forward_and_error`` is ``squared_error`` bit for bit and ``forward`` up to rounding (curved and straight maps,
+    both layouts), and ``error_curve`` every ``squared_error``, the same numbers in either layout."""
     from ppa_xr import PPA
     from ppa_xr.core import kernels
 
@@ -376,7 +376,9 @@ def test_kernels_sharing_a_pass(dtype):
         for x in (X, np.asfortranarray(X)):
             for k in (1, 3):
                 r, error = kernels.forward_and_error(x, model.params_, k)
-                np.testing.assert_array_equal(r, kernels.forward(x, model.params_))
+                full = kernels.forward(x, model.params_)
+                np.testing.assert_allclose(r, full, rtol=0, atol=(1e-5 if dtype == np.float32 else 1e-13) * np.nanmax(np.abs(full)))
+                np.testing.assert_array_equal(np.isnan(r), np.isnan(full))
                 np.testing.assert_array_equal(error, kernels.squared_error(x, model.params_, k))
             np.testing.assert_array_equal(kernels.error_curve(x, model.params_), curve)  # contiguous rows either way
         for k in range(1, 6):

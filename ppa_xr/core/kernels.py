@@ -118,26 +118,30 @@ def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | Non
 PANEL = 8  # steps whose corrections to the later components are applied in one GEMM
 
 
-def _forward_plan(params: PPAParams, rows: int, n_steps: int):
+def _forward_plan(params: PPAParams, rows: int, n_steps: int, first: int = 0):
     """Rotation, bias and, per panel of steps, the coefficient matrices of the first ``rows``
     outputs after the first ``n_steps`` steps.
 
     Inside a panel ``[q0, q1)`` each step corrects the panel's later components
     at once (``r_p`` must be final before ``T_p(r_p)`` is formed); the
     corrections of the whole panel to ``r[q1:]`` are one GEMM with the stacked
-    features ``[T_q0; ...; T_{q1-1}]``.
+    features ``[T_q0; ...; T_{q1-1}]``. ``first > 0``: the steps ``first..n_steps-1`` only,
+    continuing a block the first ``first`` steps have run on; the bias is then
+    theirs alone, ``sum_{first <= p < n_steps} b_p`` (no rotation: None).
     """
     panels = []
-    curved = [p for p in params.curved_steps() if p < min(n_steps, rows - 1)]  # rotation steps need nothing
+    curved = [p for p in params.curved_steps() if first <= p < min(n_steps, rows - 1)]  # rotation steps need nothing
     for i in range(0, len(curved), PANEL):
         group = curved[i : i + PANEL]
         q1 = min(group[-1] + 1, rows) if i + PANEL >= len(curved) else curved[i + PANEL]
         steps = [(p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 : q1])) for p in group]
         rest = np.asfortranarray(np.vstack([params.forward[p, : params.degrees[p], q1:rows] for p in group]))
         panels.append((q1, steps, rest))
+    bias = params.forward_bias[first:n_steps, :rows].sum(axis=0)
+    if first:
+        return None, bias[:, None], panels
     lin = params.input_rotation(rows)
-    bias = lin @ params.mean + params.forward_bias[:n_steps, :rows].sum(axis=0)
-    return np.asfortranarray(lin.T), bias[:, None], panels
+    return np.asfortranarray(lin.T), (lin @ params.mean + bias)[:, None], panels
 
 
 def _blockwise(
@@ -392,12 +396,14 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
 
 
 def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``forward(x, params)`` and ``squared_error(x, params, n_components)`` in one pass, bit for bit.
+    """``forward(x, params)`` and ``squared_error(x, params, n_components)`` in one pass.
 
-    Both begin with the same rotation of the block (one GEMM, its result
-    copied once), then subtract their own bias and run their own steps: the
-    pass saves the second GEMM. A map without curved steps runs the two
-    kernels (its forward writes the GEMM straight into the output).
+    The pass is ``squared_error``'s (the error bit for bit): the rotation and
+    the first ``k`` steps, then ``||r[k:]||^2``; the same block then goes on
+    through the bias and the curved steps of ``k..d-2`` to the whole forward
+    map, equal to :func:`forward` up to rounding (its corrections are summed
+    in another order). A map without curved steps runs the two kernels (its
+    forward writes the GEMM straight into the output).
     """
     d = params.n_features
     k = check_components(n_components, d)
@@ -405,8 +411,8 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
         return forward(x, params, threads=threads), squared_error(x, params, k, threads)
     cols, dtype, feature_major = _as_columns(params.inputs(x), params.n_inputs, "x")
     prm = params.cast(dtype)
-    lin_t, bias, plan = prm.cached(("forward", d, d - 1), lambda: _forward_plan(prm, d, d - 1))
-    _, error_bias, error_plan = prm.cached(("forward", d, k), lambda: _forward_plan(prm, d, k))
+    lin_t, bias, plan = prm.cached(("forward", d, k), lambda: _forward_plan(prm, d, k))
+    _, later_bias, later_plan = prm.cached(("forward", d, d - 1, k), lambda: _forward_plan(prm, d, d - 1, k))
     shape = np.shape(x)[:-1]
     out, out_cols = _output(shape, d, dtype, feature_major)
     error, error_cols = _output(shape, 1, dtype, feature_major)
@@ -414,21 +420,20 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
 
     def span(lo: int, hi: int) -> None:
         size = min(BLOCK, hi - lo)
-        feats_buffer, r_buffer, e_buffer = np.empty(n_feats * size, dtype), np.empty(d * size, dtype), np.empty(d * size, dtype)
+        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), np.empty(d * size, dtype)
         for start in range(lo, hi, BLOCK):
             block = cols[:, start : min(start + BLOCK, hi)]
             n = block.shape[1]
-            feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
-            r, e = r_buffer[: d * n].reshape(d, n), e_buffer[: d * n].reshape(d, n)
+            feats, r = feats_buffer[: n_feats * n].reshape(n_feats, n), r_buffer[: d * n].reshape(d, n)
             blas.matmul_into(lin_t.T, block, r)
-            np.subtract(r, error_bias, out=e)
             r -= bias
             _forward_steps(prm, plan, r, feats, d)
+            np.einsum("ij,ij->j", r[k:], r[k:], out=error_cols[0, start : start + n])
+            _invalid_to_nan(error_cols[:, start : start + n])
+            r -= later_bias
+            _forward_steps(prm, later_plan, r, feats, d)
             _copy(r, out_cols[:, start : start + n])
             _invalid_to_nan(out_cols[:, start : start + n])
-            _forward_steps(prm, error_plan, e, feats, d)
-            np.einsum("ij,ij->j", e[k:], e[k:], out=error_cols[0, start : start + n])
-            _invalid_to_nan(error_cols[:, start : start + n])
 
     _run_spans(cols.shape[1], span, threads)
     return out, _with_outside(error[..., 0], x, params)
