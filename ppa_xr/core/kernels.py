@@ -101,7 +101,7 @@ def _scaled(params: PPAParams, p: int, alpha: np.ndarray) -> np.ndarray:
     return t
 
 
-def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | None) -> None:
+def run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | None) -> None:
     """Run ``span(lo, hi)`` over contiguous row ranges on ``threads`` threads (default:
     all cores). Pass ``threads=1`` when an outer scheduler (dask) already runs
     one kernel per core."""
@@ -179,7 +179,7 @@ def _blockwise(
             body(prm, plan, r, feats, out_cols[:, start : start + n])
             _invalid_to_nan(out_cols[:, start : start + n])
 
-    _run_spans(cols.shape[1], span, threads)
+    run_spans(cols.shape[1], span, threads)
     return out
 
 
@@ -194,7 +194,7 @@ def _rotation_into(out_cols: np.ndarray, cols: np.ndarray, lin_t: np.ndarray, bi
             r -= bias
             _invalid_to_nan(r)
 
-    _run_spans(cols.shape[1], span, threads)
+    run_spans(cols.shape[1], span, threads)
 
 
 def _forward_steps(prm: PPAParams, panels, r: np.ndarray, feats: np.ndarray, rows: int) -> None:
@@ -335,7 +335,7 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None, whiten
             x += bias[:, None]
             _invalid_to_nan(x)
 
-    _run_spans(cols.shape[1], span, threads)
+    run_spans(cols.shape[1], span, threads)
     if params.used is not None:  # a reduced model's dropped inputs: not modelled, NaN
         out[..., ~params.used] = np.nan
     return out
@@ -435,7 +435,7 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
             _copy(r, out_cols[:, start : start + n])
             _invalid_to_nan(out_cols[:, start : start + n])
 
-    _run_spans(cols.shape[1], span, threads)
+    run_spans(cols.shape[1], span, threads)
     return out, _with_outside(error[..., 0], x, params)
 
 

@@ -27,17 +27,31 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
 
     Both measures share the input densities, looked up once. PCA's squared
     error is ``||r[k:]||^2`` of its own output (no corrections to undo), so
-    PCA costs one GEMM; PPA's needs its truncated forward pass, which shares
-    the rotation's GEMM with PPA's full forward pass (:func:`kernels.forward_and_error`).
+    PCA costs one GEMM; PPA's comes out of its forward pass after the first
+    ``k`` steps (:func:`kernels.forward_and_error`). The chunk goes through all
+    of it in blocks of :data:`~ppa_xr.core.kernels.BLOCK` pixels, each block's
+    inputs, outputs and densities staying in cache from one stage to the next
+    (rows are independent: the same numbers as whole-chunk passes).
     """
-    # one copy of a strided chunk, in the kernels' float type (not one per kernel)
-    x = np.ascontiguousarray(x, dtype=np.float32 if x.dtype == np.float32 else np.float64)
-    r_ppa, error_ppa = kernels.forward_and_error(x, ppa.params, k, threads)
-    r_pca = kernels.forward(x, pca.params, threads=threads)
-    inputs = ppa.inputs.log2_product_density(x)
-    maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), error_ppa]
-    maps.append(np.einsum("...j,...j->...", r_pca[..., k:], r_pca[..., k:]))
-    return np.stack(maps, axis=-1)
+    d = x.shape[-1]
+    flat = x.reshape(-1, d)  # a view, also of a band-first chunk (its pixels are one strided axis)
+    dtype = kernels.computed_dtype(x.dtype)
+    out = np.empty((len(flat), 4), dtype)
+
+    def span(lo: int, hi: int) -> None:
+        for start in range(lo, hi, kernels.BLOCK):
+            stop = min(start + kernels.BLOCK, hi)
+            # one copy of the block, pixel-major in the kernels' float type (not one per kernel)
+            block = np.ascontiguousarray(flat[start:stop], dtype=dtype)
+            r_ppa, out[start:stop, 2] = kernels.forward_and_error(block, ppa.params, k, 1)
+            r_pca = kernels.forward(block, pca.params, threads=1)
+            inputs = ppa.inputs.log2_product_density(block)
+            out[start:stop, 0] = ppa.gain(block, r_ppa, inputs)
+            out[start:stop, 1] = pca.gain(block, r_pca, inputs)
+            np.einsum("ij,ij->i", r_pca[:, k:], r_pca[:, k:], out=out[start:stop, 3])
+
+    kernels.run_spans(len(flat), span, threads)
+    return out.reshape(x.shape[:-1] + (4,))
 
 
 def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_state: int | None,
