@@ -450,30 +450,34 @@ def _error_plan(params: PPAParams) -> tuple[np.ndarray, np.ndarray, list[tuple[i
 
 
 @shared
-def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) -> np.ndarray:
+def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None, with_forward: bool = False):
     """Squared reconstruction error of every point for ``k = 1..d`` components -> (``...`` x d), one pass.
 
     ``r = A (x - mean)``; between two curved steps ``r`` does not change, so the
     errors ``||r[k:]||^2`` of every ``k`` in between are suffix sums of ``r^2``
     (one pass over the rows after the next curved step, then a row at a time);
     then that step's correction is applied. Entry ``k-1`` equals
-    :func:`squared_error` with ``k`` components (and 0 at ``k = d``).
+    :func:`squared_error` with ``k`` components (and 0 at ``k = d``). After the
+    last step ``r`` is the forward map, which ``with_forward`` returns too.
 
     Parameters
     ----------
     {{kernel_x}}
     {{threads}}
+    with_forward : bool
+        Also return the pass's final ``r``: :func:`forward` up to rounding (its biases are subtracted step by step).
 
     Returns
     -------
-    np.ndarray
-        (``...`` x d) squared errors keeping k = 1..d components.
+    np.ndarray or tuple of np.ndarray
+        (``...`` x d) squared errors keeping k = 1..d components; with ``with_forward``, also (``...`` x d) outputs.
     """
     d = params.n_features
 
     def body(prm, steps, r, feats, out) -> None:
         # the suffix sums go row by row: into contiguous rows, copied once into a pixel-major output
-        errors = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        head = out[:d]
+        errors = head if head.flags.c_contiguous else np.empty(head.shape, out.dtype)
         first = 1  # the state of r is that of every k in [first, next curved step]
         for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
             # ||r[j:]||^2 for j = p, p-1, ..., first: the tail beyond p, then one row at a time
@@ -487,11 +491,15 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
                 blas.matmul_into(coef.T, t, r[p + 1 :], -1.0, 1.0)
             first = p + 1
         errors[d - 1] = 0
-        if errors is not out:
-            out[...] = errors
+        if errors is not head:
+            head[...] = errors
+        if with_forward:
+            out[d:] = r
 
     n_feats = max(int(params.degrees.max(initial=1)), 1)
-    return _with_outside(_blockwise(x, params, ("errors",), _error_plan, d, n_feats, body, threads), x, params)
+    both = _blockwise(x, params, ("errors",), _error_plan, 2 * d if with_forward else d, n_feats, body, threads)
+    curve = _with_outside(both[..., :d], x, params)  # in place: a view of both
+    return (curve, both[..., d:]) if with_forward else curve
 
 
 @shared

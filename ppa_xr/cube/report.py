@@ -63,31 +63,35 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     The independent parts run side by side on two threads (numpy's sorts and
     the kernels release the GIL): the error curves, the densities of each
     method's outputs, and here the input densities. One sort of each column
-    serves the quantization test and the input densities.
+    serves the quantization test and the input densities. Without quantized
+    bands the outputs come from the error curves' own passes over the sample
+    (:func:`~ppa_xr.core.errors.compare_errors_and_forward`): one pass per method.
     """
     methods = {"ppa": params, "pca": params.pca()}  # the PCA of the model's own fitting sample
     weights = None if weights is None else unit_mean(weights)  # the one scaling of weights: sums stay in range at 1e306
 
-    def outputs(method: PPAParams, smooth: np.ndarray) -> tuple:
-        R = kernels.forward(smooth, method)  # the map itself: whitening is not part of it
+    def outputs(method: PPAParams, smooth: np.ndarray, R: np.ndarray | None = None) -> tuple:
+        R = kernels.forward(smooth, method) if R is None else R  # the map itself: whitening is not part of it
         if weights is None:
             return marginal_density(R, estimator), R.var(axis=0)
         deviations = R - np.average(R, axis=0, weights=weights)
         return marginal_density(R, estimator, weights=weights), np.average(deviations * deviations, axis=0, weights=weights)
 
     with ThreadPoolExecutor(2) as pool:
-        pending = pool.submit(errors.compare_errors, params, sample, None, weights)
         S = column_sorts(sample)
         discrete = discrete_columns(sample, S)
         if discrete.any():  # densities of quantized bands: of the dequantized values, sorted again
+            pending = pool.submit(errors.compare_errors, params, sample, None, weights)
             smooth = dequantized(sample, random_state, discrete)
             S = S.copy(order="K")
             S[:, discrete] = column_sorts(smooth[:, discrete])
-        else:
+            done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
+            comparison = pending.result()
+        else:  # the error curves' passes give the outputs too: one pass per method over the sample
             smooth = sample
-        done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
+            comparison, *shared = errors.compare_errors_and_forward(params, sample, weights)
+            done = {name: pool.submit(outputs, method, sample, R) for (name, method), R in zip(methods.items(), shared)}
         inputs = marginal_density(smooth, estimator, S, weights)
-        comparison = pending.result()
         measures, curves = {}, {}
         for name, method in methods.items():
             density, variance = done[name].result()
