@@ -364,7 +364,8 @@ def test_read_only_chunks():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_kernels_sharing_a_pass(dtype):
     """``forward_and_error`` is ``squared_error`` bit for bit and ``forward`` up to rounding (curved and straight maps,
-    both layouts), and ``error_curve`` every ``squared_error``, the same numbers in either layout."""
+    both layouts), and ``error_curve`` every ``squared_error``, the same numbers in either layout, with ``forward`` up
+    to rounding from the same pass."""
     from ppa_xr import PPA
     from ppa_xr.core import kernels
 
@@ -383,10 +384,38 @@ def test_kernels_sharing_a_pass(dtype):
                 np.testing.assert_array_equal(np.isnan(r), np.isnan(full))
                 np.testing.assert_array_equal(error, kernels.squared_error(x, model.params_, k))
             np.testing.assert_array_equal(kernels.error_curve(x, model.params_), curve)  # contiguous rows either way
+            shared, outputs = kernels.error_curve(x, model.params_, with_forward=True)  # the same pass, its final r kept
+            np.testing.assert_array_equal(shared, curve)
+            full = kernels.forward(x, model.params_)
+            np.testing.assert_allclose(outputs, full, rtol=0, atol=(1e-5 if dtype == np.float32 else 1e-13) * np.nanmax(np.abs(full)))
+            np.testing.assert_array_equal(np.isnan(outputs), np.isnan(full))
         for k in range(1, 6):
             error = kernels.squared_error(X, model.params_, k)
             np.testing.assert_allclose(curve[:, k - 1], error, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-6 * np.nanmax(error))
         assert np.isnan(curve[5]).all() and (curve[:, 5][~np.isnan(curve[:, 5])] == 0).all()
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_error_curves_give_the_outputs_too(weighted):
+    """``compare_errors_and_forward``: ``compare_errors`` and both maps' outputs from the same passes, up to rounding,
+    at any scale of the data (it compares on data divided by a power of two, exactly undone for the outputs)."""
+    from ppa_xr import PPA
+    from ppa_xr.core import errors, kernels
+
+    from .conftest import curved_sample
+
+    model = PPA(random_state=0).fit(curved_sample(5000, d=6))
+    X = curved_sample(4000, d=6, seed=1)
+    weights = np.random.default_rng(2).uniform(0.5, 2, len(X)) if weighted else None
+    for scale in (1.0, 1e150):
+        params = model.params_.scaled(scale)
+        comparison, r_ppa, r_pca = errors.compare_errors_and_forward(params, X * scale, weights)
+        alone = errors.compare_errors(params, X * scale, weights=weights)
+        for field in ("ppa", "pca", "relative", "se"):
+            np.testing.assert_allclose(getattr(comparison, field), getattr(alone, field), rtol=1e-9)
+        for r, method in ((r_ppa, params), (r_pca, params.pca())):
+            full = kernels.forward(X * scale, method)
+            np.testing.assert_allclose(r, full, rtol=0, atol=1e-13 * np.abs(full).max())
 
 
 def test_one_sort_serves_the_quantization_test_and_the_densities():

@@ -163,10 +163,13 @@ def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weigh
     X = np.multiply(X, c, order="F" if with_forward else "K")  # feature-major: the outputs come out so, each row written whole
     centred *= c  # = scaled(c).to_fit_space(X * c): W stays, the mean scales (exact, a power of two)
     floor = floor_of(np.mean(np.einsum("ij,ij->i", centred, centred)))
-    passes = [kernels.error_curve(X, method.scaled(c), with_forward=True) if with_forward else (kernels.error_curve(X, method.scaled(c)), None)
-              for method in (params, baseline)]
-    a, b = (curve[:, :-1] for curve, _ in passes)
-    outputs = tuple(r / c for _, r in passes) if with_forward else ()  # exact: c is a power of two
+    outputs: tuple[np.ndarray, ...] = ()
+    if with_forward:
+        (a, r_a), (b, r_b) = (kernels.error_curve(X, method.scaled(c), with_forward=True) for method in (params, baseline))
+        outputs = (r_a / c, r_b / c)  # exact: c is a power of two
+    else:
+        a, b = (kernels.error_curve(X, method.scaled(c)) for method in (params, baseline))
+    a, b = a[:, :-1], b[:, :-1]
     if weights is not None:
         return _weighted(a, b, weights, floor, c), outputs
     n = len(X)
