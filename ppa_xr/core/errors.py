@@ -135,11 +135,11 @@ def compare_errors_and_forward(params: PPAParams, X: np.ndarray, weights: np.nda
     Parameters
     ----------
     params : PPAParams
-        The fitted map.
-    X : array-like of shape (n, d)
-        Samples to compare on (finite rows).
+        The fitted map; the PCA of its fitting sample is the baseline.
+    X : np.ndarray
+        (n, d) finite rows, as :func:`compare_errors` takes them.
     weights : np.ndarray, optional
-        (n,) non-negative weights of the rows.
+        (n,) row weights, as :func:`compare_errors` weighs them.
 
     Returns
     -------
