@@ -92,11 +92,13 @@ def reference_density(bins, values):
 
 
 def reference_pixel_block(x, ppa, pca, k):
-    """The four maps of :func:`_pixel_block` with every density found by binary search and summed by numpy."""
+    """The four maps of :func:`_pixel_block` with every density found by binary search and summed by numpy, on the
+    outputs of the maps' own forward pass (``forward_and_error``: ``forward`` up to rounding, which moves a density
+    where an output lies within rounding of a bin edge, a few pixels in 10^5 in float32)."""
     from ppa_xr.core import kernels
 
     flat = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
-    r_ppa, r_pca = (kernels.forward(flat, m.params, threads=1) for m in (ppa, pca))
+    r_ppa, r_pca = kernels.forward_and_error(flat, ppa.params, k, 1)[0], kernels.forward(flat, pca.params, threads=1)
     inputs = reference_density(ppa.inputs, flat.astype(r_ppa.dtype)).sum(axis=1)
     outputs = [reference_density(m.outputs, r).sum(axis=1) for m, r in ((ppa, r_ppa), (pca, r_pca))]
     gains = [out - inputs + m.params.log2_det_jacobian() for out, m in zip(outputs, (ppa, pca))]
@@ -361,8 +363,9 @@ def test_read_only_chunks():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_kernels_sharing_a_pass(dtype):
-    """``forward_and_error`` is ``forward`` and ``squared_error`` bit for bit (curved and straight maps, both
-    layouts), and ``error_curve`` every ``squared_error``, the same numbers in either layout."""
+    """``forward_and_error`` is ``squared_error`` bit for bit and ``forward`` up to rounding (curved and straight maps,
+    both layouts), and ``error_curve`` every ``squared_error``, the same numbers in either layout, with ``forward`` up
+    to rounding from the same pass."""
     from ppa_xr import PPA
     from ppa_xr.core import kernels
 
@@ -376,13 +379,43 @@ def test_kernels_sharing_a_pass(dtype):
         for x in (X, np.asfortranarray(X)):
             for k in (1, 3):
                 r, error = kernels.forward_and_error(x, model.params_, k)
-                np.testing.assert_array_equal(r, kernels.forward(x, model.params_))
+                full = kernels.forward(x, model.params_)
+                np.testing.assert_allclose(r, full, rtol=0, atol=(1e-5 if dtype == np.float32 else 1e-13) * np.nanmax(np.abs(full)))
+                np.testing.assert_array_equal(np.isnan(r), np.isnan(full))
                 np.testing.assert_array_equal(error, kernels.squared_error(x, model.params_, k))
             np.testing.assert_array_equal(kernels.error_curve(x, model.params_), curve)  # contiguous rows either way
+            shared, outputs = kernels.error_curve(x, model.params_, with_forward=True)  # the same pass, its final r kept
+            np.testing.assert_array_equal(shared, curve)
+            full = kernels.forward(x, model.params_)
+            np.testing.assert_allclose(outputs, full, rtol=0, atol=(1e-5 if dtype == np.float32 else 1e-13) * np.nanmax(np.abs(full)))
+            np.testing.assert_array_equal(np.isnan(outputs), np.isnan(full))
         for k in range(1, 6):
             error = kernels.squared_error(X, model.params_, k)
             np.testing.assert_allclose(curve[:, k - 1], error, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-6 * np.nanmax(error))
         assert np.isnan(curve[5]).all() and (curve[:, 5][~np.isnan(curve[:, 5])] == 0).all()
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_error_curves_give_the_outputs_too(weighted):
+    """``compare_errors_and_forward``: ``compare_errors`` and both maps' outputs from the same passes, up to rounding,
+    at any scale of the data (it compares on data divided by a power of two, exactly undone for the outputs)."""
+    from ppa_xr import PPA
+    from ppa_xr.core import errors, kernels
+
+    from .conftest import curved_sample
+
+    model = PPA(random_state=0).fit(curved_sample(5000, d=6))
+    X = curved_sample(4000, d=6, seed=1)
+    weights = np.random.default_rng(2).uniform(0.5, 2, len(X)) if weighted else None
+    for scale in (1.0, 1e150):
+        params = model.params_.scaled(scale)
+        comparison, r_ppa, r_pca = errors.compare_errors_and_forward(params, X * scale, weights)
+        alone = errors.compare_errors(params, X * scale, weights=weights)
+        for field in ("ppa", "pca", "relative", "se"):
+            np.testing.assert_allclose(getattr(comparison, field), getattr(alone, field), rtol=1e-9)
+        for r, method in ((r_ppa, params), (r_pca, params.pca())):
+            full = kernels.forward(X * scale, method)
+            np.testing.assert_allclose(r, full, rtol=0, atol=1e-13 * np.abs(full).max())
 
 
 def test_one_sort_serves_the_quantization_test_and_the_densities():

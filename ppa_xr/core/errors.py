@@ -124,6 +124,35 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
     ErrorComparison
         Both mean error curves, their ratio and its standard error.
     """
+    return _compare(params, X, baseline, weights, False)[0]
+
+
+def compare_errors_and_forward(params: PPAParams, X: np.ndarray, weights: np.ndarray | None = None
+                               ) -> tuple[ErrorComparison, np.ndarray, np.ndarray]:
+    """:func:`compare_errors` against the PCA of the fitting sample, and the forward maps of both (PPA, PCA) on ``X``
+    from the same passes (:func:`~ppa_xr.core.kernels.error_curve` ``with_forward``: ``forward`` up to rounding).
+
+    Parameters
+    ----------
+    params : PPAParams
+        The fitted map; the PCA of its fitting sample is the baseline.
+    X : np.ndarray
+        (n, d) finite rows, as :func:`compare_errors` takes them.
+    weights : np.ndarray, optional
+        (n,) row weights, as :func:`compare_errors` weighs them.
+
+    Returns
+    -------
+    tuple
+        The :class:`ErrorComparison`, then PPA's and PCA's outputs on ``X`` (n, d) each, float64.
+    """
+    comparison, outputs = _compare(params, X, params.pca(), weights, True)
+    return comparison, *outputs
+
+
+def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weights: np.ndarray | None,
+             with_forward: bool) -> tuple[ErrorComparison, tuple]:
+    """:func:`compare_errors`, and where ``with_forward`` the outputs of both maps from the same passes."""
     baseline = params.pca() if baseline is None else baseline
     X = np.asarray(X, dtype=np.float64)
     weights = None if weights is None else checks.row_weights(weights, len(X))
@@ -131,25 +160,30 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
     # and nonzero for features at 1e150 or 1e-200; the means are scaled back, the ratios do not depend on it
     centred = params.to_fit_space(X)
     c = 1 / float(power_of_two(np.abs(centred).max(initial=0.0)))
-    X = X * c
+    X = np.multiply(X, c, order="F" if with_forward else "K")  # feature-major: the outputs come out so, each row written whole
     centred *= c  # = scaled(c).to_fit_space(X * c): W stays, the mean scales (exact, a power of two)
     floor = floor_of(np.mean(np.einsum("ij,ij->i", centred, centred)))
-    a = kernels.error_curve(X, params.scaled(c))[:, :-1]
-    b = kernels.error_curve(X, baseline.scaled(c))[:, :-1]
+    outputs: tuple[np.ndarray, ...] = ()
+    if with_forward:
+        (a, r_a), (b, r_b) = (kernels.error_curve(X, method.scaled(c), with_forward=True) for method in (params, baseline))
+        outputs = (r_a / c, r_b / c)  # exact: c is a power of two
+    else:
+        a, b = (kernels.error_curve(X, method.scaled(c)) for method in (params, baseline))
+    a, b = a[:, :-1], b[:, :-1]
     if weights is not None:
-        return _weighted(a, b, weights, floor, c)
+        return _weighted(a, b, weights, floor, c), outputs
     n = len(X)
     mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
     ours, theirs = np.maximum(mean_a, floor), np.maximum(mean_b, floor)
     ratio = ours / theirs
     means = (mean_a / c / c, mean_b / c / c)  # in the data's own units again
     if n < 2:
-        return ErrorComparison(*means, 100 * ratio, np.full_like(ratio, np.inf), n)
+        return ErrorComparison(*means, 100 * ratio, np.full_like(ratio, np.inf), n), outputs
     # var(a - r b) from column moments, one pass each instead of an (n, d) temporary per term
     moment = lambda u, v: np.einsum("ij,ij->j", u, v) / n  # noqa: E731
     spread = moment(a, a) - 2 * ratio * moment(a, b) + ratio**2 * moment(b, b) - (mean_a - ratio * mean_b) ** 2
     se = np.sqrt(np.maximum(spread, 0) * n / (n - 1)) / (np.sqrt(n) * theirs)
-    return ErrorComparison(*means, 100 * ratio, 100 * se, n)
+    return ErrorComparison(*means, 100 * ratio, 100 * se, n), outputs
 
 
 def _weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray, floor: float, c: float) -> ErrorComparison:

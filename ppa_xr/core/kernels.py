@@ -101,7 +101,7 @@ def _scaled(params: PPAParams, p: int, alpha: np.ndarray) -> np.ndarray:
     return t
 
 
-def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | None) -> None:
+def run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | None) -> None:
     """Run ``span(lo, hi)`` over contiguous row ranges on ``threads`` threads (default:
     all cores). Pass ``threads=1`` when an outer scheduler (dask) already runs
     one kernel per core."""
@@ -118,26 +118,30 @@ def _run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | Non
 PANEL = 8  # steps whose corrections to the later components are applied in one GEMM
 
 
-def _forward_plan(params: PPAParams, rows: int, n_steps: int):
+def _forward_plan(params: PPAParams, rows: int, n_steps: int, first: int = 0):
     """Rotation, bias and, per panel of steps, the coefficient matrices of the first ``rows``
     outputs after the first ``n_steps`` steps.
 
     Inside a panel ``[q0, q1)`` each step corrects the panel's later components
     at once (``r_p`` must be final before ``T_p(r_p)`` is formed); the
     corrections of the whole panel to ``r[q1:]`` are one GEMM with the stacked
-    features ``[T_q0; ...; T_{q1-1}]``.
+    features ``[T_q0; ...; T_{q1-1}]``. ``first > 0``: the steps ``first..n_steps-1`` only,
+    continuing a block the first ``first`` steps have run on; the bias is then
+    theirs alone, ``sum_{first <= p < n_steps} b_p`` (no rotation: None).
     """
     panels = []
-    curved = [p for p in params.curved_steps() if p < min(n_steps, rows - 1)]  # rotation steps need nothing
+    curved = [p for p in params.curved_steps() if first <= p < min(n_steps, rows - 1)]  # rotation steps need nothing
     for i in range(0, len(curved), PANEL):
         group = curved[i : i + PANEL]
         q1 = min(group[-1] + 1, rows) if i + PANEL >= len(curved) else curved[i + PANEL]
         steps = [(p, int(params.degrees[p]), np.asfortranarray(params.forward[p, : params.degrees[p], p + 1 : q1])) for p in group]
         rest = np.asfortranarray(np.vstack([params.forward[p, : params.degrees[p], q1:rows] for p in group]))
         panels.append((q1, steps, rest))
+    bias = params.forward_bias[first:n_steps, :rows].sum(axis=0)
+    if first:
+        return None, bias[:, None], panels
     lin = params.input_rotation(rows)
-    bias = lin @ params.mean + params.forward_bias[:n_steps, :rows].sum(axis=0)
-    return np.asfortranarray(lin.T), bias[:, None], panels
+    return np.asfortranarray(lin.T), (lin @ params.mean + bias)[:, None], panels
 
 
 def _blockwise(
@@ -175,7 +179,7 @@ def _blockwise(
             body(prm, plan, r, feats, out_cols[:, start : start + n])
             _invalid_to_nan(out_cols[:, start : start + n])
 
-    _run_spans(cols.shape[1], span, threads)
+    run_spans(cols.shape[1], span, threads)
     return out
 
 
@@ -190,7 +194,7 @@ def _rotation_into(out_cols: np.ndarray, cols: np.ndarray, lin_t: np.ndarray, bi
             r -= bias
             _invalid_to_nan(r)
 
-    _run_spans(cols.shape[1], span, threads)
+    run_spans(cols.shape[1], span, threads)
 
 
 def _forward_steps(prm: PPAParams, panels, r: np.ndarray, feats: np.ndarray, rows: int) -> None:
@@ -331,7 +335,7 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None, whiten
             x += bias[:, None]
             _invalid_to_nan(x)
 
-    _run_spans(cols.shape[1], span, threads)
+    run_spans(cols.shape[1], span, threads)
     if params.used is not None:  # a reduced model's dropped inputs: not modelled, NaN
         out[..., ~params.used] = np.nan
     return out
@@ -392,12 +396,14 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
 
 
 def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``forward(x, params)`` and ``squared_error(x, params, n_components)`` in one pass, bit for bit.
+    """``forward(x, params)`` and ``squared_error(x, params, n_components)`` in one pass.
 
-    Both begin with the same rotation of the block (one GEMM, its result
-    copied once), then subtract their own bias and run their own steps: the
-    pass saves the second GEMM. A map without curved steps runs the two
-    kernels (its forward writes the GEMM straight into the output).
+    The pass is ``squared_error``'s (the error bit for bit): the rotation and
+    the first ``k`` steps, then ``||r[k:]||^2``; the same block then goes on
+    through the bias and the curved steps of ``k..d-2`` to the whole forward
+    map, equal to :func:`forward` up to rounding (its corrections are summed
+    in another order). A map without curved steps runs the two kernels (its
+    forward writes the GEMM straight into the output).
     """
     d = params.n_features
     k = check_components(n_components, d)
@@ -405,8 +411,8 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
         return forward(x, params, threads=threads), squared_error(x, params, k, threads)
     cols, dtype, feature_major = _as_columns(params.inputs(x), params.n_inputs, "x")
     prm = params.cast(dtype)
-    lin_t, bias, plan = prm.cached(("forward", d, d - 1), lambda: _forward_plan(prm, d, d - 1))
-    _, error_bias, error_plan = prm.cached(("forward", d, k), lambda: _forward_plan(prm, d, k))
+    lin_t, bias, plan = prm.cached(("forward", d, k), lambda: _forward_plan(prm, d, k))
+    _, later_bias, later_plan = prm.cached(("forward", d, d - 1, k), lambda: _forward_plan(prm, d, d - 1, k))
     shape = np.shape(x)[:-1]
     out, out_cols = _output(shape, d, dtype, feature_major)
     error, error_cols = _output(shape, 1, dtype, feature_major)
@@ -414,23 +420,22 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
 
     def span(lo: int, hi: int) -> None:
         size = min(BLOCK, hi - lo)
-        feats_buffer, r_buffer, e_buffer = np.empty(n_feats * size, dtype), np.empty(d * size, dtype), np.empty(d * size, dtype)
+        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), np.empty(d * size, dtype)
         for start in range(lo, hi, BLOCK):
             block = cols[:, start : min(start + BLOCK, hi)]
             n = block.shape[1]
-            feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
-            r, e = r_buffer[: d * n].reshape(d, n), e_buffer[: d * n].reshape(d, n)
+            feats, r = feats_buffer[: n_feats * n].reshape(n_feats, n), r_buffer[: d * n].reshape(d, n)
             blas.matmul_into(lin_t.T, block, r)
-            np.subtract(r, error_bias, out=e)
             r -= bias
             _forward_steps(prm, plan, r, feats, d)
+            np.einsum("ij,ij->j", r[k:], r[k:], out=error_cols[0, start : start + n])
+            _invalid_to_nan(error_cols[:, start : start + n])
+            r -= later_bias
+            _forward_steps(prm, later_plan, r, feats, d)
             _copy(r, out_cols[:, start : start + n])
             _invalid_to_nan(out_cols[:, start : start + n])
-            _forward_steps(prm, error_plan, e, feats, d)
-            np.einsum("ij,ij->j", e[k:], e[k:], out=error_cols[0, start : start + n])
-            _invalid_to_nan(error_cols[:, start : start + n])
 
-    _run_spans(cols.shape[1], span, threads)
+    run_spans(cols.shape[1], span, threads)
     return out, _with_outside(error[..., 0], x, params)
 
 
@@ -445,30 +450,34 @@ def _error_plan(params: PPAParams) -> tuple[np.ndarray, np.ndarray, list[tuple[i
 
 
 @shared
-def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) -> np.ndarray:
+def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None, with_forward: bool = False):
     """Squared reconstruction error of every point for ``k = 1..d`` components -> (``...`` x d), one pass.
 
     ``r = A (x - mean)``; between two curved steps ``r`` does not change, so the
     errors ``||r[k:]||^2`` of every ``k`` in between are suffix sums of ``r^2``
     (one pass over the rows after the next curved step, then a row at a time);
     then that step's correction is applied. Entry ``k-1`` equals
-    :func:`squared_error` with ``k`` components (and 0 at ``k = d``).
+    :func:`squared_error` with ``k`` components (and 0 at ``k = d``). After the
+    last step ``r`` is the forward map, which ``with_forward`` returns too.
 
     Parameters
     ----------
     {{kernel_x}}
     {{threads}}
+    with_forward : bool
+        Also return the pass's final ``r``: :func:`forward` up to rounding (its biases are subtracted step by step).
 
     Returns
     -------
-    np.ndarray
-        (``...`` x d) squared errors keeping k = 1..d components.
+    np.ndarray or tuple of np.ndarray
+        (``...`` x d) squared errors keeping k = 1..d components; with ``with_forward``, also (``...`` x d) outputs.
     """
     d = params.n_features
 
     def body(prm, steps, r, feats, out) -> None:
         # the suffix sums go row by row: into contiguous rows, copied once into a pixel-major output
-        errors = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        head = out[:d]
+        errors = head if head.flags.c_contiguous else np.empty(head.shape, out.dtype)
         first = 1  # the state of r is that of every k in [first, next curved step]
         for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
             # ||r[j:]||^2 for j = p, p-1, ..., first: the tail beyond p, then one row at a time
@@ -482,11 +491,15 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None) ->
                 blas.matmul_into(coef.T, t, r[p + 1 :], -1.0, 1.0)
             first = p + 1
         errors[d - 1] = 0
-        if errors is not out:
-            out[...] = errors
+        if errors is not head:
+            head[...] = errors
+        if with_forward:
+            out[d:] = r
 
     n_feats = max(int(params.degrees.max(initial=1)), 1)
-    return _with_outside(_blockwise(x, params, ("errors",), _error_plan, d, n_feats, body, threads), x, params)
+    both = _blockwise(x, params, ("errors",), _error_plan, 2 * d if with_forward else d, n_feats, body, threads)
+    curve = _with_outside(both[..., :d], x, params)  # in place: a view of both
+    return (curve, both[..., d:]) if with_forward else curve
 
 
 @shared

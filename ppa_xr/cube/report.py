@@ -27,17 +27,31 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
 
     Both measures share the input densities, looked up once. PCA's squared
     error is ``||r[k:]||^2`` of its own output (no corrections to undo), so
-    PCA costs one GEMM; PPA's needs its truncated forward pass, which shares
-    the rotation's GEMM with PPA's full forward pass (:func:`kernels.forward_and_error`).
+    PCA costs one GEMM; PPA's comes out of its forward pass after the first
+    ``k`` steps (:func:`kernels.forward_and_error`). The chunk goes through all
+    of it in blocks of :data:`~ppa_xr.core.kernels.BLOCK` pixels, each block's
+    inputs, outputs and densities staying in cache from one stage to the next
+    (rows are independent: the same numbers as whole-chunk passes).
     """
-    # one copy of a strided chunk, in the kernels' float type (not one per kernel)
-    x = np.ascontiguousarray(x, dtype=np.float32 if x.dtype == np.float32 else np.float64)
-    r_ppa, error_ppa = kernels.forward_and_error(x, ppa.params, k, threads)
-    r_pca = kernels.forward(x, pca.params, threads=threads)
-    inputs = ppa.inputs.log2_product_density(x)
-    maps = [ppa.gain(x, r_ppa, inputs), pca.gain(x, r_pca, inputs), error_ppa]
-    maps.append(np.einsum("...j,...j->...", r_pca[..., k:], r_pca[..., k:]))
-    return np.stack(maps, axis=-1)
+    d = x.shape[-1]
+    flat = x.reshape(-1, d)  # a view, also of a band-first chunk (its pixels are one strided axis)
+    dtype = kernels.computed_dtype(x.dtype)
+    out = np.empty((len(flat), 4), dtype)
+
+    def span(lo: int, hi: int) -> None:
+        for start in range(lo, hi, kernels.BLOCK):
+            stop = min(start + kernels.BLOCK, hi)
+            # one copy of the block, pixel-major in the kernels' float type (not one per kernel)
+            block = np.ascontiguousarray(flat[start:stop], dtype=dtype)
+            r_ppa, out[start:stop, 2] = kernels.forward_and_error(block, ppa.params, k, 1)
+            r_pca = kernels.forward(block, pca.params, threads=1)
+            inputs = ppa.inputs.log2_product_density(block)
+            out[start:stop, 0] = ppa.gain(block, r_ppa, inputs)
+            out[start:stop, 1] = pca.gain(block, r_pca, inputs)
+            np.einsum("ij,ij->i", r_pca[:, k:], r_pca[:, k:], out=out[start:stop, 3])
+
+    kernels.run_spans(len(flat), span, threads)
+    return out.reshape(x.shape[:-1] + (4,))
 
 
 def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_state: int | None,
@@ -49,31 +63,35 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     The independent parts run side by side on two threads (numpy's sorts and
     the kernels release the GIL): the error curves, the densities of each
     method's outputs, and here the input densities. One sort of each column
-    serves the quantization test and the input densities.
+    serves the quantization test and the input densities. Without quantized
+    bands the outputs come from the error curves' own passes over the sample
+    (:func:`~ppa_xr.core.errors.compare_errors_and_forward`): one pass per method.
     """
     methods = {"ppa": params, "pca": params.pca()}  # the PCA of the model's own fitting sample
     weights = None if weights is None else unit_mean(weights)  # the one scaling of weights: sums stay in range at 1e306
 
-    def outputs(method: PPAParams, smooth: np.ndarray) -> tuple:
-        R = kernels.forward(smooth, method)  # the map itself: whitening is not part of it
+    def outputs(method: PPAParams, smooth: np.ndarray, R: np.ndarray | None = None) -> tuple:
+        R = kernels.forward(smooth, method) if R is None else R  # the map itself: whitening is not part of it
         if weights is None:
             return marginal_density(R, estimator), R.var(axis=0)
         deviations = R - np.average(R, axis=0, weights=weights)
         return marginal_density(R, estimator, weights=weights), np.average(deviations * deviations, axis=0, weights=weights)
 
     with ThreadPoolExecutor(2) as pool:
-        pending = pool.submit(errors.compare_errors, params, sample, None, weights)
         S = column_sorts(sample)
         discrete = discrete_columns(sample, S)
         if discrete.any():  # densities of quantized bands: of the dequantized values, sorted again
+            pending = pool.submit(errors.compare_errors, params, sample, None, weights)
             smooth = dequantized(sample, random_state, discrete)
             S = S.copy(order="K")
             S[:, discrete] = column_sorts(smooth[:, discrete])
-        else:
+            done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
+            comparison = pending.result()
+        else:  # the error curves' passes give the outputs too: one pass per method over the sample
             smooth = sample
-        done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
+            comparison, *shared = errors.compare_errors_and_forward(params, sample, weights)
+            done = {name: pool.submit(outputs, method, sample, R) for (name, method), R in zip(methods.items(), shared)}
         inputs = marginal_density(smooth, estimator, S, weights)
-        comparison = pending.result()
         measures, curves = {}, {}
         for name, method in methods.items():
             density, variance = done[name].result()
