@@ -158,7 +158,9 @@ def _report_folder(args: argparse.Namespace) -> Path:
 def _cmd_report(args: argparse.Namespace) -> int:
     """``ppa-xr report``: the information report's summary, figure and maps, written into its folder as one unit."""
     from .information import information_report, plot_report, summary_table
+    from .view import require_matplotlib
 
+    require_matplotlib("ppa-xr report (its report.png)")  # before the report is computed, not after
     folder = _report_folder(args)
     model = load_model(args.model)
     cube = _cube(args, model)
@@ -346,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         with _scheduler(args.scheduler), warnings.catch_warnings():
             warnings.showwarning = one_line  # warnings as one line each, without the source line
             return args.func(args)
-    except (ValueError, TypeError, OSError) as err:  # FileNotFoundError, FileExistsError included
+    except (ValueError, TypeError, OSError, ImportError) as err:  # FileNotFoundError, FileExistsError included
         print(f"ppa-xr {args.command}: error: {_in_flags(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # every output is written to a temporary first: the interrupted one was removed

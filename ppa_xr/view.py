@@ -73,7 +73,7 @@ def summary_table(report: xr.Dataset) -> SummaryTable:
     return SummaryTable("\n".join(lines))
 
 
-def _require_matplotlib(what: str) -> None:
+def require_matplotlib(what: str) -> None:
     """Refuse, with the install line, where matplotlib (the ``plot`` extra) cannot be imported."""
     try:
         import matplotlib  # noqa: F401
@@ -143,7 +143,7 @@ def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: A
     matplotlib.figure.Figure
         Save it with ``fig.savefig(...)``.
     """
-    _require_matplotlib("plot_report")
+    require_matplotlib("plot_report")
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
@@ -207,7 +207,7 @@ def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: An
     matplotlib.figure.Figure
         The panels, shown once as a notebook cell's value (kept out of pyplot); save it with ``fig.savefig(...)``.
     """
-    _require_matplotlib("plot_principal_curves")
+    require_matplotlib("plot_principal_curves")
     from matplotlib.figure import Figure
 
     X = np.asarray(X, dtype=np.float64)
@@ -251,7 +251,7 @@ def plot_scree(model: PPA, n_components: int | None = None, **figure_kwargs: Any
     matplotlib.figure.Figure
         The figure, shown once as a notebook cell's value (kept out of pyplot).
     """
-    _require_matplotlib("plot_scree")
+    require_matplotlib("plot_scree")
     from matplotlib.figure import Figure
 
     width = model.params_.n_features

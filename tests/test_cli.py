@@ -69,3 +69,21 @@ def test_progress_on_stderr_and_a_cluster_by_address(tmp_path, capsys):
     np.testing.assert_array_equal(rioxarray.open_rasterio(out).values, rioxarray.open_rasterio(local).values)
     assert main(["transform", rgb_byte_path(), str(model), str(tmp_path / "x.tif"), "--scheduler", "tcp://127.0.0.1:9"]) == 2
     assert "cannot reach a dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_report_without_matplotlib_says_so_before_computing(tmp_path):
+    """Without the plot extra (matplotlib blocked from importing, as where it is not installed), ``ppa-xr report``
+    exits 2 with the install line alone, before it reads the cube: no traceback, no report, no folder."""
+    import subprocess
+    import sys
+
+    from ppa_xr.datasets import rgb_byte_path
+
+    model = tmp_path / "m.nc"
+    assert main(["fit", rgb_byte_path(), str(model), "--degree", "1", "--n-samples", "2000"]) == 0
+    blocked = ("import sys; sys.modules['matplotlib'] = None; from ppa_xr.cli import main; "
+               f"sys.exit(main(['report', {rgb_byte_path()!r}, {str(model)!r}, {str(tmp_path / 'report')!r}]))")
+    run = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2, run.stderr
+    assert "pip install 'ppa_xr[plot]'" in run.stderr and "Traceback" not in run.stderr
+    assert "report on" not in run.stderr and not (tmp_path / "report").exists()
