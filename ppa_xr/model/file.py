@@ -500,14 +500,29 @@ def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, ov
         return replace_atomically(path, lambda tmp: _write_files(tmp, files, kind), sum(map(len, files.values())), "model")
 
 
+class _Kept(io.BytesIO):
+    """A memory file whose bytes outlive ``close()``: h5netcdf 1.3 (the lowest version allowed) closes the file
+    object it writes to, later versions leave it open."""
+
+    kept = b""
+
+    def close(self) -> None:
+        if not self.closed:
+            self.kept = self.getvalue()
+        super().close()
+
+    def contents(self) -> bytes:
+        return self.kept if self.closed else self.getvalue()
+
+
 def _in_memory(ds: xr.Dataset, kind: str) -> dict[str, bytes]:
     """The model's file (``{"": bytes}``) or store (``{key: bytes}``, keys as zarr names them), built in memory: its
     size is known before anything is written, and Python writes it, meeting a full disk or a Ctrl-C with an exception
     (h5py crashed on a full disk; zarr's writes go on in its own thread after a Ctrl-C)."""
     if kind == "netcdf":
-        buffer = io.BytesIO()
+        buffer = _Kept()
         ds.to_netcdf(buffer, engine="h5netcdf")
-        return {"": buffer.getvalue()}
+        return {"": buffer.contents()}
     import zarr
 
     store: dict[str, Any] = {}
