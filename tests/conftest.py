@@ -72,6 +72,15 @@ def landsat():
     return open_landsat8_sample()
 
 
+@pytest.fixture(scope="session")
+def cluster():
+    """A ``distributed.LocalCluster`` of two single-threaded worker processes, started once for the tests that
+    need an intact cluster (each connects its own ``Client``); a test that kills a worker starts its own."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as local:
+        yield local
+
+
 def as_older_file(ds, version: int, validation: str = "groups"):
     """A model Dataset as a format-``version`` file wrote it: without what later versions added (the spec's
     ``since``, the file's ``SINCE``), with the standardizing scales of formats 3-6, the retired
