@@ -39,6 +39,23 @@ if "ppa_xr" not in sys.modules and _installed_not_editable():
     os.environ["PYTHONSAFEPATH"] = "1"
 
 
+def pytest_xdist_auto_num_workers(config):
+    """pyproject's ``-n auto``: a run of several files runs them side by side, one worker per core (xdist's
+    count); a run of one file stays in this process, since ``--dist loadfile`` would give it one worker anyway."""
+    files = {str(arg).split("::")[0] for arg in config.args}
+    return 0 if len(files) == 1 and files.pop().endswith(".py") else None
+
+
+#: the files that take longest (the docs build, the other-user installs, the pages' code, the cluster and
+#: process schedulers, the durable saves), run first, so that the workers of ``-n auto`` finish together
+LONGEST_FIRST = ("test_docs.py", "test_install.py", "test_doc_snippets.py", "test_compiled.py", "test_schedulers.py", "test_files.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
 def pytest_report_header(config):
     import ppa_xr
 
@@ -70,6 +87,15 @@ def landsat():
     from ppa_xr.datasets import open_landsat8_sample
 
     return open_landsat8_sample()
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A ``distributed.LocalCluster`` of two single-threaded worker processes, started once for the tests that
+    need an intact cluster (each connects its own ``Client``); a test that kills a worker starts its own."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as local:
+        yield local
 
 
 def as_older_file(ds, version: int, validation: str = "groups"):

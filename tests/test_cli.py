@@ -51,17 +51,14 @@ def test_fit_on_a_stack_of_band_files(tmp_path, capsys):
     assert "'component': 2" in capsys.readouterr().out
 
 
-def test_progress_on_stderr_and_a_cluster_by_address(tmp_path, capsys):
-    from distributed import LocalCluster
-
+def test_progress_on_stderr_and_a_cluster_by_address(tmp_path, capsys, cluster):
     model = tmp_path / "m.nc"
     assert main(["fit", rgb_byte_path(), str(model), "--n-samples", "5000", "--degree", "2"]) == 0
     err = capsys.readouterr().err
     assert "PPA fit: 100%" in err and "2/2" in err and "[########################################] | 100%" in err  # steps, dask's bar
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster:
-        out = tmp_path / "c.tif"
-        assert main(["transform", rgb_byte_path(), str(model), str(out), "--scheduler", cluster.scheduler_address]) == 0
-        assert f"running on {cluster.scheduler_address}" in capsys.readouterr().err
+    out = tmp_path / "c.tif"
+    assert main(["transform", rgb_byte_path(), str(model), str(out), "--scheduler", cluster.scheduler_address]) == 0
+    assert f"running on {cluster.scheduler_address}" in capsys.readouterr().err
     local = tmp_path / "local.tif"
     assert main(["transform", rgb_byte_path(), str(model), str(local), "--scheduler", "processes"]) == 0
     import rioxarray

@@ -311,22 +311,26 @@ def test_report_maps_of_the_bundled_scenes(scene):
         assert np.isnan(maps[:, 0]).any()  # the masked pixels are NaN in every map
 
 
-@pytest.mark.parametrize("scheduler", ["threads", "processes", "synchronous", "cluster"])
-def test_report_under_every_scheduler(scheduler):
-    """The compiled loops run in dask's threads, in worker processes and on a LocalCluster (the functions travel
-    by reference and compile, or load from the disk cache, in each process): the same report."""
+@pytest.fixture(scope="module")
+def scheduled_report():
+    """A chunked crop of the Landsat scene, a model of it, and its report computed by the synchronous scheduler."""
     cube = ppa_xr.datasets.open_landsat8_sample().isel(x=slice(0, 240), y=slice(0, 200)).chunk({"x": 120, "y": 100})
     # through pickle first, as the workers get it: a fitted model's pca_rotation is a reversed view, which pickle
     # makes contiguous, and its PCA's products (BLAS) then round differently in the last bits, compiled loops or not
     model = pickle.loads(pickle.dumps(cube.ppa.fit(n_samples=10_000, random_state=0, degree=2)))
     with dask.config.set(scheduler="synchronous"):
         expected = cube.ppa.information_report(model, n_components=2).compute()
+    return cube, model, expected
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes", "synchronous", "cluster"])
+def test_report_under_every_scheduler(request, scheduled_report, scheduler):
+    """The compiled loops run in dask's threads, in worker processes and on a LocalCluster (the functions travel
+    by reference and compile, or load from the disk cache, in each process): the same report."""
+    cube, model, expected = scheduled_report
     if scheduler == "cluster":
         distributed = pytest.importorskip("distributed")
-        with (
-            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-            distributed.Client(cluster),
-        ):
+        with distributed.Client(request.getfixturevalue("cluster")):
             got = cube.ppa.information_report(model, n_components=2).compute()
     else:
         with dask.config.set(scheduler=scheduler):

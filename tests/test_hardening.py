@@ -23,21 +23,37 @@ def cube_model(landsat):
 
 @pytest.mark.parametrize("name", ["m.zarr", "m.nc"])
 def test_two_processes_saving_one_model_take_turns(tmp_path, name):
+    """Two processes overwriting one model at the same time: each save waits its turn, the last one is whole.
+    They start saving together (each waits until the other is ready), and each logs when its saves began and
+    ended, so the test checks that the saves really overlapped."""
+    sync, out = tmp_path / "sync", tmp_path / "out"
+    sync.mkdir(), out.mkdir()
     script = textwrap.dedent(f"""
-        import sys, numpy as np
+        import sys, time, numpy as np
+        from pathlib import Path
         from ppa_xr import PPA
         X = np.random.default_rng(int(sys.argv[1])).normal(size=(400, 4))
         model = PPA(degree=2, random_state=0).fit(X)
-        for _ in range(15):
-            model.save({str(tmp_path / name)!r}, overwrite=True)
+        sync = Path({str(sync)!r})
+        (sync / sys.argv[1]).touch()
+        deadline = time.monotonic() + 240
+        while len(list(sync.iterdir())) < 2 and time.monotonic() < deadline:  # both ready: save together
+            time.sleep(0.01)
+        began = time.monotonic()
+        for _ in range(4):
+            model.save({str(out / name)!r}, overwrite=True)
+        print(began, time.monotonic())
     """)
-    PPA(degree=1).fit(np.random.default_rng(9).normal(size=(400, 4))).save(tmp_path / name)
-    runs = [subprocess.Popen([sys.executable, "-c", script, str(seed)], stderr=subprocess.PIPE, text=True) for seed in (1, 2)]
-    errors = [run.communicate(timeout=300)[1] for run in runs]
-    assert [run.returncode for run in runs] == [0, 0], errors
-    loaded = load_model(tmp_path / name)  # the last complete save, whole
+    PPA(degree=1).fit(np.random.default_rng(9).normal(size=(400, 4))).save(out / name)
+    runs = [subprocess.Popen([sys.executable, "-c", script, str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for seed in (1, 2)]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err for _, err in outputs]
+    (began_1, ended_1), (began_2, ended_2) = (map(float, stdout.split()) for stdout, _ in outputs)
+    assert max(began_1, began_2) < min(ended_1, ended_2), outputs  # the two processes were saving at the same time
+    loaded = load_model(out / name)  # the last complete save, whole
     assert loaded.degrees_.tolist() == [2, 2, 2]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, f".{name}.lock"])  # no orphaned temporaries
+    assert sorted(p.name for p in out.iterdir()) == sorted([name, f".{name}.lock"])  # no orphaned temporaries
 
 
 def test_inverse_transform_matches_components_by_label(landsat, cube_model):

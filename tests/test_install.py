@@ -129,13 +129,23 @@ def _call(tmp_path: Path, cache: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", _CALL], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
 
 
-@pytest.mark.parametrize("suffix", [".nbi", ".nbc"])
-def test_a_damaged_cache_file_is_removed_and_compiled_again(tmp_path, suffix):
-    """A truncated index or entry of numba's cache (NUMBA_CACHE_DIR honoured) made every later session fail
-    with an UnpicklingError naming no file: now the file is removed, named in one warning, and rebuilt."""
+@pytest.fixture(scope="module")
+def first_cache(tmp_path_factory):
+    """The cache a first session wrote into an empty ``NUMBA_CACHE_DIR`` (it compiled: no hits), shared by the
+    tests that damage a copy of it."""
+    tmp_path = tmp_path_factory.mktemp("first-session")
     cache = tmp_path / "cache"
     first = _call(tmp_path, cache)
     assert first.returncode == 0 and first.stdout.startswith("hits 0 ") and str(cache) in first.stdout, first.stderr[-3000:]
+    return cache
+
+
+@pytest.mark.parametrize("suffix", [".nbi", ".nbc"])
+def test_a_damaged_cache_file_is_removed_and_compiled_again(tmp_path, first_cache, suffix):
+    """A truncated index or entry of numba's cache (NUMBA_CACHE_DIR honoured) made every later session fail
+    with an UnpicklingError naming no file: now the file is removed, named in one warning, and rebuilt."""
+    cache = tmp_path / "cache"
+    shutil.copytree(first_cache, cache)  # a first session's cache, as it wrote it
     files = sorted(cache.glob(f"*/compiled.row_coordinates-*{suffix}"))
     assert files
     files[0].write_bytes(files[0].read_bytes()[: files[0].stat().st_size // 2])

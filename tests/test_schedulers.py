@@ -33,20 +33,19 @@ def test_local_schedulers(setup, scheduler):
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-6 * np.abs(ref).max())
 
 
-def test_distributed_local_cluster(setup):
+def test_distributed_local_cluster(setup, cluster):
     distributed = pytest.importorskip("distributed")
     model, cube, ref = setup
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with distributed.Client(cluster):
-            assert len(cluster.workers) == 2
-            out = cube.ppa.transform(model).values
-            sample = cube.ppa.sample(n_samples=5000, random_state=0)
+    with distributed.Client(cluster):
+        assert len(cluster.workers) == 2
+        out = cube.ppa.transform(model).values
+        sample = cube.ppa.sample(n_samples=5000, random_state=0)
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-6 * np.abs(ref).max())
     with dask.config.set(scheduler="threads"):
         np.testing.assert_array_equal(sample, cube.ppa.sample(n_samples=5000, random_state=0))
 
 
-def test_writing_a_geotiff_on_a_cluster_with_the_readme_lock(tmp_path):
+def test_writing_a_geotiff_on_a_cluster_with_the_readme_lock(tmp_path, cluster):
     """README's ``to_raster(..., lock=ppa_xr.file_lock())`` works on a distributed cluster (a threading.Lock does not
     travel to the workers) and on the threaded scheduler."""
     distributed = pytest.importorskip("distributed")
@@ -57,10 +56,9 @@ def test_writing_a_geotiff_on_a_cluster_with_the_readme_lock(tmp_path):
     model = cube.ppa.fit(n_samples=3000, random_state=0, degree=2)
     expected = cube.ppa.transform(model, n_components=3, check=False).values
     assert isinstance(ppa_xr.file_lock(), type(threading.Lock()))
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with distributed.Client(cluster):
-            assert isinstance(ppa_xr.file_lock(), distributed.Lock)
-            cube.ppa.transform(model, n_components=3, check=False).rio.to_raster(tmp_path / "c.tif", lock=ppa_xr.file_lock())
+    with distributed.Client(cluster):
+        assert isinstance(ppa_xr.file_lock(), distributed.Lock)
+        cube.ppa.transform(model, n_components=3, check=False).rio.to_raster(tmp_path / "c.tif", lock=ppa_xr.file_lock())
     np.testing.assert_allclose(rioxarray.open_rasterio(tmp_path / "c.tif").values, expected, rtol=1e-6)
 
 
