@@ -2,7 +2,8 @@
 transform and the whole information report, each written or computed end to end, against one plain pass
 (``cube.mean().compute()``).
 
-The cube is opened lazily from zarr in its own chunks. Each step runs once, in this order: the pass of
+The cube is opened lazily from zarr in its own chunks. After a warm-up (every step on 2 chunks, not
+counted: the workers' imports and compiled loops), each step runs once, in this order: the pass of
 ``cube.mean()``, the fit with the default configuration (its sampling pass reads the whole cube), the
 3-component transform written with ``to_zarr``, the whole report written with ``to_zarr``, and the fit with
 ``configuration="fixed"``. For each step: wall time, CPU time of this process and of every worker (``psutil``,
@@ -14,7 +15,7 @@ workers spilled to disk, and the workers restarted. Ratios are to the transform.
 Run by hand::
 
     python benchmarks/bench_cluster.py --cube CUBE.zarr [--side 4096] [--workers 2] [--threads 1]
-        [--memory-limit 3GB] [--scratch DIR] [--skip fixed,report] [--interval 0.5]
+        [--memory-limit 3GB] [--scratch DIR] [--skip fixed,report] [--interval 0.5] [--no-warm-up]
 
 Outputs go to a fresh folder under ``--scratch`` (default: next to the cube), removed at the end.
 """
