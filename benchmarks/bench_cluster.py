@@ -14,7 +14,7 @@ workers spilled to disk, and the workers restarted. Ratios are to the transform.
 
 Run by hand::
 
-    python benchmarks/bench_cluster.py --cube CUBE.zarr [--side 4096] [--workers 2] [--threads 1]
+    python benchmarks/bench_cluster.py --cube CUBE.zarr [--side 4096] [--rows START:STOP] [--workers 2] [--threads 1]
         [--memory-limit 3GB] [--scratch DIR] [--skip fixed,report] [--interval 0.5] [--no-warm-up]
 
 Outputs go to a fresh folder under ``--scratch`` (default: next to the cube), removed at the end.
@@ -137,6 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cube", required=True, help="a zarr cube written by big_cube.py (a 'reflectance' variable)")
     parser.add_argument("--side", type=int, help="crop to the first SIDE x SIDE pixels")
+    parser.add_argument("--rows", help="START:STOP, only these rows (y) of the cube")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="threads per worker")
     parser.add_argument("--memory-limit", default="3GB", help="per worker, as distributed reads it")
@@ -161,6 +162,8 @@ def main() -> None:
     cube = xr.open_zarr(args.cube)["reflectance"]
     if args.side:
         cube = cube.isel(y=slice(0, args.side), x=slice(0, args.side))
+    if args.rows:
+        cube = cube.isel(y=slice(*(int(v) for v in args.rows.split(":"))))
     scratch = tempfile.mkdtemp(prefix="bench_cluster_", dir=args.scratch or os.path.dirname(os.path.abspath(args.cube)))
     print(machine())
     print(f"memory {psutil.virtual_memory().total / 2**30:.1f} GiB, {psutil.virtual_memory().available / 2**30:.1f} GiB available; "
@@ -174,7 +177,7 @@ def main() -> None:
     results: dict[str, dict] = {}
     try:
         with LocalCluster(n_workers=args.workers, threads_per_worker=args.threads, memory_limit=args.memory_limit, processes=True,
-                          dashboard_address=None, local_directory=scratch) as cluster, Client(cluster) as client:
+                          dashboard_address=":0", local_directory=scratch) as cluster, Client(cluster) as client:
             models: dict[str, object] = {}
 
             def out(name: str) -> str:
