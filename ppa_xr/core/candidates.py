@@ -111,11 +111,12 @@ def _state(params: PPAParams, x: np.ndarray) -> np.ndarray:
     return params.to_fit_space(x) @ params.rotation.T
 
 
-def _correction(params: PPAParams, p: int, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Curved step ``p``'s correction of ``r`` (n x d): the basis ``B = [1, T_p(r_p)]`` (n x g+1) and the
-    coefficients ``F`` (g+1 x d-p-1), so that ``r[:, p+1:] -= B F`` is the step (the kernels' forward map)."""
+def _correction(params: PPAParams, p: int, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Curved step ``p``'s correction of the states ``r`` (n x d), from their column ``r_p`` (n,): the basis
+    ``B = [1, T_p(r_p)]`` (n x g+1) and the coefficients ``F`` (g+1 x d-p-1), so that ``r[:, p+1:] -= B F``
+    is the step (the kernels' forward map)."""
     g = max(int(params.degrees[p]), 1)
-    t = (r[:, p] - params.center[p]) / params.scale[p]
+    t = (column - params.center[p]) / params.scale[p]
     design = np.empty((g + 1, len(t)))
     design[0] = 1
     basis.powers(t, g, params.tails, design[1:])
@@ -135,8 +136,107 @@ def _group_squares(values: np.ndarray, weights: np.ndarray | None, starts: np.nd
     return np.add.reduceat(squares, starts, axis=0)
 
 
+class Groups:
+    """Rows sorted by group (``bounds``), their weights (None: 1), and what every fit measured on them shares:
+    each group's weight ``n_g = sum w_i``, sum ``s_g = sum w_i x_i`` and, with ``scatter``, its
+    ``S_g = sum w_i x_i x_i^T`` (one ``O(n d^2)`` pass, made once for all the fits)."""
+
+    def __init__(self, rows: np.ndarray, weights: np.ndarray | None, bounds: np.ndarray, scatter: bool = True) -> None:
+        self.rows, self.weights, self.bounds = rows, weights, bounds
+        self.spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+        w = np.ones(len(rows)) if weights is None else weights
+        self.counts = np.add.reduceat(w, bounds[:-1])
+        self.sums = np.stack([w[lo:hi] @ rows[lo:hi] for lo, hi in self.spans])
+        self.scatter = np.stack([_scatter(rows[lo:hi], None if weights is None else weights[lo:hi]) for lo, hi in self.spans]) \
+            if scatter else None
+
+    def per_group(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """``left_g^T right_g`` for each group's rows (groups, a, b)."""
+        return np.stack([left[lo:hi].T @ right[lo:hi] for lo, hi in self.spans])
+
+
+def _scatter(x: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """``sum_i w_i x_i x_i^T`` (a symmetric rank-k product)."""
+    if weights is None:
+        return x.T @ x
+    rooted = x * np.sqrt(weights)[:, None]
+    return rooted.T @ rooted
+
+
+class _Moments:
+    """One fit's states ``r = L (x - mean)`` on a :class:`Groups` (``L = A W``), held as each group's second moments
+    ``M_g = sum_{i in g} w_i r_i r_i^T`` and the curved steps' input columns ``r_p``, corrected step by step:
+    a correction ``r[:, p+1:] -= B F`` downdates ``M_g -= Q_g^T F + F^T Q_g - F^T B_g^T W B_g F`` with
+    ``Q_g = B_g^T W r_g``, which is ``B_g^T W (x_g - mean) L^T`` less the earlier corrections' share
+    (``O(n g d)`` a step and ``O(groups d^3)`` a truncation, where the rows' states would cost ``O(n d^2)``)."""
+
+    def __init__(self, params: PPAParams, groups: Groups, curved: list[int]) -> None:
+        self.params, self.groups, self.curved = params, groups, curved
+        self.L, delta = params.input_rotation(), params.mean
+        assert groups.scatter is not None
+        shift = groups.sums[:, :, None] * delta
+        centred = groups.scatter - shift - shift.transpose(0, 2, 1) + groups.counts[:, None, None] * np.outer(delta, delta)
+        self.moments = self.L @ centred @ self.L.T
+        self.inputs = (groups.rows - delta) @ self.L[curved].T  # r_p of every curved step p, before the corrections
+        self.done: list[tuple[np.ndarray, np.ndarray, int]] = []  # the corrections made: (B, F, p)
+
+    def correct(self, p: int) -> None:
+        g = self.groups
+        design, coef = _correction(self.params, p, self.inputs[:, self.curved.index(p)])
+        weighted = design if g.weights is None else design * g.weights[:, None]
+        raw = g.per_group(weighted, g.rows)  # B_g^T W x_g, less B_g^T W 1 mean^T
+        raw -= np.stack([weighted[lo:hi].sum(axis=0) for lo, hi in g.spans])[:, :, None] * self.params.mean
+        cross = raw @ self.L[p + 1:].T  # B_g^T W (x_g - mean) L^T on the corrected block, before any correction
+        for before, fitted, q in self.done:  # less the earlier corrections' share, B_g^T W B'_g F'
+            cross -= g.per_group(weighted, before) @ fitted[:, p - q:]
+        shift = np.matmul(cross.transpose(0, 2, 1), coef)
+        self.moments[:, p + 1:, p + 1:] -= shift + shift.transpose(0, 2, 1) - coef.T @ g.per_group(weighted, design) @ coef
+        later = [j for j, q in enumerate(self.curved) if q > p]
+        if later:
+            self.inputs[:, later] -= design @ coef[:, [self.curved[j] - p - 1 for j in later]]
+        self.done.append((design, coef, p))
+
+    def squares(self, lead: int) -> np.ndarray:
+        """``sum_{i in g} w_i ||r_i[j:]||^2`` for ``j >= lead`` (groups, d - lead)."""
+        return _suffix(np.diagonal(self.moments[:, lead:, lead:], axis1=1, axis2=2))
+
+    def errors(self, lead: int, vectors: np.ndarray) -> np.ndarray:
+        """``sum_{i in g} w_i ||r_i[lead:] V[:, j:]||^2`` (groups, d - lead), ``V`` the axes in descending order:
+        ``sum_{l >= j} v_l^T M_g v_l``."""
+        return _suffix(np.einsum("gij,ij->gj", self.moments[:, lead:, lead:] @ vectors, vectors))
+
+
+class _Rows:
+    """The held-out rows' states ``r`` (n x d), corrected step by step, and their per-group errors: each
+    truncation projects the rows on its axes (``O(n m^2)``, ``m`` the axes left), the cheaper where a
+    group's moments (d x d) would outnumber its rows' values."""
+
+    def __init__(self, params: PPAParams, groups: Groups) -> None:
+        self.params, self.weights, self.starts = params, groups.weights, groups.bounds[:-1]
+        self.r = _state(params, groups.rows)
+
+    def correct(self, p: int) -> None:
+        design, coef = _correction(self.params, p, self.r[:, p])
+        self.r[:, p + 1:] -= design @ coef
+
+    def squares(self, lead: int) -> np.ndarray:
+        return _suffix(_group_squares(self.r[:, lead:], self.weights, self.starts))
+
+    def errors(self, lead: int, vectors: np.ndarray) -> np.ndarray:
+        """The projections in float32 (half the cost of the largest product here): an error of 1e-7 of a row's
+        norm in each, far below the EQUAL floor of the comparison; the squares are summed in float64."""
+        projected = self.r[:, lead:].astype(np.float32) @ vectors.astype(np.float32)
+        return _suffix(_group_squares(projected, self.weights, self.starts))
+
+
+def by_moments(groups: int, d: int, rows: int) -> bool:
+    """Whether held-out errors are read from the groups' moments (``groups d^2`` values) rather than the rows'
+    states (``rows d``): where the moments are no larger."""
+    return groups * d <= rows
+
+
 def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bounds: np.ndarray,
-                      weights: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+                      weights: tuple[np.ndarray, np.ndarray] | None = None, moments: bool | None = None) -> np.ndarray:
     """Held-out squared errors of every truncation of a fit, summed per group: (C+1, groups, d-1).
 
     ``params`` is a fit on ``train``, its curved steps ``p_1 < ... < p_C``.
@@ -147,50 +247,49 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     ``train``. ``held`` rows are sorted by group, ``bounds`` the groups' row
     ranges; ``weights``, the rows' (train's, held's), weigh every sum. Entry
     ``[c, g, k-1]`` is the squared error keeping ``k`` components, summed over
-    group ``g``'s rows.
+    group ``g``'s rows. ``moments``: whether the held-out errors come from the
+    groups' second moments (None: :func:`by_moments`); the same up to rounding.
+    """
+    w_train, w_held = (None, None) if weights is None else weights
+    moments = by_moments(len(bounds) - 1, held.shape[1], len(held)) if moments is None else moments
+    errors, _ = _truncations(params, Groups(train, w_train, np.array([0, len(train)])), Groups(held, w_held, bounds, moments))
+    return errors
+
+
+def _truncations(params: PPAParams, train: Groups, held: Groups) -> tuple[np.ndarray, float]:
+    """:func:`truncation_errors` on rows whose moments are made (held's from its moments where it has them),
+    and the held-out rows' energy ``sum w ||W (x - mean)||^2``.
 
     One pass over the curved steps. The training residual's second moments are
-    updated with each correction ``r -= B F`` (``M -= Q^T F + F^T Q - F^T B^T B F``
-    on the corrected block, ``Q = B^T r``: O(n g d) a step instead of O(n d^2)),
-    the held-out rows are projected on each truncation's PCA (O(n_held d^2)).
+    downdated with each correction (:class:`_Moments`), and so are the held-out
+    groups' where they have moments; else the held-out rows are corrected and
+    projected on each truncation's PCA (:class:`_Rows`).
     """
     d = params.n_features
     curved = params.curved_steps()
-    r_train, r_held = _state(params, train), _state(params, held)
-    w_train, w_held = (np.ones(len(train)), None) if weights is None else weights
-    moments = r_train.T @ r_train if weights is None else (r_train * w_train[:, None]).T @ r_train
-    starts = bounds[:-1]
-    out = np.empty((len(curved) + 1, len(starts), d - 1))
-    full = np.empty((len(starts), d - 1))  # the untruncated fit's errors, filled as the states come
+    fitted = _Moments(params, train, curved)
+    unseen = _Rows(params, held) if held.scatter is None else _Moments(params, held, curved)
+    out = np.empty((len(curved) + 1, len(held.spans), d - 1))
+    full = np.empty((len(held.spans), d - 1))  # the untruncated fit's errors, filled as the states come
+    total = 0.0
     for c in range(len(curved) + 1):
         if c:
-            p = curved[c - 1]
-            design, coef = _correction(params, p, r_train)
-            weighted = design * w_train[:, None]
-            cross = weighted.T @ r_train[:, p + 1:]  # Q = B^T r on the corrected block
-            shift = cross.T @ coef
-            # only the corrected block's moments are read again (each later truncation's PCA lies within it)
-            moments[p + 1:, p + 1:] -= shift + shift.T - coef.T @ (weighted.T @ design) @ coef
-            r_train[:, p + 1:] -= design @ coef
-            design, coef = _correction(params, p, r_held)
-            r_held[:, p + 1:] -= design @ coef
+            fitted.correct(curved[c - 1])
+            unseen.correct(curved[c - 1])
         lead = 0 if c == 0 else curved[c - 1] + 1  # outputs fixed by the kept steps
-        tail = r_held[:, lead:]
         # state c holds for k from lead to the next curved step: the untruncated errors ||r[k:]||^2 there
-        squares = _suffix(_group_squares(tail, w_held, starts))
+        squares = unseen.squares(lead)
+        total = total or float(squares[:, 0].sum())  # ||r||^2 = ||W (x - mean)||^2: A is orthonormal
         last = curved[c] if c < len(curved) else d - 1
         ks = np.arange(max(lead, 1), last + 1)
         full[:, ks - 1] = squares[:, ks - lead]
         # the capped rest: PCA of the training residual's second moments (its mean is zero: every step's
         # least squares has a constant term); its errors keeping lead + j components
-        _, vectors = scipy.linalg.eigh(moments[lead:, lead:], check_finite=False)
-        # the projections in float32 (half the cost of the largest product here): an error of 1e-7 of a row's
-        # norm in each, far below the EQUAL floor of the comparison; the squares are summed in float64
-        projected = tail.astype(np.float32) @ vectors[:, ::-1].astype(np.float32)
-        errors = _suffix(_group_squares(projected, w_held, starts))
+        _, vectors = scipy.linalg.eigh(fitted.moments[0, lead:, lead:], check_finite=False)
+        errors = unseen.errors(lead, vectors[:, ::-1])
         out[c, :, :lead] = full[:, :lead]
         out[c, :, lead:] = errors[:, 1: d - lead]
-    return out
+    return out, total
 
 
 @dataclass(frozen=True)
@@ -332,14 +431,16 @@ class _Validation:
         self.pca = np.zeros((len(judged), X.shape[1] - 1))
         self.total = 0.0
         self.verdicts: dict[tuple[bool, int | None], Verdict] = {}
+        self._gathered: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._groups: dict[int, tuple[Groups, Groups]] = {}
 
     def family(self, robust: bool) -> bool:
         """Judge the plain (or robust) fit of every part and all its truncations; False, judging nothing, where
         no plain fit has a curved step: each is its own PCA, and PCA is always admitted."""
-        fits = [(part, self._fit(part, robust)) for part in self.parts]
-        if not robust and not any(fitted[0].curved_steps() for _, fitted in fits):
+        fits = [(i, self._fit(i, robust)) for i in range(len(self.parts))]
+        if not robust and not any(params.curved_steps() for _, params in fits):
             return False
-        errors = [(part.held, self._errors(part, *fitted, robust=robust)) for part, fitted in fits]
+        errors = [(self.parts[i].held, self._errors(i, params, robust)) for i, params in fits]
         top = max(len(e) - 1 for _, e in errors)
         for c in range(1 if robust else 0, top + 1):  # the robust family's PCA (c = 0) is the plain family's
             held_out = np.empty_like(self.pca)
@@ -349,22 +450,37 @@ class _Validation:
             self.verdicts[(robust, None if c == top else c)] = judge(held_out[self.judged], self.pca[self.judged], self.total)
         return True
 
-    def _fit(self, part: _Part, robust: bool) -> tuple[PPAParams, np.ndarray, np.ndarray]:
-        """The part's fit, and its training and held-out rows (one gather of each, scaled in place)."""
-        training, unseen = self.X[part.train], self.X[part.rows]
-        training /= self.unit
-        unseen /= self.unit
-        weights = None if self.weights is None else self.weights[part.train]
-        params = self.fit(training, part.groups, np.random.default_rng(part.seed), weights, self.unit, robust=robust, max_curved=None)
-        return params, training, unseen
+    def _rows(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Part ``i``'s training and held-out rows, gathered once for every family, in units of ``unit`` about the
+        training rows' mean (the fits centre themselves; the moments of the states are then of O(1) values)."""
+        if i not in self._gathered:
+            part = self.parts[i]
+            training, unseen = self.X[part.train], self.X[part.rows]
+            training /= self.unit
+            unseen /= self.unit
+            origin = training.mean(axis=0)
+            training -= origin
+            unseen -= origin
+            self._gathered[i] = training, unseen
+        return self._gathered[i]
 
-    def _errors(self, part: _Part, params: PPAParams, training: np.ndarray, unseen: np.ndarray, robust: bool) -> np.ndarray:
-        w = None if self.weights is None else (self.weights[part.train], self.weights[part.rows])
-        errors = truncation_errors(params, training, unseen, part.bounds, w)
+    def _fit(self, i: int, robust: bool) -> PPAParams:
+        part = self.parts[i]
+        weights = None if self.weights is None else self.weights[part.train]
+        return self.fit(self._rows(i)[0], part.groups, np.random.default_rng(part.seed), weights, self.unit, robust=robust, max_curved=None)
+
+    def _errors(self, i: int, params: PPAParams, robust: bool) -> np.ndarray:
+        """Part ``i``'s truncation errors (:func:`_truncations`), its rows' moments made once for every family."""
+        part = self.parts[i]
+        if i not in self._groups:
+            (training, unseen), w = self._rows(i), self.weights
+            moments = by_moments(len(part.held), unseen.shape[1], len(unseen))
+            self._groups[i] = (Groups(training, None if w is None else w[part.train], np.array([0, len(training)])),
+                               Groups(unseen, None if w is None else w[part.rows], part.bounds, moments))
+        errors, total = _truncations(params, *self._groups[i])
         if not robust:  # the plain family's PCA (truncation 0) is the baseline of every candidate
             self.pca[part.held] = errors[0]
-            z = params.to_fit_space(unseen)
-            self.total += float(np.einsum("ij,ij->", z, z) if w is None else np.einsum("i,ij,ij->", w[1], z, z))
+            self.total += total
         return errors
 
     def candidates(self) -> dict[tuple[bool, int | None], Verdict]:
