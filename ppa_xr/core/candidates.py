@@ -178,23 +178,28 @@ class _Moments:
         centred = groups.scatter - shift - shift.transpose(0, 2, 1) + groups.counts[:, None, None] * np.outer(delta, delta)
         self.moments = self.L @ centred @ self.L.T
         self.inputs = (groups.rows - delta) @ self.L[curved].T  # r_p of every curved step p, before the corrections
-        self.done: list[tuple[np.ndarray, np.ndarray, int]] = []  # the corrections made: (B, F, p)
+        # the corrections' bases side by side (n x sum of g+1), and each one's coefficients, step and first column
+        self.bases = np.empty((len(groups.rows), sum(max(int(params.degrees[p]), 1) + 1 for p in curved)))
+        self.done: list[tuple[np.ndarray, int, int]] = []
 
     def correct(self, p: int) -> None:
         g = self.groups
         design, coef = _correction(self.params, p, self.inputs[:, self.curved.index(p)])
+        first = self.done[-1][2] + len(self.done[-1][0]) if self.done else 0
+        self.bases[:, first:first + design.shape[1]] = design
         weighted = design if g.weights is None else design * g.weights[:, None]
+        products = g.per_group(weighted, self.bases[:, :first + design.shape[1]])  # B_g^T W B'_g, this step's last
         raw = g.per_group(weighted, g.rows)  # B_g^T W x_g, less B_g^T W 1 mean^T
-        raw -= np.stack([weighted[lo:hi].sum(axis=0) for lo, hi in g.spans])[:, :, None] * self.params.mean
+        raw -= products[:, :, :1] * self.params.mean  # the constant column of B' is 1
         cross = raw @ self.L[p + 1:].T  # B_g^T W (x_g - mean) L^T on the corrected block, before any correction
-        for before, fitted, q in self.done:  # less the earlier corrections' share, B_g^T W B'_g F'
-            cross -= g.per_group(weighted, before) @ fitted[:, p - q:]
+        for fitted, q, at in self.done:  # less the earlier corrections' share, B_g^T W B'_g F'
+            cross -= products[:, :, at:at + len(fitted)] @ fitted[:, p - q:]
         shift = np.matmul(cross.transpose(0, 2, 1), coef)
-        self.moments[:, p + 1:, p + 1:] -= shift + shift.transpose(0, 2, 1) - coef.T @ g.per_group(weighted, design) @ coef
+        self.moments[:, p + 1:, p + 1:] -= shift + shift.transpose(0, 2, 1) - coef.T @ products[:, :, first:] @ coef
         later = [j for j, q in enumerate(self.curved) if q > p]
         if later:
             self.inputs[:, later] -= design @ coef[:, [self.curved[j] - p - 1 for j in later]]
-        self.done.append((design, coef, p))
+        self.done.append((coef, p, first))
 
     def squares(self, lead: int) -> np.ndarray:
         """``sum_{i in g} w_i ||r_i[j:]||^2`` for ``j >= lead`` (groups, d - lead)."""
