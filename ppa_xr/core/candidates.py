@@ -106,11 +106,6 @@ SWITCH = 1.0
 FOLDS, ROUNDS = 2, 1
 
 
-def _state(params: PPAParams, x: np.ndarray) -> np.ndarray:
-    """``r = A W (x - mean)`` (n x d): the outputs before any step's correction."""
-    return params.to_fit_space(x) @ params.rotation.T
-
-
 def _correction(params: PPAParams, p: int, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Curved step ``p``'s correction of the states ``r`` (n x d), from their column ``r_p`` (n,): the basis
     ``B = [1, T_p(r_p)]`` (n x g+1) and the coefficients ``F`` (g+1 x d-p-1), so that ``r[:, p+1:] -= B F``
@@ -137,12 +132,14 @@ def _group_squares(values: np.ndarray, weights: np.ndarray | None, starts: np.nd
 
 
 class Groups:
-    """Rows sorted by group (``bounds``), their weights (None: 1), and what every fit measured on them shares:
-    each group's weight ``n_g = sum w_i``, sum ``s_g = sum w_i x_i`` and, with ``scatter``, its
-    ``S_g = sum w_i x_i x_i^T`` (one ``O(n d^2)`` pass, made once for all the fits)."""
+    """Rows ``y = x - origin`` sorted by group (``bounds``), their weights (None: 1), and what every fit measured on
+    them shares: each group's weight ``n_g = sum w_i``, sum ``s_g = sum w_i y_i`` and, with ``scatter``, its
+    ``S_g = sum w_i y_i y_i^T`` (one ``O(n d^2)`` pass, made once for all the fits). The origin is near the
+    rows' mean (their moments then hold the spread, not the offset)."""
 
-    def __init__(self, rows: np.ndarray, weights: np.ndarray | None, bounds: np.ndarray, scatter: bool = True) -> None:
-        self.rows, self.weights, self.bounds = rows, weights, bounds
+    def __init__(self, rows: np.ndarray, weights: np.ndarray | None, bounds: np.ndarray, scatter: bool = True,
+                 origin: np.ndarray | float = 0.0) -> None:
+        self.rows, self.weights, self.bounds, self.origin = rows, weights, bounds, origin
         self.spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
         w = np.ones(len(rows)) if weights is None else weights
         self.counts = np.add.reduceat(w, bounds[:-1])
@@ -172,14 +169,15 @@ class _Moments:
 
     def __init__(self, params: PPAParams, groups: Groups, curved: list[int]) -> None:
         self.params, self.groups, self.curved = params, groups, curved
-        self.L, delta = params.input_rotation(), params.mean
+        self.L, delta = params.input_rotation(), params.mean - groups.origin
+        self.delta = delta
         assert groups.scatter is not None
         shift = groups.sums[:, :, None] * delta
         centred = groups.scatter - shift - shift.transpose(0, 2, 1) + groups.counts[:, None, None] * np.outer(delta, delta)
         self.moments = self.L @ centred @ self.L.T
-        self.inputs = (groups.rows - delta) @ self.L[curved].T  # r_p of every curved step p, before the corrections
+        self.inputs = np.asfortranarray((groups.rows - delta) @ self.L[curved].T)  # r_p of every curved step p, uncorrected
         # the corrections' bases side by side (n x sum of g+1), and each one's coefficients, step and first column
-        self.bases = np.empty((len(groups.rows), sum(max(int(params.degrees[p]), 1) + 1 for p in curved)))
+        self.bases = np.empty((len(groups.rows), sum(max(int(params.degrees[p]), 1) + 1 for p in curved)), order="F")
         self.done: list[tuple[np.ndarray, int, int]] = []
 
     def correct(self, p: int) -> None:
@@ -190,15 +188,15 @@ class _Moments:
         weighted = design if g.weights is None else design * g.weights[:, None]
         products = g.per_group(weighted, self.bases[:, :first + design.shape[1]])  # B_g^T W B'_g, this step's last
         raw = g.per_group(weighted, g.rows)  # B_g^T W x_g, less B_g^T W 1 mean^T
-        raw -= products[:, :, :1] * self.params.mean  # the constant column of B' is 1
+        raw -= products[:, :, :1] * self.delta  # the constant column of B' is 1
         cross = raw @ self.L[p + 1:].T  # B_g^T W (x_g - mean) L^T on the corrected block, before any correction
         for fitted, q, at in self.done:  # less the earlier corrections' share, B_g^T W B'_g F'
             cross -= products[:, :, at:at + len(fitted)] @ fitted[:, p - q:]
         shift = np.matmul(cross.transpose(0, 2, 1), coef)
         self.moments[:, p + 1:, p + 1:] -= shift + shift.transpose(0, 2, 1) - coef.T @ products[:, :, first:] @ coef
-        later = [j for j, q in enumerate(self.curved) if q > p]
-        if later:
-            self.inputs[:, later] -= design @ coef[:, [self.curved[j] - p - 1 for j in later]]
+        j = self.curved.index(p) + 1  # the later curved steps' inputs: r_q -= B F[:, q - p - 1]
+        if j < len(self.curved):
+            self.inputs[:, j:] -= design @ coef[:, [q - p - 1 for q in self.curved[j:]]]
         self.done.append((coef, p, first))
 
     def squares(self, lead: int) -> np.ndarray:
@@ -218,7 +216,7 @@ class _Rows:
 
     def __init__(self, params: PPAParams, groups: Groups) -> None:
         self.params, self.weights, self.starts = params, groups.weights, groups.bounds[:-1]
-        self.r = _state(params, groups.rows)
+        self.r = (groups.rows - (params.mean - groups.origin)) @ params.input_rotation().T
 
     def correct(self, p: int) -> None:
         design, coef = _correction(self.params, p, self.r[:, p])
@@ -257,7 +255,9 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     """
     w_train, w_held = (None, None) if weights is None else weights
     moments = by_moments(len(bounds) - 1, held.shape[1], len(held)) if moments is None else moments
-    errors, _ = _truncations(params, Groups(train, w_train, np.array([0, len(train)])), Groups(held, w_held, bounds, moments))
+    origin = train.mean(axis=0)
+    errors, _ = _truncations(params, Groups(train - origin, w_train, np.array([0, len(train)]), origin=origin),
+                             Groups(held - origin, w_held, bounds, moments, origin))
     return errors
 
 
