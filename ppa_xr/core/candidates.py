@@ -89,7 +89,7 @@ import scipy.special
 from . import basis, blas, checks
 from .degrees import PSEUDO_GROUPS, Folds
 from .errors import ALLOWANCE, LEVEL
-from .linalg import power_of_two, unit_mean
+from .linalg import PANEL, power_of_two, unit_mean
 from .params import PPAParams
 from .ppa import Fit as Fitted
 from .ppa import Progress, fit, fit_params
@@ -132,32 +132,34 @@ def _group_squares(values: np.ndarray, weights: np.ndarray | None, starts: np.nd
 
 
 class Groups:
-    """Rows ``y = x - origin`` sorted by group (``bounds``), their weights (None: 1), and what every fit measured on
-    them shares: each group's weight ``n_g = sum w_i``, sum ``s_g = sum w_i y_i`` and, with ``scatter``, its
-    ``S_g = sum w_i y_i y_i^T`` (one ``O(n d^2)`` pass, made once for all the fits). The origin is near the
-    rows' mean (their moments then hold the spread, not the offset)."""
+    """Rows sorted by group (``bounds``), their weights (None: 1), and what every fit measured on them shares:
+    each group's weight ``n_g = sum w_i``, and about an ``origin`` near the rows' mean (the moments then hold
+    the spread, not the offset), its sum ``s_g = sum w_i y_i`` and, with ``scatter``, ``S_g = sum w_i y_i y_i^T``,
+    ``y = x - origin`` (one ``O(n d^2)`` pass, a panel of rows at a time, made once for all the fits)."""
 
     def __init__(self, rows: np.ndarray, weights: np.ndarray | None, bounds: np.ndarray, scatter: bool = True,
-                 origin: np.ndarray | float = 0.0) -> None:
-        self.rows, self.weights, self.bounds, self.origin = rows, weights, bounds, origin
+                 origin: np.ndarray | None = None) -> None:
+        self.rows, self.weights, self.bounds = rows, weights, bounds
+        self.origin = rows.mean(axis=0) if origin is None else origin
         self.spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
         w = np.ones(len(rows)) if weights is None else weights
         self.counts = np.add.reduceat(w, bounds[:-1])
-        self.sums = np.stack([w[lo:hi] @ rows[lo:hi] for lo, hi in self.spans])
-        self.scatter = np.stack([_scatter(rows[lo:hi], None if weights is None else weights[lo:hi]) for lo, hi in self.spans]) \
-            if scatter else None
+        self.sums = np.stack([w[lo:hi] @ rows[lo:hi] for lo, hi in self.spans]) - self.counts[:, None] * self.origin
+        self.scatter = np.stack([self._scatter(lo, hi) for lo, hi in self.spans]) if scatter else None
+
+    def _scatter(self, lo: int, hi: int) -> np.ndarray:
+        """``sum_i w_i y_i y_i^T`` over rows ``lo:hi`` (symmetric rank-k products of centred panels)."""
+        out = np.zeros((self.rows.shape[1],) * 2)
+        for start in range(lo, hi, PANEL):
+            y = self.rows[start:min(start + PANEL, hi)] - self.origin
+            if self.weights is not None:
+                y *= np.sqrt(self.weights[start:start + len(y)])[:, None]
+            out += y.T @ y
+        return out
 
     def per_group(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """``left_g^T right_g`` for each group's rows (groups, a, b)."""
         return np.stack([left[lo:hi].T @ right[lo:hi] for lo, hi in self.spans])
-
-
-def _scatter(x: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
-    """``sum_i w_i x_i x_i^T`` (a symmetric rank-k product)."""
-    if weights is None:
-        return x.T @ x
-    rooted = x * np.sqrt(weights)[:, None]
-    return rooted.T @ rooted
 
 
 class _Moments:
@@ -170,12 +172,13 @@ class _Moments:
     def __init__(self, params: PPAParams, groups: Groups, curved: list[int]) -> None:
         self.params, self.groups, self.curved = params, groups, curved
         self.L, delta = params.input_rotation(), params.mean - groups.origin
-        self.delta = delta
-        assert groups.scatter is not None
+        assert groups.scatter is not None  # made with scatter=True
         shift = groups.sums[:, :, None] * delta
         centred = groups.scatter - shift - shift.transpose(0, 2, 1) + groups.counts[:, None, None] * np.outer(delta, delta)
         self.moments = self.L @ centred @ self.L.T
-        self.inputs = np.asfortranarray((groups.rows - delta) @ self.L[curved].T)  # r_p of every curved step p, uncorrected
+        self.inputs = np.empty((len(groups.rows), len(curved)), order="F")  # r_p of every curved step p, uncorrected
+        for lo in range(0, len(groups.rows), PANEL):
+            self.inputs[lo:lo + PANEL] = (groups.rows[lo:lo + PANEL] - params.mean) @ self.L[curved].T
         # the corrections' bases side by side (n x sum of g+1), and each one's coefficients, step and first column
         self.bases = np.empty((len(groups.rows), sum(max(int(params.degrees[p]), 1) + 1 for p in curved)), order="F")
         self.done: list[tuple[np.ndarray, int, int]] = []
@@ -187,8 +190,9 @@ class _Moments:
         self.bases[:, first:first + design.shape[1]] = design
         weighted = design if g.weights is None else design * g.weights[:, None]
         products = g.per_group(weighted, self.bases[:, :first + design.shape[1]])  # B_g^T W B'_g, this step's last
-        raw = g.per_group(weighted, g.rows)  # B_g^T W x_g, less B_g^T W 1 mean^T
-        raw -= products[:, :, :1] * self.delta  # the constant column of B' is 1
+        # B_g^T W (x_g - mean) = B_g^T W x_g - (B_g^T W 1) mean^T (the constant column of B' is 1): its rounding,
+        # relative to the rows' spread, grows as their offset, 1e-10 of the held-out energy at an offset of 1e6 spreads
+        raw = g.per_group(weighted, g.rows) - products[:, :, :1] * self.params.mean
         cross = raw @ self.L[p + 1:].T  # B_g^T W (x_g - mean) L^T on the corrected block, before any correction
         for fitted, q, at in self.done:  # less the earlier corrections' share, B_g^T W B'_g F'
             cross -= products[:, :, at:at + len(fitted)] @ fitted[:, p - q:]
@@ -216,7 +220,7 @@ class _Rows:
 
     def __init__(self, params: PPAParams, groups: Groups) -> None:
         self.params, self.weights, self.starts = params, groups.weights, groups.bounds[:-1]
-        self.r = (groups.rows - (params.mean - groups.origin)) @ params.input_rotation().T
+        self.r = (groups.rows - params.mean) @ params.input_rotation().T
 
     def correct(self, p: int) -> None:
         design, coef = _correction(self.params, p, self.r[:, p])
@@ -255,9 +259,8 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     """
     w_train, w_held = (None, None) if weights is None else weights
     moments = by_moments(len(bounds) - 1, held.shape[1], len(held)) if moments is None else moments
-    origin = train.mean(axis=0)
-    errors, _ = _truncations(params, Groups(train - origin, w_train, np.array([0, len(train)]), origin=origin),
-                             Groups(held - origin, w_held, bounds, moments, origin))
+    fitted = Groups(train, w_train, np.array([0, len(train)]))
+    errors, _ = _truncations(params, fitted, Groups(held, w_held, bounds, moments, fitted.origin))
     return errors
 
 
@@ -456,16 +459,12 @@ class _Validation:
         return True
 
     def _rows(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Part ``i``'s training and held-out rows, gathered once for every family, in units of ``unit`` about the
-        training rows' mean (the fits centre themselves; the moments of the states are then of O(1) values)."""
+        """Part ``i``'s training and held-out rows, gathered once for every family, in units of ``unit``."""
         if i not in self._gathered:
             part = self.parts[i]
             training, unseen = self.X[part.train], self.X[part.rows]
             training /= self.unit
             unseen /= self.unit
-            origin = training.mean(axis=0)
-            training -= origin
-            unseen -= origin
             self._gathered[i] = training, unseen
         return self._gathered[i]
 
@@ -480,8 +479,8 @@ class _Validation:
         if i not in self._groups:
             (training, unseen), w = self._rows(i), self.weights
             moments = by_moments(len(part.held), unseen.shape[1], len(unseen))
-            self._groups[i] = (Groups(training, None if w is None else w[part.train], np.array([0, len(training)])),
-                               Groups(unseen, None if w is None else w[part.rows], part.bounds, moments))
+            fitted = Groups(training, None if w is None else w[part.train], np.array([0, len(training)]))
+            self._groups[i] = fitted, Groups(unseen, None if w is None else w[part.rows], part.bounds, moments, fitted.origin)
         errors, total = _truncations(params, *self._groups[i])
         if not robust:  # the plain family's PCA (truncation 0) is the baseline of every candidate
             self.pca[part.held] = errors[0]
