@@ -164,10 +164,15 @@ class Groups:
 
 class _Moments:
     """One fit's states ``r = L (x - mean)`` on a :class:`Groups` (``L = A W``), held as each group's second moments
-    ``M_g = sum_{i in g} w_i r_i r_i^T`` and the curved steps' input columns ``r_p``, corrected step by step:
-    a correction ``r[:, p+1:] -= B F`` downdates ``M_g -= Q_g^T F + F^T Q_g - F^T B_g^T W B_g F`` with
-    ``Q_g = B_g^T W r_g``, which is ``B_g^T W (x_g - mean) L^T`` less the earlier corrections' share
-    (``O(n g d)`` a step and ``O(groups d^3)`` a truncation, where the rows' states would cost ``O(n d^2)``)."""
+    ``M_g = sum_{i in g} w_i r_i r_i^T``, downdated with each correction ``r[:, p+1:] -= B F``:
+    ``M_g -= Q_g^T F + F^T Q_g - F^T B_g^T W B_g F`` with ``Q_g = B_g^T W r_g``, which is
+    ``B_g^T W (x_g - mean) L^T`` less the earlier corrections' share ``B_g^T W B'_g F'``.
+
+    The curved steps' inputs ``r_p`` (n x C) are corrected first, step after step; then one pass over the
+    rows, a panel at a time, gives every group's products of all the steps' bases ``B = [B_1 .. B_C]``
+    with each other and with the rows (``O(n K d)``, ``K`` the bases' columns, where the rows' states
+    would cost ``O(n d^2)``), and each truncation's errors ``O(groups d^3)``.
+    """
 
     def __init__(self, params: PPAParams, groups: Groups, curved: list[int]) -> None:
         self.params, self.groups, self.curved = params, groups, curved
@@ -176,32 +181,42 @@ class _Moments:
         shift = groups.sums[:, :, None] * delta
         centred = groups.scatter - shift - shift.transpose(0, 2, 1) + groups.counts[:, None, None] * np.outer(delta, delta)
         self.moments = self.L @ centred @ self.L.T
-        self.inputs = np.empty((len(groups.rows), len(curved)), order="F")  # r_p of every curved step p, uncorrected
+        inputs = np.empty((len(groups.rows), len(curved)), order="F")  # r_p of every curved step p, as its step reads it
         for lo in range(0, len(groups.rows), PANEL):
-            self.inputs[lo:lo + PANEL] = (groups.rows[lo:lo + PANEL] - params.mean) @ self.L[curved].T
-        # the corrections' bases side by side (n x sum of g+1), and each one's coefficients, step and first column
-        self.bases = np.empty((len(groups.rows), sum(max(int(params.degrees[p]), 1) + 1 for p in curved)), order="F")
-        self.done: list[tuple[np.ndarray, int, int]] = []
+            inputs[lo:lo + PANEL] = (groups.rows[lo:lo + PANEL] - params.mean) @ self.L[curved].T
+        for j, p in enumerate(curved[:-1]):  # r_q -= B_p F_p[:, q - p - 1] for the later curved steps q
+            design, coef = _correction(params, p, inputs[:, j])
+            inputs[:, j + 1:] -= design @ coef[:, [q - p - 1 for q in curved[j + 1:]]]
+        self.coefs = [_correction(params, p, inputs[:1, j])[1] for j, p in enumerate(curved)]
+        self.at = np.cumsum([0] + [len(f) for f in self.coefs])  # each step's columns among the bases
+        self.products, self.raw = self._products(inputs)
+
+    def _products(self, inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per group, ``B_g^T W B_g`` (groups, K, K) and ``B_g^T W (x_g - mean)`` (groups, K, d), a panel at a time."""
+        g, width = self.groups, int(self.at[-1])
+        products, raw = np.zeros((len(g.spans), width, width)), np.zeros((len(g.spans), width, g.rows.shape[1]))
+        bases = np.empty((min(PANEL, len(g.rows)), width), order="F")
+        for i, (lo, hi) in enumerate(g.spans):
+            for start in range(lo, hi, PANEL):
+                stop = min(start + PANEL, hi)
+                panel = bases[: stop - start]
+                for j, p in enumerate(self.curved):
+                    panel[:, self.at[j]:self.at[j + 1]] = _correction(self.params, p, inputs[start:stop, j])[0]
+                weighted = panel if g.weights is None else panel * g.weights[start:stop, None]
+                products[i] += weighted.T @ panel
+                raw[i] += weighted.T @ g.rows[start:stop]
+        # B_g^T W (x_g - mean) = B_g^T W x_g - (B_g^T W 1) mean^T (the first column of B is 1): its rounding, relative
+        # to the rows' spread, grows as their offset, 1e-10 of the held-out energy at an offset of 1e6 spreads
+        return products, raw - products[:, :, :1] * self.params.mean
 
     def correct(self, p: int) -> None:
-        g = self.groups
-        design, coef = _correction(self.params, p, self.inputs[:, self.curved.index(p)])
-        first = self.done[-1][2] + len(self.done[-1][0]) if self.done else 0
-        self.bases[:, first:first + design.shape[1]] = design
-        weighted = design if g.weights is None else design * g.weights[:, None]
-        products = g.per_group(weighted, self.bases[:, :first + design.shape[1]])  # B_g^T W B'_g, this step's last
-        # B_g^T W (x_g - mean) = B_g^T W x_g - (B_g^T W 1) mean^T (the constant column of B' is 1): its rounding,
-        # relative to the rows' spread, grows as their offset, 1e-10 of the held-out energy at an offset of 1e6 spreads
-        raw = g.per_group(weighted, g.rows) - products[:, :, :1] * self.params.mean
-        cross = raw @ self.L[p + 1:].T  # B_g^T W (x_g - mean) L^T on the corrected block, before any correction
-        for fitted, q, at in self.done:  # less the earlier corrections' share, B_g^T W B'_g F'
-            cross -= products[:, :, at:at + len(fitted)] @ fitted[:, p - q:]
+        j = self.curved.index(p)
+        coef, cols = self.coefs[j], slice(self.at[j], self.at[j + 1])
+        cross = self.raw[:, cols] @ self.L[p + 1:].T  # B_g^T W (x_g - mean) L^T on the corrected block
+        for i, q in enumerate(self.curved[:j]):  # less the earlier corrections' share, B_g^T W B'_g F'
+            cross -= self.products[:, cols, self.at[i]:self.at[i + 1]] @ self.coefs[i][:, p - q:]
         shift = np.matmul(cross.transpose(0, 2, 1), coef)
-        self.moments[:, p + 1:, p + 1:] -= shift + shift.transpose(0, 2, 1) - coef.T @ products[:, :, first:] @ coef
-        j = self.curved.index(p) + 1  # the later curved steps' inputs: r_q -= B F[:, q - p - 1]
-        if j < len(self.curved):
-            self.inputs[:, j:] -= design @ coef[:, [q - p - 1 for q in self.curved[j:]]]
-        self.done.append((coef, p, first))
+        self.moments[:, p + 1:, p + 1:] -= shift + shift.transpose(0, 2, 1) - coef.T @ self.products[:, cols, cols] @ coef
 
     def squares(self, lead: int) -> np.ndarray:
         """``sum_{i in g} w_i ||r_i[j:]||^2`` for ``j >= lead`` (groups, d - lead)."""
