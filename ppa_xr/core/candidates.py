@@ -23,7 +23,12 @@ many curved steps to keep (``max_curved``) from them:
   uncapped fit), measured at once (:func:`truncation_errors`): a fit with
   ``max_curved=c`` is the uncapped fit up to its ``c``-th curved step,
   exactly (same folds, same choices), followed by the PCA of the residual,
-  so the truncations cost no refit;
+  so the truncations cost no refit. Nor a projection of the rows: each
+  held-out group's second moments (d x d, made once for both families) are
+  turned into a fit's outputs and downdated with its corrections, and so
+  are the training rows', whose eigenvectors are each truncation's PCA
+  (the held-out rows' own outputs where the groups' moments would outnumber
+  the rows' values);
 * **guard** (:func:`judge`): on the held-out rows, with groups as the units,
   ``R(k) = sum e_cand(k) / sum e_PCA(k)`` (the PCA of the same training
   rows; errors below :data:`EQUAL` of the held-out energy count as equal)
@@ -52,9 +57,11 @@ many curved steps to keep (``max_curved``) from them:
   did.
 
 Why one held-out half and not K folds: a fit per fold and family is the
-whole cost. One half-size fit (two where the robust family is tried) keeps
-the default fit within 3x of the fit without validation (measured 2.7-3.0x
-at 36 and 198 bands, benchmarks/bench_defaults.py); 5 folds cost 10 fits.
+whole cost: one half-size fit (two where the robust family is tried), and
+what the truncations add, ``O(n K d)`` for ``K`` columns of the curved steps'
+bases and ``O(groups d^3)`` a truncation, below a fit's own ``O(n d^2)``
+(benchmarks/bench_defaults.py: 2.8-3.4x the fixed fit at 200,000 x 36 and
+x 198, where the robust family joins); 5 folds cost 10 fits.
 Holding out half the groups, rather than 30%, keeps the guard from refusing
 good candidates on noise (the first prototype fell back to PCA on
 Segmentation). Holding out both halves in turn (``ROUNDS = 2``) measured no
