@@ -69,6 +69,29 @@ def test_truncation_errors_from_moments_are_the_rows_errors(heavy_tailed, seed):
         np.testing.assert_allclose(by_moments, by_rows, rtol=1e-5, atol=1e-6 * by_rows[:, :, 0].max())
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_per_axis_held_out_errors_are_each_groups_own(seed):
+    """robust=True's axis-by-axis errors, one product per fold, are ``w^T G_i w - 2 w^T c_i`` with each group's own
+    fold's fit ``w``, axis by axis and candidate by candidate."""
+    from ppa_xr.core.degrees import CrossValidation, Folds
+
+    rng = np.random.default_rng(seed)
+    groups, K, m = 12, 4, 7
+    rows = rng.standard_normal((groups, 30, K))
+    gram = rows.transpose(0, 2, 1) @ rows
+    cross = rows.transpose(0, 2, 1) @ rng.standard_normal((groups, 30, m))
+    folds = Folds(np.arange(0, 30 * groups + 1, 30), rng.permutation(groups) % 3)
+    cv = CrossValidation(gram, cross, folds)
+    degrees = [1, 2, 3]
+    measured = cv.held_out(degrees, per_axis=True)
+    for c, g in enumerate(degrees):
+        for i in range(groups):
+            train = folds.fold != folds.fold[i]
+            w = np.linalg.solve(gram[train, : g + 1, : g + 1].sum(axis=0), cross[train, : g + 1].sum(axis=0))
+            expected = np.einsum("kj,kl,lj->j", w, gram[i, : g + 1, : g + 1], w) - 2 * np.einsum("kj,kj->j", w, cross[i, : g + 1])
+            np.testing.assert_allclose(measured[c, i], expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+
+
 def _verdict(factors, pca=None):
     pca = np.ones((10, 5)) if pca is None else pca
     candidate = pca.copy()
