@@ -185,9 +185,17 @@ class _Moments:
         self.params, self.groups, self.curved = params, groups, curved
         self.L, delta = params.input_rotation(), params.mean - groups.origin
         assert groups.scatter is not None  # made with scatter=True
-        shift = groups.sums[:, :, None] * delta
-        centred = groups.scatter - shift - shift.transpose(0, 2, 1) + groups.counts[:, None, None] * np.outer(delta, delta)
-        self.moments = self.L @ centred @ self.L.T
+        # sum w (y - delta)(y - delta)^T = S - s delta^T - delta s^T + n delta delta^T, turned by L group by group
+        # (no temporary of the groups' size): L S L^T - u v^T - v u^T + n v v^T, u = L s, v = L delta
+        u, v = groups.sums @ self.L.T, self.L @ delta
+        self.moments = np.empty_like(groups.scatter)
+        for i, scatter in enumerate(groups.scatter):
+            moments = self.moments[i]
+            np.matmul(self.L @ scatter, self.L.T, out=moments)
+            cross = np.outer(u[i], v)
+            moments -= cross
+            moments -= cross.T
+            moments += groups.counts[i] * np.outer(v, v)
         inputs = np.empty((len(groups.rows), len(curved)), order="F")  # r_p of every curved step p, as its step reads it
         for lo in range(0, len(groups.rows), PANEL):
             inputs[lo:lo + PANEL] = (groups.rows[lo:lo + PANEL] - params.mean) @ self.L[curved].T
@@ -232,7 +240,7 @@ class _Moments:
     def errors(self, lead: int, vectors: np.ndarray) -> np.ndarray:
         """``sum_{i in g} w_i ||r_i[lead:] V[:, j:]||^2`` (groups, d - lead), ``V`` the axes in descending order:
         ``sum_{l >= j} v_l^T M_g v_l``."""
-        return _suffix(np.einsum("gij,ij->gj", self.moments[:, lead:, lead:] @ vectors, vectors))
+        return _suffix(np.stack([np.einsum("ij,ij->j", moments[lead:, lead:] @ vectors, vectors) for moments in self.moments]))
 
 
 class _Rows:
