@@ -19,6 +19,7 @@ listed, and a block that is no longer marked fails until it is taken off.
 
 from __future__ import annotations
 
+import ast
 import re
 import unittest
 from pathlib import Path
@@ -92,3 +93,35 @@ def test_most_blocks_run():
     """Blocks that need the reader's own files are the exception, not the rule."""
     total = sum(len(list(_FENCE.finditer((ROOT / page).read_text()))) for page in PAGES)
     assert total >= 15 and len(NOT_RUN) <= total // 5, (total, NOT_RUN)
+
+
+#: a call whose value a page shows as a figure or a table
+_SHOWN_CALL = re.compile(r"^(plot_\w*|summary_table)$")
+
+
+def _called(node: ast.AST) -> str:
+    func = node.func if isinstance(node, ast.Call) else None
+    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) if func is not None else ""
+
+
+def hidden_values(source: str) -> list[str]:
+    """What a block promises to show that a notebook cell of it never shows: a bare name (a model) before the
+    last statement, or a ``plot_*`` / ``summary_table`` call that is neither the last statement's value nor
+    assigned to the name that is (printed, saved, or followed by more statements). A notebook shows only a
+    cell's last value."""
+    body = ast.parse(source).body
+    last = body[-1].value if body and isinstance(body[-1], ast.Expr) else None
+    shown = {id(last)} | {id(s.value) for s in body if isinstance(s, ast.Assign) and isinstance(last, ast.Name) and [getattr(t, "id", None) for t in s.targets] == [last.id]}
+    hidden = [ast.get_source_segment(source, s.value) or "?" for s in body[:-1] if isinstance(s, ast.Expr) and isinstance(s.value, ast.Name)]
+    calls = [node for node in ast.walk(ast.Module(body=body, type_ignores=[])) if _SHOWN_CALL.match(_called(node))]
+    return hidden + [ast.get_source_segment(source, node) or "?" for node in calls if id(node) not in shown]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_each_model_figure_and_table_is_a_blocks_last_value(page):
+    """Pasted into a notebook, a block shows its last value only: a model, figure or table must end its block
+    (``benchmarks/notebook_trial.py`` runs every page in Jupyter and checks what each cell shows)."""
+    document = Sybil(_parsers(page)).parse(ROOT / page)
+    visible = [e for e in document.examples() if isinstance(e.parsed, str) and document.text[e.region.start : e.region.start + 3] in ("```", "~~~")]
+    hidden = {_line(document, e): hidden_values(e.parsed) for e in visible}
+    assert not {line: values for line, values in hidden.items() if values}, f"{page}: values a notebook does not show (block line: values)"
