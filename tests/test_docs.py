@@ -126,14 +126,15 @@ def test_accessor_methods_carry_the_documentation_they_delegate_to():
 
     cube = xr.DataArray([[[0.0]]], dims=("band", "y", "x"))
     assert fitting.fit.__doc__.strip().splitlines()[0] in cube.ppa.fit.__doc__
-    for name in ("fit", "sample", "transform", "evaluate", "inverse_transform", "reconstruct", "reconstruction_error", "information_report"):
+    methods = ["fit", "sample", "transform", "evaluate", "inverse_transform", "reconstruct", "reconstruction_error", "fill", "information_report"]
+    for name in methods:
         doc = getattr(cube.ppa, name).__doc__
         assert "Parameters\n----------" in doc and "obj :" not in doc, name  # the cube is the accessor's, not a parameter
     assert "check=True" in cube.ppa.transform.__doc__ and maps.transform.__doc__.strip().splitlines()[0] in cube.ppa.transform.__doc__
     assert "held_out" in cube.ppa.information_report.__doc__ and len(cube.ppa.evaluate.__doc__.splitlines()) > 5
     for accessor in (type(cube.ppa), type(cube.to_dataset(dim="band").ppa)):  # the class lists its methods, before its Parameters
         listed = re.findall(r":meth:`~xarray\.DataArray\.ppa\.(\w+)`", accessor.__doc__.split("Parameters\n")[0])
-        assert listed == ["fit", "sample", "transform", "evaluate", "inverse_transform", "reconstruct", "reconstruction_error", "information_report"]
+        assert listed == methods
 
 
 def _api_objects():
