@@ -247,6 +247,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _count_or_share(text: str) -> int | float:
+    """A component count (``3``) or a share of the variance in (0, 1) (``0.95``), as ``n_components`` takes."""
+    try:
+        return _positive(text)
+    except ValueError:
+        share = float(text)
+    if not 0 < share < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or a share of the variance in (0, 1), got {text}")
+    return share
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line (with a pointer to --help), exit status 2."""
 
@@ -322,7 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     for declared in spec.fields_of():  # the estimator's parameters, as the spec declares them
         _add_option(fit, declared)
     command("transform", _cmd_transform, "PPA components of a cube", ("inputs", "model", "output")).add_argument(
-        "--n-components", type=_positive, help="components to write (default: all)"
+        "--n-components", type=_count_or_share,
+        help="components to write: a count, or a share of the variance such as 0.95 (the fewest that explain it; default: all)"
     )
     command("inverse", _cmd_inverse, "cube back from components", ("inputs", "model", "output"))
     command("fill", _cmd_fill, "a cube with its missing values filled by the model", ("inputs", "model", "output")).add_argument(

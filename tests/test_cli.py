@@ -84,3 +84,22 @@ def test_report_without_matplotlib_says_so_before_computing(tmp_path):
     assert run.returncode == 2, run.stderr
     assert "pip install 'ppa_xr[plot]'" in run.stderr and "Traceback" not in run.stderr
     assert "report on" not in run.stderr and not (tmp_path / "report").exists()
+
+
+def test_transform_keeps_a_share_of_the_variance(tmp_path):
+    """``--n-components 0.95`` writes the fewest leading components that explain 95% of the variance, as
+    ``n_components=0.95`` keeps them in Python; a share outside (0, 1) is a usage error."""
+    import rioxarray  # noqa: F401
+
+    from ppa_xr import load_model
+    from ppa_xr.datasets import rgb_byte_path
+
+    model = tmp_path / "m.nc"
+    assert main(["fit", rgb_byte_path(), str(model), "--degree", "1", "--n-samples", "2000"]) == 0
+    for share in ("0.5", "0.999999"):
+        out = tmp_path / f"c{share}.tif"
+        assert main(["transform", rgb_byte_path(), str(model), str(out), "--n-components", share]) == 0
+        with rioxarray.open_rasterio(out) as written:
+            assert written.sizes["band"] == load_model(model).kept(float(share))
+    with pytest.raises(SystemExit):
+        main(["transform", rgb_byte_path(), str(model), str(tmp_path / "x.tif"), "--n-components", "1.5"])
