@@ -539,3 +539,23 @@ def test_an_s_mode_model_with_left_out_features_round_trips(tmp_path, fmt):
     ds["basis"].attrs["sha256"] = ppa_xr.model.file._checksum("basis", ds["basis"].values)
     with pytest.raises(ValueError, match="whitening matrix does not match"):
         PPA.from_dataset(ds)
+
+
+@pytest.mark.parametrize("fmt", ["nc", "zarr"])
+def test_norths_errors_survive_a_save(tmp_path, fmt):
+    """The fitting sample's effective size (Kish's with sample weights) is saved, so a loaded model keeps North's errors
+    and says its samples were weighted; a file without it (before this record) loads without them; a changed size is refused."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 4)) * [3, 2, 1, 0.5]
+    for weights in (None, rng.uniform(0.5, 2, 400)):
+        model = PPA(degree=1).fit(X, sample_weight=weights)
+        loaded = ppa_xr.load_model(model.save(tmp_path / f"m.{fmt}", overwrite=True))
+        assert loaded.n_effective_ == model.n_effective_ and loaded.weighted_samples_ == (weights is not None)
+        np.testing.assert_array_equal(loaded.explained_variance_error_, model.explained_variance_error_)
+    assert model.n_effective_ < 400  # Kish's size of unequal weights
+    older = ppa_xr.model.file.sealed(model.to_dataset().drop_vars("sample_size"))
+    assert not hasattr(PPA.from_dataset(older), "n_effective_")
+    changed = model.to_dataset()
+    changed["sample_size"] = changed["sample_size"] * 2
+    with pytest.raises(ValueError, match="checksum of 'sample_size'"):
+        PPA.from_dataset(changed)

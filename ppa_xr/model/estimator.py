@@ -193,7 +193,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._set_fitted(params, declared, features, sample)
         self.configuration_ = configuration
         self.fit_error_ratio_ = fitted.error_ratio
-        self._set_sample_size(len(X), weights)
+        self._set_sample_size(_effective_size(len(X), weights), weights is not None)
         return self
 
     def _fit_reduced(self, X: np.ndarray, declared: Spec, groups: Any, features: FeatureLabels | None, sample: FitSample | None,
@@ -227,15 +227,15 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._set_fitted(params, declared, features, sample)
         self.configuration_ = configuration
         self.fit_error_ratio_ = inner.error_ratio
-        self._set_sample_size(n, weights)
+        self._set_sample_size(_effective_size(n, weights), weights is not None)
         return self
 
-    def _set_sample_size(self, n: int, weights: np.ndarray | None) -> None:
-        """The fitting sample's effective size, ``n`` or Kish's ``(sum w)^2 / sum w^2`` with weights, and North's
-        rule-of-thumb errors of the variances, ``delta lambda = lambda sqrt(2 / n_eff)`` (North et al., 1982; eofs'
-        ``northTest``): neighbouring components whose variances lie within it are mixed (degenerate)."""
-        self.weighted_samples_ = weights is not None
-        self.n_effective_ = float(n if weights is None else np.sum(weights) ** 2 / np.sum(weights**2))
+    def _set_sample_size(self, n: float, weighted: bool) -> None:
+        """The fitting sample's effective size ``n`` (Kish's ``(sum w)^2 / sum w^2`` with weights: :func:`_effective_size`)
+        and North's rule-of-thumb errors of the variances, ``delta lambda = lambda sqrt(2 / n_eff)`` (North et al., 1982;
+        eofs' ``northTest``): neighbouring components whose variances lie within it are mixed (degenerate)."""
+        self.weighted_samples_ = weighted
+        self.n_effective_ = float(n)
         self.explained_variance_error_ = self.explained_variance_ * np.sqrt(2 / self.n_effective_)
 
     def _set_fitted(self, params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None) -> None:
@@ -357,8 +357,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             What :meth:`save` writes (``ppa_xr.model.file``).
         """
         check_is_fitted(self)
+        size = (self.n_effective_, self.weighted_samples_) if hasattr(self, "n_effective_") else None
         return file.to_dataset(self.params_, self._get_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None),
-                               getattr(self, "configuration_", None))
+                               getattr(self, "configuration_", None), size)
 
     @classmethod
     def from_dataset(cls, ds: Any, source: str = "dataset") -> PPA:
@@ -391,6 +392,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             model.fit_error_ratio_ = ratio
         if configuration is not None:
             model.configuration_ = configuration
+        if (size := file.sample_size(ds, source)) is not None:
+            model._set_sample_size(*size)
         return model
 
     def save(self, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:
@@ -775,6 +778,11 @@ def _refuse_oversized(n: int, d: int, declared: Spec, groups: Any, itemsize: int
         f"{fit_memory(n, d, declared.replace(degree=1), n_groups, itemsize) / 2**30:.3g} GiB); else fit on fewer samples, or "
         "reduce the features first (e.g. PCA or EOFs). max_curved bounds the time of a fit at many features, not its memory"
     )
+
+
+def _effective_size(n: int, weights: np.ndarray | None) -> float:
+    """``n`` rows' effective size: ``n``, or Kish's ``(sum w)^2 / sum w^2`` with weights."""
+    return float(n if weights is None else np.sum(weights) ** 2 / np.sum(weights**2))
 
 
 def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[np.ndarray, Any, np.ndarray | None]:

@@ -65,12 +65,14 @@ _DIMS = {
 #: a reduced model's arrays (``ppa_xr.core.params``), written where it has them
 _REDUCTION = {"basis": ("feature", "whitened"), "feature_root": ("feature",)}
 #: variables that appeared in a format version after the first
-SINCE = {"whitening": 7, "noise_cov": 7, "fit_error_ratio": 8, "basis": 9, "feature_root": 9}
+SINCE = {"whitening": 7, "noise_cov": 7, "fit_error_ratio": 8, "basis": 9, "feature_root": 9, "sample_size": 9}
 #: arrays of older formats: the standardizing scales ``D`` (versions 3-6), read as ``whitening = diag(1 / D)``
 LEGACY = {"feature_scale": (3, 6)}
 #: the noise covariance of a noise-whitening model (the estimator's ``noise_cov``; absent otherwise)
 _NOISE = "noise_cov"
 _CURVE = "fit_error_ratio"
+#: the fitting sample's effective size and whether it was weighted: North's errors after a load
+_SIZE = "sample_size"
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
 #: attributes that define the model (checksummed from format 8 on)
 _DEFINING = ("tails", "estimator_params", "feature_dim", "feature_levels", "feature_variables", "fit_sample", "configuration")
@@ -123,7 +125,8 @@ def _json_parameters(declared: Spec) -> dict[str, Any]:
 
 
 def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None = None,
-               error_ratio: np.ndarray | None = None, configuration: dict[str, Any] | None = None) -> xr.Dataset:
+               error_ratio: np.ndarray | None = None, configuration: dict[str, Any] | None = None,
+               sample_size: tuple[float, bool] | None = None) -> xr.Dataset:
     """The model as an xarray Dataset: parameters, labels and record (the fitting sample, its error curve
     against PCA, the configuration fitted), each with its checksum, and provenance."""
     init = _json_parameters(declared)
@@ -132,6 +135,8 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
         ds[_NOISE] = (("noise", "feature"), declared.noise_cov)
     if error_ratio is not None:
         ds[_CURVE] = ("step", np.asarray(error_ratio, dtype=np.float64), {"long_name": "100 x PPA error / PCA error on the fitting sample"})
+    if sample_size is not None:
+        ds[_SIZE] = ((), np.float64(sample_size[0]), {"long_name": "effective size of the fitting sample", "weighted": int(sample_size[1])})
     ds = _with_labels(ds, features)
     for name in ds.variables:
         ds[name].attrs["sha256"] = _checksum(str(name), ds[name].values)
@@ -186,7 +191,7 @@ def _portable(values: Any, dim: str) -> np.ndarray:
 
 def _allowed(name: str) -> bool:
     """Whether a variable is one a model writes."""
-    return name in _DIMS or name in _REDUCTION or name in LEGACY or name in (_NOISE, _CURVE, "feature") or name.startswith((_COORD, _LEVEL))
+    return name in _DIMS or name in _REDUCTION or name in LEGACY or name in (_NOISE, _CURVE, _SIZE, "feature") or name.startswith((_COORD, _LEVEL))
 
 
 def _version(ds: xr.Dataset, source: str) -> int:
@@ -313,6 +318,16 @@ def configuration(ds: xr.Dataset, source: str = "dataset") -> dict[str, Any] | N
 def error_ratio(ds: xr.Dataset, source: str = "dataset") -> np.ndarray | None:
     """The fitting sample's error curve against its PCA a file stores (None before format 8)."""
     return _verified(ds, _CURVE, source, "f").astype(np.float64) if _CURVE in ds else None
+
+
+def sample_size(ds: xr.Dataset, source: str = "dataset") -> tuple[float, bool] | None:
+    """The fitting sample's effective size and whether its rows were weighted (None where a file does not record it)."""
+    if _SIZE not in ds:
+        return None
+    n = float(_verified(ds, _SIZE, source, "f"))
+    if not n >= 1 or ds[_SIZE].attrs.get("weighted") not in (0, 1):
+        raise ValueError(f"{source} is corrupt: its sample size {n} is not readable")
+    return n, bool(ds[_SIZE].attrs["weighted"])
 
 
 def _noise(ds: xr.Dataset, flag: Any, source: str) -> np.ndarray | None:
