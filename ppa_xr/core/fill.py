@@ -354,7 +354,6 @@ CURVED_ITERATIONS = 4
 #: the change of the filled values, relative to the features' spread, that ends them
 EM_TOLERANCE = 1e-3
 MISSING = ("drop", "fill")
-SCATTER = True
 
 
 def check_missing(missing: object) -> str:
@@ -411,7 +410,7 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
             params = fit(filled, linear)
             new = fill(work, params).astype(np.float64)
             change = np.sqrt(np.mean(np.square(new - best)[gaps])) if gaps.any() else 0.0
-            best, filled = new, _scattered(new, gaps, params.cast(np.dtype(np.float64)), rng) if SCATTER else new
+            best, filled = new, _scattered(new, gaps, params.cast(np.dtype(np.float64)), rng)
             if change <= EM_TOLERANCE * max(spread, np.finfo(float).tiny):
                 break
     assert params is not None
