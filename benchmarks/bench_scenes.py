@@ -33,7 +33,7 @@ from ppa_xr.core import basis, candidates, degrees, steps  # noqa: E402
 from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 
 
-fences, FENCE, ROUNDS = basis.fences, basis.FENCE, candidates.ROUNDS
+fences, FENCE, ROUNDS, LOOK = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK
 
 
 @contextlib.contextmanager
@@ -48,6 +48,8 @@ def variant(name: str):
     if name.startswith("tukey"):  # fenced at Tukey fences of the given number of interquartile ranges
         steps.Designs.__call__ = lambda self, alphas, top: original(dataclasses.replace(self, fenced=True), alphas, top)
         basis.FENCE = float(name[len("tukey"):])
+    if name == "nolook":  # the choice by the held-out mean alone, not checked where users look
+        candidates.LOOK = False
     if name.startswith("rounds"):  # the whole-fit validation holds out this many of its folds in turn
         candidates.ROUNDS = int(name[len("rounds"):])
     if name.startswith("coarse"):  # the whole-fit validation's split over q x q regions of the 10 x 10 blocks
@@ -66,7 +68,7 @@ def variant(name: str):
     finally:
         steps.Designs.__call__ = original
         candidates.Folds = degrees.Folds
-        basis.fences, basis.FENCE, candidates.ROUNDS = fences, FENCE, ROUNDS
+        basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK = fences, FENCE, ROUNDS, LOOK
 
 
 def rows(name: str, params: dict):

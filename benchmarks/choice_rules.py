@@ -18,8 +18,15 @@ held-out half):
 * ``harm_zZ_fenced``: the same, the fenced plain family (polynomials fitted within Tukey fences) joining the robust one.
 * ``harm_zZ_halves``: the same on both held-out halves pooled (each held-out group judged by the fit that did not see it).
 * ``kept_mean``: base, the choice by the mean over the kept k instead of every k.
+* ``harm_z1.0_vs_pca``: as ``harm_z1.0`` with no allowance: harm is ``R(k) - se(k) > 100`` at a kept k.
+* ``prefer_z0.0_count``: base, but where the chosen candidate shows harm(0, 1) the admitted curved candidate of the
+  lowest mean that shows none replaces it (if there is one), and ``count``.
 * ``safe_zZ``: only candidates whose upper bound ``R(k) + Z se_tot(k)`` stays within 102 at every kept k are admitted,
   ``se_tot^2 = se^2 + (R_A(k) - R_B(k))^2 / 4`` adding the two half fits' disagreement; lowest pooled mean wins.
+* ``count``: base, but where it keeps the uncapped fit the whole-sample fit keeps as many curved steps as the judged
+  half fit had (``max_curved = C``), not every curved step the whole sample supports.
+* ``oracle``: per split, the candidate of the lowest unseen mean among those within the bounds (worst kept k <= 102,
+  worst any k <= 106) on the unseen pixels themselves: what the candidates allow, not a rule.
 
 Run by hand: ``PYTHONPATH=. python benchmarks/choice_rules.py FOLDER [--check JSONL ...]``.
 """
@@ -108,6 +115,38 @@ def harm_rule(z: float, allowance: float = 1.0, families: tuple[str, ...] = ("ro
     return rule
 
 
+def count(rule):
+    def counted(S: dict) -> Key:
+        family, c = rule(S)
+        return (family, verdicts(S, family)[1]) if c is None else (family, c)
+    return counted
+
+
+def prefer_rule(z: float, allowance: float):
+    def rule(S: dict) -> Key:
+        where = kept(S)
+
+        def harms(x: Verdict) -> bool:
+            return bool(np.any((x.relative - z * x.se)[where] > 100 + allowance))
+
+        choice = base(S)
+        v, top = verdicts(S, "plain")
+        if top and (harms(v[("plain", None)]) or choice != ("plain", None)):
+            v.update(verdicts(S, "robust")[0])
+            if choice == ("plain", None) or harms(v[choice]):
+                safe = {k: x for k, x in v.items() if x.admitted and k[1] != 0 and not harms(x)}
+                choice = _lowest(safe) if safe else choice
+        return choice
+    return rule
+
+
+def oracle(S: dict) -> Key:
+    keys = [(f, c) for f in ("plain", "robust", "fenced") for c in range(0 if f == "plain" else 1, len(S[f"test_{f}"]))]
+    outs = {k: outcome(S, k) for k in keys}
+    within = {k: o for k, o in outs.items() if o[0] <= 102 and o[1] <= 106}
+    return min(within, key=lambda k: within[k][2]) if within else min(outs, key=lambda k: outs[k][0])
+
+
 def safe_rule(z: float, bound: float = 102.0):
     def rule(S: dict) -> Key:
         where = kept(S, (0, 1))
@@ -126,11 +165,15 @@ RULES = {
     "base": base,
     "kept_mean": harm_rule(None, by_kept=True),
     **{f"harm_z{z}": harm_rule(z) for z in (1.0, 0.5, 0.25, 0.0)},
+    "harm_z1.0_vs_pca": harm_rule(1.0, 0.0),
     "harm_z1.0_fenced": harm_rule(1.0, families=("robust", "fenced")),
     "harm_z0.0_fenced": harm_rule(0.0, families=("robust", "fenced")),
     "harm_z0.5_halves": harm_rule(0.5, rounds=(0, 1)),
     "safe_z1.0": safe_rule(1.0),
     "safe_z0.5": safe_rule(0.5),
+    "count": count(base),
+    "prefer_z0.0_count": count(prefer_rule(0.0, 1.0)),
+    "oracle": oracle,
 }
 
 

@@ -104,6 +104,11 @@ EQUAL = 1e-9
 SWITCH = 1.0
 #: the sample's groups are dealt into FOLDS folds, of which the first ROUNDS are held out in turn
 FOLDS, ROUNDS = 2, 1
+#: the kept k, where users look: PCA's held-out error is at least this fraction of the held-out rows' energy (PCA
+#: explains at most 99.9%); the components beyond carry noise
+KEPT = 1e-3
+#: whether the choice is checked where users look (:func:`_where_users_look`); off: the choice by the mean alone
+LOOK = True
 
 
 def _state(params: PPAParams, x: np.ndarray) -> np.ndarray:
@@ -196,14 +201,16 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
 @dataclass(frozen=True)
 class Verdict:
     """One candidate's held-out curve against PCA: ``relative`` (percent, per k), its standard error
-    (percent), its mean over k, whether the guard admits it, and each group's influence on the mean
-    (percent; their differences between two candidates give the paired standard error of theirs)."""
+    (percent), its mean over k, whether the guard admits it, each group's influence on the mean
+    (percent; their differences between two candidates give the paired standard error of theirs), and
+    ``worst``, the highest ``relative`` over the kept k (:data:`KEPT`; 100 where none is kept)."""
 
     relative: np.ndarray
     se: np.ndarray
     mean: float
     admitted: bool
     influence: np.ndarray
+    worst: float = 100.0
 
     def beats(self, other: Verdict) -> bool:
         """Whether this mean is below ``other``'s by more than :data:`SWITCH` paired standard errors."""
@@ -220,7 +227,8 @@ def judge(errors: np.ndarray, pca: np.ndarray, total: float) -> Verdict:
     (``total``: the held-out rows' energy), and the delta-method standard error
     with groups as units, ``se_k = sqrt(G/(G-1) sum_g (a_gk - R_k b_gk)^2) / sum_g b_gk``.
     Admitted when ``R_k - z se_k <= 1 + ALLOWANCE`` at every ``k``, ``z`` the
-    one-sided normal quantile at ``LEVEL / (d-1)``.
+    one-sided normal quantile at ``LEVEL / (d-1)``. Its worst where users look:
+    ``max R_k`` over the kept ``k``, ``sum_g b_gk >= KEPT total``.
     """
     groups, width = errors.shape
     floor = EQUAL * total
@@ -233,7 +241,9 @@ def judge(errors: np.ndarray, pca: np.ndarray, total: float) -> Verdict:
     # the delta method's linearisation of mean_k R_k: group g contributes mean_k (a_gk - R_k b_gk) / sum_g b_gk
     terms = (errors - ratio * pca) / np.maximum(b, floor)
     terms[:, (a <= floor) & (b <= floor)] = 0.0
-    return Verdict(100 * ratio, 100 * spread, float(100 * ratio.mean()), admitted, 100 * terms.mean(axis=1))
+    kept = b >= KEPT * total
+    worst = float(100 * ratio[kept].max()) if kept.any() else 100.0
+    return Verdict(100 * ratio, 100 * spread, float(100 * ratio.mean()), admitted, 100 * terms.mean(axis=1), worst)
 
 
 #: a fit of the sample's rows divided by ``unit`` (a power of two): ``fit(rows, groups, rng, weights, unit, robust=...,
@@ -286,13 +296,32 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     if not validation.family(False):
         return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands
     uncapped = validation.verdicts[(False, None)]
-    if uncapped.admitted and not any(v.beats(uncapped) for v in validation.candidates().values()):
+    stands = uncapped.admitted and not any(v.beats(uncapped) for v in validation.candidates().values())
+    if stands and (uncapped.worst <= 100 * (1 + ALLOWANCE) or not LOOK):
         return Selection({"robust": False, "max_curved": None}, validation.verdicts)  # the uncapped fit stands
-    if escalate:  # refused or beaten: the plain curvature harms somewhere, and the robust family joins
+    if escalate:  # refused, beaten or above PCA where users look: the robust family joins
         validation.family(True)
     admitted = validation.candidates()
-    robust, max_curved = min(admitted, key=lambda key: (admitted[key].mean, key[1] is None, key[1] or 0, key[0]))
+    chosen = (False, None) if stands else min(admitted, key=_order(admitted))
+    robust, max_curved = _where_users_look(admitted, chosen) if LOOK else chosen
     return Selection({"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}, validation.verdicts)
+
+
+def _order(verdicts: dict[tuple[bool, int | None], Verdict]) -> Callable[[tuple[bool, int | None]], tuple]:
+    """Lowest held-out mean first; on a tie, fewer curved steps, then plain."""
+    return lambda key: (verdicts[key].mean, key[1] is None, key[1] or 0, key[0])
+
+
+def _where_users_look(admitted: dict[tuple[bool, int | None], Verdict], chosen: tuple[bool, int | None]) -> tuple[bool, int | None]:
+    """``chosen``, unless its worst held-out ratio over the kept k exceeds PCA's by more than the allowance: then
+    the admitted curved candidate of the lowest mean whose worst stays within it, where one gives up no more
+    mean than the excess it removes, ``mean - mean_chosen <= worst_chosen - 100`` (a point of mean for a point
+    at the worst kept k). Where none does, the excess is beyond what any candidate avoids, and ``chosen`` stays."""
+    limit, verdict = 100 * (1 + ALLOWANCE), admitted[chosen]
+    if verdict.worst <= limit:
+        return chosen
+    safe = {key: v for key, v in admitted.items() if key[1] != 0 and v.worst <= limit and v.mean - verdict.mean <= verdict.worst - 100}
+    return min(safe, key=_order(safe)) if safe else chosen
 
 
 @dataclass(frozen=True)
