@@ -3,8 +3,9 @@
 Each rule sees what ``ppa_xr.core.candidates.select`` could see (the held-out verdicts of every truncation of the half
 fits, plain / robust / fenced, on one or both held-out halves) and picks a configuration; its outcome is read from the
 unseen pixels' errors of the same truncation of the whole-sample fit (``max_curved=c`` fitted on the whole sample is
-that truncation exactly). ``base`` is the library's rule: its choices reproduce ``bench_scenes.py``'s ``base`` lines
-(``--check``). Cells: worst kept k / worst any k / mean over the kept k over the splits, as ``bench_scenes.py
+that truncation exactly). ``by_mean`` is the library's rule before the check where users look: its choices reproduce
+``bench_scenes.py``'s lines of that rule (``nolook``, or ``base`` in the files measured before it; ``--check``), and
+``look`` is the library's rule now (``ppa_xr.core.candidates._where_users_look``). Cells: worst kept k / worst any k / mean over the kept k over the splits, as ``bench_scenes.py
 --summary`` (kept k: the held-out PCA error >= 0.1% of the held-out energy; the unseen errors here are in the fit's
 space, from float32 projections, so a ratio at k with errors near 1e-7 of the energy may differ from
 ``bench_scenes.py``'s).
@@ -12,7 +13,11 @@ space, from float32 projections, so a ratio at k with errors near 1e-7 of the en
 Rules (``harm(z, a)``: a candidate shows harm where users look when ``R(k) - z se(k) > 100 + a`` at a kept k of the
 held-out half):
 
-* ``base``: the library's select (uncapped plain fit unless refused or beaten by a truncation, then the robust family).
+* ``by_mean``: the choice by the held-out mean (uncapped plain fit unless refused or beaten by a truncation, then the
+  robust family).
+* ``look``: ``by_mean``, checked where users look: where the choice reads above 101 at a kept k, the robust family joins
+  and the admitted curved candidate of the lowest mean within 101 at every kept k replaces it if it gives up no more
+  mean than the excess (the default now).
 * ``harm_zZ``: base, but the uncapped fit also escalates where it shows harm(Z, 1), and a candidate that shows harm is
   not admitted (PCA always is).
 * ``harm_zZ_fenced``: the same, the fenced plain family (polynomials fitted within Tukey fences) joining the robust one.
@@ -25,6 +30,7 @@ held-out half):
   ``se_tot^2 = se^2 + (R_A(k) - R_B(k))^2 / 4`` adding the two half fits' disagreement; lowest pooled mean wins.
 * ``count``: base, but where it keeps the uncapped fit the whole-sample fit keeps as many curved steps as the judged
   half fit had (``max_curved = C``), not every curved step the whole sample supports.
+* ``look_count``: ``look``, then ``count``.
 * ``oracle``: per split, the candidate of the lowest unseen mean among those within the bounds (worst kept k <= 102,
   worst any k <= 106) on the unseen pixels themselves: what the candidates allow, not a rule.
 
@@ -92,6 +98,19 @@ def base(S: dict) -> Key:
         return ("plain", None)
     v.update(verdicts(S, "robust")[0])
     return _lowest({k: x for k, x in v.items() if x.admitted or k[1] == 0})
+
+
+def look(S: dict) -> Key:
+    choice = base(S)
+    v, top = verdicts(S, "plain")
+    if not top:
+        return choice
+    v.update(verdicts(S, "robust")[0])
+    chosen = v[choice]
+    if chosen.worst > 101:
+        safe = {k: x for k, x in v.items() if x.admitted and k[1] != 0 and x.worst <= 101 and x.mean - chosen.mean <= chosen.worst - 100}
+        choice = _lowest(safe) if safe else choice
+    return choice
 
 
 def harm_rule(z: float, allowance: float = 1.0, families: tuple[str, ...] = ("robust",), rounds: tuple[int, ...] = (0,), by_kept: bool = False):
@@ -162,7 +181,8 @@ def safe_rule(z: float, bound: float = 102.0):
 
 
 RULES = {
-    "base": base,
+    "by_mean": base,
+    "look": look,
     "kept_mean": harm_rule(None, by_kept=True),
     **{f"harm_z{z}": harm_rule(z) for z in (1.0, 0.5, 0.25, 0.0)},
     "harm_z1.0_vs_pca": harm_rule(1.0, 0.0),
@@ -172,6 +192,7 @@ RULES = {
     "safe_z1.0": safe_rule(1.0),
     "safe_z0.5": safe_rule(0.5),
     "count": count(base),
+    "look_count": count(look),
     "prefer_z0.0_count": count(prefer_rule(0.0, 1.0)),
     "oracle": oracle,
 }
@@ -204,13 +225,13 @@ def table(folder: str) -> None:
             print(f"| {name} | " + " | ".join(row) + f" | {np.mean(means):.2f} | {', '.join(over) or '-'} |")
 
 
-def check(folder: str, jsonl: list[str]) -> None:
-    """The offline ``base`` against ``bench_scenes.py``'s base lines, split by split."""
+def check(folder: str, jsonl: list[str], variant: str = "base") -> None:
+    """The offline ``by_mean`` against ``bench_scenes.py``'s lines of ``variant``, split by split."""
     for path in jsonl:
         with open(path) as f:
             for line in f:
                 r = json.loads(line)
-                if r["variant"] != "base":
+                if r["variant"] != variant:
                     continue
                 name = f"{r['scene'].split(' ')[0]}_{r['split']}_{r['seed']}.npz"
                 p = os.path.join(folder, name)
@@ -224,10 +245,11 @@ def check(folder: str, jsonl: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("folder")
-    parser.add_argument("--check", nargs="*", default=None)
+    parser.add_argument("--check", nargs="*", default=None, help="bench_scenes.py JSON lines of the choice by the mean")
+    parser.add_argument("--variant", default="base", help="their variant name (nolook since the check where users look)")
     args = parser.parse_args()
     if args.check is not None:
-        check(args.folder, args.check)
+        check(args.folder, args.check, args.variant)
     else:
         table(args.folder)
 

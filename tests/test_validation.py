@@ -251,7 +251,7 @@ def test_the_choice_is_checked_where_users_look():
     assert candidates._where_users_look(found, (False, None)) == (False, None)
     found = verdicts(pca, [0.8, 0.9, 1.03, 1.5], kept=2)  # k = 3 and 4 beyond the kept k: nothing to check
     assert found[(False, None)].worst < 95
-    assert candidates._where_users_look(found, (False, None)) == (False, None)
+    assert candidates._where_users_look(found, (False, None)) is None
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
