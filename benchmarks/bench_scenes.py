@@ -9,6 +9,8 @@ Variants: ``base`` (the default ``PPA()``), ``fenced`` (every step's polynomial 
 far-out fences, ``ppa_xr.core.basis.fences``, the tails beyond them, plain fits included), ``coarseQ`` (the whole-fit
 validation's halves dealt over Q x Q regions of the 10 x 10 spatial blocks, degree selection on the blocks as before;
 cube fits only, the random halves are unchanged).
+``nolook``: the whole-fit validation's choice by the held-out mean alone, not checked where users look
+(``ppa_xr.core.candidates.LOOK = False``: the default before that check).
 
 Run by hand (``PPA_SCENES``: the folder of scenes.py where it is not ``../shared/bench``): ``PYTHONPATH=. python benchmarks/bench_scenes.py SCENE [SCENE ...] --variants base,fenced``
 (a scene name of ``scenes.SCENES`` or a UCI table name).
