@@ -258,12 +258,71 @@ def test_s_mode_evaluate_holds_out_the_months_the_fit_never_saw():
     assert model.fit_error_ratio_ is not None and np.isfinite(held.relative_error.values).all()
 
 
-def test_the_information_report_refuses_a_reduced_model_saying_why():
-    X = np.random.default_rng(0).normal(size=(20, 300))
-    model = ppa_xr.PPA(degree=1).fit(X)
-    cube = xr.DataArray(X, dims=("time", "cell"))
-    with pytest.raises(ValueError, match="needs a square map.*300 features.*use evaluate"):
-        cube.ppa.information_report(model, dim="cell")
+def _few_modes(n, seed, d=400):
+    """n maps of d cells in a 5-dimensional span: a curve (t, t^2) and three independent modes."""
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(-1, 1, n)
+    modes = np.column_stack([t, t**2 - 1 / 3, 0.3 * rng.normal(size=(n, 3))])
+    patterns = np.linalg.qr(np.random.default_rng(99).normal(size=(d, 5)))[0].T
+    return 3 * modes @ patterns + 1.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_s_mode_report_is_the_report_of_the_span_coordinates(seed):
+    """A reduced model's information report measures its inputs in the span of its fitting sample, z = V^T S (x - mean):
+    the report of the same fit, done by hand on those coordinates (a square model), has the same figures."""
+    X = _few_modes(1300, seed)  # 1000 held out: the square model's report needs them
+    weight = np.random.default_rng(seed).uniform(0.5, 2, X.shape[1])  # feature weights: S is not the identity
+    fit, new = X[:300], X[300:]
+    model = ppa_xr.PPA(degree=2, configuration="fixed").fit(fit, feature_weight=weight)
+    assert model.params_.s_mode and model.params_.n_features == 5
+    basis, mean = model.params_.basis, fit.mean(axis=0)
+    by_hand = ppa_xr.PPA(degree=2, configuration="fixed").fit((fit - mean) * np.sqrt(weight) @ basis)
+    ours = ppa_xr.information.information_report(new, model).compute()
+    theirs = ppa_xr.information.information_report((new - mean) * np.sqrt(weight) @ basis, by_hand).compute()
+    assert ours.attrs["estimated_on"].startswith("held out") and ours.attrs["rank"] == 5 and ours.sizes["span"] == 5
+    assert "5 coordinates of the fitting sample's span" in ours.attrs["inputs"] and "400 features" in ours.attrs["inputs"]
+    for name in ("total_mi_reduction_ppa", "total_mi_reduction_pca", "entropy_ppa", "entropy_pca"):
+        np.testing.assert_allclose(ours[name].values, theirs[name].values, rtol=0, atol=1e-6, err_msg=name)
+    for name in ("mi_reduction_ppa", "mi_reduction_pca"):  # the same densities: rounding moves a few pixels across a bin edge
+        difference = np.abs(ours[name].values - theirs[name].values)
+        assert np.mean(difference > 1e-6) < 0.1 and difference.mean() < 0.05, name
+    np.testing.assert_allclose(ours.entropy_input.values, theirs.entropy_input.values, rtol=0, atol=1e-6)
+    for name in ("mse_ppa", "mse_pca", "error_ppa", "error_pca"):  # the errors of z are those of S (x - mean): the span holds them
+        np.testing.assert_allclose(ours[name].values, theirs[name].values, rtol=1e-6, atol=1e-9 * float(theirs.mse_pca[0]), err_msg=name)
+    assert "coordinates of the fitting sample's span" in str(ppa_xr.information.summary_table(ours))
+    table = ppa_xr.information.multi_information_reduction(new, model)  # the same figure on a table
+    assert table.total == pytest.approx(float(ours.total_mi_reduction_ppa), abs=1e-9) and table.per_dimension == table.total / 5
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_an_s_mode_report_removes_nothing_with_eofs_and_redundancy_with_curves(seed):
+    """The span coordinates are the EOF scores: the EOFs (degree=1, PPA = PCA) remove no redundancy from them, held
+    out; the curve (t, t^2) PPA follows removes 2.5-4.3 bits more (seeds 0-4)."""
+    X = _few_modes(600, seed)
+    linear = ppa_xr.information.information_report(X[300:], ppa_xr.PPA(degree=1).fit(X[:300]))
+    for method in ("ppa", "pca"):
+        assert abs(float(linear[f"total_mi_reduction_{method}"])) < 1e-6
+    curved = ppa_xr.information.information_report(X[300:], ppa_xr.PPA(degree=2, configuration="fixed").fit(X[:300]))
+    assert abs(float(curved.total_mi_reduction_pca)) < 1e-6 and float(curved.total_mi_reduction_ppa) > 1.5
+
+
+def test_an_s_mode_report_on_a_cube_maps_each_held_out_time_step():
+    """On the stacked field a "pixel" is a time step: the report is estimated on the months the fit never saw, its maps
+    run over time (one figure per month), and its errors hold each month's part outside the span, as evaluate's do."""
+    sst = open_ersst_sample()["sst"].load()
+    cells = sst.stack(cell=("lat", "lon"))
+    model = cells.ppa.fit(dim="cell", n_samples=24, random_state=0)
+    report = cells.ppa.information_report(model).compute()
+    assert report.attrs["estimated_on"].startswith("held out") and report.attrs["sample_size"] == 12
+    assert report.mi_reduction_ppa.dims == ("time",) and np.isfinite(report.mi_reduction_ppa.values).all()
+    np.testing.assert_allclose(report.error_ppa.values, cells.ppa.reconstruction_error(model, 3).values, rtol=1e-5)  # float32 cells
+    held = cells.ppa.evaluate(model, n_samples=None)
+    np.testing.assert_allclose(report.mse_ppa.values[:-1], held.mse_ppa.values, rtol=1e-9)
+    assert float(report.mse_pca[-1]) > 0.1 * float(report.mse_pca[0])  # every component kept: what lies outside the span
+    assert float(report.total_mi_reduction_ppa) > 1 and abs(float(report.total_mi_reduction_pca)) < 1e-6  # 2.1-2.6 bits, seeds 0-2
+    with pytest.raises(ValueError, match=r"dims \('lat',\).*the model keeps them"):
+        cells.ppa.information_report(model, weights=np.cos(np.deg2rad(sst.lat)))
 
 
 def test_s_mode_cells_missing_in_some_months_leave_those_months_out_with_a_warning():

@@ -468,7 +468,10 @@ def multi_information_reduction(
     differential entropy; with the map they are dequantized first
     (``ppa_xr.information.dequantized``) and ``T`` applied to that, with ``R`` given they are
     refused. PPA and PCA have ``|det J| = 1``; a standardizing model has
-    ``log2 |det J| = -sum_j log2 D_j`` (``params.log2_det_jacobian()``). Pass
+    ``log2 |det J| = -sum_j log2 D_j`` (``params.log2_det_jacobian()``). A
+    reduced map (S-mode, feature weights) is measured on its span coordinates
+    ``z = V^T S (x - mean)`` (:meth:`~ppa_xr.core.params.PPAParams.in_span`),
+    where it is square: ``d`` is then their number ``r``. Pass
     samples the map was not fitted on: on its own fitting sample the figure
     is biased up by about ``d (d - 1) / (4 n ln 2)`` bits (module docstring).
 
@@ -486,6 +489,8 @@ def multi_information_reduction(
     {{mi_reduction}}
     """
     X = np.asarray(X)
+    if isinstance(R, PPAParams) and R.reduced:  # of its span coordinates, where the map is square (PPAParams.in_span)
+        X, R = R.to_fit_space(X), R.in_span()
     discrete = discrete_columns(X)
     given = not (isinstance(R, PPAParams) or callable(R))
     if isinstance(R, PPAParams):
