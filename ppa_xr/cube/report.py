@@ -231,12 +231,7 @@ def information_report(
     comparison, discrete, inputs, measures, curves = _statistics(params, sample, estimator, random_state, row_weights)
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
-    if rounding := degenerate(curves["pca"]["variance"]):
-        what = "span coordinates" if params.reduced else "features"
-        warn_user(f"the report's sample has rank {width - rounding} of {width} {what}: its last {rounding} PCA components hold only rounding "
-                  f"(variance below {DEGENERATE:.0e} of the total), so its multi-information is infinite and the totals are set by that "
-                  f"rounding (see entropy_pca of those components). Remove the linear dependence first (e.g. features that sum to a "
-                  f"constant, or anomalies from a climatology of the same months), or report on {width - rounding} {what}", UserWarning)
+    rounding = _rank_warning(curves["pca"]["variance"], params)
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k,
                       reduced=params if params.reduced else None)
     variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
@@ -249,16 +244,12 @@ def information_report(
         total = reduction(entropy_input, values["entropy"], measures[method].params.log2_det_jacobian())
         _add(variables, "total_mi_reduction", method, xr.DataArray(total))
         _add(variables, "mi_reduction_per_dim", method, xr.DataArray(total / width))
-    along = SPAN if params.reduced else dim
-    variables["entropy_input"] = xr.DataArray(entropy_input, dims=(along,), attrs={"long_name": f"marginal entropy of each {_INPUTS[along == SPAN]} (sample)", "units": "bit"})
+    variables["entropy_input"], inputs_coordinate = _entropy_input(entropy_input, params, da, dim)
     if hasattr(model, "snr_"):  # noise-adjusted: components come ordered by signal-to-noise ratio
         variables["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
     report = xr.Dataset(coords={"component": np.arange(1, width + 1)})
     report.update(variables)
-    if params.reduced:
-        report[SPAN] = xr.DataArray(np.arange(1, width + 1), dims=SPAN, attrs={"long_name": _INPUTS[True]})
-    else:
-        report[dim] = da[dim] if dim in da.coords else np.arange(width)
+    report[inputs_coordinate.dims[0]] = inputs_coordinate
     report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
                         weighted=int(weights is not None), rank=width - rounding, inputs=_inputs_described(params),
                         dequantized=discrete.astype(np.int8), **provenance(model, "information report", k))
@@ -267,7 +258,31 @@ def information_report(
 
 #: the dimension of a reduced model's report inputs, its span coordinates
 SPAN = "span"
-_INPUTS = {False: "input feature", True: "span coordinate z = V^T S (x - mean), the fitting sample's EOF scores"}
+
+
+def _rank_warning(variance: np.ndarray, params: PPAParams) -> int:
+    """How many of the report's PCA components (their ``variance`` on its sample) hold only rounding, with a warning
+    that says what that does to the totals where any do (:func:`~ppa_xr.core.entropy.degenerate`)."""
+    width = params.n_features
+    if rounding := degenerate(variance):
+        what = "span coordinates" if params.reduced else "features"
+        warn_user(f"the report's sample has rank {width - rounding} of {width} {what}: its last {rounding} PCA components hold only rounding "
+                  f"(variance below {DEGENERATE:.0e} of the total), so its multi-information is infinite and the totals are set by that "
+                  f"rounding (see entropy_pca of those components). Remove the linear dependence first (e.g. features that sum to a "
+                  f"constant, or anomalies from a climatology of the same months), or report on {width - rounding} {what}", UserWarning)
+    return rounding
+
+
+def _entropy_input(entropy: np.ndarray, params: PPAParams, da: xr.DataArray, dim: Hashable) -> tuple[xr.DataArray, xr.DataArray]:
+    """The inputs' marginal entropies and the coordinate they run along: the features (``dim``), or a reduced
+    model's span coordinates (``span``, 1..r)."""
+    if params.reduced:
+        name = "span coordinate z = V^T S (x - mean), the fitting sample's EOF scores"
+        along = xr.DataArray(np.arange(1, params.n_features + 1), dims=SPAN, attrs={"long_name": name})
+    else:
+        name = "input feature"
+        along = da[dim] if dim in da.coords else xr.DataArray(np.arange(params.n_features), dims=(dim,))
+    return xr.DataArray(entropy, dims=along.dims, attrs={"long_name": f"marginal entropy of each {name} (sample)", "units": "bit"}), along
 
 
 def _inputs_described(params: PPAParams) -> str:
