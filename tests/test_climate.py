@@ -291,6 +291,11 @@ def test_the_s_mode_report_is_the_report_of_the_span_coordinates(seed):
     for name in ("mse_ppa", "mse_pca", "error_ppa", "error_pca"):  # the errors of z are those of S (x - mean): the span holds them
         np.testing.assert_allclose(ours[name].values, theirs[name].values, rtol=1e-6, atol=1e-9 * float(theirs.mse_pca[0]), err_msg=name)
     assert "coordinates of the fitting sample's span" in str(ppa_xr.information.summary_table(ours))
+    pointwise = ppa_xr.information.PointwiseReduction
+    with pytest.raises(ValueError, match=r"400 inputs to 5 components.*in_span\(\), params.to_fit_space\(X\)"):
+        pointwise.fit(model.params_, new)
+    measure = pointwise.fit(model.params_.in_span(), model.params_.to_fit_space(new))
+    assert float(ours.mi_reduction_ppa.mean()) == pytest.approx(measure.total(), abs=0.01)  # the maps average to the plug-in total
     table = ppa_xr.information.multi_information_reduction(new, model)  # the same figure on a table
     assert table.total == pytest.approx(float(ours.total_mi_reduction_ppa), abs=1e-9) and table.per_dimension == table.total / 5
 

@@ -540,7 +540,11 @@ class PointwiseReduction:
         cls, params: PPAParams, X: np.ndarray, R: np.ndarray | None = None, inputs: EqualMassBins | Histograms | None = None,
         estimator: str = "spacing",
     ) -> PointwiseReduction:
-        """From a sample ``X``; its transform ``R`` and input densities are reused when given."""
+        """From a sample ``X``; its transform ``R`` and input densities are reused when given. A reduced map is
+        measured on its span coordinates: pass ``params.in_span()`` and ``params.to_fit_space(X)``."""
+        if params.reduced:
+            raise ValueError(f"these parameters map {params.n_inputs} inputs to {params.n_features} components (a reduced, S-mode map): "
+                             "measure its span coordinates, PointwiseReduction.fit(params.in_span(), params.to_fit_space(X))")
         X = _finite_rows(X)
         return cls(params, inputs or marginal_density(X, estimator), marginal_density(kernels.forward(X, params) if R is None else R, estimator))
 
