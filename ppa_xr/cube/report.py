@@ -289,9 +289,11 @@ def _inputs_described(params: PPAParams) -> str:
     """What the report's multi-information is of: the features, or a reduced model's span coordinates."""
     if not params.reduced:
         return f"the {params.n_inputs} features"
-    return (f"the {params.n_features} coordinates of the fitting sample's span, z = V^T S (x - mean): the EOF scores of its "
-            f"{params.n_inputs} features (weighted), where the map is square and keeps volume; the part of a sample outside "
-            "the span counts in the errors only")
+    root = params.feature_root[params.feature_root > 0]
+    left_out = params.n_inputs - root.size
+    features = f"{root.size} features" + (f" ({left_out} left out)" if left_out else "") + (", scaled by S" if (root != 1).any() else "")
+    return (f"the {params.n_features} coordinates of the fitting sample's span, z = V^T S (x - mean): the EOF scores of its {features}, "
+            "where the map is square and keeps volume; the part of a sample outside the span counts in the errors only")
 
 
 _DESCRIPTIONS = {  # variable stem -> (long name, units)
