@@ -313,6 +313,22 @@ def test_an_s_mode_report_removes_nothing_with_eofs_and_redundancy_with_curves(s
     assert abs(float(curved.total_mi_reduction_pca)) < 1e-6 and float(curved.total_mi_reduction_ppa) > 1.5
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_report_with_feature_weights_and_more_samples_than_features_is_that_of_the_features(seed):
+    """With more samples than features, weights over the features reduce nothing (V = I): the report's inputs are the
+    weighted features z = S (x - mean), and the figure is that of the map of x itself, log2 |det S| included."""
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(-1, 1, 4000)
+    X = np.column_stack([t, t**2, 0.3 * rng.normal(size=4000), t**3]) @ rng.normal(size=(4, 4)) + 0.05 * rng.normal(size=(4000, 4))
+    weight = np.array([0.25, 1.0, 2.0, 4.0])
+    model = ppa_xr.PPA(degree=3, configuration="fixed").fit(X[:2000], feature_weight=weight)
+    assert model.params_.reduced and not model.params_.s_mode
+    report = ppa_xr.information.information_report(X[2000:], model)
+    assert "its 4 features, scaled by S, centred" in report.attrs["inputs"]
+    on_x = ppa_xr.information.multi_information_reduction(X[2000:], model.transform(X[2000:]), log2_det_jacobian=np.log2(np.sqrt(weight)).sum())
+    assert float(report.total_mi_reduction_ppa) == pytest.approx(on_x.total, abs=1e-6)
+
+
 def test_an_s_mode_report_on_a_cube_maps_each_held_out_time_step():
     """On the stacked field a "pixel" is a time step: the report is estimated on the months the fit never saw, its maps
     run over time (one figure per month), and its errors hold each month's part outside the span, as evaluate's do."""

@@ -213,7 +213,7 @@ class PPAParams:
 
     def in_span(self) -> PPAParams:
         """A reduced map as the square map of its span coordinates ``z = W (x - mean) = V^T S (x - mean)``
-        (:meth:`to_fit_space`, the fitting sample's EOF scores): the same arrays with mean 0 and no whitening, so
+        (:meth:`to_fit_space`; in S-mode the fitting sample's EOF scores): the same arrays with mean 0 and no whitening, so
         ``|det dr/dz| = 1``. A map that is not reduced is returned as it is."""
         if not self.reduced:
             return self

@@ -172,10 +172,11 @@ def information_report(
     cells as features; or feature weights) maps ``d`` features to ``r``
     components, so the multi-information of its ``d`` inputs is not what it
     changes. Its report measures the ``r`` span coordinates
-    ``z = V^T S (x - mean)`` instead (:meth:`~ppa_xr.core.PPAParams.in_span`):
-    the fitting sample's EOF scores, where the map is square and keeps
-    volume. Its own PCA removes no redundancy from them (they are its
-    scores), so PPA's figure is what the curves remove beyond the EOFs.
+    ``z = V^T S (x - mean)`` instead (:meth:`~ppa_xr.core.PPAParams.in_span`),
+    where the map is square and keeps volume. In S-mode they are the fitting
+    sample's EOF scores: its own PCA removes no redundancy from them, so PPA's
+    figure is what the curves remove beyond the EOFs. With more samples than
+    features ``V = I``: ``z`` are the weighted features themselves.
     ``entropy_input`` runs over ``span`` (1..r), ``report.attrs["inputs"]``
     says which inputs were measured, and the errors are those of the
     features (each sample's part outside the span counts in every one). A
@@ -277,7 +278,7 @@ def _entropy_input(entropy: np.ndarray, params: PPAParams, da: xr.DataArray, dim
     """The inputs' marginal entropies and the coordinate they run along: the features (``dim``), or a reduced
     model's span coordinates (``span``, 1..r)."""
     if params.reduced:
-        name = "span coordinate z = V^T S (x - mean), the fitting sample's EOF scores"
+        name = "span coordinate z = V^T S (x - mean)" + (", the fitting sample's EOF scores" if params.s_mode else "")
         along = xr.DataArray(np.arange(1, params.n_features + 1), dims=SPAN, attrs={"long_name": name})
     else:
         name = "input feature"
@@ -292,7 +293,8 @@ def _inputs_described(params: PPAParams) -> str:
     root = params.feature_root[params.feature_root > 0]
     left_out = params.n_inputs - root.size
     features = f"{root.size} features" + (f" ({left_out} left out)" if left_out else "") + (", scaled by S" if (root != 1).any() else "")
-    return (f"the {params.n_features} coordinates of the fitting sample's span, z = V^T S (x - mean): the EOF scores of its {features}, "
+    what = f"the EOF scores of its {features}" if params.s_mode else f"its {features}, centred"
+    return (f"the {params.n_features} coordinates of the fitting sample's span, z = V^T S (x - mean): {what}, "
             "where the map is square and keeps volume; the part of a sample outside the span counts in the errors only")
 
 
