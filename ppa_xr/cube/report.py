@@ -179,8 +179,8 @@ def information_report(
     features ``V = I``: ``z`` are the weighted features themselves.
     ``entropy_input`` runs over ``span`` (1..r), ``report.attrs["inputs"]``
     says which inputs were measured, and the errors are those of the
-    features (each sample's part outside the span counts in every one). A
-    "pixel" is then a sample (a time step): the maps run over the sample
+    features (each sample's part outside the span counts in every one). In
+    S-mode a "pixel" is a sample (a time step): the maps run over the sample
     dimensions, and two held-out samples suffice (as for ``evaluate``).
 
     Parameters
