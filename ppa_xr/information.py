@@ -45,7 +45,10 @@ def multi_information_reduction(
     (``ppa_xr.information.discrete_columns``) have no differential entropy; with the map
     they are dequantized first (``ppa_xr.information.dequantized``) and ``T`` applied to
     that, with ``R`` given they are refused. PPA and PCA have ``|det J| = 1``;
-    a standardizing model has ``log2 |det J| = -sum_j log2 D_j``. Pass
+    a standardizing model has ``log2 |det J| = -sum_j log2 D_j``. A model
+    fitted in the span of its samples (S-mode, feature weights) is measured
+    on its ``r`` span coordinates ``z = V^T S (x - mean)`` (S-mode: its EOF scores),
+    where its map is square (docs/information.md). Pass
     samples the map was not fitted on: on its own fitting sample the figure
     is biased up by about ``d (d - 1) / (4 n ln 2)`` bits.
 

@@ -70,6 +70,8 @@ def summary_table(report: xr.Dataset) -> SummaryTable:
                  f"{ratio.max():.1f} (k = {int(np.argmax(ratio)) + 1}) |")
     lines.append(f"| mean of the error map, k = {k} | {float(report['error_pca'].mean()):.6g} | {float(report['error_ppa'].mean()):.6g} |")
     lines.append(f"\nReconstruction errors: squared error summed over bands, mean over pixels ({report['mse_ppa'].attrs.get('units', 'squared input units')}).")
+    if "span" in report.dims:  # a reduced (S-mode) model's report: say what its multi-information is of
+        lines.append(f"Multi-information of {report.attrs['inputs']}.")
     return SummaryTable("\n".join(lines))
 
 

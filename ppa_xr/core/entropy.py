@@ -468,7 +468,10 @@ def multi_information_reduction(
     differential entropy; with the map they are dequantized first
     (``ppa_xr.information.dequantized``) and ``T`` applied to that, with ``R`` given they are
     refused. PPA and PCA have ``|det J| = 1``; a standardizing model has
-    ``log2 |det J| = -sum_j log2 D_j`` (``params.log2_det_jacobian()``). Pass
+    ``log2 |det J| = -sum_j log2 D_j`` (``params.log2_det_jacobian()``). A
+    reduced map (S-mode, feature weights) is measured on its span coordinates
+    ``z = V^T S (x - mean)`` (:meth:`~ppa_xr.core.params.PPAParams.in_span`),
+    where it is square: ``d`` is then their number ``r``. Pass
     samples the map was not fitted on: on its own fitting sample the figure
     is biased up by about ``d (d - 1) / (4 n ln 2)`` bits (module docstring).
 
@@ -486,6 +489,8 @@ def multi_information_reduction(
     {{mi_reduction}}
     """
     X = np.asarray(X)
+    if isinstance(R, PPAParams) and R.reduced:  # of its span coordinates, where the map is square (PPAParams.in_span)
+        X, R = R.to_fit_space(X), R.in_span()
     discrete = discrete_columns(X)
     given = not (isinstance(R, PPAParams) or callable(R))
     if isinstance(R, PPAParams):
@@ -535,7 +540,11 @@ class PointwiseReduction:
         cls, params: PPAParams, X: np.ndarray, R: np.ndarray | None = None, inputs: EqualMassBins | Histograms | None = None,
         estimator: str = "spacing",
     ) -> PointwiseReduction:
-        """From a sample ``X``; its transform ``R`` and input densities are reused when given."""
+        """From a sample ``X``; its transform ``R`` and input densities are reused when given. A reduced map is
+        measured on its span coordinates: pass ``params.in_span()`` and ``params.to_fit_space(X)``."""
+        if params.reduced:
+            raise ValueError(f"these parameters map {params.n_inputs} inputs to {params.n_features} components (a reduced, S-mode map): "
+                             "measure its span coordinates, PointwiseReduction.fit(params.in_span(), params.to_fit_space(X))")
         X = _finite_rows(X)
         return cls(params, inputs or marginal_density(X, estimator), marginal_density(kernels.forward(X, params) if R is None else R, estimator))
 

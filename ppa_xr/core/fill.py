@@ -34,6 +34,14 @@ without whitening). For PCA this is PPCA's conditional mean
 Each ``x^`` is a sum of functions of one score, so ``dx^/ds`` is one column per
 score: ``W^-1 (a_p + H_p^T T_p'(s_p) / s_p)``.
 
+A reduced model (S-mode: ``W = V^T S``, r x d) has no density of its ``d``
+inputs, only of their span: it is filled from the k-component manifold for
+every ``k`` (``k = r`` by default: the span itself), with ``w_j = s_j^2``
+(the features' weights), ``sigma^2`` the discarded variance over the used
+inputs, and its EOFs' manifold fill (one Gauss-Newton step from the mean,
+exact) as the linear fill; inputs it dropped (land) are never gaps and stay
+NaN.
+
 Safety: where curves do not transfer the curved fill can be worse than the
 linear one. A pixel whose fill takes a curved step's projection far beyond the
 range the step was fitted on (``|t| > GUARD`` in scaled units, and beyond the
@@ -88,12 +96,15 @@ def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, thre
         (``...`` x d): observed values as they were, missing ones estimated; a row with no observed value stays NaN.
     """
     x = np.asarray(x)
-    d = params.n_features
+    d = params.n_inputs
     if x.ndim < 1 or x.shape[-1] != d:
         raise ValueError(f"x must have {d} values along its last axis, got shape {x.shape}")
-    k = d if n_components is None else check_components(n_components, d)
+    k = params.n_features if n_components is None else check_components(n_components, params.n_features)
     out = x.astype(computed_dtype(x.dtype), copy=True)
     flat = out.reshape(-1, d)
+    dropped = None if params.used is None else ~params.used
+    if dropped is not None:  # a reduced model's dropped inputs (land): read as its mean, never a gap, NaN in the output
+        flat[:, dropped] = params.mean[dropped]
     missing = ~np.isfinite(flat)
     rows = np.flatnonzero(missing.any(axis=1) & ~missing.all(axis=1))
     flat[missing.all(axis=1)] = np.nan
@@ -104,6 +115,8 @@ def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, thre
             gaps = missing[part]
             filled = _fill_rows(values, gaps, params.cast(np.dtype(np.float64)), k)
             flat[part] = np.where(gaps, filled, flat[part])  # observed entries copied back untouched
+    if dropped is not None:
+        flat[:, dropped] = np.nan
     return out
 
 
@@ -121,9 +134,16 @@ def fill_mask(x: np.ndarray) -> np.ndarray:
 
 
 def _fill_rows(x: np.ndarray, gaps: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
-    """Rows (n, d) float64 with at least one gap and one observed value, filled: the linear start, the curved fill, the guard."""
-    linear = _linear_fill(x, gaps, params.pca())
-    if k < params.n_features:
+    """Rows (n, d) float64 with at least one gap and one observed value, filled: the linear start, the curved fill, the guard.
+
+    A reduced model has no density on its ``d`` inputs, only on its span: it is filled from the k-component
+    manifold for every ``k`` (``k = r``: the span itself), its linear fill that of its EOFs' manifold (from the
+    mean, one Gauss-Newton step: exact)."""
+    pca = params.pca()
+    linear = _manifold_fill(x, np.where(gaps, params.mean, x), gaps, pca, k)[0] if params.reduced else _linear_fill(x, gaps, pca)
+    if params.reduced and not params.curved_steps():
+        return linear
+    if k < params.n_features or params.reduced:
         curved, ok = _manifold_fill(x, linear, gaps, params, k)
         ok &= _inside(forward(curved, params, threads=1), forward(linear, params, threads=1), params)
     elif params.curved_steps():
@@ -286,20 +306,22 @@ def _manifold_fill(x: np.ndarray, linear: np.ndarray, gaps: np.ndarray, params: 
     """The MAP scores ``s`` of the k-component manifold given the observed entries, from the linear fill's scores; the
     manifold's values at the gaps, and whether each row converged."""
     variance = params.explained_variance
-    noise = max(float(variance[k:].sum()) / params.n_features, 1e-14 * float(variance.max()))
+    inputs = params.n_inputs if params.used is None else int(params.used.sum())
+    noise = max(float(variance[k:].sum()) / inputs, 1e-14 * float(variance.max()))
     prior = _precisions(variance[:k], variance.max())
-    weight = np.where(gaps, 0.0, np.diag(params.whitening.T @ params.whitening) / noise)  # (n, d) observed entries' precision
+    weight = np.where(gaps, 0.0, _feature_precision(params) / noise)  # (n, d) observed entries' precision
     target = np.where(gaps, 0.0, x)
+    observed = weight > 0  # a reduced model's dropped inputs weigh nothing (and its inverse is NaN there)
     back = params.unwhitening().T
     base = params.rotation[:k] @ back  # (k, d)
     used = [p for p in params.curved_steps() if p < k]
 
     def objective(s: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        error = inverse(s, params, threads=1) - target[at]
+        error = np.where(observed[at], inverse(s, params, threads=1) - target[at], 0.0)
         return error, np.einsum("nd,nd,nd->n", error, error, weight[at]) + np.einsum("nk,nk,k->n", s, s, prior)
 
     def step(s: np.ndarray, error: np.ndarray, at: np.ndarray) -> np.ndarray:
-        jac = np.broadcast_to(base.T, (len(s), params.n_features, k)).copy()  # (n, d, k): dx^/ds
+        jac = np.broadcast_to(base.T, (len(s), params.n_inputs, k)).copy()  # (n, d, k): dx^/ds
         for p in used:
             g = int(params.degrees[p])
             slopes = basis.power_derivatives((s[:, p] - params.center[p]) / params.scale[p], g, 1, params.tails) / params.scale[p]
@@ -310,6 +332,14 @@ def _manifold_fill(x: np.ndarray, linear: np.ndarray, gaps: np.ndarray, params: 
 
     s, ok, _, _ = _gauss_newton(forward(linear, params, k, threads=1), objective, step, MAX_ITERATIONS)
     return np.where(gaps, inverse(s, params, threads=1), x), ok
+
+
+def _feature_precision(params: PPAParams) -> np.ndarray:
+    """(d,) the weight of each input's squared error in the fit's: ``diag(W^T W)`` (1 without whitening), or a
+    reduced model's ``s_j^2`` (its features' weights, over their standard deviations where standardized; 0 dropped)."""
+    if params.reduced:
+        return params.feature_root**2
+    return params.cached("feature precision", lambda: np.diag(params.whitening.T @ params.whitening))
 
 
 def _gauss_newton(values: np.ndarray, objective, step, iterations: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

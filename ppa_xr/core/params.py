@@ -211,6 +211,16 @@ class PPAParams:
         arrays = self.arrays() | {"mean": mean + inverse_root * (basis @ self.mean), "whitening": None}
         return PPAParams(**arrays, tails=self.tails, basis=np.asarray(basis, np.float64), feature_root=root)
 
+    def in_span(self) -> PPAParams:
+        """A reduced map as the square map of its span coordinates ``z = W (x - mean) = V^T S (x - mean)``
+        (:meth:`to_fit_space`; in S-mode the fitting sample's EOF scores): the same arrays with mean 0 and no whitening, so
+        ``|det dr/dz| = 1``. A map that is not reduced is returned as it is."""
+        if not self.reduced:
+            return self
+        return self.cached("in_span", lambda: PPAParams(
+            **{name: getattr(self, name) for name in ARRAYS} | {"mean": np.zeros(self.n_features, self.mean.dtype), "whitening": None},
+            tails=self.tails))
+
     def curved_steps(self) -> list[int]:
         """Steps with a polynomial; the others are exact rotations and cost the kernels nothing."""
         return self.cached("curved_steps", lambda: [p for p in range(self.n_features - 1) if self.forward[p].any() or self.forward_bias[p].any()])

@@ -255,7 +255,7 @@ def fill(
     ----------
     {{cube_model}}
     n_components : int, optional
-        Fill from the first k components' manifold (1..d); default: every component.
+        Fill from the first k components' manifold (1..d, 1..r for a reduced model); default: every component.
     {{fitted_dim}}
     return_mask : bool
         Also return where values were filled.
@@ -271,9 +271,9 @@ def fill(
     >>> filled, mask = cube.ppa.fill(model, return_mask=True)  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
-    k = None if n_components is None else check_components(n_components, model.n_features_in_)
+    k = None if n_components is None else check_components(n_components, model.params_.n_features)
     out = map_kernel(fill_kernel, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
-    kept = model.n_features_in_ if k is None else k
+    kept = model.params_.n_features if k is None else k
     labels = {name: coord for name, coord in da.coords.items() if dim in coord.dims}  # the cube's own, in the model's order
     filled = out.assign_coords(labels).rename(_name(obj, "filled")).assign_attrs(provenance(model, "fill", kept))
     if not return_mask:

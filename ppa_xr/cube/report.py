@@ -22,7 +22,8 @@ from .inputs import model_features
 from .maps import map_kernel, provenance
 
 
-def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None) -> np.ndarray:
+def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None,
+                 reduced: PPAParams | None = None) -> np.ndarray:
     """The four per-pixel maps of a report over a chunk: (..., 4).
 
     Both measures share the input densities, looked up once. PCA's squared
@@ -31,7 +32,11 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
     ``k`` steps (:func:`kernels.forward_and_error`). The chunk goes through all
     of it in blocks of :data:`~ppa_xr.core.kernels.BLOCK` pixels, each block's
     inputs, outputs and densities staying in cache from one stage to the next
-    (rows are independent: the same numbers as whole-chunk passes).
+    (rows are independent: the same numbers as whole-chunk passes). For a
+    ``reduced`` model the measures are those of its span coordinates
+    (:meth:`~ppa_xr.core.PPAParams.in_span`): each block is taken there first,
+    and its part outside the span (:meth:`~ppa_xr.core.PPAParams.outside_error`)
+    adds to both errors.
     """
     d = x.shape[-1]
     flat = x.reshape(-1, d)  # a view, also of a band-first chunk (its pixels are one strided axis)
@@ -42,33 +47,50 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
         for start in range(lo, hi, kernels.BLOCK):
             stop = min(start + kernels.BLOCK, hi)
             # one copy of the block, pixel-major in the kernels' float type (not one per kernel)
-            block = np.ascontiguousarray(flat[start:stop], dtype=dtype)
+            block, outside = _inputs(flat[start:stop], reduced, dtype)
             r_ppa, out[start:stop, 2] = kernels.forward_and_error(block, ppa.params, k, 1)
             r_pca = kernels.forward(block, pca.params, threads=1)
             inputs = ppa.inputs.log2_product_density(block)
             out[start:stop, 0] = ppa.gain(block, r_ppa, inputs)
             out[start:stop, 1] = pca.gain(block, r_pca, inputs)
             np.einsum("ij,ij->i", r_pca[:, k:], r_pca[:, k:], out=out[start:stop, 3])
+            if outside is not None:
+                out[start:stop, 2:] += outside[:, None]
 
     kernels.run_spans(len(flat), span, threads)
     return out.reshape(x.shape[:-1] + (4,))
 
 
+def _inputs(x: np.ndarray, reduced: PPAParams | None, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+    """The pixels ``x`` (n, d) as the report's measures read them, contiguous in ``dtype``: as they are, or a
+    ``reduced`` model's span coordinates ``z = W (x - mean)`` (n, r) with each pixel's squared error outside the
+    span (None where the span holds every input)."""
+    if reduced is None:
+        return np.ascontiguousarray(x, dtype=dtype), None
+    outside = reduced.outside_error(x)
+    return np.ascontiguousarray(reduced.to_fit_space(x), dtype=dtype), None if outside is None else outside.astype(dtype)
+
+
 def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_state: int | None,
                 weights: np.ndarray | None = None) -> tuple:
-    """What the report measures on its sample: the shift check's error curves, which bands are quantized, the input
+    """What the report measures on its sample: the shift check's error curves, which inputs are quantized, the input
     densities, and per method (PPA, its PCA) the output densities and the curves; ``weights`` (n,) weigh the
-    pixels in all of them (whether a band is quantized is a property of its values, not weighed).
+    pixels in all of them (whether an input is quantized is a property of its values, not weighed).
 
+    The inputs are the features, or a reduced model's span coordinates ``z = W (x - mean)``
+    (:meth:`~ppa_xr.core.PPAParams.in_span`, where its map is square); the errors are those of the
+    features either way (a point's part outside the span counts in every one, the last too).
     The independent parts run side by side on two threads (numpy's sorts and
     the kernels release the GIL): the error curves, the densities of each
     method's outputs, and here the input densities. One sort of each column
     serves the quantization test and the input densities. Without quantized
-    bands the outputs come from the error curves' own passes over the sample
+    inputs the outputs come from the error curves' own passes over the sample
     (:func:`~ppa_xr.core.errors.compare_errors_and_forward`): one pass per method.
     """
-    methods = {"ppa": params, "pca": params.pca()}  # the PCA of the model's own fitting sample
+    square = params.in_span()
+    methods = {"ppa": square, "pca": square.pca()}  # the PCA of the model's own fitting sample
     weights = None if weights is None else unit_mean(weights)  # the one scaling of weights: sums stay in range at 1e306
+    coordinates = params.to_fit_space(sample) if params.reduced else sample
 
     def outputs(method: PPAParams, smooth: np.ndarray, R: np.ndarray | None = None) -> tuple:
         R = kernels.forward(smooth, method) if R is None else R  # the map itself: whitening is not part of it
@@ -78,25 +100,27 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
         return marginal_density(R, estimator, weights=weights), np.average(deviations * deviations, axis=0, weights=weights)
 
     with ThreadPoolExecutor(2) as pool:
-        S = column_sorts(sample)
-        discrete = discrete_columns(sample, S)
-        if discrete.any():  # densities of quantized bands: of the dequantized values, sorted again
+        S = column_sorts(coordinates)
+        discrete = discrete_columns(coordinates, S)
+        if discrete.any():  # densities of quantized inputs: of the dequantized values, sorted again
             pending = pool.submit(errors.compare_errors, params, sample, None, weights)
-            smooth = dequantized(sample, random_state, discrete)
+            smooth = dequantized(coordinates, random_state, discrete)
             S = S.copy(order="K")
             S[:, discrete] = column_sorts(smooth[:, discrete])
             done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
             comparison = pending.result()
         else:  # the error curves' passes give the outputs too: one pass per method over the sample
-            smooth = sample
+            smooth = coordinates
             comparison, *shared = errors.compare_errors_and_forward(params, sample, weights)
-            done = {name: pool.submit(outputs, method, sample, R) for (name, method), R in zip(methods.items(), shared)}
+            done = {name: pool.submit(outputs, method, coordinates, R) for (name, method), R in zip(methods.items(), shared)}
         inputs = marginal_density(smooth, estimator, S, weights)
+        outside = params.outside_error(sample)  # what k = r (every component) leaves of a reduced model's inputs
+        kept = 0.0 if outside is None else float(np.average(outside, weights=weights))
         measures, curves = {}, {}
         for name, method in methods.items():
             density, variance = done[name].result()
             measures[name] = PointwiseReduction(method, inputs, density)
-            mse = np.append(getattr(comparison, name), 0.0)  # k = d keeps everything
+            mse = np.append(getattr(comparison, name), kept)  # k = d keeps everything (of the span)
             curves[name] = {"entropy": density.entropy(), "variance": variance, "mse": mse}
     return comparison, discrete, inputs, measures, curves
 
@@ -144,6 +168,21 @@ def information_report(
     ``random_state``), so every figure is that of the dequantized density
     (:func:`~ppa_xr.information.marginal_entropy`); ``report.attrs["dequantized"]`` flags them (1 per band).
 
+    A model fitted in the span of its samples (S-mode: maps as samples, grid
+    cells as features; or feature weights) maps ``d`` features to ``r``
+    components, so the multi-information of its ``d`` inputs is not what it
+    changes. Its report measures the ``r`` span coordinates
+    ``z = V^T S (x - mean)`` instead (:meth:`~ppa_xr.core.PPAParams.in_span`),
+    where the map is square and keeps volume. In S-mode they are the fitting
+    sample's EOF scores: its own PCA removes no redundancy from them, so PPA's
+    figure is what the curves remove beyond the EOFs. With more samples than
+    features ``V = I``: ``z`` are the weighted features themselves.
+    ``entropy_input`` runs over ``span`` (1..r), ``report.attrs["inputs"]``
+    says which inputs were measured, and the errors are those of the
+    features (each sample's part outside the span counts in every one). In
+    S-mode a "pixel" is a sample (a time step): the maps run over the sample
+    dimensions, and two held-out samples suffice (as for ``evaluate``).
+
     Parameters
     ----------
     obj : xr.DataArray, xr.Dataset or np.ndarray
@@ -151,7 +190,7 @@ def information_report(
     model : PPA
         A fitted model; its own PCA (``model.pca_``) is the baseline.
     n_components : int, optional
-        Components kept for the error maps (default ``ppa_xr.information.REPORT_COMPONENTS`` = 3, at most ``d - 1``).
+        Components kept for the error maps (default ``ppa_xr.information.REPORT_COMPONENTS`` = 3, at most ``d - 1``, ``r - 1`` reduced).
     dim : hashable, optional
         The feature dimension, when not the fitted one.
     n_samples : int, optional
@@ -166,7 +205,8 @@ def information_report(
         Weights over the pixel dimensions (e.g. ``np.cos(np.deg2rad(cube.lat))``, area on a lat-lon grid):
         the densities, entropies, curves and the shift check are those of the weighted pixels, as
         ``cube.ppa.fit(weights=...)`` and ``evaluate(weights=...)`` weigh them; the per-pixel maps are
-        each pixel's own. ``report.attrs["weighted"]`` says whether they were given.
+        each pixel's own. ``report.attrs["weighted"]`` says whether they were given. Weights over the
+        features are the model's own (given to the fit), not given here.
 
     Returns
     -------
@@ -184,24 +224,17 @@ def information_report(
             raise ValueError(f"a numpy table must be 2-D (samples, features), got shape {obj.shape}; reshape it, e.g. x.reshape(1, -1) for one sample")
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = model_features(obj, model, dim)
-    if model.params_.reduced:
-        raise ValueError(
-            f"the information report compares the entropies of a map's inputs and outputs, which needs a square map; this model "
-            f"is fitted in a {model.params_.n_features}-dimensional span of its {model.n_features_in_} features (S-mode, or weighted "
-            "or left-out features): use evaluate for its errors, or report on a model with the features as fitted (T-mode)")
-    k = min(REPORT_COMPONENTS, model.params_.n_features - 1) if n_components is None else check_components(n_components, model.params_.n_features)
+    params = model.params_
+    width = params.n_features  # the inputs the entropies are measured on: the features, or a reduced model's r span coordinates
+    k = min(REPORT_COMPONENTS, width - 1) if n_components is None else check_components(n_components, width)
     sample, index, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
     row_weights = None if weights is None else sampling.weights_at(da, dim, weights, index)
-    comparison, discrete, inputs, measures, curves = _statistics(model.params_, sample, estimator, random_state, row_weights)
+    comparison, discrete, inputs, measures, curves = _statistics(params, sample, estimator, random_state, row_weights)
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
-    if rounding := degenerate(curves["pca"]["variance"]):
-        d = model.n_features_in_
-        warn_user(f"the report's sample has rank {d - rounding} of {d} features: its last {rounding} PCA components hold only rounding "
-                  f"(variance below {DEGENERATE:.0e} of the total), so its multi-information is infinite and the totals are set by that "
-                  f"rounding (see entropy_pca of those components). Remove the linear dependence first (e.g. features that sum to a "
-                  f"constant, or anomalies from a climatology of the same months), or report on {d - rounding} features", UserWarning)
-    maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k)
+    rounding = _rank_warning(curves["pca"]["variance"], params)
+    maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k,
+                      reduced=params if params.reduced else None)
     variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
         _add(variables, stem, method, maps.isel(map=i, drop=True), model.whitened_units_, k=k)
@@ -209,19 +242,60 @@ def information_report(
     for method, values in curves.items():
         for stem, curve in values.items():
             _add(variables, stem, method, xr.DataArray(curve, dims="component"), model.whitened_units_)
-        total = reduction(entropy_input, values["entropy"], model.params_.log2_det_jacobian())
+        total = reduction(entropy_input, values["entropy"], measures[method].params.log2_det_jacobian())
         _add(variables, "total_mi_reduction", method, xr.DataArray(total))
-        _add(variables, "mi_reduction_per_dim", method, xr.DataArray(total / model.n_features_in_))
-    variables["entropy_input"] = xr.DataArray(entropy_input, dims=(dim,), attrs={"long_name": "marginal entropy of each input feature (sample)", "units": "bit"})
+        _add(variables, "mi_reduction_per_dim", method, xr.DataArray(total / width))
+    variables["entropy_input"], inputs_coordinate = _entropy_input(entropy_input, params, da, dim)
     if hasattr(model, "snr_"):  # noise-adjusted: components come ordered by signal-to-noise ratio
         variables["snr_ppa"] = xr.DataArray(model.snr_, dims="component", attrs={"long_name": "signal-to-noise ratio of each component (fitting sample)"})
-    report = xr.Dataset(coords={"component": np.arange(1, model.n_features_in_ + 1)})
+    report = xr.Dataset(coords={"component": np.arange(1, width + 1)})
     report.update(variables)
-    report[dim] = da[dim] if dim in da.coords else np.arange(model.n_features_in_)
+    report[inputs_coordinate.dims[0]] = inputs_coordinate
     report.attrs.update(n_components=k, sample_size=len(sample), entropy_estimator=_ESTIMATOR_NAMES[estimator], estimated_on=on,
-                        weighted=int(weights is not None), rank=model.n_features_in_ - rounding,
+                        weighted=int(weights is not None), rank=width - rounding, inputs=_inputs_described(params),
                         dequantized=discrete.astype(np.int8), **provenance(model, "information report", k))
     return report
+
+
+#: the dimension of a reduced model's report inputs, its span coordinates
+SPAN = "span"
+
+
+def _rank_warning(variance: np.ndarray, params: PPAParams) -> int:
+    """How many of the report's PCA components (their ``variance`` on its sample) hold only rounding, with a warning
+    that says what that does to the totals where any do (:func:`~ppa_xr.core.entropy.degenerate`)."""
+    width = params.n_features
+    if rounding := degenerate(variance):
+        what = "span coordinates" if params.reduced else "features"
+        warn_user(f"the report's sample has rank {width - rounding} of {width} {what}: its last {rounding} PCA components hold only rounding "
+                  f"(variance below {DEGENERATE:.0e} of the total), so its multi-information is infinite and the totals are set by that "
+                  f"rounding (see entropy_pca of those components). Remove the linear dependence first (e.g. features that sum to a "
+                  f"constant, or anomalies from a climatology of the same months), or report on {width - rounding} {what}", UserWarning)
+    return rounding
+
+
+def _entropy_input(entropy: np.ndarray, params: PPAParams, da: xr.DataArray, dim: Hashable) -> tuple[xr.DataArray, xr.DataArray]:
+    """The inputs' marginal entropies and the coordinate they run along: the features (``dim``), or a reduced
+    model's span coordinates (``span``, 1..r)."""
+    if params.reduced:
+        name = "span coordinate z = V^T S (x - mean)" + (", the fitting sample's EOF scores" if params.s_mode else "")
+        along = xr.DataArray(np.arange(1, params.n_features + 1), dims=SPAN, attrs={"long_name": name})
+    else:
+        name = "input feature"
+        along = da[dim] if dim in da.coords else xr.DataArray(np.arange(params.n_features), dims=(dim,))
+    return xr.DataArray(entropy, dims=along.dims, attrs={"long_name": f"marginal entropy of each {name} (sample)", "units": "bit"}), along
+
+
+def _inputs_described(params: PPAParams) -> str:
+    """What the report's multi-information is of: the features, or a reduced model's span coordinates."""
+    if not params.reduced:
+        return f"the {params.n_inputs} features"
+    root = params.feature_root[params.feature_root > 0]
+    left_out = params.n_inputs - root.size
+    features = f"{root.size} features" + (f" ({left_out} left out)" if left_out else "") + (", scaled by S" if (root != 1).any() else "")
+    what = f"the EOF scores of its {features}" if params.s_mode else f"its {features}, centred"
+    return (f"the {params.n_features} coordinates of the fitting sample's span, z = V^T S (x - mean): {what}, "
+            "where the map is square and keeps volume; the part of a sample outside the span counts in the errors only")
 
 
 _DESCRIPTIONS = {  # variable stem -> (long name, units)
@@ -248,13 +322,13 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
     fitted = sampling.fitted_shares(da, dim, model.sample_)
     if held_out:
         drawn = sampling.held_out(da, dim, fitted, n_samples, random_state, default=REPORT_SAMPLES)
-        message = sampling.shortfall(drawn)
+        message = sampling.shortfall(drawn, None, sampling.min_held_out(model.params_.s_mode))
         if message is None:
             on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
             return drawn.values.astype(np.float64), drawn.index, on
         if not fitted:
             raise ValueError(message)
-        d, n = model.n_features_in_, sum(share.size for share in fitted)
+        d, n = model.params_.n_features, sum(share.size for share in fitted)  # d: the inputs measured (span coordinates, reduced)
         warn_user(f"{message}. The report uses the fitting sample instead, whose redundancy reduction is biased up by about "
                       f"d (d - 1) / (4 n ln 2) = {d * (d - 1) / (4 * n * LN2):.2g} bits", UserWarning)
     elif not any(share.size for share in fitted):

@@ -37,6 +37,14 @@ FIT_SHARE = 0.5
 #: fewer held-out pixels than this give no stable estimate of an error curve or of a marginal density:
 #: ``evaluate`` refuses, the shift check stays silent and the report falls back to the fitting sample
 MIN_HELD_OUT = 1000
+#: held-out samples an S-mode model needs instead: its samples are time steps, few by nature, and two give an
+#: estimate (its bounds say how loose)
+MIN_HELD_OUT_S_MODE = 2
+
+
+def min_held_out(s_mode: bool) -> int:
+    """The held-out pixels (samples) an estimate needs: :data:`MIN_HELD_OUT`, or :data:`MIN_HELD_OUT_S_MODE` for an S-mode model."""
+    return MIN_HELD_OUT_S_MODE if s_mode else MIN_HELD_OUT
 
 
 #: spatial blocks a cube is cut into for the degree selection's grouped cross-validation
@@ -364,8 +372,10 @@ def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np
     :func:`~ppa_xr.core.checks.row_weights`, else as read (their own dtype)."""
     pixel_dims = [d for d in da.dims if d != dim]
     if not isinstance(weights, xr.DataArray) or not set(weights.dims) <= set(pixel_dims):
+        kept = (" Weights over the features weigh them in the fit (cube.ppa.fit(weights=...)), and the model keeps them: "
+                "pass none here, or weights over the samples" if over_features(da, dim, weights) else "")
         raise ValueError(f"weights must be a DataArray over the cube's pixel dimensions {pixel_dims} (e.g. np.cos(np.deg2rad(cube.lat))), "
-                         f"got {type(weights).__name__} with dims {getattr(weights, 'dims', None)}")
+                         f"got {type(weights).__name__} with dims {getattr(weights, 'dims', None)}.{kept}")
     position = np.unravel_index(index, [da.sizes[d] for d in pixel_dims])
     where = {d: xr.DataArray(_label_positions(da, weights, d)[p], dims="pixel") for d, p in zip(pixel_dims, position) if d in weights.dims}
     values = np.asarray(weights.isel(where).broadcast_like(xr.DataArray(np.empty(len(index)), dims="pixel")).values)

@@ -12,7 +12,7 @@ from ..core.checks import warn_user
 from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from .inputs import COMPONENT, _component_units, model_features
-from .sampling import MIN_HELD_OUT, weights_at, fitted_shares, held_out, shortfall
+from .sampling import min_held_out, weights_at, fitted_shares, held_out, shortfall
 
 #: pixels the shift check compares PPA and PCA on, and the chunks it reads them from at most
 CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
@@ -70,8 +70,7 @@ def evaluate(
     """
     da, dim = model_features(obj, model, dim)
     sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), n_samples, random_state, max_chunks)
-    # in S-mode the samples are time steps, few by nature: two held out give an estimate (its bounds say how loose)
-    if message := shortfall(sample, max_chunks, 2 if model.params_.s_mode else MIN_HELD_OUT):
+    if message := shortfall(sample, max_chunks, min_held_out(model.params_.s_mode)):
         raise ValueError(message)
     row_weights = None if weights is None else weights_at(da, dim, weights, sample.index)
     comparison = errors.compare_errors(model.params_, sample.values, weights=row_weights)

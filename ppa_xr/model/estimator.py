@@ -580,14 +580,19 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         mean: the best linear fill); with ``n_components=k``, the point of the
         k-component manifold nearest the observed values (probabilistic PCA's
         model). A row whose curved fill leaves the fitted range far behind, or
-        does not converge, gets the linear fill of the model's PCA.
+        does not converge, gets the linear fill of the model's PCA. A model
+        fitted in the span of its samples (S-mode: a missing grid cell of a
+        time step) is filled from its k-component manifold for every k, by
+        default the whole span: the scores that fit the observed cells best
+        (least squares, weighted as the fit weighs the cells, with the
+        components' variances as prior); its dropped features (land) stay NaN.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Samples, NaN (or inf) where a value is missing.
         n_components : int, optional
-            Fill from the first k components' manifold (1..d); default: every component.
+            Fill from the first k components' manifold (1..d, 1..r for a reduced model); default: every component.
 
         Returns
         -------
@@ -595,9 +600,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             (n_samples, n_features): observed values unchanged (bit for bit), missing ones filled; a row with
             no observed value stays NaN. float32 stays float32.
         """
-        if self.params_.n_inputs != self.params_.n_features:
-            raise ValueError("fill works on models fitted in the features' own space; this one was fitted in the span of its "
-                             "samples (S-mode, or feature weights), where a map's missing cells are not estimated yet")
         return fill_gaps(self._check_input(X), self.params_, n_components)
 
     def evaluate(self, X: Any, sample_weight: Any = None) -> errors.ErrorComparison:
