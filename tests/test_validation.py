@@ -49,6 +49,44 @@ def test_truncation_errors_weigh_the_rows(heavy_tailed):
     np.testing.assert_allclose(weighted, repeated, rtol=1e-6)
 
 
+@pytest.mark.parametrize("seed", [0, 3])
+def test_truncation_errors_from_moments_are_the_rows_errors(heavy_tailed, seed):
+    """The held-out groups' moments, downdated step by step, give the errors of the corrected rows themselves
+    (weighted or not), on data far from the origin too: the two ways differ by the rows' float32 projections."""
+    offset = heavy_tailed + 1e6 * np.abs(heavy_tailed).max()  # a constant far above the spread
+    train, held = offset[:1500], offset[1500:]
+    params = fit_params(train, PPA(configuration="fixed").get_spec(), rng=np.random.default_rng(seed))
+    assert len(params.curved_steps()) >= 3
+    bounds = np.array([0, 300, 700, 1100, 1500])
+    for weights in (None, (np.random.default_rng(seed).uniform(0.5, 2, 1500), np.random.default_rng(seed + 1).uniform(0.5, 2, 1500))):
+        by_moments = truncation_errors(params, train, held, bounds, weights, moments=True)
+        by_rows = truncation_errors(params, train, held, bounds, weights, moments=False)
+        np.testing.assert_allclose(by_moments, by_rows, rtol=1e-5, atol=1e-6 * by_rows[:, :, 0].max())
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_per_axis_held_out_errors_are_each_groups_own(seed):
+    """robust=True's axis-by-axis errors, one product per fold, are ``w^T G_i w - 2 w^T c_i`` with each group's own
+    fold's fit ``w``, axis by axis and candidate by candidate."""
+    from ppa_xr.core.degrees import CrossValidation, Folds
+
+    rng = np.random.default_rng(seed)
+    groups, K, m = 12, 4, 7
+    rows = rng.standard_normal((groups, 30, K))
+    gram = rows.transpose(0, 2, 1) @ rows
+    cross = rows.transpose(0, 2, 1) @ rng.standard_normal((groups, 30, m))
+    folds = Folds(np.arange(0, 30 * groups + 1, 30), rng.permutation(groups) % 3)
+    cv = CrossValidation(gram, cross, folds)
+    degrees = [1, 2, 3]
+    measured = cv.held_out(degrees, per_axis=True)
+    for c, g in enumerate(degrees):
+        for i in range(groups):
+            train = folds.fold != folds.fold[i]
+            w = np.linalg.solve(gram[train, : g + 1, : g + 1].sum(axis=0), cross[train, : g + 1].sum(axis=0))
+            expected = np.einsum("kj,kl,lj->j", w, gram[i, : g + 1, : g + 1], w) - 2 * np.einsum("kj,kj->j", w, cross[i, : g + 1])
+            np.testing.assert_allclose(measured[c, i], expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+
+
 def _verdict(factors, pca=None):
     pca = np.ones((10, 5)) if pca is None else pca
     candidate = pca.copy()
