@@ -162,22 +162,25 @@ class Groups:
         self.spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
         w = np.ones(len(rows)) if weights is None else weights
         self.counts = np.add.reduceat(w, bounds[:-1])
-        self.sums = np.stack([w[lo:hi] @ rows[lo:hi] for lo, hi in self.spans]) - self.counts[:, None] * self.origin
-        self.scatter = np.stack([self._scatter(lo, hi) for lo, hi in self.spans]) if scatter else None
+        sums = [self._sums(lo, hi, scatter) for lo, hi in self.spans]
+        self.sums = np.stack([first for first, _ in sums])
+        self.scatter = np.stack([second for _, second in sums]) if scatter else None
 
-    def _scatter(self, lo: int, hi: int) -> np.ndarray:
-        """``sum_i w_i y_i y_i^T`` over rows ``lo:hi`` (symmetric rank-k products of centred panels)."""
-        out = np.zeros((self.rows.shape[1],) * 2)
+    def _sums(self, lo: int, hi: int, scatter: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """``sum_i w_i y_i`` and, with ``scatter``, ``sum_i w_i y_i y_i^T`` over rows ``lo:hi``, from centred panels
+        (their rounding is the spread's: ``sum w x - n origin`` would round as the offset, 3e-6 of the moments
+        of rows 4e7 from the origin)."""
+        d = self.rows.shape[1]
+        first, second = np.zeros(d), (np.zeros((d, d)) if scatter else None)
         for start in range(lo, hi, PANEL):
             y = self.rows[start:min(start + PANEL, hi)] - self.origin
-            if self.weights is not None:
-                y *= np.sqrt(self.weights[start:start + len(y)])[:, None]
-            out += y.T @ y
-        return out
-
-    def per_group(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """``left_g^T right_g`` for each group's rows (groups, a, b)."""
-        return np.stack([left[lo:hi].T @ right[lo:hi] for lo, hi in self.spans])
+            w = None if self.weights is None else self.weights[start:start + len(y)]
+            first += y.sum(axis=0) if w is None else w @ y
+            if second is not None:
+                if w is not None:
+                    y *= np.sqrt(w)[:, None]
+                second += y.T @ y
+        return first, second
 
 
 class _Moments:
@@ -237,7 +240,7 @@ class _Moments:
                 raw[i] += weighted.T @ g.rows[start:stop]
         # B_g^T W (x_g - mean) = B_g^T W x_g - (B_g^T W 1) mean^T (the first column of B is 1): its rounding, relative
         # to the rows' spread, grows as their offset, 1e-10 of the held-out energy at an offset of 1e6 spreads
-        return products, raw - products[:, :, :1] * self.params.mean
+        return products, (raw - products[:, :, :1] * self.params.mean) if width else raw  # no curved step: no bases
 
     def correct(self, p: int) -> None:
         j = self.curved.index(p)
@@ -353,16 +356,18 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     ranges; ``weights``, the rows' (train's, held's), weigh every sum. Entry
     ``[c, g, k-1]`` is the squared error keeping ``k`` components, summed over
     group ``g``'s rows. ``moments``: whether the held-out errors come from the
-    groups' second moments (None: :func:`by_moments`); the same up to rounding.
+    groups' second moments (None: :func:`by_moments`), both from the training
+    residual's moments where their rounding allows (:func:`_settled`); False:
+    every error from the rows' own arithmetic, the reference they match.
     """
     w_train, w_held = (None, None) if weights is None else weights
-    moments = by_moments(len(bounds) - 1, held.shape[1], len(held)) if moments is None else moments
-    fitted = Groups(train, w_train, np.array([0, len(train)]))
-    errors, _ = _truncations(params, fitted, Groups(held, w_held, bounds, moments, fitted.origin))
+    rows, moments = moments is False, by_moments(len(bounds) - 1, held.shape[1], len(held)) if moments is None else moments
+    fitted = Groups(train, w_train, np.array([0, len(train)]), scatter=not rows)
+    errors, _ = _truncations(params, fitted, Groups(held, w_held, bounds, moments, fitted.origin), rows)
     return errors
 
 
-def _truncations(params: PPAParams, train: Groups, held: Groups) -> tuple[np.ndarray, float]:
+def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = False) -> tuple[np.ndarray, float]:
     """:func:`truncation_errors` on rows whose moments are made (held's from its moments where it has them),
     and the held-out rows' energy ``sum w ||W (x - mean)||^2``.
 
@@ -374,11 +379,14 @@ def _truncations(params: PPAParams, train: Groups, held: Groups) -> tuple[np.nda
     equal errors (:func:`_settled`: a residual at the rounding of its energy,
     as a curve fitted exactly leaves), every error is taken from the rows
     instead, the training rows' states and their moments downdated as rows
-    (:class:`_RowMoments`), as exact as the rows' own arithmetic.
+    (:class:`_RowMoments`), as exact as the rows' own arithmetic; with ``rows``,
+    there alone.
     """
     curved = params.curved_steps()
-    unseen = _Rows(params, held) if held.scatter is None else _Moments(params, held, curved)
-    measured = _measure(params, _Moments(params, train, curved), unseen, len(held.spans))
+    measured = None
+    if not rows:
+        unseen = _Rows(params, held) if held.scatter is None else _Moments(params, held, curved)
+        measured = _measure(params, _Moments(params, train, curved), unseen, len(held.spans))
     return measured or _measure(params, _RowMoments(params, train), _Rows(params, held), len(held.spans), check=False)
 
 
