@@ -176,7 +176,7 @@ class Groups:
         self.counts = np.add.reduceat(w, bounds[:-1])
         sums = [self._sums(lo, hi, scatter) for lo, hi in self.spans]
         self.sums = np.stack([first for first, _ in sums])
-        self.scatter = np.stack([second for _, second in sums]) if scatter else None
+        self.scatter = np.stack([second for _, second in sums if second is not None]) if scatter else None
 
     def _sums(self, lo: int, hi: int, scatter: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """``sum_i w_i y_i`` and, with ``scatter``, ``sum_i w_i y_i y_i^T`` over rows ``lo:hi``, from centred panels
@@ -395,13 +395,15 @@ def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = Fa
     if not rows:
         unseen = _Rows(params, held) if held.scatter is None else _Moments(params, held, curved)
         measured = _measure(params, _Moments(params, train, curved), unseen, len(held.spans))
-    return measured or _measure(params, _RowMoments(params, train), _Rows(params, held), len(held.spans), check=False)
+    if measured is None:
+        measured = _measure(params, _RowMoments(params, train), _Rows(params, held), len(held.spans))
+    assert measured is not None  # the rows' arithmetic is the reference: never refused
+    return measured
 
 
-def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments | _Rows, groups: int,
-             check: bool = True) -> tuple[np.ndarray, float] | None:
+def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments | _Rows, groups: int) -> tuple[np.ndarray, float] | None:
     """:func:`_truncations` from ``fitted`` (the training residual's moments) and ``unseen`` (the held-out
-    rows' states or moments); with ``check``, None where the moments' rounding could move an error."""
+    rows' states or moments); None where ``fitted`` is a :class:`_Moments` whose rounding could move an error."""
     d = params.n_features
     curved = params.curved_steps()
     out = np.empty((len(curved) + 1, groups, d - 1))
@@ -423,7 +425,7 @@ def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments
         values, vectors = scipy.linalg.eigh(fitted.moments[0, lead:, lead:], check_finite=False)
         vectors = vectors[:, ::-1]
         energies = unseen.energies(lead, vectors)
-        if check and not _settled(values[::-1], vectors, energies.sum(axis=0), fitted, unseen, lead, EQUAL * total):
+        if isinstance(fitted, _Moments) and not _settled(values[::-1], vectors, energies.sum(axis=0), fitted, unseen, lead, EQUAL * total):
             return None
         out[c, :, :lead] = full[:, :lead]
         out[c, :, lead:] = _suffix(energies)[:, 1: d - lead]
