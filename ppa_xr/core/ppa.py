@@ -200,10 +200,11 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     configuration (``configuration="validated"``, :mod:`ppa_xr.core.candidates`):
     the sample's two halves gathered (``8 n d``), a fit of one, then the
     truncations' second moments (each held-out group's, ``groups d^2``, no
-    more than the held-out half; the curved steps' inputs and a panel of
-    their bases), or where the groups outnumber ``n / (2 d)`` the held-out
-    half's outputs with their temporary, projections in float32 and squares
-    in float64 (``8 n d`` together at most).
+    more than the held-out half; a panel of the curved steps' bases), or
+    where the groups outnumber ``n / (2 d)``, or where the moments' rounding
+    could move an error, the outputs of the held-out half (and of the
+    training half in the latter case) with their temporary, projections in
+    float32 and squares in float64 (``8 n d`` together at most).
     """
     terms, candidates = max(spec.candidates) + 1, len(spec.candidates)
     rows = 0 if candidates == 1 else min(n, n if spec.selection_samples is None else spec.selection_samples)
