@@ -28,7 +28,9 @@ many curved steps to keep (``max_curved``) from them:
   turned into a fit's outputs and downdated with its corrections, and so
   are the training rows', whose eigenvectors are each truncation's PCA
   (the held-out rows' own outputs where the groups' moments would outnumber
-  the rows' values);
+  the rows' values). Where the moments' rounding could move an error more
+  than the rows' own arithmetic would (:func:`_settled`), every error comes
+  from the rows, so the choices are the rows';
 * **guard** (:func:`judge`): on the held-out rows, with groups as the units,
   ``R(k) = sum e_cand(k) / sum e_PCA(k)`` (the PCA of the same training
   rows; errors below :data:`EQUAL` of the held-out energy count as equal)
@@ -60,7 +62,7 @@ Why one held-out half and not K folds: a fit per fold and family is the
 whole cost: one half-size fit (two where the robust family is tried), and
 what the truncations add, ``O(n K d)`` for ``K`` columns of the curved steps'
 bases and ``O(groups d^3)`` a truncation, below a fit's own ``O(n d^2)``
-(benchmarks/bench_defaults.py: 2.8-3.4x the fixed fit at 200,000 x 36 and
+(benchmarks/bench_defaults.py: 2.8-3.6x the fixed fit at 200,000 x 36 and
 x 198, where the robust family joins); 5 folds cost 10 fits.
 Holding out half the groups, rather than 30%, keeps the guard from refusing
 good candidates on noise (the first prototype fell back to PCA on
