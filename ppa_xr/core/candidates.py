@@ -115,8 +115,9 @@ SWITCH = 1.0
 #: differed by 0.40 eps slack_g at most (the held-out groups of the UCI tables; 0.01-0.1 on the training residuals of
 #: the scenes and curved mixtures), so a fifth of the bound
 ROUNDING = 2.0
-#: the held-out errors are taken from moments where their rounding moves no error by more than this share of
-#: the floor of equal errors (``EQUAL`` of the held-out energy); else from the rows
+#: the held-out errors are taken from moments where their rounding moves no error by more than the rows' float32
+#: projections could, or than this share of the floor of equal errors (``EQUAL`` of the held-out energy); else
+#: from the rows (:func:`_settled`)
 TOLERANCE = 0.1
 #: the sample's groups are dealt into FOLDS folds, of which the first ROUNDS are held out in turn
 FOLDS, ROUNDS = 2, 1
