@@ -27,7 +27,9 @@ compare it with the PCA-based ``new``.
 
 Fit times: today's default against the new one, interleaved in this process
 (one warm-up each, then ``--repeat`` rounds), on Sat (6,435 x 36; as stored, and scaled to [0, 1]
-per feature as in the accuracy runs) and on a 198-band curved mixture of 20,000 rows.
+per feature as in the accuracy runs), on curved mixtures of 20,000 x 198, 200,000 x 36 and
+200,000 x 198, and on the shared hyperspectral scenes where ``../shared/bench/scenes.py`` is at
+hand (``--tables`` picks some).
 
 Run by hand: ``python benchmarks/bench_defaults.py [--seeds 3] [--only abu,landsat,uci,synthetic] [--gd] [--no-times]``.
 """
@@ -36,6 +38,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import numpy as np
@@ -121,18 +125,37 @@ def clocked(cases: dict, repeat: int) -> dict[str, tuple[list[float], list[float
     return times
 
 
-def fit_times(repeat: int) -> None:
+def scenes() -> dict[str, np.ndarray]:
+    """The shared hyperspectral scenes' pixels, where ``../shared/bench/scenes.py`` is at hand (none otherwise)."""
+    found = [path for path in (os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "bench"), "/work/shared/bench")
+             if os.path.exists(os.path.join(path, "scenes.py"))]
+    if not found:
+        return {}
+    sys.path.insert(0, found[0])
+    from scenes import SCENES, pixels  # noqa: PLC0415 (optional data)
+    return {f"{name} scene, {len(X)} x {X.shape[1]}": X for name in ("samson (156)", "urban-sub (162)", "moffett (184)")
+            for X in [pixels(SCENES[name]())]}
+
+
+def time_tables(which: str) -> dict[str, np.ndarray]:
+    tables = {"Sat 6435 x 36": lambda: load_table("Sat").data, "Sat scaled to [0, 1]": lambda: load_table("Sat").normalised(),
+              "curved mixture 20000 x 198": lambda: make_curved_mixture(20_000, n_bands=198, random_state=0).data,
+              "curved mixture 200000 x 36": lambda: make_curved_mixture(200_000, n_bands=36, random_state=0).data,
+              "curved mixture 200000 x 198": lambda: make_curved_mixture(200_000, n_bands=198, random_state=0).data}
+    chosen = {name: load() for name, load in tables.items() if which == "all" or name in which.split(",")}
+    return chosen | (scenes() if which in ("all", "scenes") or "scene" in which else {})
+
+
+def fit_times(repeat: int, which: str = "all") -> None:
     print("\nFit time, today's default against the new one, interleaved (seconds of every run; new / today: best (worst round))\n")
-    print("| table | today wall (s) | new wall (s) | new / today, wall | new / today, CPU | choice |")
-    print("|---|---|---|---|---|---|")
-    tables = {"Sat 6435 x 36": load_table("Sat").data, "Sat scaled to [0, 1]": load_table("Sat").normalised(),
-              "curved mixture 20000 x 198": make_curved_mixture(20_000, n_bands=198, random_state=0).data}
-    for name, X in tables.items():
+    print("| table | today wall (s) | new wall (s) | new / today, wall | new / today, CPU | choice | load |")
+    print("|---|---|---|---|---|---|---|")
+    for name, X in time_tables(which).items():
         times = clocked({"today": lambda: PPA(random_state=0, **SETTINGS["today"]).fit(X),
                          "new": lambda: PPA(random_state=0).fit(X)}, repeat)
         choice = getattr(PPA(random_state=0).fit(X), "configuration_", None)
         print(f"| {name} | {runs(times['today'][0])} | {runs(times['new'][0])} | {ratio(times['new'][0], times['today'][0])} "
-              f"| {ratio(times['new'][1], times['today'][1])} | {choice} |", flush=True)
+              f"| {ratio(times['new'][1], times['today'][1])} | {choice} | {os.getloadavg()[0]:.1f} |", flush=True)
 
 
 def main() -> None:
@@ -143,6 +166,7 @@ def main() -> None:
     parser.add_argument("--gd", action="store_true", help="PPA-GD too (today's and the new selection)")
     parser.add_argument("--no-times", action="store_true")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tables", default="all", help="the timed tables: all, scenes, or names joined by commas")
     parser.add_argument("--save", help="write every curve and choice to this JSON file")
     args = parser.parse_args()
     print(machine())
@@ -180,7 +204,7 @@ def main() -> None:
         with open(args.save, "w") as fh:
             json.dump(saved, fh)
     if not args.no_times:
-        fit_times(args.repeat)
+        fit_times(args.repeat, args.tables)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def capture(X, fit, groups, rng, min_samples, escalate=True, n_folds=None, round
     for family in FAMILIES:
         with variant("fenced") if family == "fenced" else contextlib.nullcontext():
             for r, part in enumerate(parts):
-                params, training, unseen = v._fit(part, family == "robust")
+                params, (training, unseen) = v._fit(r, family == "robust"), v._rows(r)
                 ww = None if w is None else (w[part.train], w[part.rows])
                 e = candidates.truncation_errors(params, training, unseen, part.bounds, ww)
                 STORE[f"{family}_r{r}"] = e

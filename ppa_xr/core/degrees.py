@@ -174,14 +174,28 @@ class CrossValidation:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a fold's singular fit loses, it does not fail
             inverse = _candidate_inverses(train_gram, degrees)  # (candidates, folds, K, K)
             if per_axis:
-                w = (inverse @ train_cross)[:, fold]  # (candidates, groups, K, m)
-                errors = np.einsum("cgkj,cgkj->cgj", self.gram @ w - 2 * self.cross, w)
+                errors = self._per_axis(inverse @ train_cross)
             else:
                 fold_products, group_products = self._products
                 outer = inverse @ fold_products @ inverse  # W_f W_f^T
                 errors = np.einsum("gkl,cgkl->cg", self.gram, outer[:, fold])
                 errors -= 2 * np.einsum("cgkl,gkl->cg", inverse[:, fold], group_products)
         return np.where(np.isfinite(errors), errors, np.inf)
+
+
+    def _per_axis(self, fitted: np.ndarray) -> np.ndarray:
+        """``w_cj^T G_i w_cj - 2 w_cj^T c_ij`` (candidates, groups, m) from each fold's fits ``W`` (candidates, folds,
+        K, m): per fold, its groups' Gram matrices (flattened, K^2) times the fits' outer products ``w_k w_l``
+        (K^2 x candidates m), one product."""
+        n_candidates, _, K, m = fitted.shape
+        errors = np.empty((n_candidates, len(self.gram), m))
+        for f, groups in enumerate(self.folds.members):
+            w = fitted[:, f]  # (candidates, K, m)
+            outer = (w[:, :, None] * w[:, None]).transpose(1, 2, 0, 3).reshape(K * K, n_candidates * m)
+            quadratic = (self.gram[groups].reshape(len(groups), K * K) @ outer).reshape(len(groups), n_candidates, m)
+            linear = np.einsum("ckj,gkj->cgj", w, self.cross[groups])
+            errors[:, groups] = quadratic.transpose(1, 0, 2) - 2 * linear
+        return errors
 
 
 def _candidate_inverses(grams: np.ndarray, degrees: Sequence[int]) -> np.ndarray:

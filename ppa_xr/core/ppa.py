@@ -198,9 +198,13 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     curved step's fit, which regresses the whole residual (``n d``) where its
     normal equations are ill-conditioned. A default fit first validates its
     configuration (``configuration="validated"``, :mod:`ppa_xr.core.candidates`):
-    the sample's two halves gathered, a fit of one, then the truncations'
-    states of both halves (``8 n d``), with a half's projections in float32
-    and their squares in float64 (``8 n d`` together at most).
+    the sample's two halves gathered (``8 n d``), a fit of one, then the
+    truncations' second moments (each held-out group's, ``groups d^2``, no
+    more than the held-out half; a panel of the curved steps' bases), or
+    where the groups outnumber ``n / (2 d)``, or where the moments' rounding
+    could move an error, the outputs of the held-out half (and of the
+    training half in the latter case) with their temporary, projections in
+    float32 and squares in float64 (``8 n d`` together at most).
     """
     terms, candidates = max(spec.candidates) + 1, len(spec.candidates)
     rows = 0 if candidates == 1 else min(n, n if spec.selection_samples is None else spec.selection_samples)
@@ -214,7 +218,7 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     if not (spec.configuration == "validated" and not spec.robust and spec.max_curved is None and candidates > 1):
         return fitted
     # whole-fit validation (core/candidates.py) first: the two halves gathered, a fit of one (robust too, where
-    # escalated), then the truncations' states of both halves and a half's projections and their squares
+    # escalated), then the truncations' moments, or the held-out half's outputs, projections and their squares
     half_fit = fit_memory((n + 1) // 2, d, spec.replace(robust=True, configuration="fixed"), n_groups, 8)
     return max(fitted, sample + max(half_fit, 2 * sample + 32 * d * d))
 
