@@ -52,10 +52,11 @@ def _reference_index_and_block(layout, offsets, sizes):
     return index, block
 
 
-def reference_block_sample(block, seed, offsets, layout, n, exclude):
+def reference_block_sample(block, seed, offsets, layout, n, exclude, valid="all"):
     values = block.reshape(-1, block.shape[-1])
     index, blocks = _reference_index_and_block(layout, offsets, block.shape[:-1])
-    rows = np.flatnonzero(np.isfinite(values).all(axis=1) & ~reference_held(exclude, index))
+    observed = np.isfinite(values).any(axis=1) if valid == "any" else np.isfinite(values).all(axis=1)
+    rows = np.flatnonzero(observed & ~reference_held(exclude, index))
     keys = reference_keys(seed, index[rows])
     kept = sampling._smallest(keys, n)
     rows = rows[kept]
@@ -201,9 +202,11 @@ def _blocks(rng):
     }
 
 
+@pytest.mark.parametrize("valid", ["all", "any"])
 @pytest.mark.parametrize("n", [1, 700, 10**6])
-def test_block_sample_bit_for_bit(n, monkeypatch):
-    """Both ways a chunk's rows are copied: in the pass (the n smallest free keys all valid) and after it."""
+def test_block_sample_bit_for_bit(n, valid, monkeypatch):
+    """Both ways a chunk's rows are copied: in the pass (the n smallest free keys all valid) and after it; pixels
+    with every feature finite, or (``missing="fill"``) with any, their gaps copied as they are."""
     second_pass = []
     gather = compiled.gather_pixels
     monkeypatch.setattr(compiled, "gather_pixels", lambda *args: second_pass.append(1) or gather(*args))
@@ -212,13 +215,33 @@ def test_block_sample_bit_for_bit(n, monkeypatch):
     exclude = (PixelSample(11, 2**62, 10, (30, 40, 50)), PixelSample(12, 2**64 - 1, 0, (30, 40, 50)))
     for name, block in _blocks(rng).items():
         for excluded in ((), exclude):
-            expected = reference_block_sample(block, 42, (5, 3, 2), layout, n, excluded)
-            got = sampling._block_sample(block, 42, (5, 3, 2), layout, n, excluded)
+            expected = reference_block_sample(block, 42, (5, 3, 2), layout, n, excluded, valid)
+            got = sampling._block_sample(block, 42, (5, 3, 2), layout, n, excluded, valid)
             for e, g in zip(expected[:4], got[:4]):
                 assert e.dtype == g.dtype and g.flags.c_contiguous, name
                 np.testing.assert_array_equal(g, e, err_msg=name)
             assert got[4] == expected[4], name
-    assert 0 < len(second_pass) < 10 if n == 700 else not second_pass
+    if valid == "all":  # with "any", hardly a pixel of these chunks is invalid
+        assert 0 < len(second_pass) < 10 if n == 700 else not second_pass
+
+
+@pytest.mark.parametrize("valid", ["all", "any"])
+@pytest.mark.parametrize("n", [1, 700, 10**6])
+def test_block_sample_of_pixels_with_gaps(n, valid):
+    """Chunks where most values are missing (NaN or +-inf) and about 1 pixel in 12 has none observed: with
+    ``valid="any"`` (``missing="fill"``) every pixel with a finite value is a candidate, its gaps copied as they are."""
+    rng = np.random.default_rng(3)
+    full = rng.normal(size=(30, 40, 50, 7)).astype(np.float32)
+    sparse = np.where(rng.uniform(size=full.shape) < 0.7, np.where(rng.uniform(size=full.shape) < 0.5, np.nan, np.inf), full)
+    layout = sampling._Layout((30, 40, 50), (3, 4, 5))
+    blocks = {"pixel-major": sparse[5:25, 3:33, 2:40],
+              "band-first view": np.moveaxis(np.ascontiguousarray(np.moveaxis(sparse, -1, 0))[:, 5:25, 3:33, 2:40], 0, -1)}
+    for name, block in blocks.items():
+        expected = reference_block_sample(block, 42, (5, 3, 2), layout, n, (), valid)
+        got = sampling._block_sample(block, 42, (5, 3, 2), layout, n, (), valid)
+        for e, g in zip(expected[:4], got[:4]):
+            np.testing.assert_array_equal(g, e, err_msg=name)
+        assert got[4] == expected[4] and (expected[4] > 10_000) == (valid == "any"), name
 
 
 def test_empty_chunks_and_pixel_tables():

@@ -1,4 +1,5 @@
-"""Compiled per-pixel loops (numba): step-function look-ups, their row sums, and the pixel keys of a sample.
+"""Compiled per-pixel loops (numba): step-function look-ups, their row sums, the pixel keys of a sample, and the
+gap fill's per-pixel solves (:mod:`ppa_xr.core.fill`).
 
 Every function is compiled on first use and cached on disk (:func:`ppa_xr.core.jit.njit`
 picks a writable cache folder), and releases the GIL (``nogil=True``), so dask's threads run one call per
@@ -28,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import overload
 
-from ppa_xr.core.jit import njit
+from ppa_xr.core.jit import inlined, njit
 
 #: the bit pattern of 1.0 as a float64
 _ONE_BITS = np.int64(np.float64(1.0).view(np.int64))
@@ -243,13 +244,14 @@ def chunk_keys(base, width, seed, seeds, maxima):
 
 
 @_jit
-def sample_candidates(bands, keys, free, bound, capacity):
+def sample_candidates(bands, keys, free, bound, capacity, any_observed=False):
     """The valid free pixels of a chunk (:func:`chunk_keys`) and their keys, and the values of those with a key at
     most ``bound`` (up to ``capacity`` of them), in one pass over the chunk.
 
     ``bands`` (d, R, C), any strides: the chunk's values, features first, its
     pixels as R lines of C (the last pixel dimension). Valid: every feature
-    finite (``v - v == 0``). Each line is read in the order of its memory
+    finite (``v - v == 0``); with ``any_observed``, at least one feature finite
+    (a pixel with gaps, copied with its gaps as they are). Each line is read in the order of its memory
     (feature by feature, or pixel by pixel), with a loop of its own where
     that order is contiguous (vectorized); a pixel whose key is within
     ``bound`` is copied while its line is in cache. Returns the local flat
@@ -264,7 +266,9 @@ def sample_candidates(bands, keys, free, bound, capacity):
     by_feature = abs(bands.strides[2]) <= abs(bands.strides[0])
     count = copied = 0
     for r in range(lines):
-        if by_feature:
+        if any_observed:
+            _line_unobserved(bands, r, bad, by_feature)
+        elif by_feature:
             _line_by_feature(bands, r, bad)
         else:
             _line_by_pixel(bands, r, bad)
@@ -312,6 +316,24 @@ def _line_by_pixel(bands, r, bad):
 
 
 @_jit
+def _line_unobserved(bands, r, bad, by_feature):
+    """``bad[c]``: 1 where no feature of pixel ``c`` of line ``r`` is finite, else 0 (in the line's memory order)."""
+    d, _, width = bands.shape
+    bad[:] = 1
+    if by_feature:
+        for j in range(d):
+            line = bands[j, r]
+            for c in range(width):
+                bad[c] *= line[c] - line[c] != 0
+    else:
+        for c in range(width):
+            for j in range(d):
+                if bands[j, r, c] - bands[j, r, c] == 0:
+                    bad[c] = 0
+                    break
+
+
+@_jit
 def gather_pixels(bands, rows):
     """``out[i, j] = bands[j, rows[i] // C, rows[i] % C]``: the chosen pixels of a chunk as rows (C-contiguous),
     256 pixels at a time, feature by feature where ``bands`` is feature-major."""
@@ -347,3 +369,292 @@ def pixel_index(rows, width, starts, line_blocks, offset, size, tiles):
         index[i] = starts[line] + c
         blocks[i] = line_blocks[line] * tiles + (offset + c) * tiles // size
     return index, blocks
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# gap filling (:mod:`ppa_xr.core.fill`): per pixel, on its own gaps, no padding to the chunk's most
+
+
+#: the tails of :func:`ppa_xr.core.basis.powers` as the compiled fill takes them
+TAILS = {"clamp": 0, "linear": 1, "polynomial": 2}
+_TINY = np.finfo(np.float64).tiny
+
+
+@inlined
+def _powers(t, g, tails, feats, slopes):
+    """``feats[:g]``: :func:`ppa_xr.core.basis.powers` of one ``t`` (the same products in the same order), and
+    ``slopes[:g]`` their derivatives (:func:`ppa_xr.core.basis.power_derivatives`, order 1)."""
+    base = t
+    if tails != 2:
+        base = -1.0 if t < -1.0 else (1.0 if t > 1.0 else t)
+    power = 1.0
+    for j in range(g):
+        slopes[j] = (j + 1) * power
+        power = base if j == 0 else power * base
+        feats[j] = power
+    if tails == 1 and t != base:
+        excess = t - base
+        for j in range(g - 1, 0, -1):
+            feats[j] += (j + 1) * feats[j - 1] * excess
+        feats[0] += excess
+    if tails == 0 and abs(t) > 1.0:
+        for j in range(g):
+            slopes[j] = 0.0
+
+
+@inlined
+def _cholesky_solve(h, b, m, out):
+    """``out[:m] = -(H + ridge)^-1 b`` for ``H = h[:m, :m]`` (symmetric, positive semi-definite; overwritten), the
+    ridge ``1e-13 diag(H)`` plus the smallest normal number (the numpy fill's ``_ridge``); False where ``H`` is not
+    positive definite even so (``out`` then 0)."""
+    for a in range(m):
+        h[a, a] += 1e-13 * h[a, a] + _TINY
+    for j in range(m):
+        s = h[j, j]
+        for k in range(j):
+            s -= h[j, k] * h[j, k]
+        if not s > 0.0:
+            for a in range(m):
+                out[a] = 0.0
+            return False
+        s = np.sqrt(s)
+        h[j, j] = s
+        for i in range(j + 1, m):
+            v = h[i, j]
+            for k in range(j):
+                v -= h[i, k] * h[j, k]
+            h[i, j] = v / s
+    for i in range(m):  # L y = -b
+        v = -b[i]
+        for k in range(i):
+            v -= h[i, k] * out[k]
+        out[i] = v / h[i, i]
+    for i in range(m - 1, -1, -1):  # L^T x = y
+        v = out[i]
+        for k in range(i + 1, m):
+            v -= h[k, i] * out[k]
+        out[i] = v / h[i, i]
+    return True
+
+
+@inlined
+def _row_gaps(x, i, value, idx):
+    """Row ``i`` of ``x`` as float64 into ``value`` (its gaps, NaN or +-inf, at 0) and its gaps' columns into ``idx``;
+    their number."""
+    m = 0
+    for k in range(x.shape[1]):
+        v = np.float64(x[i, k])
+        if v - v == 0:
+            value[k] = v
+        else:
+            value[k] = 0.0
+            idx[m] = k
+            m += 1
+    return m
+
+
+@inlined
+def _linear_row(value, idx, m, mean, covariance_inverse, h, b, step):
+    """``value``'s gaps (``idx[:m]``) at the Gaussian conditional mean ``x_m = mu_m - P_mm^-1 P_mo (x_o - mu_o)``
+    (``P``: the inverse covariance, (d, d)), solved as :func:`_cholesky_solve` does."""
+    d = len(value)
+    for k in range(m):
+        value[idx[k]] = mean[idx[k]]
+    for a in range(m):
+        row = covariance_inverse[idx[a]]
+        v = 0.0
+        for k in range(d):
+            v += row[k] * (value[k] - mean[k])
+        b[a] = v
+        for e in range(m):
+            h[a, e] = row[idx[e]]
+    _cholesky_solve(h, b, m, step)
+    for a in range(m):
+        value[idx[a]] += step[a]
+
+
+@_jit
+def linear_fill(x, out, mean, covariance_inverse):
+    """``out`` (n, d, float64): the rows of ``x`` (n, d; NaN or +-inf where a value is missing) with their gaps at the
+    Gaussian conditional mean (:func:`_linear_row`, per row on its own gaps), observed values as they are, a row
+    with none NaN."""
+    n, d = x.shape
+    value, step, b = np.empty(d), np.empty(d), np.empty(d)
+    idx = np.empty(d, np.int64)
+    h = np.empty((d, d))
+    for i in range(n):
+        m = _row_gaps(x, i, value, idx)
+        if m == d:
+            value[:] = np.nan
+        elif m:
+            _linear_row(value, idx, m, mean, covariance_inverse, h, b, step)
+        out[i] = value
+
+
+@inlined
+def _projections(delta, m, idx, row, start, plan, tau, slopes, ts):
+    """The curved steps' powers ``tau`` (stacked, with their ``slopes``) and scaled projections ``ts`` at the gaps
+    ``x_m = start + delta``: ``r_p = u_p - sum_(j of earlier steps) G[j, p] tau_j``, ``u_C = U_C + (A W)[C, m] delta``."""
+    steps, degrees, first, center, scale, tails, lin_c, g_c = plan
+    for i in range(len(steps)):
+        rp = start[row, i]
+        for a in range(m):
+            rp += lin_c[i, idx[a]] * delta[a]
+        for j in range(first[i]):
+            rp -= g_c[j, i] * tau[j]
+        t = (rp - center[i]) / scale[i]
+        ts[i] = t
+        _powers(t, degrees[i], tails, tau[first[i]:], slopes[first[i]:])
+
+
+@inlined
+def _objective(delta, m, idx, row, sums, plan, tau, slopes, ts, gathered):
+    """``q = r^T Lambda^-1 r`` at ``x_m = start + delta`` from the row's sums at the start (``sums``: ``Q0 = u^T L u``,
+    ``w = (A W)^T L u``, ``v = G L u``) and the model's (``gathered``: ``P_mm``, ``M_m = (G L A W)_m``, ``K = G L G^T``):
+    ``q = Q0 + 2 delta^T w_m + delta^T P_mm delta - 2 tau^T (v + M_m delta) + tau^T K tau`` (``r = u - G^T tau``)."""
+    q0, w, v, start = sums
+    p_mm, m_m, k_mat = gathered
+    _projections(delta, m, idx, row, start, plan, tau, slopes, ts)
+    q = q0[row]
+    for a in range(m):
+        inner = 2.0 * w[row, idx[a]]
+        for e in range(m):
+            inner += p_mm[a, e] * delta[e]
+        q += delta[a] * inner
+    for j in range(len(tau)):
+        inner = -2.0 * v[row, j]
+        for a in range(m):
+            inner -= 2.0 * m_m[j, a] * delta[a]
+        for e in range(len(tau)):
+            inner += k_mat[j, e] * tau[e]
+        q += tau[j] * inner
+    return q
+
+
+@inlined
+def _tangents(m, idx, plan, slopes, tangent):
+    """``D = d tau / d x_m`` (G x m) forward through the steps: ``d r_p = (A W)[p, m] - sum_j G[j, p] D_j``,
+    ``D_(first_i + l) = T_l'(t_i) d r_p / s_i``."""
+    steps, degrees, first, center, scale, tails, lin_c, g_c = plan
+    for i in range(len(steps)):
+        for a in range(m):
+            dr = lin_c[i, idx[a]]
+            for j in range(first[i]):
+                dr -= g_c[j, i] * tangent[j, a]
+            for l in range(degrees[i]):
+                tangent[first[i] + l, a] = slopes[first[i] + l] * dr / scale[i]
+
+
+@inlined
+def _newton_step(delta, m, idx, row, sums, gathered, tau, tangent, h, b, step, kd, s):
+    """``step = -H^-1 b``: ``H = J^T L J = P_mm - M_m^T D - D^T M_m + D^T K D`` and ``b = J^T L r = w_m + P_mm delta -
+    M_m^T tau - D^T (v + M_m delta - K tau)`` (``J = (A W)_m - G^T D``), by :func:`_cholesky_solve`."""
+    q0, w, v, start = sums
+    p_mm, m_m, k_mat = gathered
+    n_tau = len(tau)
+    for j in range(n_tau):
+        for a in range(m):
+            kd[j, a] = 0.0
+    for j in range(n_tau):
+        s[j] = v[row, j]
+        for a in range(m):
+            s[j] += m_m[j, a] * delta[a]
+        for e in range(n_tau):
+            s[j] -= k_mat[j, e] * tau[e]
+            for a in range(m):
+                kd[j, a] += k_mat[j, e] * tangent[e, a]
+    for a in range(m):
+        b[a] = w[row, idx[a]]
+        for e in range(m):
+            b[a] += p_mm[a, e] * delta[e]
+            h[a, e] = p_mm[a, e]
+        for j in range(n_tau):
+            b[a] -= m_m[j, a] * tau[j] + tangent[j, a] * s[j]
+            for e in range(m):
+                h[a, e] += tangent[j, a] * (kd[j, e] - m_m[j, e]) - m_m[j, a] * tangent[j, e]
+    _cholesky_solve(h, b, m, step)
+
+
+@inlined
+def _gather(idx, m, covariance_inverse, g_lin, p_mm, m_m):
+    """The model's matrices at a row's gaps: ``P_mm`` and ``M_m``."""
+    for a in range(m):
+        for e in range(m):
+            p_mm[a, e] = covariance_inverse[idx[a], idx[e]]
+        for j in range(g_lin.shape[0]):
+            m_m[j, a] = g_lin[j, idx[a]]
+
+
+@inlined
+def _reach(ts):
+    """The largest ``|t_p|`` of the curved steps."""
+    out = 0.0
+    for s in range(len(ts)):
+        out = max(out, abs(ts[s]))
+    return out
+
+
+@inlined
+def _halved(delta, step, m, idx, row, sums, plan, gathered, q, halvings, work):
+    """``delta + t step`` for the first ``t = 1, 1/2, ...`` (up to ``halvings``) with ``q`` not larger, into ``delta``
+    with its ``tau``, ``slopes`` and ``ts``; the new ``q`` (``q`` itself, ``delta`` kept, where none is)."""
+    tau, slopes, ts, trial, trial_tau, trial_slopes, trial_ts = work
+    t = 1.0
+    for _ in range(halvings):
+        for a in range(m):
+            trial[a] = delta[a] + t * step[a]
+        trial_q = _objective(trial, m, idx, row, sums, plan, trial_tau, trial_slopes, trial_ts, gathered)
+        if trial_q <= q:
+            for a in range(m):
+                delta[a] = trial[a]
+            for j in range(len(tau)):
+                tau[j], slopes[j] = trial_tau[j], trial_slopes[j]
+            for j in range(len(ts)):
+                ts[j] = trial_ts[j]
+            return trial_q
+        t /= 2
+    return q
+
+
+@_jit
+def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
+    """The MAP fill ``argmin_(x_m) r(x)^T Lambda^-1 r(x)`` of each row of ``x`` (n, d; NaN or +-inf at its gaps),
+    by Gauss-Newton on its own gaps from the linear fill (:mod:`ppa_xr.core.fill`): each step halved up to
+    ``halvings`` times until ``q`` does not increase, until ``q`` falls by at most ``tolerance`` of itself or
+    ``iterations`` run out (``q`` then is still at most the start's), written into ``out`` where every curved step's
+    ``|t_p|`` is within ``guard`` or the start's.
+
+    Every term is one of the row's sums at the start (``sums``: ``Q0``, ``w``, ``v``, ``U_C`` for all rows, from
+    GEMMs of the caller) or of the model's (``model``: ``P = (A W)^T L A W``, ``G L A W``, ``K = G L G^T``; ``G``:
+    the curved steps' ``F_p`` stacked, ``L = Lambda^-1``), so a row costs ``O(m^2 + |G| m + |G|^2)`` per iteration,
+    whatever ``d``. ``out`` holds the start (the linear fill, in ``out``'s dtype) and ``start`` the same in float64."""
+    n, d = x.shape
+    covariance_inverse, g_lin, k_mat, linear = model
+    n_tau, c = g_lin.shape[0], len(plan[0])
+    idx, value = np.empty(d, np.int64), np.empty(d)
+    delta, step, b, s = np.empty(d), np.empty(d), np.empty(d), np.empty(n_tau)
+    p_mm, h, m_m, tangent, kd = np.empty((d, d)), np.empty((d, d)), np.empty((n_tau, d)), np.empty((n_tau, d)), np.empty((n_tau, d))
+    work = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(d), np.empty(n_tau), np.empty(n_tau), np.empty(c))
+    tau, slopes, ts = work[0], work[1], work[2]
+    gathered = (p_mm, m_m, k_mat)  # P_mm and M_m refilled at each row
+    for row in range(n):
+        m = _row_gaps(x, row, value, idx)
+        if m == 0 or m == d:
+            continue
+        _gather(idx, m, covariance_inverse, g_lin, p_mm, m_m)
+        for a in range(m):
+            delta[a] = 0.0
+        q = _objective(delta, m, idx, row, sums, plan, tau, slopes, ts, gathered)
+        start = _reach(ts)
+        for _ in range(iterations):
+            _tangents(m, idx, plan, slopes, tangent)
+            _newton_step(delta, m, idx, row, sums, gathered, tau, tangent, h, b, step, kd, s)
+            new_q = _halved(delta, step, m, idx, row, sums, plan, gathered, q, halvings, work)
+            settled = q - new_q <= tolerance * q
+            q = new_q
+            if settled:
+                break
+        reach = _reach(ts)
+        if reach <= guard or reach <= start:
+            for a in range(m):
+                out[row, idx[a]] = linear[row, idx[a]] + delta[a]

@@ -45,8 +45,11 @@ NaN.
 Safety: where curves do not transfer the curved fill can be worse than the
 linear one. A pixel whose fill takes a curved step's projection far beyond the
 range the step was fitted on (``|t| > GUARD`` in scaled units, and beyond the
-linear fill's), or whose iterations did not converge, gets the linear fill of
-the model's PCA instead.
+linear fill's) gets the linear fill of the model's PCA instead. A pixel whose
+iterations have not settled after ``MAX_ITERATIONS`` keeps its last iterate:
+every accepted step lowered ``q``, so it is more probable than the linear
+fill it started from (on Landsat 5 such pixels, given the linear fill, cost
+a fifth of the curve's gain).
 
 Rows with no observed value stay NaN (a fill needs at least one observed
 value); rows with no missing value cost nothing. NaN and +-inf both mark a
@@ -60,7 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import basis, blas
+from . import basis, blas, compiled
 from .checks import check_components
 from .kernels import computed_dtype, forward, inverse
 from .params import PPAParams
@@ -100,24 +103,94 @@ def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, thre
     if x.ndim < 1 or x.shape[-1] != d:
         raise ValueError(f"x must have {d} values along its last axis, got shape {x.shape}")
     k = params.n_features if n_components is None else check_components(n_components, params.n_features)
+    if params.reduced:
+        return _fill_reduced(x, params, k)
+    rows = np.ascontiguousarray(x.reshape(-1, d), dtype=computed_dtype(x.dtype))
+    out = np.empty_like(rows)
+    params = params.cast(np.dtype(np.float64))
+    with blas.single_thread:  # block-sized products: BLAS threads would only wait (the kernels' rule)
+        for start in range(0, len(rows), ROWS):
+            block = rows[start : start + ROWS]
+            out[start : start + ROWS] = _fill_block(block, params, k)
+    return out.reshape(x.shape)
+
+
+def _fill_reduced(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
+    """:func:`fill` of a reduced model: the rows with gaps filled from the k-component manifold for every ``k``, its
+    dropped inputs (land) read as its mean, never a gap, and NaN in the output."""
     out = x.astype(computed_dtype(x.dtype), copy=True)
-    flat = out.reshape(-1, d)
+    flat = out.reshape(-1, params.n_inputs)
     dropped = None if params.used is None else ~params.used
-    if dropped is not None:  # a reduced model's dropped inputs (land): read as its mean, never a gap, NaN in the output
+    if dropped is not None:
         flat[:, dropped] = params.mean[dropped]
     missing = ~np.isfinite(flat)
     rows = np.flatnonzero(missing.any(axis=1) & ~missing.all(axis=1))
     flat[missing.all(axis=1)] = np.nan
-    with blas.single_thread:  # block-sized products: BLAS threads would only wait (the kernels' rule)
+    params = params.cast(np.dtype(np.float64))
+    with blas.single_thread:
         for start in range(0, len(rows), ROWS):
             part = rows[start : start + ROWS]
-            values = flat[part].astype(np.float64)
-            gaps = missing[part]
-            filled = _fill_rows(values, gaps, params.cast(np.dtype(np.float64)), k)
+            values, gaps = flat[part].astype(np.float64), missing[part]
+            linear = _manifold_fill(values, np.where(gaps, params.mean, values), gaps, params.pca(), k)  # the EOFs' fill: exact
+            filled = _fill_manifold(values, linear, gaps, params, k) if params.curved_steps() else linear
             flat[part] = np.where(gaps, filled, flat[part])  # observed entries copied back untouched
     if dropped is not None:
         flat[:, dropped] = np.nan
     return out
+
+
+def _fill_block(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
+    """Rows ``x`` (n, d, C-contiguous) filled (float64): the linear fill, then the MAP of the whole map (``k = d``)
+    or the k-component manifold's fill from it, each row keeping the linear fill where the curved one is not trusted."""
+    pca = params.pca()
+    linear = np.empty(x.shape)
+    compiled.linear_fill(x, linear, pca.mean, _covariance_inverse(pca))
+    if k < params.n_features:
+        gaps = ~np.isfinite(x)
+        part = np.flatnonzero(gaps.any(axis=1) & ~gaps.all(axis=1))
+        linear[part] = np.where(gaps[part], _fill_manifold(x[part].astype(np.float64), linear[part], gaps[part], params, k), linear[part])
+    elif params.curved_steps():
+        plan, g_full, model = _plan(params)
+        u = _product(linear, model[0])
+        u -= model[1]
+        weighted = u * model[2]
+        sums = (np.einsum("nd,nd->n", weighted, u), _product(weighted, model[3]), _product(weighted, g_full.T), np.ascontiguousarray(u[:, plan[0]]))
+        covariance_inverse, g_lin, k_mat = model[4:]
+        # the kernel reads each gap's start from linear before it writes the gap there
+        compiled.map_fill(x, linear, sums, (covariance_inverse, g_lin, k_mat, linear), plan, MAX_ITERATIONS, TOLERANCE, HALVINGS, GUARD)
+    return linear
+
+
+def _covariance_inverse(params: PPAParams) -> np.ndarray:
+    """``P = (A W)^T Lambda^-1 A W``, the inverse covariance of the model's Gaussian of the inputs (cached)."""
+    def make() -> np.ndarray:
+        axes = np.ascontiguousarray(params.input_rotation())
+        return np.ascontiguousarray(axes.T @ (_precisions(params.explained_variance, params.explained_variance.max())[:, None] * axes))
+
+    return params.cached("covariance inverse", make)
+
+
+def _plan(params: PPAParams) -> tuple:
+    """The model's part of :func:`ppa_xr.core.compiled.map_fill` (cached): the curved steps' plan (steps, degrees,
+    each one's first row in ``G``, centers, scales, the tails' code, ``(A W)[C]``, ``G[:, C]``), ``G`` (the steps'
+    ``F_p`` stacked, each row 0 up to its step), and ``(A W)^T``, ``A W mean`` plus the steps' biases, ``1 / Lambda``,
+    ``(A W)^T``... as the sums need them, with ``P``, ``G L A W`` and ``K = G L G^T``."""
+    def make() -> tuple:
+        steps = np.asarray(params.curved_steps(), np.int64)
+        degrees = params.degrees[steps].astype(np.int64)
+        first = np.concatenate([[0], np.cumsum(degrees)[:-1]]).astype(np.int64)
+        g_full = np.zeros((int(degrees.sum()), params.n_features))
+        for p, g, at in zip(steps, degrees, first):
+            g_full[at : at + g, p + 1 :] = params.forward[p, :g, p + 1 :]
+        lin = np.ascontiguousarray(params.input_rotation())
+        precision = _precisions(params.explained_variance, params.explained_variance.max())
+        plan = (steps, degrees, first, params.center[steps], params.scale[steps], compiled.TAILS[params.tails],
+                np.ascontiguousarray(lin[steps]), np.ascontiguousarray(g_full[:, steps]))
+        model = (np.ascontiguousarray(lin.T), lin @ params.mean + params.forward_bias.sum(axis=0), precision, lin,
+                 _covariance_inverse(params), np.ascontiguousarray((g_full * precision) @ lin), (g_full * precision) @ g_full.T)
+        return plan, g_full, model
+
+    return params.cached("fill plan", make)
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -133,23 +206,11 @@ def fill_mask(x: np.ndarray) -> np.ndarray:
     return missing & ~missing.all(axis=-1, keepdims=True)
 
 
-def _fill_rows(x: np.ndarray, gaps: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
-    """Rows (n, d) float64 with at least one gap and one observed value, filled: the linear start, the curved fill, the guard.
-
-    A reduced model has no density on its ``d`` inputs, only on its span: it is filled from the k-component
-    manifold for every ``k`` (``k = r``: the span itself), its linear fill that of its EOFs' manifold (from the
-    mean, one Gauss-Newton step: exact)."""
-    pca = params.pca()
-    linear = _manifold_fill(x, np.where(gaps, params.mean, x), gaps, pca, k)[0] if params.reduced else _linear_fill(x, gaps, pca)
-    if params.reduced and not params.curved_steps():
-        return linear
-    if k < params.n_features or params.reduced:
-        curved, ok = _manifold_fill(x, linear, gaps, params, k)
-        ok &= _inside(forward(curved, params, threads=1), forward(linear, params, threads=1), params)
-    elif params.curved_steps():
-        curved, ok = _by_gap_count(linear, gaps, params, MAX_ITERATIONS)  # the guard inside, on the iterations' outputs
-    else:
-        return linear
+def _fill_manifold(x: np.ndarray, linear: np.ndarray, gaps: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
+    """Rows (n, d) float64 with at least one gap and one observed value, filled from the k-component manifold
+    (:func:`_manifold_fill`) from their linear fill ``linear``, which a row keeps where the manifold's is not trusted."""
+    curved = _manifold_fill(x, linear, gaps, params, k)
+    ok = _inside(forward(curved, params, threads=1), forward(linear, params, threads=1), params)
     return np.where(ok[:, None], curved, linear)
 
 
@@ -170,37 +231,6 @@ def _inside(curved: np.ndarray, linear: np.ndarray, params: PPAParams) -> np.nda
 def _precisions(variance: np.ndarray, largest: float) -> np.ndarray:
     """``1 / Lambda`` with a floor on ``Lambda`` (1e-14 of the largest), so exactly flat directions stay solvable."""
     return 1.0 / np.maximum(variance, 1e-14 * largest)
-
-
-def _linear_fill(x: np.ndarray, gaps: np.ndarray, pca: PPAParams) -> np.ndarray:
-    """The Gaussian conditional mean under the PCA model, ``x_m = mu_m - P_mm^-1 P_m: (x - mu)`` (gaps at the mean):
-    one Gauss-Newton step of ``q`` from the mean, exact for a linear map. ``P = W^T R^T Lambda^-1 R W``, the precision."""
-    def precision_matrix() -> np.ndarray:
-        axes = np.ascontiguousarray(pca.input_rotation())
-        return axes.T @ (_precisions(pca.explained_variance, pca.explained_variance.max())[:, None] * axes)
-
-    precision = pca.cached("precision", precision_matrix)
-    centred = np.where(gaps, 0.0, x - pca.mean)
-    out = np.where(gaps, pca.mean, x)
-    counts = gaps.sum(axis=1)
-    for m in np.unique(counts):
-        rows = np.flatnonzero(counts == m)
-        idx = np.argsort(~gaps[rows], axis=1, kind="stable")[:, :m]
-        block = precision[idx]  # (n, m, d): the rows P_m:
-        step = _solve(np.take_along_axis(block, idx[:, None, :], axis=2), np.einsum("nmd,nd->nm", block, centred[rows]))
-        out[rows[:, None], idx] += step
-    return out
-
-
-def _by_gap_count(x: np.ndarray, gaps: np.ndarray, params: PPAParams, iterations: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_map_newton` on the rows grouped by their number of gaps m (no padding); (rows, converged)."""
-    out, ok = x.copy(), np.ones(len(x), bool)
-    counts = gaps.sum(axis=1)
-    for m in np.unique(counts):
-        rows = counts == m
-        idx = np.argsort(~gaps[rows], axis=1, kind="stable")[:, :m]  # each row's missing columns, in order
-        out[rows], ok[rows] = _map_newton(x[rows], idx, params, iterations)
-    return out, ok
 
 
 def _scattered(filled: np.ndarray, gaps: np.ndarray, params: PPAParams, rng: np.random.Generator) -> np.ndarray:
@@ -246,65 +276,9 @@ def _ridge(hessian: np.ndarray) -> np.ndarray:
     return (1e-13 * diagonal + np.finfo(float).tiny)[:, :, None] * np.eye(hessian.shape[1])
 
 
-def _normal_equations(r: np.ndarray, idx: np.ndarray, params: PPAParams, precision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``J_m^T Lambda^-1 J_m`` (n, m, m) and ``J_m^T Lambda^-1 r`` (n, m) at forward outputs ``r`` (n, d), without ``J_m``.
-
-    With ``u = A W (x - mean)`` the forward map is ``r = u`` then shears at the curved steps ``C``, so
-    ``dr/du = I - V E_C^T`` (``V``: n x d x |C|, forward-mode through the steps from ``e_p``, ``p`` in ``C``) and
-    ``J_m = B - V B_C`` with ``B = (A W)[:, m]``, ``B_C`` its rows ``C``. Then, ``P = (A W)^T Lambda^-1 (A W)``
-    fixed and ``X = ((A W)^T Lambda^-1 V)[m]`` one GEMM of the whole block:
-    ``J^T L J = P_mm - X B_C - (X B_C)^T + B_C^T (V^T L V) B_C``, ``J^T L r = ((A W)^T L r)_m - B_C^T V^T L r``.
-    Cost per pixel ``O(d^2 |C|)``, a transform's for one curved step, whatever the gaps.
-    """
-    lin = params.cached("fill rotation", lambda: np.ascontiguousarray(params.input_rotation()))
-    steps = params.curved_steps()
-    full = params.cached(("fill precision", precision.tobytes()), lambda: lin.T @ (precision[:, None] * lin))
-    n, c, d = len(r), len(steps), params.n_features
-    v = np.zeros((n, c, d))  # V^T, row-major products below
-    v[:, np.arange(c), steps] = 1.0
-    for p in steps:
-        v[:, :, p + 1 :] -= _shear(r, p, params)[:, None, :] * v[:, :, p, None]
-    v = -v
-    v[:, np.arange(c), steps] += 1.0  # V = E_C - dr/du E_C
-    weighted = v * precision  # (Lambda^-1 V)^T
-    x = np.take_along_axis(_product(weighted.reshape(n * c, d), lin).reshape(n, c, d), idx[:, None, :], axis=2)  # X^T: (n, |C|, m)
-    b_c = np.moveaxis(lin[steps][:, idx], 0, 1)  # (n, |C|, m)
-    cross = np.matmul(np.swapaxes(x, 1, 2), b_c)
-    inner = np.matmul(v, np.swapaxes(weighted, 1, 2))  # V^T L V: (n, |C|, |C|)
-    hessian = full[idx[:, :, None], idx[:, None, :]] - cross - np.swapaxes(cross, 1, 2) + np.swapaxes(b_c, 1, 2) @ inner @ b_c
-    gradient = np.take_along_axis(_product(r * precision, lin), idx, axis=1)
-    gradient -= np.matmul(np.swapaxes(b_c, 1, 2), np.matmul(weighted, r[:, :, None]))[..., 0]
-    return hessian, gradient
-
-
-def _shear(r: np.ndarray, p: int, params: PPAParams) -> np.ndarray:
-    """``d r[p+1:] / d r_p`` at curved step ``p`` (n, d-p-1): ``F_p^T T_p'(t) / s_p``."""
-    g = int(params.degrees[p])
-    slopes = basis.power_derivatives((r[:, p] - params.center[p]) / params.scale[p], g, 1, params.tails) / params.scale[p]
-    return _product(slopes.T, params.forward[p, :g, p + 1 :])
-
-
-def _map_newton(x: np.ndarray, idx: np.ndarray, params: PPAParams, iterations: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Newton on the entries ``idx`` (n, m) of rows ``x`` (n, d) minimising ``q = r^T Lambda^-1 r``; (rows, converged)."""
-    precision = _precisions(params.explained_variance, params.explained_variance.max())
-    rows = np.arange(len(x))[:, None]
-
-    def objective(values: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r = forward(values, params, threads=1)
-        return r, np.einsum("nd,nd,d->n", r, r, precision)
-
-    def step(values: np.ndarray, r: np.ndarray, at: np.ndarray) -> np.ndarray:
-        delta = np.zeros_like(values)
-        delta[rows[: len(at)], idx[at]] = _solve(*_normal_equations(r, idx[at], params, precision))
-        return delta
-
-    out, done, r, start = _gauss_newton(x, objective, step, iterations)
-    return out, done & _inside(r, start, params)
-
-
-def _manifold_fill(x: np.ndarray, linear: np.ndarray, gaps: np.ndarray, params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The MAP scores ``s`` of the k-component manifold given the observed entries, from the linear fill's scores; the
-    manifold's values at the gaps, and whether each row converged."""
+def _manifold_fill(x: np.ndarray, linear: np.ndarray, gaps: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
+    """The MAP scores ``s`` of the k-component manifold given the observed entries, from the linear fill's scores
+    (the last iterate where a row has not settled); the manifold's values at the gaps."""
     variance = params.explained_variance
     inputs = params.n_inputs if params.used is None else int(params.used.sum())
     noise = max(float(variance[k:].sum()) / inputs, 1e-14 * float(variance.max()))
@@ -330,8 +304,8 @@ def _manifold_fill(x: np.ndarray, linear: np.ndarray, gaps: np.ndarray, params: 
         hessian = np.einsum("ndk,ndl->nkl", scaled, jac) + np.diag(prior)
         return _solve(hessian, np.einsum("ndk,nd->nk", scaled, error) + s * prior)
 
-    s, ok, _, _ = _gauss_newton(forward(linear, params, k, threads=1), objective, step, MAX_ITERATIONS)
-    return np.where(gaps, inverse(s, params, threads=1), x), ok
+    s = _gauss_newton(forward(linear, params, k, threads=1), objective, step, MAX_ITERATIONS)[0]
+    return np.where(gaps, inverse(s, params, threads=1), x)
 
 
 def _feature_precision(params: PPAParams) -> np.ndarray:
@@ -408,8 +382,12 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
     covariance: stochastic EM), so a curve does not feed on its own, noise-free
     fill; the rows returned are the last fill itself. A share ``CHECK_SHARE`` of
     the observed values is held out of the loop and filled at the end by the
-    curve and by the linear fill of the same model's PCA (:class:`FillCheck`);
-    the rows returned hold them again. Observed values are never changed.
+    curved phase's last model and by the linear phase's (:class:`FillCheck`):
+    where the curve's squared error on them is larger beyond twice its standard
+    error, the linear phase's rows and model are returned, the curved phase's
+    otherwise (on the eo-learn NDVI series the curve's fill has 1.06-1.11 times
+    the linear one's squared error on held-out values, +-0.02, and 1.09-1.16
+    times on values hidden under clouds). The rows returned hold the held-out values again. Observed values are never changed.
 
     Parameters
     ----------
@@ -423,7 +401,8 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
     Returns
     -------
     tuple
-        The rows filled by the last model (n, d, float64), that model's parameters, and the held-out check.
+        The rows filled by the model kept (n, d, float64), that model's parameters, and the held-out check
+        (``check.worse``: the linear phase's model was returned).
     """
     finite = np.isfinite(x)
     held = _held_values(finite, rng)
@@ -434,7 +413,7 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
     means = observed.sum(axis=0) / np.maximum(counts, 1)
     spread = np.sqrt(np.mean(np.where(gaps, 0.0, (observed - means) ** 2).sum(axis=0) / np.maximum(counts, 1)))
     filled = best = np.where(gaps, means, work).astype(np.float64)
-    params = None
+    phases = []
     for linear, iterations in ((True, LINEAR_ITERATIONS), (False, CURVED_ITERATIONS)):
         for _ in range(iterations):
             params = fit(filled, linear)
@@ -443,10 +422,12 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
             best, filled = new, _scattered(new, gaps, params.cast(np.dtype(np.float64)), rng)
             if change <= EM_TOLERANCE * max(spread, np.finfo(float).tiny):
                 break
-    assert params is not None
-    check = _check(x, work, held, params)
-    best[held] = x[held]
-    return best, params, check
+        phases.append((best, params))
+    (linear_rows, linear_params), (curved_rows, curved_params) = phases
+    check = _check(x, work, held, curved_params, linear_params)
+    rows, params = (linear_rows, linear_params) if check.worse else (curved_rows, curved_params)
+    rows[held] = x[held]
+    return rows, params, check
 
 
 #: the share of observed values :func:`fit_with_gaps` holds out to compare the curve's fill with the linear one
@@ -455,7 +436,7 @@ CHECK_SHARE = 0.05
 
 @dataclass(frozen=True)
 class FillCheck:
-    """The fill of values held out of a fit with gaps, by the curve and by the linear fill of the same model's PCA.
+    """The fill of values held out of a fit with gaps, by the curved phase's model and by the linear phase's.
 
     Parameters
     ----------
@@ -485,12 +466,12 @@ def _held_values(finite: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return held
 
 
-def _check(x: np.ndarray, work: np.ndarray, held: np.ndarray, params: PPAParams) -> FillCheck:
+def _check(x: np.ndarray, work: np.ndarray, held: np.ndarray, params: PPAParams, linear_params: PPAParams) -> FillCheck:
     rows = held.any(axis=1)
     if held.sum() < 2:
         return FillCheck(1.0, 0.0, 0)
     truth = x[rows][held[rows]]
     curved = (fill(work[rows], params)[held[rows]] - truth) ** 2
-    linear = (fill(work[rows], params.pca())[held[rows]] - truth) ** 2
+    linear = (fill(work[rows], linear_params)[held[rows]] - truth) ** 2
     base = max(float(linear.mean()), np.finfo(float).tiny)
     return FillCheck(float(curved.mean()) / base, float(np.std(curved - linear) / np.sqrt(len(truth))) / base, int(len(truth)))

@@ -160,14 +160,20 @@ def _numba_cache_dir(setting: str):
             numba_config.CACHE_DIR = saved
 
 
-def njit(func: Callable[..., Any]) -> Any:
-    """``numba.njit(cache=True, nogil=True)(func)``, cached in :func:`cache_dir`'s folder, or compiled without
-    a cache where there is none (``func`` compiles on its first call either way)."""
+def njit(func: Callable[..., Any], **options: Any) -> Any:
+    """``numba.njit(cache=True, nogil=True, **options)(func)``, cached in :func:`cache_dir`'s folder, or compiled
+    without a cache where there is none (``func`` compiles on its first call either way)."""
     setting = cache_dir(os.path.abspath(func.__code__.co_filename))
     if setting is not None:
         with _numba_cache_dir(setting):
             try:
-                return numba.njit(cache=True, nogil=True)(func)
+                return numba.njit(cache=True, nogil=True, **options)(func)
             except RuntimeError as error:  # numba found no locator after all (the folder changed since)
                 warnings.warn(f"ppa_xr: {error}; {func.__name__} compiles without a cache (set {ENV} to keep one)", CacheWarning, stacklevel=2)
-    return numba.njit(nogil=True)(func)
+    return numba.njit(nogil=True, **options)(func)
+
+
+def inlined(func: Callable[..., Any]) -> Any:
+    """:func:`njit` with ``inline="always"``: a helper of a per-pixel loop, compiled into each caller (no call,
+    and no reference counting of the arrays it is passed, at each pixel)."""
+    return njit(func, inline="always")

@@ -15,7 +15,7 @@ from ..model import PPA
 from ..model.labels import FeatureLabels
 from .inputs import feature_array, without_dropped
 from .noise import noise_covariance, noise_moments, sample_covariance
-from .sampling import feature_weights_at, over_features, sample_cubes
+from .sampling import ALL_OBSERVED, ANY_OBSERVED, feature_weights_at, over_features, sample_cubes
 
 
 def fit(
@@ -170,8 +170,7 @@ def _sampled(arrays: list[xr.DataArray], dim: Hashable, n_samples: int | None, r
     """The pooled sample of complete pixels (``"drop"``) or of pixels with any observed value (``"fill"``, gaps NaN)."""
     filling = missing == "fill"
     try:
-        pooled = sample_cubes([_gaps_marked(da, dim) for da in arrays] if filling else arrays, dim, n_samples, random_state, along=shift,
-                             progress=progress)
+        pooled = sample_cubes(arrays, dim, n_samples, random_state, shift, progress, ANY_OBSERVED if filling else ALL_OBSERVED)
     except ValueError as err:
         if "no valid pixel" not in str(err):
             raise
@@ -179,20 +178,8 @@ def _sampled(arrays: list[xr.DataArray], dim: Hashable, n_samples: int | None, r
                 "to fit on pixels with gaps (clouds, missing dates), pass missing='fill'")
         raise ValueError(f"{err}; {hint}") from err
     if filling:
-        pooled.values[pooled.values == _GAP[pooled.values.dtype.type]] = np.nan
+        pooled.values[~np.isfinite(pooled.values)] = np.nan  # an infinite value is a gap too
     return pooled
-
-
-#: the value a gap of a partly observed pixel takes while the sampler reads it as valid (the largest float: no
-#: reflectance, temperature or index reaches it), put back to NaN in the sample
-_GAP = {np.float32: np.finfo(np.float32).max, np.float64: np.finfo(np.float64).max}
-
-
-def _gaps_marked(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
-    """``missing="fill"``: the cube with the gaps of each pixel that has an observed value marked by :data:`_GAP`
-    (lazily), so the sampler, which takes complete pixels, takes every such pixel; all-missing pixels stay NaN."""
-    finite = xr.apply_ufunc(np.isfinite, da, dask="allowed")
-    return da.where(finite | ~finite.any(dim), _GAP[da.dtype.type])
 
 
 def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray | None, Any]:

@@ -45,6 +45,9 @@ MIN_HELD_OUT_S_MODE = 2
 def min_held_out(s_mode: bool) -> int:
     """The held-out pixels (samples) an estimate needs: :data:`MIN_HELD_OUT`, or :data:`MIN_HELD_OUT_S_MODE` for an S-mode model."""
     return MIN_HELD_OUT_S_MODE if s_mode else MIN_HELD_OUT
+#: which pixels a sample takes: those with every feature finite (the default), or with any (a fit with gaps,
+#: ``missing="fill"``: the rows keep their gaps, NaN)
+ALL_OBSERVED, ANY_OBSERVED = "all", "any"
 
 
 #: spatial blocks a cube is cut into for the degree selection's grouped cross-validation
@@ -108,7 +111,7 @@ def fitted_shares(da: xr.DataArray, dim: Hashable, sample: FitSample | None) -> 
 def _witness_holds(da: xr.DataArray, dim: Hashable, pixel_dims: list, witness: tuple[int, str]) -> bool:
     position = np.unravel_index(witness[0], [da.sizes[d] for d in pixel_dims])
     values = np.asarray(da.isel(dict(zip(pixel_dims, map(int, position)))).transpose(dim).values)
-    return bool(np.isfinite(values).all()) and same_row(values, witness[1])
+    return same_row(values, witness[1])  # gaps and all: a sample with gaps (missing="fill") has witnesses with NaN
 
 
 def _smallest(keys: np.ndarray, n: int) -> np.ndarray:
@@ -116,11 +119,12 @@ def _smallest(keys: np.ndarray, n: int) -> np.ndarray:
     return np.sort(np.argpartition(keys, n)[:n]) if len(keys) > n else np.arange(len(keys))
 
 
-def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int, exclude: tuple[PixelSample, ...]) -> tuple:
+def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout: _Layout, n: int, exclude: tuple[PixelSample, ...],
+                  valid: str = ALL_OBSERVED) -> tuple:
     """The ``n`` valid pixels of one chunk with the smallest keys (none of ``exclude``): keys, values, blocks, flat indices,
     valid count. Keys do not depend on values: the ``n``-th smallest of the chunk's free pixels bounds the sample when
     they are all valid, and one compiled pass tests, keys and copies them (:func:`ppa_xr.core.compiled.sample_candidates`);
-    where some are not, the kept rows are copied in a second pass."""
+    where some are not, the kept rows are copied in a second pass. ``valid``: :data:`ALL_OBSERVED` or :data:`ANY_OBSERVED`."""
     pixel_shape = block.shape[:-1]
     width = pixel_shape[-1] if pixel_shape else 1
     lines = int(np.prod(pixel_shape[:-1], dtype=np.int64))
@@ -129,7 +133,7 @@ def _block_sample(block: np.ndarray, seed: int, offsets: tuple[int, ...], layout
     keys, free = compiled.chunk_keys(starts, width, seed, *excluded)
     free_keys = keys[free]
     bound = np.partition(free_keys, n - 1)[n - 1] if len(free_keys) > n else np.uint64(2**64 - 1)
-    rows, keys, values, copied = compiled.sample_candidates(bands, keys, free, bound, min(n, len(free_keys)))
+    rows, keys, values, copied = compiled.sample_candidates(bands, keys, free, bound, min(n, len(free_keys)), valid == ANY_OBSERVED)
     if copied == min(n, len(keys)):  # the n smallest free keys are all valid pixels: those copied
         kept = np.flatnonzero(keys <= bound)
         values = values[:copied]
@@ -272,7 +276,7 @@ MERGE_BYTES = 64 * 2**20
 
 
 def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tuple[PixelSample, ...], max_chunks: int | None, rng,
-               fuse: bool = True):
+               fuse: bool = True, valid: str = ALL_OBSERVED):
     """:func:`_draw`'s reduction, not yet computed (a delayed tuple, or the tuple itself for an in-memory cube).
 
     One task per chunk (:func:`_block_sample`, fused with the tasks that make
@@ -280,16 +284,17 @@ def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tupl
     built as one graph layer: about ``chunks (1 + 1 / (FAN_IN - 1))`` tasks,
     so the cost per chunk does not grow with the chunk count. Not ``fuse``:
     the chunks' own tasks stay apart (culled only), so other reductions of the
-    same cube computed with it read each chunk once, in the same pass.
+    same cube computed with it read each chunk once, in the same pass. ``valid``: which pixels are taken
+    (:data:`ALL_OBSERVED` or :data:`ANY_OBSERVED`).
     """
     layout = _Layout.of(da, dim)
     if da.chunks is None:
-        return _block_sample(np.asarray(da.transpose(..., dim).values), seed, (0,) * (da.ndim - 1), layout, n, exclude)
+        return _block_sample(np.asarray(da.transpose(..., dim).values), seed, (0,) * (da.ndim - 1), layout, n, exclude, valid)
     axis = da.get_axis_num(dim)
     data = da.data.rechunk({axis: -1})  # the chunks as they are, features anywhere: no transpose in the graph
     starts = tuple(tuple(int(s) for s in np.cumsum((0,) + c[:-1])) if i != axis else () for i, c in enumerate(data.chunks))
     parts = data.map_blocks(_chunk_sample, seed=seed, starts=starts, axis=axis, layout=layout, n=n, exclude=exclude,
-                            meta=np.empty((0,) * data.ndim, object))
+                            valid=valid, meta=np.empty((0,) * data.ndim, object))
     chosen = np.array(list(np.ndindex(data.numblocks)), np.int64).reshape(-1, data.ndim)
     if max_chunks is not None and max_chunks < len(chosen):
         chosen = chosen[np.sort(rng.choice(len(chosen), max_chunks, replace=False))]
@@ -302,11 +307,11 @@ def _lazy_draw(da: xr.DataArray, dim: Hashable, n: int, seed: int, exclude: tupl
 
 
 def _chunk_sample(block: np.ndarray, seed: int, starts: tuple, axis: int, layout: _Layout, n: int, exclude: tuple,
-                  block_id: tuple = ()) -> tuple:
+                  valid: str = ALL_OBSERVED, block_id: tuple = ()) -> tuple:
     """:func:`_block_sample` of the chunk ``block_id``, features along ``axis`` (``starts``: each pixel dim's chunk
     offsets; none for the features)."""
     offsets = tuple(s[i] for a, (s, i) in enumerate(zip(starts, block_id)) if a != axis)
-    return _block_sample(np.moveaxis(block, axis, -1), seed, offsets, layout, n, exclude)
+    return _block_sample(np.moveaxis(block, axis, -1), seed, offsets, layout, n, exclude, valid)
 
 
 def _merge_tree(graph: HighLevelGraph, layer: str, keys: list, n: int, rows: int, row_bytes: int) -> Delayed:
@@ -438,7 +443,7 @@ def _label_positions(da: xr.DataArray, weights: xr.DataArray, d: Hashable) -> np
 
 def sample_cubes(
     cubes: list[xr.DataArray], dim: Hashable, n_samples: int | None, random_state: int | None, along: Any = None,
-    progress: bool = False,
+    progress: bool = False, observed: str = ALL_OBSERVED,
 ) -> Pooled:
     """One uniform sample of the valid pixels of several cubes (any grids), as a :class:`Pooled`.
 
@@ -450,7 +455,8 @@ def sample_cubes(
     Groups are the spatial blocks, distinct per cube. ``along``: other lazy
     reductions over the same cubes (e.g. the noise estimate's), computed in
     the same pass over their chunks. ``progress``: a progress bar of the
-    pass's tasks on the local schedulers (:func:`_task_bar`).
+    pass's tasks on the local schedulers (:func:`_task_bar`). ``observed``: :data:`ANY_OBSERVED` takes the
+    pixels with any finite feature, their gaps as they are in the rows (``missing="fill"``).
 
     ``n_samples=None`` keeps up to :data:`DEFAULT_SAMPLES` pixels, and no more
     than :data:`FIT_SHARE` of the valid pixels where they number at least
@@ -464,7 +470,7 @@ def sample_cubes(
     with _task_bar(progress):
         # with other reductions nothing is fused, so both read each chunk through the same tasks: once
         shared = along is not None
-        results, along = dask.compute([_lazy_draw(da, dim, n, s, (), None, None, fuse=not shared) for da, s in zip(cubes, seeds)], along,
+        results, along = dask.compute([_lazy_draw(da, dim, n, s, (), None, None, not shared, observed) for da, s in zip(cubes, seeds)], along,
                                       optimize_graph=not shared)
     samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
     valid = sum(sample.n_valid for sample in samples)

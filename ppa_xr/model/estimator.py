@@ -182,10 +182,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             return self._fit_reduced(X, declared, groups, features, sample, progress, weights, feature_weights)
         if weights is not None:
             X, groups, weights = _weighed(X, groups, weights, declared)
+        fitting = declared
         if check_missing(missing) == "fill":
-            X, groups, weights = _gaps_filled(X, groups, weights, declared)
+            X, groups, weights, curves_worse = _gaps_filled(X, groups, weights, declared)
+            fitting = declared.pca() if curves_worse else declared
         X, groups, weights = _complete(X, groups, weights)
-        fitted, configuration = _fitted_map(X, declared, groups, progress, weights)
+        fitted, configuration = _fitted_map(X, fitting, groups, progress, weights)
         params = fitted.params
         if not (declared.standardize or declared.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
             # of the features that vary: a constant one's comes back from the eigendecomposition as rounding
@@ -801,9 +803,11 @@ def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[n
     return X[~bad], None if groups is None else np.asarray(groups)[~bad], None if weights is None else weights[~bad]
 
 
-def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None]:
+def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None, bool]:
     """``missing="fill"``: the rows with at least one observed value, their gaps filled by the EM-style loop of
-    :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype."""
+    :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype,
+    and whether the curves' fill was worse beyond noise on observed values held out of the loop (then the rows
+    are the linear phase's, the model is fitted linear, and a warning says so)."""
     finite = np.isfinite(X)
     kept = finite.any(axis=1)
     if not kept.all():
@@ -814,7 +818,7 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
         raise ValueError(f"missing='fill' needs at least 2 rows with an observed value and every feature observed somewhere; "
                          f"{len(X)} rows have one, and features {empty} are never observed: drop those features")
     if finite.all():
-        return X, groups, weights
+        return X, groups, weights, False
     rng_seed = declared.random_state
 
     def fit(filled: np.ndarray, linear: bool) -> PPAParams:
@@ -824,11 +828,10 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
 
     filled, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed))
     if check.worse:
-        warn_user(f"missing='fill': on {check.count} observed values held out of the fit, the curve's fill has {check.ratio:.0%} of "
+        warn_user(f"missing='fill': on {check.count} observed values held out of the fit, the curves' fill has {check.ratio:.0%} of "
                   f"the squared error of the linear fill (+-{check.standard_error:.0%}): its curves do not carry over to the gaps "
-                  "of these data. Fill with the model's PCA instead (model.pca_.fill(X), cube.ppa.fill(model.pca_)) or fit "
-                  "degree=1", UserWarning)
-    return filled.astype(X.dtype, copy=False), groups, weights
+                  "of these data, so the model is the linear one (degree=1), fitted on the linear fill", UserWarning)
+    return filled.astype(X.dtype, copy=False), groups, weights, check.worse
 
 
 def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray]:
