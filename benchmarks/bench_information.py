@@ -31,7 +31,10 @@
    cube): the maps' kernel, its parts, and the 3-component transform.
    ``--only lookup``: nanoseconds (thread CPU time) per density look-up on
    columns that suit the grid and on columns with a spike (a share of the
-   sample on one value), and the most breakpoints in one cell.
+   sample on one value), and the most breakpoints in one cell: the step
+   function and the maps' uniform grid.
+   ``--only grid [--cube CUBE.zarr]``: how far the maps' uniform grids move
+   the per-pixel values from the step functions', on one chunk of each cube.
    ``--only bigcube --cube CUBE.zarr [--side 4096]``: a ``big_cube.py`` cube
    (12 uint16 bands, curved mixtures of smooth latent fields, clipped at 1),
    cropped to ``--side``: the whole report dataset written with ``to_zarr``
@@ -229,6 +232,8 @@ def chunk_cost(path: str | None) -> None:
     from common import machine
 
     from ppa_xr.core import kernels
+    from ppa_xr.core.entropy import MapDensities
+    from ppa_xr.cube.inputs import model_features
     from ppa_xr.cube.report import _pixel_block, _report_sample, _statistics
 
     names = ("10,000 px x 198", "Landsat B2-B7", "768^2 x 36")
@@ -238,56 +243,59 @@ def chunk_cost(path: str | None) -> None:
         cubes.append(("big_cube.py, 512^2 x 12 uint16", big, big.ppa.fit(n_samples=50_000, random_state=0)))
     print(f"\n{machine()}")
     print("Where a report's maps spend their time: thread CPU time of one chunk (ms, best of 5), k = 3")
-    print("| chunk | report's maps | PPA forward + its error | PCA forward | the 3 sets of look-ups (most comparisons after "
-          "the grid) | the rest | the transform, 3 components |\n|---|---|---|---|---|---|---|")
+    print("| chunk | report's maps | PPA forward + its error | PCA forward + its error | the 3 sets of look-ups "
+          "| the rest | the transform, 3 components |\n|---|---|---|---|---|---|---|")
     for name, cube, model in cubes:
-        cube = cube.transpose(..., "band")
-        sample, _, _ = _report_sample(cube, "band", model, None, 0, True)
-        _, _, inputs, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+        da, dim = model_features(cube, model, "band")
+        sample, _, _ = _report_sample(da, dim, model, None, 0, True)
+        _, discrete, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
         ppa, pca = measures["ppa"], measures["pca"]
-        chunk = cube.data.blocks[(0,) * cube.ndim].compute()
-        x = np.ascontiguousarray(chunk, dtype=np.float32 if chunk.dtype == np.float32 else np.float64)
-        r_ppa, _ = kernels.forward_and_error(x, ppa.params, 3, 1)
-        r_pca = kernels.forward(x, pca.params, threads=1)
+        densities = MapDensities.of(ppa, pca, discrete)
+        chunk = np.moveaxis(da.data.blocks[(0,) * da.ndim].compute(), da.get_axis_num(dim), -1)  # as map_blocks hands it over
+        x = np.ascontiguousarray(chunk.reshape(-1, chunk.shape[-1]).T, dtype=kernels.computed_dtype(chunk.dtype))
+        (r_ppa, _), (r_pca, _) = kernels.forward_error(x, ppa.params, 3), kernels.forward_error(x, pca.params, 3)
         parts = {
-            "maps": lambda: _pixel_block(chunk, ppa, pca, 3, 1),
-            "ppa": lambda: kernels.forward_and_error(x, ppa.params, 3, 1),
-            "pca": lambda: kernels.forward(x, pca.params, threads=1),
-            "lookups": lambda: (inputs.log2_product_density(x), ppa.outputs.log2_product_density(r_ppa),
-                                pca.outputs.log2_product_density(r_pca)),
+            "maps": lambda: _pixel_block(chunk, ppa, pca, 3, 1, densities),
+            "ppa": lambda: kernels.forward_error(x, ppa.params, 3),
+            "pca": lambda: kernels.forward_error(x, pca.params, 3),
+            "lookups": lambda: densities.gains(x, r_ppa, r_pca),
             "transform": lambda: kernels.forward(chunk, model.params_, n_components=3, threads=1),
         }
         ms = {key: 1e3 * _thread_seconds(fn) for key, fn in parts.items()}
-        depth = max(int(m.lookup.depth.max()) for m in (inputs, ppa.outputs, pca.outputs))
         rest = ms["maps"] - ms["ppa"] - ms["pca"] - ms["lookups"]
         shape = " x ".join(str(n) for n in chunk.shape)
-        print(f"| {name}: {shape} {chunk.dtype} | {ms['maps']:.0f} | {ms['ppa']:.0f} | {ms['pca']:.0f} | {ms['lookups']:.0f} ({depth}) "
+        print(f"| {name}: {shape} {chunk.dtype} | {ms['maps']:.0f} | {ms['ppa']:.0f} | {ms['pca']:.0f} | {ms['lookups']:.0f} "
               f"| {rest:.0f} | {ms['transform']:.0f} |", flush=True)
 
 
 def lookup_cost(repeat: int = 5) -> None:
-    """Thread CPU time per density look-up (``StepLookup.row_sums`` over 2^20 values, 12 columns of 316 equal-mass
-    bins of a 100,000 sample): Gaussian columns, and a spike (a share of the sample within 1e-4 of one value) on
-    4 of the 12 columns, the rest Gaussian."""
+    """Thread CPU time per density look-up over 2^20 values, 12 columns of the 316 equal-mass bins of a 100,000
+    sample: Gaussian columns, and a spike (a share of the sample within 1e-4 of one value) on 4 of the 12 columns,
+    the rest Gaussian. The step function by its grid and search (``StepLookup.row_sums``: quantized inputs), and
+    the uniform grid of the maps (``UniformGrid.sums``, feature-major)."""
     from common import machine
 
-    from ppa_xr.core.lookup import StepLookup
+    from ppa_xr.core.entropy import EqualMassBins
 
     rng = np.random.default_rng(0)
     n, d = 100_000, 12
     print(f"\n{machine()}")
     print("Density look-ups: ns a value (thread CPU time, best of 5), 12 columns, 316 bins each")
-    print("| columns | most breakpoints in one cell | comparisons after the grid, per column | ns a value |\n|---|---|---|---|")
+    print("| columns | most breakpoints in one cell | comparisons after the grid, per column | step function, ns a value "
+          "| uniform grid (the maps), ns a value |\n|---|---|---|---|---|")
     for share in (0.0, 0.05, 0.2, 0.5):
         X = rng.normal(size=(n, d))
         spike = rng.uniform(size=n) < share
         X[spike, :4] = 1.0 + rng.uniform(size=(spike.sum(), 4)) * 1e-4
-        lookup = StepLookup.build(np.sort(X, axis=0)[::316].T, rng.normal(size=(d, len(X[::316]) + 1)))
+        bins = EqualMassBins.fit(X)
+        lookup, grid = bins.lookup, bins.grid()
         values = np.ascontiguousarray(X[rng.integers(0, n, 2**20 // d)])
-        lookup.row_sums(values)
+        columns = np.ascontiguousarray(values.T)
+        lookup.row_sums(values), grid.sums(columns)
         best = _thread_seconds(lambda: lookup.row_sums(values), repeat)
+        gridded = _thread_seconds(lambda: grid.sums(columns), repeat)
         label = "Gaussian" if share == 0 else f"a spike holding {share:.0%} of 4 columns"
-        print(f"| {label} | {lookup.steps} | {lookup.depth} | {best / values.size * 1e9:.2f} |", flush=True)
+        print(f"| {label} | {lookup.steps} | {lookup.depth} | {best / values.size * 1e9:.2f} | {gridded / values.size * 1e9:.2f} |", flush=True)
 
 
 class _PeakRSS:
@@ -425,11 +433,47 @@ def map_agreement() -> None:
         print(f"| {name} | {gaps[0]:+.3f} | {gaps[1]:+.3f} | {int(report.attrs['dequantized'].sum())} of {d} |", flush=True)
 
 
+def grid_moves(path: str | None) -> None:
+    """How far the maps' uniform grids move the per-pixel values: each report map of one chunk against the same
+    map with every density the step function itself (``PointwiseReduction.gain``, exact), in bits: the mean
+    difference, the mean absolute difference, its 99th percentile and the share of pixels that moved."""
+    import xarray as xr
+
+    from ppa_xr.core import kernels
+    from ppa_xr.core.entropy import MapDensities
+    from ppa_xr.cube.inputs import model_features
+    from ppa_xr.cube.report import _pixel_block, _report_sample, _statistics
+
+    names = ("10,000 px x 198 float64 (continuous)", "Landsat B2-B7 uint16", "768^2 x 36 float32 (continuous)")
+    cubes = [(short, cube, model) for short, (_, cube, model) in zip(names, _report_cubes(large=False))]
+    if path:
+        big = xr.open_zarr(path)["reflectance"].isel(y=slice(0, 2048), x=slice(0, 2048))
+        cubes.append(("big_cube.py 12 x uint16", big, big.ppa.fit(n_samples=50_000, random_state=0)))
+    print("\nThe maps' grids against the step functions: redundancy map minus the exact one, one chunk, bits (per pixel, all bands)")
+    print("| cube | inputs by | map | mean | mean abs | 99th percentile of abs | pixels moved |\n|---|---|---|---|---|---|---|")
+    for name, cube, model in cubes:
+        da, dim = model_features(cube, model, "band")
+        sample, _, _ = _report_sample(da, dim, model, None, 0, True)
+        _, discrete, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+        densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
+        chunk = np.moveaxis(da.data.blocks[(0,) * da.ndim].compute(), da.get_axis_num(dim), -1)
+        maps = _pixel_block(chunk, measures["ppa"], measures["pca"], 3, 1, densities).reshape(-1, 4)
+        flat = np.ascontiguousarray(chunk.reshape(-1, chunk.shape[-1]), dtype=maps.dtype)
+        inputs = "integer table (exact)" if densities.integer is not None else "step function (exact)" if discrete.any() else "grid"
+        for column, method in enumerate(("ppa", "pca")):
+            r, _ = kernels.forward_error(np.ascontiguousarray(flat.T), measures[method].params, 3)
+            exact = measures[method].gain(flat, np.ascontiguousarray(r.T)).astype(np.float64)
+            moved = maps[:, column] - exact
+            moved = moved[np.isfinite(moved)]
+            print(f"| {name} | {inputs} | {method.upper()} | {moved.mean():+.4f} | {np.abs(moved).mean():.4f} | "
+                  f"{np.quantile(np.abs(moved), 0.99):.3f} | {np.mean(np.abs(moved) > 1e-5):.0%} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-n", type=int, default=1_000_000)
     parser.add_argument("--dims", type=int, nargs="+", default=[10, 36, 100, 198])
-    parser.add_argument("--only", default="report,sampling,compile,chunk,lookup,maps,quantized,truth", help="parts to run (comma separated)")
+    parser.add_argument("--only", default="report,sampling,compile,chunk,lookup,grid,maps,quantized,truth", help="parts to run (comma separated)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of the interleaved timings")
     parser.add_argument("--no-large", action="store_true", help="leave the 36 x 1536^2 cube out of the report's cost")
     parser.add_argument("--seeds", type=int, default=5, help="samples per cell of the truth tables")
@@ -447,6 +491,8 @@ def main() -> None:
         chunk_cost(args.cube)
     if "lookup" in parts:
         lookup_cost()
+    if "grid" in parts:
+        grid_moves(args.cube)
     if "bigcube" in parts:
         if not args.cube:
             parser.error("--only bigcube needs --cube: a zarr cube written by big_cube.py")

@@ -92,20 +92,19 @@ def reference_density(bins, values):
     return reference_step(breaks, np.hstack([outside, bins.log_density, outside]), np.asarray(values, dtype=np.float64))
 
 
-def reference_pixel_block(x, ppa, pca, k):
-    """The four maps of :func:`_pixel_block` with every density found by binary search and summed by numpy, on the
-    outputs of the maps' own forward pass (``forward_and_error``: ``forward`` up to rounding, which moves a density
-    where an output lies within rounding of a bin edge, a few pixels in 10^5 in float32)."""
-    from ppa_xr.core import kernels
-
-    flat = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
-    r_ppa, r_pca = kernels.forward_and_error(flat, ppa.params, k, 1)[0], kernels.forward(flat, pca.params, threads=1)
-    inputs = reference_density(ppa.inputs, flat.astype(r_ppa.dtype)).sum(axis=1)
-    outputs = [reference_density(m.outputs, r).sum(axis=1) for m, r in ((ppa, r_ppa), (pca, r_pca))]
-    gains = [out - inputs + m.params.log2_det_jacobian() for out, m in zip(outputs, (ppa, pca))]
-    scales = [np.abs(out) + np.abs(inputs) for out in outputs]  # what the sums' rounding is relative to
-    errors = [kernels.squared_error(flat, ppa.params, k, 1), np.einsum("ij,ij->i", r_pca[:, k:], r_pca[:, k:])]
-    return np.stack(gains, axis=-1), np.stack(scales, axis=-1), np.stack(errors, axis=-1)
+def reference_grid(grid, values):
+    """``sum_j log2 p_j`` of feature-major ``values`` (d, n) on a :class:`UniformGrid`, its cells found by numpy."""
+    v = np.asarray(values, dtype=np.float64).T  # (n, d)
+    u = (v - grid.center) * grid.inv_scale
+    with np.errstate(invalid="ignore"):
+        t = np.abs(u) + 1.0
+        t = (t.view(np.int64) - np.float64(1.0).view(np.int64)).astype(np.float64) * np.where(u < 0, -1.0, 1.0)
+        g = np.nan_to_num(t * grid.slope + grid.intercept, nan=1.0)
+    size = grid.table.shape[1] - 2
+    cells = np.clip(g, 1.0, float(size)).astype(np.int64)
+    cells = np.where(v < grid.low, 0, np.where(v > grid.high, size + 1, cells))
+    sums = grid.table[np.arange(v.shape[1]), cells].sum(axis=1)
+    return np.where(np.isfinite(v).all(axis=1), sums, np.nan)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -314,19 +313,34 @@ def test_samples_of_the_bundled_scenes_bit_for_bit(scene, monkeypatch):
 
 
 def test_report_maps_of_the_bundled_scenes(scene):
-    """Each scene's four per-pixel maps against binary searches summed by numpy: the error maps bit for bit (their
-    kernels are unchanged), the redundancy maps (a difference of two sums over the bands) within 1e-12 of the sums
-    (float64 cubes), and one float32 rounding of that (float32 cubes)."""
+    """Each scene's four per-pixel maps against references: the error maps are those of the maps' own compiled pass
+    (bit for bit) and ``squared_error``'s up to rounding; the redundancy maps (a difference of two sums over the bands)
+    within 1e-12 of the quantized inputs' step functions found by binary search and the outputs' grids indexed by
+    numpy (float64 cubes), and one float32 rounding of that (float32 cubes)."""
+    from ppa_xr.core import kernels
+    from ppa_xr.core.entropy import MapDensities
+
     name, cube, model = scene
     da, dim = model_features(cube, model, None)
     sample, _, _ = _report_sample(da, dim, model, None, 0, True)
-    _, _, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+    _, discrete, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+    assert discrete.all()  # every bundled scene is quantized: its inputs' densities are the step functions themselves
+    ppa, pca = measures["ppa"], measures["pca"]
+    densities = MapDensities.of(ppa, pca, discrete)
     x = np.moveaxis(da.values, da.get_axis_num(dim), -1)
-    maps = _pixel_block(x, measures["ppa"], measures["pca"], 2, 1).reshape(-1, 4)
-    gains, scales, errors = reference_pixel_block(x, measures["ppa"], measures["pca"], 2)
-    np.testing.assert_array_equal(maps[:, 2:], errors.astype(maps.dtype))
+    maps = _pixel_block(x, ppa, pca, 2, 1, densities).reshape(-1, 4)
+    flat = x.reshape(-1, x.shape[-1])
+    columns = np.ascontiguousarray(flat.T, dtype=maps.dtype)
+    (r_ppa, error_ppa), (r_pca, error_pca) = (kernels.forward_error(columns, m.params, 2) for m in (ppa, pca))
+    np.testing.assert_array_equal(maps[:, 2], error_ppa)
+    np.testing.assert_array_equal(maps[:, 3], error_pca)
+    squared = kernels.squared_error(flat, ppa.params, 2, 1)
+    np.testing.assert_allclose(error_ppa, squared, rtol=1e-4 if maps.dtype == np.float32 else 1e-10, atol=1e-6 * np.nanmax(squared))
+    inputs = reference_density(ppa.inputs, flat.astype(maps.dtype)).sum(axis=1)
+    outputs = [reference_grid(grid, r) for grid, r in ((densities.ppa, r_ppa), (densities.pca, r_pca))]
+    gains = np.stack([out - inputs + m.params.log2_det_jacobian() for out, m in zip(outputs, (ppa, pca))], axis=-1)
+    scales = np.stack([np.abs(out) + np.abs(inputs) for out in outputs], axis=-1)  # what the sums' rounding is relative to
     np.testing.assert_array_equal(np.isnan(maps[:, :2]), np.isnan(gains))
-    # the sums within 1e-12 of their own size; a float32 map rounds that once more
     rounding = 0.0 if maps.dtype == np.float64 else np.finfo(np.float32).eps * np.abs(gains)
     valid = ~np.isnan(gains)
     assert (np.abs(maps[:, :2] - gains)[valid] <= (1e-12 * scales + rounding)[valid]).all()
@@ -420,6 +434,37 @@ def test_kernels_sharing_a_pass(dtype):
             error = kernels.squared_error(X, model.params_, k)
             np.testing.assert_allclose(curve[:, k - 1], error, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-6 * np.nanmax(error))
         assert np.isnan(curve[5]).all() and (curve[:, 5][~np.isnan(curve[:, 5])] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("tails", ["clamp", "linear", "polynomial"])
+def test_compiled_forward_and_error(dtype, tails):
+    """The report's compiled pass (feature-major) is ``forward`` and ``squared_error`` up to rounding, for curved and
+    straight maps and every tail, NaN in every output and the error of a pixel with a NaN, and the same numbers bit
+    for bit whatever the block a pixel is in."""
+    from ppa_xr import PPA
+    from ppa_xr.core import kernels
+
+    from .conftest import curved_sample
+
+    X = (curved_sample(3000, d=6) * 1.5).astype(dtype)  # beyond the fitted range: the tails act
+    X[5, 2] = np.nan
+    for degree in (None, 1):
+        model = PPA(random_state=0, tails=tails, **({} if degree is None else {"degree": degree})).fit(curved_sample(5000, d=6))
+        full = kernels.forward(X, model.params_)
+        tolerance = (1e-5 if dtype == np.float32 else 1e-12) * np.nanmax(np.abs(full))
+        for k in (1, 3, 5, 6):
+            r, error = kernels.forward_error(X.T, model.params_, k)
+            assert r.dtype == error.dtype == dtype
+            np.testing.assert_allclose(r.T, full, rtol=0, atol=tolerance)
+            np.testing.assert_array_equal(np.isnan(r.T), np.isnan(full))
+            squared = kernels.squared_error(X, model.params_, k)
+            valid = ~np.isnan(X).any(axis=1)  # an invalid pixel's error is NaN at every k (squared_error's is 0 at k = d)
+            np.testing.assert_allclose(error[valid], squared[valid], rtol=1e-4 if dtype == np.float32 else 1e-10, atol=1e-6 * np.nanmax(squared))
+            assert np.isnan(error[~valid]).all()
+            shifted, shifted_error = kernels.forward_error(X[7:].T, model.params_, k)  # other blocks
+            np.testing.assert_array_equal(shifted, r[:, 7:])
+            np.testing.assert_array_equal(shifted_error, error[7:])
 
 
 @pytest.mark.parametrize("weighted", [False, True])

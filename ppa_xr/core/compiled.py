@@ -181,6 +181,197 @@ def step_row_sums(values, breaks, table, start, center, inv_scale, slope, interc
 
 
 @_jit
+def feature_major(values, out):
+    """``out[j, i] = values[i, j]`` for ``values`` (n, d), any strides (a band-first chunk's pixels, or pixel rows),
+    into ``out`` (d, n) in its float type, by blocks of :data:`FORWARD_BLOCK` pixels (a cache-sized transpose)."""
+    n, d = values.shape
+    for first in range(0, n, FORWARD_BLOCK):
+        stop = min(first + FORWARD_BLOCK, n)
+        for j in range(d):
+            row = out[j]
+            for i in range(first, stop):
+                row[i] = values[i, j]
+
+
+#: pixels per block of :func:`forward_error`: its components and powers (d + degree rows) stay in L1
+FORWARD_BLOCK = 256
+#: the tails of :func:`forward_error`'s polynomials, by code
+TAILS = {"clamp": 0, "linear": 1, "polynomial": 2}
+
+
+@_jit
+def forward_error(x, lin, bias, later_bias, degrees, center, scale, coef, tails, k, out, error):
+    """The whole forward map of every pixel of ``x`` (d_in, n), feature-major, into ``out`` (d, n), and its squared
+    error after ``k`` steps, ``||r[k:]||^2``, into ``error`` (n,), in ``x``'s float type, in one pass.
+
+    Per block of :data:`FORWARD_BLOCK` pixels, held as (components, pixels):
+    ``r = lin x - bias``; then each step ``p`` with a polynomial
+    (``degrees[p] > 0``) forms ``t = (r_p - center_p) / scale_p`` and its
+    powers with ``tails`` (:data:`TAILS`, as :func:`ppa_xr.core.basis.powers`)
+    and subtracts ``sum_m coef[p, m, j] t^(m+1)`` from each later ``r_j``;
+    after the first ``k`` steps the error is taken and ``later_bias``
+    subtracted. Each loop runs over the block's pixels (vectorized), every
+    pixel's arithmetic in the same order whatever the block. A pixel with a
+    value that is not finite, or an output that overflows, is NaN in all of
+    ``out`` and in ``error``.
+    """
+    d_in, n = x.shape
+    d = lin.shape[0]
+    size = min(FORWARD_BLOCK, n)
+    gmax = max(1, coef.shape[1])
+    r = np.empty((d, size), out.dtype)
+    powers, err, check = np.empty((gmax, size), out.dtype), np.empty(size, out.dtype), np.empty(size, out.dtype)
+    factors = np.arange(1, gmax + 1).astype(out.dtype)  # 1..gmax in the float type (an integer factor would widen it)
+    for first in range(0, n, size):
+        m = min(size, n - first)
+        for j in range(d):
+            row = r[j]
+            for i in range(m):
+                row[i] = -bias[j]
+            for c in range(d_in):
+                w, source = lin[j, c], x[c, first : first + m]  # slices: their indices are known >= 0 (vectorized)
+                for i in range(m):
+                    row[i] += w * source[i]
+        _steps(r, powers, degrees, center, scale, coef, tails, 0, min(k, d - 1), m, factors)
+        _squared_tail(r, k, m, err)
+        for i in range(m):
+            check[i] = err[i]
+        if k < d - 1:
+            for j in range(d):
+                row = r[j]
+                for i in range(m):
+                    row[i] -= later_bias[j]
+            _steps(r, powers, degrees, center, scale, coef, tails, k, d - 1, m, factors)
+        for j in range(d):  # err + sum_j r_j: not finite where any of them is not (NaN or inf)
+            row, target = r[j], out[j, first : first + m]
+            for i in range(m):
+                check[i] += row[i]
+                target[i] = row[i]
+        errors = error[first : first + m]
+        for i in range(m):
+            errors[i] = err[i]
+            if not check[i] - check[i] == 0:
+                for j in range(d):
+                    out[j, first + i] = np.nan
+                errors[i] = np.nan
+
+
+@_jit
+def _squared_tail(r, k, m, err):
+    """``err[i] = sum_{j >= k} r[j, i]^2``, in order of ``j``."""
+    for i in range(m):
+        err[i] = r[0, i] - r[0, i]
+    for j in range(k, r.shape[0]):
+        row = r[j]
+        for i in range(m):
+            err[i] += row[i] * row[i]
+
+
+@_jit
+def _steps(r, powers, degrees, center, scale, coef, tails, start, stop, m, factors):
+    """The curved steps ``start..stop-1`` of :func:`forward_error` on the block ``r`` (its first ``m`` pixels);
+    ``factors``: 1, 2, ... in the float type."""
+    d = r.shape[0]
+    unit = factors[0]
+    for p in range(start, stop):
+        g = degrees[p]
+        if g == 0:
+            continue
+        base, t = powers[0], r[p]
+        for i in range(m):
+            base[i] = (t[i] - center[p]) / scale[p]
+        if tails != 2:
+            for i in range(m):
+                v = base[i]
+                base[i] = -unit if v < -unit else (unit if v > unit else v)
+        for q in range(1, g):
+            previous, current = powers[q - 1], powers[q]
+            for i in range(m):
+                current[i] = previous[i] * powers[0, i]
+        if tails == 1:
+            _linear_tails(r[p], powers, g, center[p], scale[p], m, factors)
+        for j in range(p + 1, d):
+            row = r[j]
+            for q in range(g):
+                w = coef[p, q, j]
+                if w != 0:
+                    power = powers[q]
+                    for i in range(m):
+                        row[i] -= w * power[i]
+
+
+@_jit
+def _linear_tails(t_row, powers, g, center, scale, m, factors):
+    """Beyond ``[-1, 1]``: each power continued by its tangent at the end, ``b^(q+1) + (q+1) b^q (t - b)``
+    (:func:`ppa_xr.core.basis.powers`)."""
+    for i in range(m):
+        t = (t_row[i] - center) / scale
+        excess = t - powers[0, i]
+        if excess != 0:  # NaN too: it stays NaN
+            for q in range(g - 1, 0, -1):
+                powers[q, i] += factors[q] * powers[q - 1, i] * excess
+            powers[0, i] += excess
+
+
+@_jit
+def integer_sums(values, table, low, last, out):
+    """``out[i] = sum_j table[j, clip(values[j, i] - low[j], 0, last[j])]`` for feature-major ``values`` (d, n), summed
+    in order of ``j`` in float64, one column at a time (its table stays in cache); whether every value is an integer
+    (else ``out`` is undefined). :class:`ppa_xr.core.lookup.IntegerSteps`."""
+    d, n = values.shape
+    whole = 0
+    for i in range(n):
+        out[i] = 0.0
+    for j in range(d):
+        column, entries = values[j], table[j]
+        low_j, high_j = np.float64(low[j]), np.float64(low[j] + last[j])
+        for i in range(n):
+            v = np.float64(column[i])
+            whole += np.int64(v == np.floor(v))  # NaN and inf are no integers
+            clipped = v if v > low_j else low_j  # NaN: the first entry (not used)
+            clipped = clipped if clipped < high_j else high_j
+            out[i] += entries[np.int64(clipped) - low[j]]
+    return whole == n * d
+
+
+#: pixels per sub-block of the feature-major look-ups: their sums and cells stay in cache, each column's table serves that many values at a time
+SUB_BLOCK = 2048
+
+
+@_jit
+def grid_sums(values, table, low, high, center, inv_scale, slope, intercept, out):
+    """``out[i] = sum_j table[j, cell_j(values[j, i])]`` for feature-major ``values`` (d, n), summed in order of ``j``
+    in float64; NaN where a value is not finite. :class:`ppa_xr.core.lookup.UniformGrid`: the cell of ``v`` in
+    ``[low_j, high_j]`` is ``floor(slope_j t(v) + intercept_j)`` clipped to ``1..G``, ``t`` the coordinate of
+    :func:`_coordinate`; 0 below, ``G + 1`` above. By sub-blocks of :data:`SUB_BLOCK` pixels, column by column:
+    the cells (arithmetic only, vectorized), then the gathers from the column's table."""
+    d, n = values.shape
+    above = table.shape[1] - 1
+    cells, bad = np.empty(SUB_BLOCK, np.int64), np.empty(SUB_BLOCK, np.float64)
+    for first in range(0, n, SUB_BLOCK):
+        m = min(SUB_BLOCK, n - first)
+        sums = out[first : first + m]
+        sums[:] = 0.0
+        bad[:m] = 0.0
+        for j in range(d):
+            column, entries = values[j, first : first + m], table[j]
+            c, s, a, b, lo, hi = center[j], inv_scale[j], slope[j], intercept[j], low[j], high[j]
+            for i in range(m):
+                v = np.float64(column[i])
+                g = _coordinate(v, c, s) * a + b
+                g = g if g > 1.0 else 1.0  # NaN too: its entry is not used
+                g = g if g < above - 1.0 else above - 1.0
+                cell = np.int64(g)
+                cells[i] = 0 if v < lo else (above if v > hi else cell)
+                bad[i] += v - v  # 0, or NaN where v is not finite
+            for i in range(m):
+                sums[i] += entries[cells[i]]
+        for i in range(m):
+            sums[i] += bad[i]
+    return out
+
+
+@_jit
 def _key(seed, index):
     """SplitMix64 of ``seed + (index + 1) golden`` (uint64, wrapping)."""
     z = (np.uint64(index) + np.uint64(1)) * _GOLDEN + seed

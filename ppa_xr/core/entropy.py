@@ -72,7 +72,7 @@ from scipy.special import digamma
 from . import checks, kernels
 from .docstrings import shared
 from .linalg import unit_mean
-from .lookup import StepLookup
+from .lookup import IntegerSteps, StepLookup, UniformGrid
 from .params import PPAParams
 
 LN2 = np.log(2.0)
@@ -212,6 +212,20 @@ class EqualMassBins:
         """``sum_j log2 p_j(v_j)`` of each row of ``values`` (..., d) -> (...); NaN where a value is NaN."""
         return self.lookup.row_sums(values)
 
+    def integer_steps(self) -> IntegerSteps | None:
+        """``log2 p`` tabulated on the integers, for integer values (:class:`~ppa_xr.core.lookup.IntegerSteps`:
+        :meth:`log2_product_density` bit for bit, one gather a value); None where the fitted range is too wide."""
+        return IntegerSteps.build(self.lookup)
+
+    def grid(self) -> UniformGrid:
+        """The density tabulated on a uniform grid for the per-pixel maps (:class:`~ppa_xr.core.lookup.UniformGrid`:
+        each cell's mean density, the same mass; one gather a value)."""
+        return UniformGrid.build(self.edges, self.log_density, self.lookup.table[:, 0])
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        """:meth:`log2_product_density` of feature-major ``values`` (d, n) -> (n,): the step function itself."""
+        return self.lookup.row_sums(np.asarray(values).T)
+
 
 def _weighted_bins(X: np.ndarray, weights: np.ndarray, index: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each bin's spacing weight ``m_b`` (the spacings between the order statistics ``index[b]..index[b+1]``,
@@ -289,6 +303,18 @@ class Histograms:
     def log2_product_density(self, values: np.ndarray) -> np.ndarray:
         """``sum_j log2 p_j(v_j)`` of each row of ``values`` (..., d) -> (...); NaN where a value is NaN."""
         return self.log2_density(values).sum(axis=-1)
+
+    def integer_steps(self) -> None:
+        """None: a histogram's look-up is already one gather (:meth:`EqualMassBins.integer_steps`)."""
+        return None
+
+    def grid(self) -> Histograms:
+        """Itself: a histogram is already a uniform grid (:meth:`EqualMassBins.grid`)."""
+        return self
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        """:meth:`log2_product_density` of feature-major ``values`` (d, n) -> (n,)."""
+        return self.log2_product_density(np.asarray(values).T)
 
 
 ESTIMATORS = {"spacing": EqualMassBins, "histogram": Histograms}
@@ -563,3 +589,52 @@ class PointwiseReduction:
     def total(self) -> float:
         """``Delta I`` from the same densities (plug-in): the mean of ``Delta_i`` over the fitting sample."""
         return reduction(self.inputs.sample_entropy(), self.outputs.sample_entropy(), self.params.log2_det_jacobian())
+
+
+@dataclass(frozen=True)
+class MapDensities:
+    """The densities a report's per-pixel maps evaluate, on feature-major blocks (d, n).
+
+    Each map's outputs' densities tabulated on uniform grids
+    (:meth:`EqualMassBins.grid`). The inputs' too where no band is quantized;
+    quantized bands' values sit on their lattice, where a cell's mean
+    density is not the density at the lattice's points, so their densities
+    are the step functions themselves, on integer values by one gather
+    (:meth:`EqualMassBins.integer_steps`).
+
+    Parameters
+    ----------
+    inputs, ppa, pca : UniformGrid, EqualMassBins or Histograms
+        The inputs' densities and those of PPA's and PCA's outputs.
+    integer : IntegerSteps or None
+        The inputs' densities on integer values.
+    log2_det_jacobian : tuple of float
+        ``log2 |det J|`` of PPA and of PCA.
+    token : str
+        Names the densities in a dask graph (drawn once).
+    """
+
+    inputs: UniformGrid | EqualMassBins | Histograms
+    ppa: UniformGrid | Histograms
+    pca: UniformGrid | Histograms
+    integer: IntegerSteps | None
+    log2_det_jacobian: tuple[float, float]
+    token: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False, repr=False)
+
+    def __dask_tokenize__(self) -> str:
+        return self.token
+
+    @classmethod
+    def of(cls, ppa: PointwiseReduction, pca: PointwiseReduction, quantized: np.ndarray) -> MapDensities:
+        """From the report's two measures (which share the inputs' densities) and which bands are quantized (d,)."""
+        inputs = ppa.inputs.grid() if not quantized.any() else ppa.inputs
+        steps = ppa.inputs.integer_steps() if quantized.all() else None
+        return cls(inputs, ppa.outputs.grid(), pca.outputs.grid(), steps, (ppa.params.log2_det_jacobian(), pca.params.log2_det_jacobian()))
+
+    def gains(self, x: np.ndarray, r_ppa: np.ndarray, r_pca: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``Delta_i`` of PPA and of PCA (n,) for feature-major inputs ``x`` and outputs ``r_ppa``, ``r_pca`` (d, n),
+        in the outputs' float type: ``sum_j log2 p_rj(r_j) - sum_j log2 p_xj(x_j) + log2 |det J|``."""
+        inputs = (self.inputs if self.integer is None else self.integer).sums(x)
+        ppa = self.ppa.sums(r_ppa) - inputs + self.log2_det_jacobian[0]
+        pca = self.pca.sums(r_pca) - inputs + self.log2_det_jacobian[1]
+        return ppa.astype(r_ppa.dtype), pca.astype(r_pca.dtype)

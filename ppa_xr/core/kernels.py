@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import basis, blas
+from . import basis, blas, compiled
 from .checks import check_components
 from .docstrings import shared
 from .params import PPAParams
@@ -528,3 +528,56 @@ def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
         jac[:, p + 1 :, :] -= shear[:, :, None] * jac[:, p, None, :]
     jac[~np.isfinite(r).all(axis=1)] = np.nan  # an invalid point has no derivative: NaN in every entry, as in every output
     return jac.reshape(np.shape(x)[:-1] + (d, n_inputs))
+
+
+def _fused_plan(prm: PPAParams, k: int) -> tuple:
+    """:func:`forward_error`'s parameters: ``lin``, the bias of the rotation and the first ``k`` steps, that of the
+    later steps, the degrees (0 for a step without polynomial), centers, scales and coefficients, all contiguous."""
+    d = prm.n_features
+    lin = np.ascontiguousarray(prm.input_rotation())
+    curved = np.isin(np.arange(d - 1), prm.curved_steps())
+    degrees = np.where(curved & prm.forward.any(axis=(1, 2)), prm.degrees, 0).astype(np.int64)
+    bias = lin @ prm.mean + prm.forward_bias[:k].sum(axis=0)
+    later = prm.forward_bias[k:].sum(axis=0).astype(lin.dtype)
+    return lin, np.ascontiguousarray(bias), later, degrees, prm.center.copy(), prm.scale.copy(), np.ascontiguousarray(prm.forward)
+
+
+def feature_major(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Pixel rows ``x`` (n, d), any strides, as a feature-major (d, n) copy in ``dtype``: numpy's copy where each
+    feature's values are contiguous (a band-first chunk), a compiled cache-sized transpose otherwise (numpy's
+    strided transpose costs 3-4 times more)."""
+    out = np.empty(x.shape[::-1], dtype)
+    if x.strides[0] == x.itemsize:
+        np.copyto(out, x.T)
+    else:
+        compiled.feature_major(x, out)
+    return out
+
+
+#: features up to which :func:`forward_error` runs compiled loops (above, a GEMM's work outweighs its call)
+COMPILED_FEATURES = 32
+
+
+def forward_error(x: np.ndarray, params: PPAParams, n_components: int) -> tuple[np.ndarray, np.ndarray]:
+    """``forward`` and ``squared_error(..., n_components)`` of feature-major pixels ``x`` (d, n) in one pass on this
+    thread: (d, n) and (n,), feature-major, NaN in all of them where a pixel is invalid; equal to those of
+    :func:`forward_and_error` up to rounding, bit for bit whatever the block a pixel is in. Up to
+    :data:`COMPILED_FEATURES` features one compiled pass (:func:`ppa_xr.core.compiled.forward_error`), above it
+    :func:`forward_and_error`'s GEMMs. For the report's maps (a model that is not reduced)."""
+    d = params.n_features
+    k = check_components(n_components, d)
+    x = np.ascontiguousarray(x)
+    dtype = computed_dtype(x.dtype)
+    if d > COMPILED_FEATURES:  # feature-major views: the outputs are laid out the same way
+        if any(p < d - 1 for p in params.curved_steps()):
+            out, error = forward_and_error(x.T, params, k, 1)
+            error[np.isnan(out[:, 0])] = np.nan  # squared_error keeps 0 at k = d
+        else:  # a rotation: the error is that of its own outputs
+            out = forward(x.T, params, threads=1)
+            error = np.einsum("ij,ij->i", out[:, k:], out[:, k:]) + 0 * out[:, 0]  # NaN where the pixel is
+        return out.T, error
+    prm = params.cast(dtype)
+    plan = prm.cached(("fused", k), lambda: _fused_plan(prm, k))
+    out, error = np.empty((d, x.shape[1]), dtype), np.empty(x.shape[1], dtype)
+    compiled.forward_error(x, *plan, compiled.TAILS[prm.tails], k, out, error)
+    return out, error

@@ -11,7 +11,7 @@ import xarray as xr
 
 from ..core import errors, kernels
 from ..core.checks import check_components, warn_user
-from ..core.entropy import (DEGENERATE, LN2, PointwiseReduction, column_sorts, degenerate, dequantized, discrete_columns,
+from ..core.entropy import (DEGENERATE, LN2, MapDensities, PointwiseReduction, column_sorts, degenerate, dequantized, discrete_columns,
                              marginal_density, reduction)
 from ..core.linalg import unit_mean
 from ..core.params import PPAParams
@@ -23,52 +23,48 @@ from .maps import map_kernel, provenance
 
 
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None,
-                 reduced: PPAParams | None = None) -> np.ndarray:
+                 densities: MapDensities, reduced: PPAParams | None = None) -> np.ndarray:
     """The four per-pixel maps of a report over a chunk: (..., 4).
 
-    Both measures share the input densities, looked up once. PCA's squared
-    error is ``||r[k:]||^2`` of its own output (no corrections to undo), so
-    PCA costs one GEMM; PPA's comes out of its forward pass after the first
-    ``k`` steps (:func:`kernels.forward_and_error`). The chunk goes through all
-    of it in blocks of :data:`~ppa_xr.core.kernels.BLOCK` pixels, each block's
-    inputs, outputs and densities staying in cache from one stage to the next
-    (rows are independent: the same numbers as whole-chunk passes). For a
-    ``reduced`` model the measures are those of its span coordinates
-    (:meth:`~ppa_xr.core.PPAParams.in_span`): each block is taken there first,
-    and its part outside the span (:meth:`~ppa_xr.core.PPAParams.outside_error`)
-    adds to both errors.
+    Each map's outputs and squared error ``||r[k:]||^2`` after its first
+    ``k`` steps come from one compiled pass (:func:`kernels.forward_error`);
+    the densities are looked up on uniform grids, the inputs' once for both
+    (:class:`~ppa_xr.core.entropy.MapDensities`). The chunk goes through all
+    of it in blocks of :data:`~ppa_xr.core.kernels.BLOCK` pixels held
+    feature-major, each block's inputs, outputs and densities staying in cache
+    from one stage to the next (pixels are independent: the same numbers
+    whatever the chunks). For a ``reduced`` model the measures are those of
+    its span coordinates (:meth:`~ppa_xr.core.PPAParams.in_span`): each block
+    is taken there first, and its part outside the span
+    (:meth:`~ppa_xr.core.PPAParams.outside_error`) adds to both errors.
     """
     d = x.shape[-1]
     flat = x.reshape(-1, d)  # a view, also of a band-first chunk (its pixels are one strided axis)
     dtype = kernels.computed_dtype(x.dtype)
-    out = np.empty((len(flat), 4), dtype)
+    out = np.empty((4, len(flat)), dtype)  # map-major: each map's plane is contiguous where it is written out
 
     def span(lo: int, hi: int) -> None:
         for start in range(lo, hi, kernels.BLOCK):
             stop = min(start + kernels.BLOCK, hi)
-            # one copy of the block, pixel-major in the kernels' float type (not one per kernel)
             block, outside = _inputs(flat[start:stop], reduced, dtype)
-            r_ppa, out[start:stop, 2] = kernels.forward_and_error(block, ppa.params, k, 1)
-            r_pca = kernels.forward(block, pca.params, threads=1)
-            inputs = ppa.inputs.log2_product_density(block)
-            out[start:stop, 0] = ppa.gain(block, r_ppa, inputs)
-            out[start:stop, 1] = pca.gain(block, r_pca, inputs)
-            np.einsum("ij,ij->i", r_pca[:, k:], r_pca[:, k:], out=out[start:stop, 3])
+            r_ppa, out[2, start:stop] = kernels.forward_error(block, ppa.params, k)
+            r_pca, out[3, start:stop] = kernels.forward_error(block, pca.params, k)
+            out[0, start:stop], out[1, start:stop] = densities.gains(block, r_ppa, r_pca)
             if outside is not None:
-                out[start:stop, 2:] += outside[:, None]
+                out[2:, start:stop] += outside
 
     kernels.run_spans(len(flat), span, threads)
-    return out.reshape(x.shape[:-1] + (4,))
+    return np.moveaxis(out.reshape((4,) + x.shape[:-1]), 0, -1)
 
 
 def _inputs(x: np.ndarray, reduced: PPAParams | None, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
-    """The pixels ``x`` (n, d) as the report's measures read them, contiguous in ``dtype``: as they are, or a
-    ``reduced`` model's span coordinates ``z = W (x - mean)`` (n, r) with each pixel's squared error outside the
-    span (None where the span holds every input)."""
+    """The pixels ``x`` (n, d) as the report's measures read them, one feature-major copy (d, n) in ``dtype``
+    (:func:`kernels.feature_major`): as they are, or a ``reduced`` model's span coordinates ``z = W (x - mean)``
+    (r, n) with each pixel's squared error outside the span (None where the span holds every input)."""
     if reduced is None:
-        return np.ascontiguousarray(x, dtype=dtype), None
+        return kernels.feature_major(x, dtype), None
     outside = reduced.outside_error(x)
-    return np.ascontiguousarray(reduced.to_fit_space(x), dtype=dtype), None if outside is None else outside.astype(dtype)
+    return kernels.feature_major(reduced.to_fit_space(x), dtype), None if outside is None else outside.astype(dtype)
 
 
 def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_state: int | None,
@@ -233,8 +229,9 @@ def information_report(
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
     rounding = _rank_warning(curves["pca"]["variance"], params)
+    densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", ppa=measures["ppa"], pca=measures["pca"], k=k,
-                      reduced=params if params.reduced else None)
+                      densities=densities, reduced=params if params.reduced else None)
     variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
         _add(variables, stem, method, maps.isel(map=i, drop=True), model.whitened_units_, k=k)
