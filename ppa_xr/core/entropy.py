@@ -213,12 +213,12 @@ class EqualMassBins:
         return self.lookup.row_sums(values)
 
     def integer_steps(self) -> IntegerSteps | None:
-        """``log2 p`` tabulated on the integers, for integer values (:class:`~ppa_xr.core.lookup.IntegerSteps`:
+        """``log2 p`` tabulated on the integers, for integer values (``ppa_xr.core.lookup.IntegerSteps``:
         :meth:`log2_product_density` bit for bit, one gather a value); None where the fitted range is too wide."""
         return IntegerSteps.build(self.lookup)
 
     def grid(self) -> UniformGrid:
-        """The density tabulated on a uniform grid for the per-pixel maps (:class:`~ppa_xr.core.lookup.UniformGrid`:
+        """The density tabulated on a uniform grid for the per-pixel maps (``ppa_xr.core.lookup.UniformGrid``:
         each cell's mean density, the same mass; one gather a value)."""
         return UniformGrid.build(self.edges, self.log_density, self.lookup.table[:, 0])
 
