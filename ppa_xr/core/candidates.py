@@ -73,9 +73,14 @@ many curved steps to keep (``max_curved``) from them:
   Pageblocks split every curved candidate read 101.8-123.6 at some kept
   ``k`` (standard errors up to 33 points there, a few held-out rows), and
   PCA would have given up 10.7 points of held-out mean (35 on the unseen
-  rows, where the uncapped fit read 87.4 at its worst kept ``k``). The choice is
-  fitted on the whole sample; ``c = C`` is read as uncapped, as the whole
-  sample may support more curved steps than the half did.
+  rows, where the uncapped fit read 87.4 at its worst kept ``k``);
+* **count** (:func:`_counted`): the choice is fitted on the whole sample, an
+  uncapped one with ``max_curved = C``, as many curved steps as its family's
+  half-size fit had. The whole sample supports more curved steps than half of
+  it, and those the half did not have were never judged: on Segmentation such
+  a step, added at a noise-level ``k``, read 117.4 on unseen rows (100.0
+  capped), for 0.6 points of mean over the kept ``k`` at most (Sat; 0.9 on
+  the Moffett scene).
 
 Why one held-out half and not K folds: a fit per fold and family is the
 whole cost: one half-size fit (two where the robust family is tried), and
@@ -113,7 +118,7 @@ held-out halves of the fitting sample do not reproduce it
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
@@ -150,6 +155,9 @@ FOLDS, ROUNDS = 2, 1
 KEPT = 1e-3
 #: whether the choice is checked where users look (:func:`_where_users_look`); off: the choice by the mean alone
 LOOK = True
+#: an uncapped choice is fitted on the whole sample with as many curved steps as its half-size fit had (the curves the
+#: validation judged), not every curved step the whole sample supports (:func:`_counted`)
+COUNT = True
 
 
 def _correction(params: PPAParams, p: int, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -573,11 +581,13 @@ Choice = dict
 
 @dataclass(frozen=True)
 class Selection:
-    """The chosen configuration (``choice``: ``{"robust": bool, "max_curved": int or None}``) and every
-    candidate's verdict, keyed by ``(robust, max_curved)`` (None: uncapped)."""
+    """The chosen configuration (``choice``: ``{"robust": bool, "max_curved": int or None}``), every
+    candidate's verdict, keyed by ``(robust, max_curved)`` (None: uncapped), and each judged family's count of
+    curved steps in its half-size fit (``curved``, keyed by ``robust``)."""
 
     choice: dict
     verdicts: dict
+    curved: dict = field(default_factory=dict)
 
 
 def _fold_rows(folds, order: np.ndarray, f: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -616,13 +626,24 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     uncapped = validation.verdicts[(False, None)]
     stands = uncapped.admitted and not any(v.beats(uncapped) for v in validation.candidates().values())
     if stands and _where_users_look({(False, None): uncapped}, (False, None)) is None:
-        return Selection({"robust": False, "max_curved": None}, validation.verdicts)  # the uncapped fit stands
+        return Selection(_counted((False, None), validation.curved), validation.verdicts, validation.curved)  # the uncapped fit stands
     if escalate:  # refused, beaten or above PCA where users look: the robust family joins
         validation.family(True)
     admitted = validation.candidates()
     chosen = (False, None) if stands else min(admitted, key=_order(admitted))
-    robust, max_curved = _where_users_look(admitted, chosen) or chosen
-    return Selection({"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}, validation.verdicts)
+    return Selection(_counted(_where_users_look(admitted, chosen) or chosen, validation.curved), validation.verdicts, validation.curved)
+
+
+def _counted(key: tuple[bool, int | None], curved: dict[bool, int]) -> dict:
+    """The configuration of the whole sample's fit for the chosen candidate ``key``: an uncapped one keeps as many
+    curved steps as its family's half-size fit had, ``max_curved = C`` (where :data:`COUNT` is on). The whole sample
+    supports more curved steps than half of it, and the ones the half did not have were never judged: on
+    Segmentation such a step, added at a noise-level ``k``, read 117.4 on the unseen rows (103.3 capped), and the
+    cap gave up 0.9 points of mean at most (Moffett, Sat; benchmarks/results/scenes/README.md)."""
+    robust, max_curved = key
+    if max_curved is None and COUNT:
+        max_curved = curved[robust]
+    return {"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}
 
 
 def _order(verdicts: dict[tuple[bool, int | None], Verdict]) -> Callable[[tuple[bool, int | None]], tuple]:
@@ -680,6 +701,7 @@ class _Validation:
         self.pca = np.zeros((len(judged), X.shape[1] - 1))
         self.total = 0.0
         self.verdicts: dict[tuple[bool, int | None], Verdict] = {}
+        self.curved: dict[bool, int] = {}  # each family's most curved steps in a half-size fit
         self._gathered: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._groups: dict[int, tuple[Groups, Groups]] = {}
 
@@ -691,6 +713,7 @@ class _Validation:
             return False
         errors = [(self.parts[i].held, self._errors(i, params, robust)) for i, params in fits]
         top = max(len(e) - 1 for _, e in errors)
+        self.curved[robust] = top
         for c in range(1 if robust else 0, top + 1):  # the robust family's PCA (c = 0) is the plain family's
             held_out = np.empty_like(self.pca)
             for held, e in errors:
