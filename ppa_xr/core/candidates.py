@@ -79,8 +79,8 @@ many curved steps to keep (``max_curved``) from them:
   half-size fit had. The whole sample supports more curved steps than half of
   it, and those the half did not have were never judged: on Segmentation such
   a step, added at a noise-level ``k``, read 117.4 on unseen rows (100.0
-  capped), for 0.6 points of mean over the kept ``k`` at most (Sat; 0.9 on
-  the Moffett scene).
+  capped), for 1.0 point of mean over the kept ``k`` at most (Sat; 0.9 on
+  the Moffett scene; benchmarks/results/scenes/README.md).
 
 Why one held-out half and not K folds: a fit per fold and family is the
 whole cost: one half-size fit (two where the robust family is tried), and
@@ -638,8 +638,7 @@ def _counted(key: tuple[bool, int | None], curved: dict[bool, int]) -> dict:
     """The configuration of the whole sample's fit for the chosen candidate ``key``: an uncapped one keeps as many
     curved steps as its family's half-size fit had, ``max_curved = C`` (where :data:`COUNT` is on). The whole sample
     supports more curved steps than half of it, and the ones the half did not have were never judged: on
-    Segmentation such a step, added at a noise-level ``k``, read 117.4 on the unseen rows (103.3 capped), and the
-    cap gave up 0.9 points of mean at most (Moffett, Sat; benchmarks/results/scenes/README.md)."""
+    Segmentation such a step, added at a noise-level ``k``, read 117.4 on the unseen rows (100.0 capped)."""
     robust, max_curved = key
     if max_curved is None and COUNT:
         max_curved = curved[robust]
