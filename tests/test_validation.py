@@ -378,6 +378,19 @@ def test_the_whole_fit_adds_no_curve_its_half_fit_did_not_have(seed, selections)
     np.testing.assert_array_equal(model.transform(X), capped.transform(X))
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_components_the_user_keeps_are_where_the_choice_is_checked(seed, selections):
+    """With ``n_components=2`` the k users keep are 1 and 2, whatever share of the held-out energy PCA leaves there:
+    every candidate's worst kept k is its worst of those two, which the default rule (PCA's error at least 0.1% of
+    the energy) reads over more k here. Without ``n_components`` the rule stands."""
+    X = make_curved_mixture(1000, n_bands=8, random_state=seed).data
+    PPA(2, random_state=seed).fit(X)
+    PPA(random_state=seed).fit(X)
+    two, every = (selection.verdicts for selection in selections)
+    assert all(v.worst == pytest.approx(v.relative[:2].max(), abs=1e-9) for v in two.values())
+    assert any(v.worst != pytest.approx(v.relative[:2].max(), abs=1e-3) for v in every.values())
+
+
 def test_unit_weights_choose_as_no_weights(heavy_tailed):
     plain = PPA(random_state=0).fit(heavy_tailed)
     weighted = PPA(random_state=0).fit(heavy_tailed, sample_weight=np.ones(len(heavy_tailed)))

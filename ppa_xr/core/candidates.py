@@ -58,7 +58,8 @@ many curved steps to keep (``max_curved``) from them:
   steps), or the uncapped fit where only its worst kept ``k`` failed;
 * **where users look** (:func:`_where_users_look`): users keep the ``k``
   at which PCA's held-out error is at least :data:`KEPT` (0.1%) of the
-  held-out energy; beyond, the components carry noise. Where the choice's
+  held-out energy (``k = 1 .. n_components`` where the user gives that
+  count); beyond, the components carry noise. Where the choice's
   worst held-out ratio over those ``k`` is more than ``ALLOWANCE`` above
   PCA, the admitted curved candidate of the lowest mean within it at every
   kept ``k`` replaces it, if it gives up no more mean than the excess it
@@ -546,7 +547,7 @@ class Verdict:
         return self.mean < other.mean - SWITCH * se
 
 
-def judge(errors: np.ndarray, pca: np.ndarray, total: float) -> Verdict:
+def judge(errors: np.ndarray, pca: np.ndarray, total: float, components: int | None = None) -> Verdict:
     """A candidate's per-group held-out errors (groups, d-1) against its PCA's (groups, d-1).
 
     ``R_k = sum_g a_gk / sum_g b_gk``, both floored at ``EQUAL * total``
@@ -554,7 +555,8 @@ def judge(errors: np.ndarray, pca: np.ndarray, total: float) -> Verdict:
     with groups as units, ``se_k = sqrt(G/(G-1) sum_g (a_gk - R_k b_gk)^2) / sum_g b_gk``.
     Admitted when ``R_k - z se_k <= 1 + ALLOWANCE`` at every ``k``, ``z`` the
     one-sided normal quantile at ``LEVEL / (d-1)``. Its worst where users look:
-    ``max R_k`` over the kept ``k``, ``sum_g b_gk >= KEPT total``.
+    ``max R_k`` over the kept ``k``, ``sum_g b_gk >= KEPT total``, or ``k = 1 .. components`` where the user
+    gives the number of components to keep.
     """
     groups, width = errors.shape
     floor = EQUAL * total
@@ -567,7 +569,7 @@ def judge(errors: np.ndarray, pca: np.ndarray, total: float) -> Verdict:
     # the delta method's linearisation of mean_k R_k: group g contributes mean_k (a_gk - R_k b_gk) / sum_g b_gk
     terms = (errors - ratio * pca) / np.maximum(b, floor)
     terms[:, (a <= floor) & (b <= floor)] = 0.0
-    kept = b >= KEPT * total
+    kept = b >= KEPT * total if components is None else np.arange(width) < components
     worst = float(100 * ratio[kept].max()) if kept.any() else 100.0
     return Verdict(100 * ratio, 100 * spread, float(100 * ratio.mean()), admitted, 100 * terms.mean(axis=1), worst)
 
@@ -606,11 +608,12 @@ def feasible(n: int, groups: np.ndarray | None, declared: Spec) -> bool:
 
 def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Generator, min_samples: int,
            escalate: bool = True, n_folds: int | None = None, rounds: int | None = None,
-           weights: np.ndarray | None = None) -> Selection | None:
+           weights: np.ndarray | None = None, components: int | None = None) -> Selection | None:
     """Validate the truncations of a fit on ``X`` (see the module docstring) and choose one; with
     ``escalate``, the robust family's too where the uncapped plain fit is refused or beaten. None where a
     training part is too small to fit. ``fit(rows, groups, rng, weights, robust=..., max_curved=...)`` fits
-    rows with every other option of the final fit; ``weights`` (n,) weigh the rows (None: equally).
+    rows with every other option of the final fit; ``weights`` (n,) weigh the rows (None: equally); the k users keep
+    are ``1 .. components`` (None: those of :data:`KEPT`).
 
     The groups are dealt into ``n_folds`` folds, and the first ``rounds`` of them are held out in turn."""
     n = len(X)
@@ -620,7 +623,7 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     if n - sizes[:rounds].max() < min_samples or np.bincount(folds.fold)[:rounds].max() > len(folds.fold) - 2:
         return None
     validation = _Validation(X, fit, None if weights is None else unit_mean(checks.row_weights(weights, n)),
-                             _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)))
+                             _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)), components)
     if not validation.family(False):
         return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands
     uncapped = validation.verdicts[(False, None)]
@@ -691,12 +694,13 @@ class _Validation:
     """The verdicts of every candidate, family by family, on the held-out parts: the PCA of each part's
     fit is the baseline, and the held-out rows' energy the floor of equal errors."""
 
-    def __init__(self, X: np.ndarray, fit: Fit, weights: np.ndarray | None, parts: list[_Part], judged: np.ndarray) -> None:
+    def __init__(self, X: np.ndarray, fit: Fit, weights: np.ndarray | None, parts: list[_Part], judged: np.ndarray,
+                 components: int | None = None) -> None:
         # the parts on the data divided by a power of two near its spread (exact): the fits are the same up to that
         # factor (they divide by such a power themselves), and squared errors of data at 1e-200 or 1e150 stay finite
         mean = X.mean(axis=0)
         self.X, self.unit = X, power_of_two(max(float(np.max(X.max(axis=0) - mean)), float(np.max(mean - X.min(axis=0)))))
-        self.fit, self.weights, self.parts, self.judged = fit, weights, parts, judged
+        self.fit, self.weights, self.parts, self.judged, self.components = fit, weights, parts, judged, components
         self.pca = np.zeros((len(judged), X.shape[1] - 1))
         self.total = 0.0
         self.verdicts: dict[tuple[bool, int | None], Verdict] = {}
@@ -718,7 +722,7 @@ class _Validation:
             for held, e in errors:
                 held_out[held] = e[min(c, len(e) - 1)]
             # the fits with every curved step kept: the uncapped fit
-            self.verdicts[(robust, None if c == top else c)] = judge(held_out[self.judged], self.pca[self.judged], self.total)
+            self.verdicts[(robust, None if c == top else c)] = judge(held_out[self.judged], self.pca[self.judged], self.total, self.components)
         return True
 
     def _rows(self, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -783,7 +787,9 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             return fit_params(rows, spec, groups=row_groups, rng=child, weights=row_weights)
 
         with blas.every_blas_on_one_thread():  # as the fits: the products are small, and extra BLAS threads only wait
-            found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca", weights=weights)
+            kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
+            found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca", weights=weights,
+                           components=kept)
         if found is not None:
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
