@@ -378,6 +378,18 @@ def test_the_whole_fit_adds_no_curve_its_half_fit_did_not_have(seed, selections)
     np.testing.assert_array_equal(model.transform(X), capped.transform(X))
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_searched_fit_is_not_capped_at_the_pca_led_count(seed, selections):
+    """PPA-GD is validated by the PCA-led fits' truncations, but its own curved steps are not theirs: an uncapped
+    choice stays uncapped there (capped at the PCA-led count, Segmentation's GD fit read 108.8 at a k on unseen
+    rows, 100.0 uncapped), while the PCA-led fit of the same choice is capped."""
+    X = make_curved_mixture(1000, n_bands=8, random_state=seed).data
+    pca = PPA(random_state=seed).fit(X)
+    gd = PPA(leading="gd", random_state=seed).fit(X)
+    assert pca.configuration_["max_curved"] == selections[0].curved[False]
+    assert gd.configuration_ == {"robust": False, "max_curved": None, "validated": True}
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_components_the_user_keeps_are_where_the_choice_is_checked(seed, selections):
     """With ``n_components=2`` the k users keep are 1 and 2, whatever share of the held-out energy PCA leaves there:

@@ -608,12 +608,13 @@ def feasible(n: int, groups: np.ndarray | None, declared: Spec) -> bool:
 
 def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Generator, min_samples: int,
            escalate: bool = True, n_folds: int | None = None, rounds: int | None = None,
-           weights: np.ndarray | None = None, components: int | None = None) -> Selection | None:
+           weights: np.ndarray | None = None, components: int | None = None, count: bool = True) -> Selection | None:
     """Validate the truncations of a fit on ``X`` (see the module docstring) and choose one; with
     ``escalate``, the robust family's too where the uncapped plain fit is refused or beaten. None where a
     training part is too small to fit. ``fit(rows, groups, rng, weights, robust=..., max_curved=...)`` fits
     rows with every other option of the final fit; ``weights`` (n,) weigh the rows (None: equally); the k users keep
-    are ``1 .. components`` (None: those of :data:`KEPT`).
+    are ``1 .. components`` (None: those of :data:`KEPT`). With ``count``, an uncapped choice is capped at its half-size
+    fit's count of curved steps (:func:`_counted`).
 
     The groups are dealt into ``n_folds`` folds, and the first ``rounds`` of them are held out in turn."""
     n = len(X)
@@ -629,21 +630,21 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     uncapped = validation.verdicts[(False, None)]
     stands = uncapped.admitted and not any(v.beats(uncapped) for v in validation.candidates().values())
     if stands and _where_users_look({(False, None): uncapped}, (False, None)) is None:
-        return Selection(_counted((False, None), validation.curved), validation.verdicts, validation.curved)  # the uncapped fit stands
+        return Selection(_counted((False, None), validation.curved, count), validation.verdicts, validation.curved)  # the uncapped fit stands
     if escalate:  # refused, beaten or above PCA where users look: the robust family joins
         validation.family(True)
     admitted = validation.candidates()
     chosen = (False, None) if stands else min(admitted, key=_order(admitted))
-    return Selection(_counted(_where_users_look(admitted, chosen) or chosen, validation.curved), validation.verdicts, validation.curved)
+    return Selection(_counted(_where_users_look(admitted, chosen) or chosen, validation.curved, count), validation.verdicts, validation.curved)
 
 
-def _counted(key: tuple[bool, int | None], curved: dict[bool, int]) -> dict:
+def _counted(key: tuple[bool, int | None], curved: dict[bool, int], count: bool = True) -> dict:
     """The configuration of the whole sample's fit for the chosen candidate ``key``: an uncapped one keeps as many
-    curved steps as its family's half-size fit had, ``max_curved = C`` (where :data:`COUNT` is on). The whole sample
-    supports more curved steps than half of it, and the ones the half did not have were never judged: on
-    Segmentation such a step, added at a noise-level ``k``, read 117.4 on the unseen rows (100.0 capped)."""
+    curved steps as its family's half-size fit had, ``max_curved = C`` (where ``count`` and :data:`COUNT` are on).
+    The whole sample supports more curved steps than half of it, and the ones the half did not have were never
+    judged: on Segmentation such a step, added at a noise-level ``k``, read 117.4 on the unseen rows (100.0 capped)."""
     robust, max_curved = key
-    if max_curved is None and COUNT:
+    if max_curved is None and count and COUNT:
         max_curved = curved[robust]
     return {"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}
 
@@ -788,8 +789,10 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
 
         with blas.every_blas_on_one_thread():  # as the fits: the products are small, and extra BLAS threads only wait
             kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
-            found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca", weights=weights,
-                           components=kept)
+            # a searched fit's curved steps are not the PCA-led half fit's: its count caps only PCA-led fits
+            pca_led = declared.leading == "pca"
+            found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=pca_led, weights=weights,
+                           components=kept, count=pca_led)
         if found is not None:
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
