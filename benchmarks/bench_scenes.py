@@ -11,6 +11,8 @@ validation's halves dealt over Q x Q regions of the 10 x 10 spatial blocks, degr
 cube fits only, the random halves are unchanged).
 ``nolook``: the whole-fit validation's choice by the held-out mean alone, not checked where users look
 (``ppa_xr.core.candidates.LOOK = False``: the default before that check).
+``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
+half-size fit's count (``ppa_xr.core.candidates.COUNT = False``: the default before that cap).
 
 Run by hand (``PPA_SCENES``: the folder of scenes.py where it is not ``../shared/bench``): ``PYTHONPATH=. python benchmarks/bench_scenes.py SCENE [SCENE ...] --variants base,fenced``
 (a scene name of ``scenes.SCENES`` or a UCI table name).
@@ -35,7 +37,7 @@ from ppa_xr.core import basis, candidates, degrees, steps  # noqa: E402
 from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 
 
-fences, FENCE, ROUNDS, LOOK = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK
+fences, FENCE, ROUNDS, LOOK, COUNT = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT
 
 
 @contextlib.contextmanager
@@ -52,6 +54,8 @@ def variant(name: str):
         basis.FENCE = float(name[len("tukey"):])
     if name == "nolook":  # the choice by the held-out mean alone, not checked where users look
         candidates.LOOK = False
+    if name == "nocount":  # an uncapped choice refitted with every curved step the whole sample supports
+        candidates.COUNT = False
     if name.startswith("rounds"):  # the whole-fit validation holds out this many of its folds in turn
         candidates.ROUNDS = int(name[len("rounds"):])
     if name.startswith("coarse"):  # the whole-fit validation's split over q x q regions of the 10 x 10 blocks
@@ -70,7 +74,7 @@ def variant(name: str):
     finally:
         steps.Designs.__call__ = original
         candidates.Folds = degrees.Folds
-        basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK = fences, FENCE, ROUNDS, LOOK
+        basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
 
 
 def rows(name: str, params: dict):

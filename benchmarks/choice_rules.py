@@ -5,7 +5,7 @@ fits, plain / robust / fenced, on one or both held-out halves) and picks a confi
 unseen pixels' errors of the same truncation of the whole-sample fit (``max_curved=c`` fitted on the whole sample is
 that truncation exactly). ``by_mean`` is the library's rule before the check where users look: its choices reproduce
 ``bench_scenes.py``'s lines of that rule (``nolook``, or ``base`` in the files measured before it; ``--check``), and
-``look`` is the library's rule now (``ppa_xr.core.candidates._where_users_look``). Cells: worst kept k / worst any k / mean over the kept k over the splits, as ``bench_scenes.py
+``look`` the library's check where users look (``ppa_xr.core.candidates._where_users_look``), and ``look_count`` the library's rule now (with ``_counted``). Cells: worst kept k / worst any k / mean over the kept k over the splits, as ``bench_scenes.py
 --summary`` (kept k: the held-out PCA error >= 0.1% of the held-out energy; the unseen errors here are in the fit's
 space, from float32 projections, so a ratio at k with errors near 1e-7 of the energy may differ from
 ``bench_scenes.py``'s).
@@ -17,7 +17,7 @@ held-out half):
   robust family).
 * ``look``: ``by_mean``, checked where users look: where the choice reads above 101 at a kept k, the robust family joins
   and the admitted curved candidate of the lowest mean within 101 at every kept k replaces it if it gives up no more
-  mean than the excess (the default now).
+  mean than the excess.
 * ``harm_zZ``: base, but the uncapped fit also escalates where it shows harm(Z, 1), and a candidate that shows harm is
   not admitted (PCA always is).
 * ``harm_zZ_fenced``: the same, the fenced plain family (polynomials fitted within Tukey fences) joining the robust one.
@@ -30,7 +30,7 @@ held-out half):
   ``se_tot^2 = se^2 + (R_A(k) - R_B(k))^2 / 4`` adding the two half fits' disagreement; lowest pooled mean wins.
 * ``count``: base, but where it keeps the uncapped fit the whole-sample fit keeps as many curved steps as the judged
   half fit had (``max_curved = C``), not every curved step the whole sample supports.
-* ``look_count``: ``look``, then ``count``.
+* ``look_count``: ``look``, then ``count`` (the default now: ``bench_scenes.py``'s ``base`` since ``COUNT``).
 * ``oracle``: per split, the candidate of the lowest unseen mean among those within the bounds (worst kept k <= 102,
   worst any k <= 106) on the unseen pixels themselves: what the candidates allow, not a rule.
 

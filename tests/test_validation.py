@@ -217,7 +217,8 @@ def assert_the_rule_chose(selection, escalate=True):
     admitted candidate with the lowest held-out mean is chosen (ties: fewer curved steps, then plain), or the
     uncapped fit where it was admitted and unbeaten. Where that choice's worst kept k is more than 1% above PCA,
     the admitted curved candidate of the lowest mean within 1% at every kept k replaces it, if it gives up no
-    more mean than that excess. PCA is always admitted and never reads robust=True."""
+    more mean than that excess. PCA is always admitted and never reads robust=True. An uncapped choice is fitted with
+    as many curved steps as its family's half-size fit had."""
     verdicts, choice = selection.verdicts, selection.choice
     if not verdicts:  # no curvature in the half-size fits
         assert choice == {"robust": False, "max_curved": None}
@@ -226,8 +227,11 @@ def assert_the_rule_chose(selection, escalate=True):
     admitted = {key: v for key, v in verdicts.items() if v.admitted or key[1] == 0}
     uncapped = verdicts[(False, None)]
     stands = uncapped.admitted and not any(v.beats(uncapped) for v in admitted.values())
+    # the half fits' curved steps: the plain family's truncations are c = 0 .. C, the robust family's c = 1 .. C
+    curved = {robust: sum(key[0] == robust for key in verdicts) - (not robust) for robust in (False, True)}
+    assert all(selection.curved.get(robust, 0) == c for robust, c in curved.items())
     if stands and uncapped.worst <= 101:  # the robust family is not judged
-        assert choice == {"robust": False, "max_curved": None} and not any(robust for robust, _ in verdicts)
+        assert choice == {"robust": False, "max_curved": curved[False]} and not any(robust for robust, _ in verdicts)
         return
     if not escalate:
         assert not any(robust for robust, _ in verdicts)
@@ -237,7 +241,7 @@ def assert_the_rule_chose(selection, escalate=True):
     safe = {key: v for key, v in admitted.items() if key[1] != 0 and v.worst <= 101 and v.mean - admitted[best].mean <= excess}
     if excess > 1 and safe:
         best = min(safe, key=lambda key: (safe[key].mean, steps[key], key[0]))
-    assert choice == {"robust": best[0], "max_curved": best[1]}
+    assert choice == {"robust": best[0], "max_curved": curved[best[0]] if best[1] is None else best[1]}
     assert choice["max_curved"] != 0 or not choice["robust"]
 
 
@@ -355,6 +359,48 @@ def test_a_choice_above_pca_where_users_look_is_replaced(seed):
     if worst > 101 and any(key[1] != 0 and v.worst <= 101 and v.mean - admitted[by_mean].mean <= worst - 100 for key, v in admitted.items()):
         key = (selection.choice["robust"], selection.choice["max_curved"])
         assert key != by_mean and selection.verdicts[key].worst <= 101
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_whole_fit_adds_no_curve_its_half_fit_did_not_have(seed, selections):
+    """8 bands around curves, 1,000 rows: the whole sample supports more curved steps than the half-size fits the
+    validation judges (uncapped: 6, 6 and 7 curved steps at seeds 0-2, the half fits 4, 4 and 5). The uncapped choice
+    is fitted with the half fit's count, ``max_curved = C``, recorded as such, and is that capped fit exactly."""
+    X = make_curved_mixture(1000, n_bands=8, random_state=seed).data
+    model = PPA(random_state=seed).fit(X)
+    (selection,) = selections
+    assert_the_rule_chose(selection)
+    half = selection.curved[model.configuration_["robust"]]
+    assert model.configuration_["max_curved"] == half and len(model.params_.curved_steps()) <= half
+    uncapped = PPA(configuration="fixed", random_state=seed).fit(X)
+    assert len(uncapped.params_.curved_steps()) > half  # what the cap keeps out here
+    capped = PPA(configuration="fixed", max_curved=half, random_state=seed).fit(X)
+    np.testing.assert_array_equal(model.transform(X), capped.transform(X))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_searched_fit_is_not_capped_at_the_pca_led_count(seed, selections):
+    """PPA-GD is validated by the PCA-led fits' truncations, but its own curved steps are not theirs: an uncapped
+    choice stays uncapped there (capped at the PCA-led count, Segmentation's GD fit read 108.8 at a k on unseen
+    rows, 100.0 uncapped), while the PCA-led fit of the same choice is capped."""
+    X = make_curved_mixture(1000, n_bands=8, random_state=seed).data
+    pca = PPA(random_state=seed).fit(X)
+    gd = PPA(leading="gd", random_state=seed).fit(X)
+    assert pca.configuration_["max_curved"] == selections[0].curved[False]
+    assert gd.configuration_ == {"robust": False, "max_curved": None, "validated": True}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_components_the_user_keeps_are_where_the_choice_is_checked(seed, selections):
+    """With ``n_components=2`` the k users keep are 1 and 2, whatever share of the held-out energy PCA leaves there:
+    every candidate's worst kept k is its worst of those two, which the default rule (PCA's error at least 0.1% of
+    the energy) reads over more k here. Without ``n_components`` the rule stands."""
+    X = make_curved_mixture(1000, n_bands=8, random_state=seed).data
+    PPA(2, random_state=seed).fit(X)
+    PPA(random_state=seed).fit(X)
+    two, every = (selection.verdicts for selection in selections)
+    assert all(v.worst == pytest.approx(v.relative[:2].max(), abs=1e-9) for v in two.values())
+    assert any(v.worst != pytest.approx(v.relative[:2].max(), abs=1e-3) for v in every.values())
 
 
 def test_unit_weights_choose_as_no_weights(heavy_tailed):

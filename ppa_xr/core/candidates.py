@@ -58,7 +58,8 @@ many curved steps to keep (``max_curved``) from them:
   steps), or the uncapped fit where only its worst kept ``k`` failed;
 * **where users look** (:func:`_where_users_look`): users keep the ``k``
   at which PCA's held-out error is at least :data:`KEPT` (0.1%) of the
-  held-out energy; beyond, the components carry noise. Where the choice's
+  held-out energy (``k = 1 .. n_components`` where the user gives that
+  count); beyond, the components carry noise. Where the choice's
   worst held-out ratio over those ``k`` is more than ``ALLOWANCE`` above
   PCA, the admitted curved candidate of the lowest mean within it at every
   kept ``k`` replaces it, if it gives up no more mean than the excess it
@@ -73,9 +74,14 @@ many curved steps to keep (``max_curved``) from them:
   Pageblocks split every curved candidate read 101.8-123.6 at some kept
   ``k`` (standard errors up to 33 points there, a few held-out rows), and
   PCA would have given up 10.7 points of held-out mean (35 on the unseen
-  rows, where the uncapped fit read 87.4 at its worst kept ``k``). The choice is
-  fitted on the whole sample; ``c = C`` is read as uncapped, as the whole
-  sample may support more curved steps than the half did.
+  rows, where the uncapped fit read 87.4 at its worst kept ``k``);
+* **count** (:func:`_counted`): the choice is fitted on the whole sample, an
+  uncapped one with ``max_curved = C``, as many curved steps as its family's
+  half-size fit had. The whole sample supports more curved steps than half of
+  it, and those the half did not have were never judged: on Segmentation such
+  a step, added at a noise-level ``k``, read 117.4 on unseen rows (100.0
+  capped), for 1.0 point of mean over the kept ``k`` at most (Sat; 0.9 on
+  the Moffett scene; benchmarks/results/scenes/README.md).
 
 Why one held-out half and not K folds: a fit per fold and family is the
 whole cost: one half-size fit (two where the robust family is tried), and
@@ -113,7 +119,7 @@ held-out halves of the fitting sample do not reproduce it
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
@@ -150,6 +156,9 @@ FOLDS, ROUNDS = 2, 1
 KEPT = 1e-3
 #: whether the choice is checked where users look (:func:`_where_users_look`); off: the choice by the mean alone
 LOOK = True
+#: an uncapped choice is fitted on the whole sample with as many curved steps as its half-size fit had (the curves the
+#: validation judged), not every curved step the whole sample supports (:func:`_counted`)
+COUNT = True
 
 
 def _correction(params: PPAParams, p: int, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -538,7 +547,7 @@ class Verdict:
         return self.mean < other.mean - SWITCH * se
 
 
-def judge(errors: np.ndarray, pca: np.ndarray, total: float) -> Verdict:
+def judge(errors: np.ndarray, pca: np.ndarray, total: float, components: int | None = None) -> Verdict:
     """A candidate's per-group held-out errors (groups, d-1) against its PCA's (groups, d-1).
 
     ``R_k = sum_g a_gk / sum_g b_gk``, both floored at ``EQUAL * total``
@@ -546,7 +555,8 @@ def judge(errors: np.ndarray, pca: np.ndarray, total: float) -> Verdict:
     with groups as units, ``se_k = sqrt(G/(G-1) sum_g (a_gk - R_k b_gk)^2) / sum_g b_gk``.
     Admitted when ``R_k - z se_k <= 1 + ALLOWANCE`` at every ``k``, ``z`` the
     one-sided normal quantile at ``LEVEL / (d-1)``. Its worst where users look:
-    ``max R_k`` over the kept ``k``, ``sum_g b_gk >= KEPT total``.
+    ``max R_k`` over the kept ``k``, ``sum_g b_gk >= KEPT total``, or ``k = 1 .. components`` where the user
+    gives the number of components to keep.
     """
     groups, width = errors.shape
     floor = EQUAL * total
@@ -559,7 +569,7 @@ def judge(errors: np.ndarray, pca: np.ndarray, total: float) -> Verdict:
     # the delta method's linearisation of mean_k R_k: group g contributes mean_k (a_gk - R_k b_gk) / sum_g b_gk
     terms = (errors - ratio * pca) / np.maximum(b, floor)
     terms[:, (a <= floor) & (b <= floor)] = 0.0
-    kept = b >= KEPT * total
+    kept = b >= KEPT * total if components is None else np.arange(width) < components
     worst = float(100 * ratio[kept].max()) if kept.any() else 100.0
     return Verdict(100 * ratio, 100 * spread, float(100 * ratio.mean()), admitted, 100 * terms.mean(axis=1), worst)
 
@@ -573,11 +583,13 @@ Choice = dict
 
 @dataclass(frozen=True)
 class Selection:
-    """The chosen configuration (``choice``: ``{"robust": bool, "max_curved": int or None}``) and every
-    candidate's verdict, keyed by ``(robust, max_curved)`` (None: uncapped)."""
+    """The chosen configuration (``choice``: ``{"robust": bool, "max_curved": int or None}``), every
+    candidate's verdict, keyed by ``(robust, max_curved)`` (None: uncapped), and each judged family's count of
+    curved steps in its half-size fit (``curved``, keyed by ``robust``)."""
 
     choice: dict
     verdicts: dict
+    curved: dict = field(default_factory=dict)
 
 
 def _fold_rows(folds, order: np.ndarray, f: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -596,11 +608,13 @@ def feasible(n: int, groups: np.ndarray | None, declared: Spec) -> bool:
 
 def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Generator, min_samples: int,
            escalate: bool = True, n_folds: int | None = None, rounds: int | None = None,
-           weights: np.ndarray | None = None) -> Selection | None:
+           weights: np.ndarray | None = None, components: int | None = None, count: bool = True) -> Selection | None:
     """Validate the truncations of a fit on ``X`` (see the module docstring) and choose one; with
     ``escalate``, the robust family's too where the uncapped plain fit is refused or beaten. None where a
     training part is too small to fit. ``fit(rows, groups, rng, weights, robust=..., max_curved=...)`` fits
-    rows with every other option of the final fit; ``weights`` (n,) weigh the rows (None: equally).
+    rows with every other option of the final fit; ``weights`` (n,) weigh the rows (None: equally); the k users keep
+    are ``1 .. components`` (None: those of :data:`KEPT`). With ``count``, an uncapped choice is capped at its half-size
+    fit's count of curved steps (:func:`_counted`).
 
     The groups are dealt into ``n_folds`` folds, and the first ``rounds`` of them are held out in turn."""
     n = len(X)
@@ -610,19 +624,29 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     if n - sizes[:rounds].max() < min_samples or np.bincount(folds.fold)[:rounds].max() > len(folds.fold) - 2:
         return None
     validation = _Validation(X, fit, None if weights is None else unit_mean(checks.row_weights(weights, n)),
-                             _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)))
+                             _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)), components)
     if not validation.family(False):
         return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands
     uncapped = validation.verdicts[(False, None)]
     stands = uncapped.admitted and not any(v.beats(uncapped) for v in validation.candidates().values())
     if stands and _where_users_look({(False, None): uncapped}, (False, None)) is None:
-        return Selection({"robust": False, "max_curved": None}, validation.verdicts)  # the uncapped fit stands
+        return Selection(_counted((False, None), validation.curved, count), validation.verdicts, validation.curved)  # the uncapped fit stands
     if escalate:  # refused, beaten or above PCA where users look: the robust family joins
         validation.family(True)
     admitted = validation.candidates()
     chosen = (False, None) if stands else min(admitted, key=_order(admitted))
-    robust, max_curved = _where_users_look(admitted, chosen) or chosen
-    return Selection({"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}, validation.verdicts)
+    return Selection(_counted(_where_users_look(admitted, chosen) or chosen, validation.curved, count), validation.verdicts, validation.curved)
+
+
+def _counted(key: tuple[bool, int | None], curved: dict[bool, int], count: bool = True) -> dict:
+    """The configuration of the whole sample's fit for the chosen candidate ``key``: an uncapped one keeps as many
+    curved steps as its family's half-size fit had, ``max_curved = C`` (where ``count`` and :data:`COUNT` are on).
+    The whole sample supports more curved steps than half of it, and the ones the half did not have were never
+    judged: on Segmentation such a step, added at a noise-level ``k``, read 117.4 on the unseen rows (100.0 capped)."""
+    robust, max_curved = key
+    if max_curved is None and count and COUNT:
+        max_curved = curved[robust]
+    return {"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}
 
 
 def _order(verdicts: dict[tuple[bool, int | None], Verdict]) -> Callable[[tuple[bool, int | None]], tuple]:
@@ -671,15 +695,17 @@ class _Validation:
     """The verdicts of every candidate, family by family, on the held-out parts: the PCA of each part's
     fit is the baseline, and the held-out rows' energy the floor of equal errors."""
 
-    def __init__(self, X: np.ndarray, fit: Fit, weights: np.ndarray | None, parts: list[_Part], judged: np.ndarray) -> None:
+    def __init__(self, X: np.ndarray, fit: Fit, weights: np.ndarray | None, parts: list[_Part], judged: np.ndarray,
+                 components: int | None = None) -> None:
         # the parts on the data divided by a power of two near its spread (exact): the fits are the same up to that
         # factor (they divide by such a power themselves), and squared errors of data at 1e-200 or 1e150 stay finite
         mean = X.mean(axis=0)
         self.X, self.unit = X, power_of_two(max(float(np.max(X.max(axis=0) - mean)), float(np.max(mean - X.min(axis=0)))))
-        self.fit, self.weights, self.parts, self.judged = fit, weights, parts, judged
+        self.fit, self.weights, self.parts, self.judged, self.components = fit, weights, parts, judged, components
         self.pca = np.zeros((len(judged), X.shape[1] - 1))
         self.total = 0.0
         self.verdicts: dict[tuple[bool, int | None], Verdict] = {}
+        self.curved: dict[bool, int] = {}  # each family's most curved steps in a half-size fit
         self._gathered: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._groups: dict[int, tuple[Groups, Groups]] = {}
 
@@ -691,12 +717,13 @@ class _Validation:
             return False
         errors = [(self.parts[i].held, self._errors(i, params, robust)) for i, params in fits]
         top = max(len(e) - 1 for _, e in errors)
+        self.curved[robust] = top
         for c in range(1 if robust else 0, top + 1):  # the robust family's PCA (c = 0) is the plain family's
             held_out = np.empty_like(self.pca)
             for held, e in errors:
                 held_out[held] = e[min(c, len(e) - 1)]
             # the fits with every curved step kept: the uncapped fit
-            self.verdicts[(robust, None if c == top else c)] = judge(held_out[self.judged], self.pca[self.judged], self.total)
+            self.verdicts[(robust, None if c == top else c)] = judge(held_out[self.judged], self.pca[self.judged], self.total, self.components)
         return True
 
     def _rows(self, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -761,7 +788,11 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             return fit_params(rows, spec, groups=row_groups, rng=child, weights=row_weights)
 
         with blas.every_blas_on_one_thread():  # as the fits: the products are small, and extra BLAS threads only wait
-            found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca", weights=weights)
+            kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
+            # a searched fit's curved steps are not the PCA-led half fit's: its count caps only PCA-led fits
+            pca_led = declared.leading == "pca"
+            found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=pca_led, weights=weights,
+                           components=kept, count=pca_led)
         if found is not None:
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])

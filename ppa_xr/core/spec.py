@@ -80,7 +80,8 @@ class Spec:
 
     n_components: int | float | None = parameter(None, checks.optional(checks.components_or_share("n_components")), """
         Components returned by :meth:`~ppa_xr.PPA.transform` (default: all ``d``), or a share of the variance in
-        (0, 1): ``0.95`` keeps the fewest leading components whose variances sum to 95% of the total.""")
+        (0, 1): ``0.95`` keeps the fewest leading components whose variances sum to 95% of the total. A count is
+        also where the default's validation checks its choice against PCA (``configuration="validated"``).""")
     degree: int | tuple[int, ...] = parameter((1, 2, 3, 4, 5), _degree, f"""
         A fixed polynomial degree for every step (1..{MAX_DEGREE}), or candidates from which each step picks
         one by cross-validation: the sample is split into ``n_folds`` folds of whole groups (``groups`` in
