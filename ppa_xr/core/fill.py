@@ -77,6 +77,8 @@ HALVINGS = 12
 GUARD = 1.5
 #: rows solved at a time (bounds the (rows, d, m) tangents)
 ROWS = 32768
+#: rows of the MAP fill's sums at a time (a few (rows, d) float64 arrays that stay in cache)
+CACHED_ROWS = 1024
 
 
 def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
@@ -144,21 +146,30 @@ def _fill_block(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
     or the k-component manifold's fill from it, each row keeping the linear fill where the curved one is not trusted."""
     pca = params.pca()
     linear = np.empty(x.shape)
+    if k == params.n_features and params.curved_steps():
+        for start in range(0, len(x), CACHED_ROWS):  # each part's sums still in cache when its rows are solved
+            _map_fill(x[start : start + CACHED_ROWS], linear[start : start + CACHED_ROWS], params, pca)
+        return linear
     compiled.linear_fill(x, linear, pca.mean, _covariance_inverse(pca))
     if k < params.n_features:
         gaps = ~np.isfinite(x)
         part = np.flatnonzero(gaps.any(axis=1) & ~gaps.all(axis=1))
         linear[part] = np.where(gaps[part], _fill_manifold(x[part].astype(np.float64), linear[part], gaps[part], params, k), linear[part])
-    elif params.curved_steps():
-        plan, g_full, model = _plan(params)
-        u = _product(linear, model[0])
-        u -= model[1]
-        weighted = u * model[2]
-        sums = (np.einsum("nd,nd->n", weighted, u), _product(weighted, model[3]), _product(weighted, g_full.T), np.ascontiguousarray(u[:, plan[0]]))
-        covariance_inverse, g_lin, k_mat = model[4:]
-        # the kernel reads each gap's start from linear before it writes the gap there
-        compiled.map_fill(x, linear, sums, (covariance_inverse, g_lin, k_mat, linear), plan, MAX_ITERATIONS, TOLERANCE, HALVINGS, GUARD)
     return linear
+
+
+def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams, pca: PPAParams) -> None:
+    """``out`` (n, d, float64): the rows ``x`` filled with the MAP of the whole map from their linear fill
+    (:func:`ppa_xr.core.compiled.map_fill`, from the sums of three GEMMs at the linear fill)."""
+    compiled.linear_fill(x, out, pca.mean, _covariance_inverse(pca))
+    plan, g_full, model = _plan(params)
+    u = _product(out, model[0])
+    u -= model[1]
+    weighted = u * model[2]
+    sums = (np.einsum("nd,nd->n", weighted, u), _product(weighted, model[3]), _product(weighted, g_full.T), np.ascontiguousarray(u[:, plan[0]]))
+    covariance_inverse, g_lin, k_mat = model[4:]
+    # the kernel reads each gap's start from out before it writes the gap there
+    compiled.map_fill(x, out, sums, (covariance_inverse, g_lin, k_mat, out), plan, MAX_ITERATIONS, TOLERANCE, HALVINGS, GUARD)
 
 
 def _covariance_inverse(params: PPAParams) -> np.ndarray:
