@@ -378,6 +378,9 @@ def pixel_index(rows, width, starts, line_blocks, offset, size, tiles):
 #: the tails of :func:`ppa_xr.core.basis.powers` as the compiled fill takes them
 TAILS = {"clamp": 0, "linear": 1, "polynomial": 2}
 _TINY = np.finfo(np.float64).tiny
+#: how close (relatively) a whole step's decrease of ``q`` must come to its model's for the next step's decrease
+#: to be predicted with the same ``H`` (:func:`map_fill`)
+TRUST = 0.25
 
 
 def _fill_jit(func):
@@ -499,10 +502,11 @@ def linear_fill(x, out, mean, covariance_inverse):
 @inlined
 def _projections(delta, m, idx, row, start, plan, tau, slopes, ts):
     """The curved steps' powers ``tau`` (stacked, with their ``slopes``) and scaled projections ``ts`` at the gaps
-    ``x_m = start + delta``: ``r_p = u_p - sum_(j of earlier steps) G[j, p] tau_j``, ``u_C = U_C + (A W)[C, m] delta``."""
+    ``x_m = start + delta``: ``r_p = u_p - sum_(j of earlier steps) G[j, p] tau_j``, ``u_C = U_C + (A W)[C, m] delta``
+(``start``: ``u``, its columns ``C`` read)."""
     steps, degrees, first, center, scale, tails, lin_c, g_c = plan
     for i in range(len(steps)):
-        rp = start[row, i]
+        rp = start[row, steps[i]]
         for a in range(m):
             rp += lin_c[i, idx[a]] * delta[a]
         for j in range(first[i]):
@@ -515,12 +519,12 @@ def _projections(delta, m, idx, row, start, plan, tau, slopes, ts):
 @inlined
 def _objective(delta, m, idx, row, sums, plan, tau, slopes, ts, gathered):
     """``q = r^T Lambda^-1 r`` at ``x_m = start + delta`` from the row's sums at the start (``sums``: ``Q0 = u^T L u``,
-    ``w = (A W)^T L u``, ``v = G L u``) and the model's (``gathered``: ``P_mm``, ``M_m = (G L A W)_m``, ``K = G L G^T``):
+    ``w = (A W)^T L u``, ``v = G L u``; ``Q0`` of the row in ``q0[0]``) and the model's (``gathered``: ``P_mm``, ``M_m = (G L A W)_m``, ``K = G L G^T``):
     ``q = Q0 + 2 delta^T w_m + delta^T P_mm delta - 2 tau^T (v + M_m delta) + tau^T K tau`` (``r = u - G^T tau``)."""
     q0, w, v, start = sums
     p_mm, m_m, k_mat = gathered
     _projections(delta, m, idx, row, start, plan, tau, slopes, ts)
-    q = q0[row]
+    q = q0[0]
     for a in range(m):
         inner = 2.0 * w[row, idx[a]]
         for e in range(m):
@@ -658,7 +662,7 @@ def _reach(ts):
 @inlined
 def _halved(delta, step, m, idx, row, sums, plan, gathered, q, halvings, work):
     """``delta + t step`` for the first ``t = 1, 1/2, ...`` (up to ``halvings``) with ``q`` not larger, into ``delta``
-    with its ``tau``, ``slopes`` and ``ts``; the new ``q`` (``q`` itself, ``delta`` kept, where none is)."""
+    with its ``tau``, ``slopes`` and ``ts``; the new ``q`` and ``t`` (``q`` itself and 0, ``delta`` kept, where none is)."""
     tau, slopes, ts, trial, trial_tau, trial_slopes, trial_ts = work
     t = 1.0
     for _ in range(halvings):
@@ -672,9 +676,9 @@ def _halved(delta, step, m, idx, row, sums, plan, gathered, q, halvings, work):
                 tau[j], slopes[j] = trial_tau[j], trial_slopes[j]
             for j in range(len(ts)):
                 ts[j] = trial_ts[j]
-            return trial_q
+            return trial_q, t
         t /= 2
-    return q
+    return q, 0.0
 
 
 @_fill_jit
@@ -682,17 +686,21 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
     """The MAP fill ``argmin_(x_m) r(x)^T Lambda^-1 r(x)`` of each row of ``x`` (n, d; NaN or +-inf at its gaps),
     by Gauss-Newton on its own gaps from the linear fill (:mod:`ppa_xr.core.fill`): each step halved up to
     ``halvings`` times until ``q`` does not increase, until ``q`` falls by at most ``tolerance`` of itself, or the
-    next step's predicted decrease ``b^T H^-1 b`` (with the last step's ``H``) is at most ``tolerance`` of ``q``, or
+    next step's predicted decrease ``b^T H^-1 b`` is at most ``tolerance`` of ``q`` (with the last step's ``H``, where
+    that step was whole and ``q`` fell by its prediction within :data:`TRUST`: no step needed to see it settle), or
     ``iterations`` run out (``q`` then is still at most the start's), written into ``out`` where every curved step's
     ``|t_p|`` is within ``guard`` or the start's.
 
-    Every term is one of the row's sums at the start (``sums``: ``Q0``, ``w``, ``v``, ``U_C`` for all rows, from
-    GEMMs of the caller) or of the model's (``model``: ``P = (A W)^T L A W``, ``G L A W``, ``K = G L G^T``; ``G``:
+    Every term is one of the row's sums at the start (``sums``: ``u = A W x - A W mean - b`` (n, d), ``[w, v] = u
+    [(A W)^T L, L G^T]`` (n, d + |G|), from two GEMMs of the caller, and ``1 / Lambda``, for ``Q0 = u^T L u``) or of the model's (``model``: ``P = (A W)^T L A W``, ``G L A W``, ``K = G L G^T``; ``G``:
     the curved steps' ``F_p`` stacked, ``L = Lambda^-1``), and ``d tau / d x_m`` has the rank c of the curved steps,
     so a row costs ``O(m^2 c + |G| m + |G|^2)`` per iteration, whatever ``d``. ``out`` holds the start (the linear
     fill, float64), which ``model``'s last entry is too."""
     n, d = x.shape
     covariance_inverse, g_lin, k_mat, linear = model
+    u, wv, precision = sums
+    q0 = np.empty(1)
+    row_sums = (q0, wv[:, :d], wv[:, d:], u)
     n_tau, c = g_lin.shape[0], len(plan[0])
     idx, value = np.empty(d, np.int64), np.empty(d)
     delta, step, b = np.empty(d), np.empty(d), np.empty(d)
@@ -707,20 +715,28 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
         if m == 0 or m == d:
             continue
         _gather(idx, m, covariance_inverse, g_lin, p_mm, m_m)
+        v = 0.0
+        for k in range(d):
+            v += precision[k] * u[row, k] * u[row, k]
+        q0[0] = v
         for a in range(m):
             delta[a] = 0.0
-        q = _objective(delta, m, idx, row, sums, plan, tau, slopes, ts, gathered)
+        q = _objective(delta, m, idx, row, row_sums, plan, tau, slopes, ts, gathered)
         start = _reach(ts)
-        factored = False
+        trusted = False  # the last step was whole and q fell as its quadratic model predicted (within a quarter)
         for _ in range(iterations):
             _tangents(m, idx, plan, slopes, dr, sigma, gamma)
-            _gradient(delta, m, idx, row, sums, gathered, plan, tau, sigma, dr, b, zeta)
-            if factored and _decrement(h, b, m, step) <= tolerance * q:
+            _gradient(delta, m, idx, row, row_sums, gathered, plan, tau, sigma, dr, b, zeta)
+            if trusted and _decrement(h, b, m, step) <= tolerance * q:
                 break
             _hessian(m, plan, gathered, sigma, dr, h, mu, kappa, y)
             factored = _cholesky_solve(h, b, m, step)
-            new_q = _halved(delta, step, m, idx, row, sums, plan, gathered, q, halvings, work)
+            predicted = 0.0
+            for a in range(m):
+                predicted -= b[a] * step[a]
+            new_q, t = _halved(delta, step, m, idx, row, row_sums, plan, gathered, q, halvings, work)
             settled = q - new_q <= tolerance * q
+            trusted = factored and t == 1.0 and abs(q - new_q - predicted) <= TRUST * predicted
             q = new_q
             if settled:
                 break

@@ -162,12 +162,11 @@ def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams, pca: PPAParams)
     """``out`` (n, d, float64): the rows ``x`` filled with the MAP of the whole map from their linear fill
     (:func:`ppa_xr.core.compiled.map_fill`, from the sums of three GEMMs at the linear fill)."""
     compiled.linear_fill(x, out, pca.mean, _covariance_inverse(pca))
-    plan, g_full, model = _plan(params)
+    plan, model = _plan(params)
     u = _product(out, model[0])
     u -= model[1]
-    weighted = u * model[2]
-    sums = (np.einsum("nd,nd->n", weighted, u), _product(weighted, model[3]), _product(weighted, g_full.T), np.ascontiguousarray(u[:, plan[0]]))
     covariance_inverse, g_lin, k_mat = model[4:]
+    sums = (u, _product(u, model[3]), model[2])
     # the kernel reads each gap's start from out before it writes the gap there
     compiled.map_fill(x, out, sums, (covariance_inverse, g_lin, k_mat, out), plan, MAX_ITERATIONS, TOLERANCE, HALVINGS, GUARD)
 
@@ -183,9 +182,9 @@ def _covariance_inverse(params: PPAParams) -> np.ndarray:
 
 def _plan(params: PPAParams) -> tuple:
     """The model's part of :func:`ppa_xr.core.compiled.map_fill` (cached): the curved steps' plan (steps, degrees,
-    each one's first row in ``G``, centers, scales, the tails' code, ``(A W)[C]``, ``G[:, C]``), ``G`` (the steps'
+    each one's first row in ``G``, centers, scales, the tails' code, ``(A W)[C]``, ``G[:, C]``; ``G``: the steps'
     ``F_p`` stacked, each row 0 up to its step), and ``(A W)^T``, ``A W mean`` plus the steps' biases, ``1 / Lambda``,
-    ``(A W)^T``... as the sums need them, with ``P``, ``G L A W`` and ``K = G L G^T``."""
+    ``[L A W, L G^T]`` as the sums need them, with ``P``, ``G L A W`` and ``K = G L G^T``."""
     def make() -> tuple:
         steps = np.asarray(params.curved_steps(), np.int64)
         degrees = params.degrees[steps].astype(np.int64)
@@ -197,9 +196,10 @@ def _plan(params: PPAParams) -> tuple:
         precision = _precisions(params.explained_variance, params.explained_variance.max())
         plan = (steps, degrees, first, params.center[steps], params.scale[steps], compiled.TAILS[params.tails],
                 np.ascontiguousarray(lin[steps]), np.ascontiguousarray(g_full[:, steps]))
-        model = (np.ascontiguousarray(lin.T), lin @ params.mean + params.forward_bias.sum(axis=0), precision, lin,
+        weighted = np.ascontiguousarray(np.hstack([precision[:, None] * lin, (g_full * precision).T]))
+        model = (np.ascontiguousarray(lin.T), lin @ params.mean + params.forward_bias.sum(axis=0), precision, weighted,
                  _covariance_inverse(params), np.ascontiguousarray((g_full * precision) @ lin), (g_full * precision) @ g_full.T)
-        return plan, g_full, model
+        return plan, model
 
     return params.cached("fill plan", make)
 
