@@ -688,16 +688,18 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
     ``halvings`` times until ``q`` does not increase, until ``q`` falls by at most ``tolerance`` of itself, or the
     next step's predicted decrease ``b^T H^-1 b`` is at most ``tolerance`` of ``q`` (with the last step's ``H``, where
     that step was whole and ``q`` fell by its prediction within :data:`TRUST`: no step needed to see it settle), or
-    ``iterations`` run out (``q`` then is still at most the start's), written into ``out`` where every curved step's
-    ``|t_p|`` is within ``guard`` or the start's.
+    ``iterations`` run out (``q`` then is still at most the start's), written into ``out`` (n, d, float64) where every
+    curved step's ``|t_p|`` is within ``guard`` or the start's, the linear fill (:func:`linear_fill`, bit for bit)
+    elsewhere.
 
     Every term is one of the row's sums at the start (``sums``: ``u = A W x - A W mean - b`` (n, d), ``[w, v] = u
     [(A W)^T L, L G^T]`` (n, d + |G|), from two GEMMs of the caller, and ``1 / Lambda``, for ``Q0 = u^T L u``) or of the model's (``model``: ``P = (A W)^T L A W``, ``G L A W``, ``K = G L G^T``; ``G``:
     the curved steps' ``F_p`` stacked, ``L = Lambda^-1``), and ``d tau / d x_m`` has the rank c of the curved steps,
-    so a row costs ``O(m^2 c + |G| m + |G|^2)`` per iteration, whatever ``d``. ``out`` holds the start (the linear
-    fill, float64), which ``model``'s last entry is too."""
+    so a row costs ``O(m^2 c + |G| m + |G|^2)`` per iteration, whatever ``d``. The sums are taken at the row with its
+    gaps at the mean ``mu`` (``model``'s fourth entry), the start ``delta`` is the linear fill's offset from it
+    (``model``'s last entry: the linear fill's inverse covariance), so no pass of its own computes the linear fill."""
     n, d = x.shape
-    covariance_inverse, g_lin, k_mat, linear = model
+    covariance_inverse, g_lin, k_mat, mean, linear_inverse = model
     u, wv, precision = sums
     q0 = np.empty(1)
     row_sums = (q0, wv[:, :d], wv[:, d:], u)
@@ -712,6 +714,11 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
     gathered = (p_mm, m_m, k_mat)  # P_mm and M_m refilled at each row
     for row in range(n):
         m = _row_gaps(x, row, value, idx)
+        if m == d:
+            value[:] = np.nan
+        elif m:
+            _linear_row(value, idx, m, mean, linear_inverse, h, b, step)
+        out[row] = value
         if m == 0 or m == d:
             continue
         _gather(idx, m, covariance_inverse, g_lin, p_mm, m_m)
@@ -720,9 +727,9 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
             v += precision[k] * u[row, k] * u[row, k]
         q0[0] = v
         for a in range(m):
-            delta[a] = 0.0
+            delta[a] = value[idx[a]] - mean[idx[a]]
         q = _objective(delta, m, idx, row, row_sums, plan, tau, slopes, ts, gathered)
-        start = _reach(ts)
+        start, linear_q = _reach(ts), q
         trusted = False  # the last step was whole and q fell as its quadratic model predicted (within a quarter)
         for _ in range(iterations):
             _tangents(m, idx, plan, slopes, dr, sigma, gamma)
@@ -741,6 +748,6 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
             if settled:
                 break
         reach = _reach(ts)
-        if reach <= guard or reach <= start:
+        if q < linear_q and (reach <= guard or reach <= start):
             for a in range(m):
-                out[row, idx[a]] = linear[row, idx[a]] + delta[a]
+                out[row, idx[a]] = mean[idx[a]] + delta[a]

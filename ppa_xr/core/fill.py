@@ -160,15 +160,14 @@ def _fill_block(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
 
 def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams, pca: PPAParams) -> None:
     """``out`` (n, d, float64): the rows ``x`` filled with the MAP of the whole map from their linear fill
-    (:func:`ppa_xr.core.compiled.map_fill`, from the sums of three GEMMs at the linear fill)."""
-    compiled.linear_fill(x, out, pca.mean, _covariance_inverse(pca))
+    (:func:`ppa_xr.core.compiled.map_fill`, from the sums of two GEMMs at the rows with their gaps at the mean)."""
     plan, model = _plan(params)
-    u = _product(out, model[0])
+    u = _product(np.where(np.isfinite(x), x, pca.mean), model[0])
     u -= model[1]
     covariance_inverse, g_lin, k_mat = model[4:]
     sums = (u, _product(u, model[3]), model[2])
-    # the kernel reads each gap's start from out before it writes the gap there
-    compiled.map_fill(x, out, sums, (covariance_inverse, g_lin, k_mat, out), plan, MAX_ITERATIONS, TOLERANCE, HALVINGS, GUARD)
+    compiled.map_fill(x, out, sums, (covariance_inverse, g_lin, k_mat, pca.mean, _covariance_inverse(pca)), plan, MAX_ITERATIONS, TOLERANCE,
+                      HALVINGS, GUARD)
 
 
 def _covariance_inverse(params: PPAParams) -> np.ndarray:
