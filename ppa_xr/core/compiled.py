@@ -482,6 +482,16 @@ def _linear_row(value, idx, m, mean, covariance_inverse, h, b, step):
 
 
 @_fill_jit
+def gaps_at(x, values, out):
+    """``out`` (n, d, float64): ``x`` (n, d) with its gaps (NaN or +-inf) at ``values`` (d,)."""
+    n, d = x.shape
+    for i in range(n):
+        for k in range(d):
+            v = np.float64(x[i, k])
+            out[i, k] = v if v - v == 0 else values[k]
+
+
+@_fill_jit
 def linear_fill(x, out, mean, covariance_inverse):
     """``out`` (n, d, float64): the rows of ``x`` (n, d; NaN or +-inf where a value is missing) with their gaps at the
     Gaussian conditional mean (:func:`_linear_row`, per row on its own gaps), observed values as they are, a row

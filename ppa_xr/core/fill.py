@@ -162,7 +162,9 @@ def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams, pca: PPAParams)
     """``out`` (n, d, float64): the rows ``x`` filled with the MAP of the whole map from their linear fill
     (:func:`ppa_xr.core.compiled.map_fill`, from the sums of two GEMMs at the rows with their gaps at the mean)."""
     plan, model = _plan(params)
-    u = _product(np.where(np.isfinite(x), x, pca.mean), model[0])
+    base = np.empty(x.shape)
+    compiled.gaps_at(x, pca.mean, base)
+    u = _product(base, model[0])
     u -= model[1]
     covariance_inverse, g_lin, k_mat = model[4:]
     sums = (u, _product(u, model[3]), model[2])
