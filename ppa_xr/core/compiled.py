@@ -691,6 +691,30 @@ def _halved(delta, step, m, idx, row, sums, plan, gathered, q, halvings, work):
     return q, 0.0
 
 
+@inlined
+def _linear_start(x, row, value, idx, mean, linear_inverse, h, b, step, out):
+    """Row ``row`` of ``x`` at its linear fill (:func:`linear_fill`'s, bit for bit) in ``value`` and ``out``, its
+    gaps' columns in ``idx``; their number."""
+    m = _row_gaps(x, row, value, idx)
+    if m == len(value):
+        value[:] = np.nan
+    elif m:
+        _linear_row(value, idx, m, mean, linear_inverse, h, b, step)
+    out[row] = value
+    return m
+
+
+@inlined
+def _start_offsets(u, row, precision, value, idx, m, mean, delta):
+    """The linear fill's offsets from the mean at the gaps into ``delta``; ``Q0 = u^T L u`` of the row."""
+    for a in range(m):
+        delta[a] = value[idx[a]] - mean[idx[a]]
+    q0 = 0.0
+    for k in range(u.shape[1]):
+        q0 += precision[k] * u[row, k] * u[row, k]
+    return q0
+
+
 @_fill_jit
 def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
     """The MAP fill ``argmin_(x_m) r(x)^T Lambda^-1 r(x)`` of each row of ``x`` (n, d; NaN or +-inf at its gaps),
@@ -723,21 +747,11 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
     tau, slopes, ts = work[0], work[1], work[2]
     gathered = (p_mm, m_m, k_mat)  # P_mm and M_m refilled at each row
     for row in range(n):
-        m = _row_gaps(x, row, value, idx)
-        if m == d:
-            value[:] = np.nan
-        elif m:
-            _linear_row(value, idx, m, mean, linear_inverse, h, b, step)
-        out[row] = value
+        m = _linear_start(x, row, value, idx, mean, linear_inverse, h, b, step, out)
         if m == 0 or m == d:
             continue
         _gather(idx, m, covariance_inverse, g_lin, p_mm, m_m)
-        v = 0.0
-        for k in range(d):
-            v += precision[k] * u[row, k] * u[row, k]
-        q0[0] = v
-        for a in range(m):
-            delta[a] = value[idx[a]] - mean[idx[a]]
+        q0[0] = _start_offsets(u, row, precision, value, idx, m, mean, delta)
         q = _objective(delta, m, idx, row, row_sums, plan, tau, slopes, ts, gathered)
         start, linear_q = _reach(ts), q
         trusted = False  # the last step was whole and q fell as its quadratic model predicted (within a quarter)

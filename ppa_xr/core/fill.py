@@ -111,9 +111,11 @@ def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, thre
     out = np.empty_like(rows)
     params = params.cast(np.dtype(np.float64))
     with blas.single_thread:  # block-sized products: BLAS threads would only wait (the kernels' rule)
-        for start in range(0, len(rows), ROWS):
-            block = rows[start : start + ROWS]
-            out[start : start + ROWS] = _fill_block(block, params, k)
+        if k == params.n_features and params.curved_steps():
+            _map_fill(rows, out, params)
+        else:
+            for start in range(0, len(rows), ROWS):
+                out[start : start + ROWS] = _fill_block(rows[start : start + ROWS], params, k)
     return out.reshape(x.shape)
 
 
@@ -142,14 +144,10 @@ def _fill_reduced(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
 
 
 def _fill_block(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
-    """Rows ``x`` (n, d, C-contiguous) filled (float64): the linear fill, then the MAP of the whole map (``k = d``)
-    or the k-component manifold's fill from it, each row keeping the linear fill where the curved one is not trusted."""
+    """Rows ``x`` (n, d, C-contiguous) filled (float64) by the linear fill, or from the k-component manifold
+    (``k < d``) from it, each row keeping the linear fill where the manifold's is not trusted."""
     pca = params.pca()
     linear = np.empty(x.shape)
-    if k == params.n_features and params.curved_steps():
-        for start in range(0, len(x), CACHED_ROWS):  # each part's sums still in cache when its rows are solved
-            _map_fill(x[start : start + CACHED_ROWS], linear[start : start + CACHED_ROWS], params, pca)
-        return linear
     compiled.linear_fill(x, linear, pca.mean, _covariance_inverse(pca))
     if k < params.n_features:
         gaps = ~np.isfinite(x)
@@ -158,18 +156,24 @@ def _fill_block(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
     return linear
 
 
-def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams, pca: PPAParams) -> None:
-    """``out`` (n, d, float64): the rows ``x`` filled with the MAP of the whole map from their linear fill
-    (:func:`ppa_xr.core.compiled.map_fill`, from the sums of two GEMMs at the rows with their gaps at the mean)."""
+def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams) -> None:
+    """``out`` (n, d): the rows ``x`` (n, d, C-contiguous) filled with the MAP of the whole map from their linear fill
+    (:func:`ppa_xr.core.compiled.map_fill`, from the sums of two GEMMs at the rows with their gaps at the mean), in
+    parts of :data:`CACHED_ROWS` rows whose buffers are reused (they stay in cache)."""
+    pca = params.pca()
     plan, model = _plan(params)
-    base = np.empty(x.shape)
-    compiled.gaps_at(x, pca.mean, base)
-    u = _product(base, model[0])
-    u -= model[1]
     covariance_inverse, g_lin, k_mat = model[4:]
-    sums = (u, _product(u, model[3]), model[2])
-    compiled.map_fill(x, out, sums, (covariance_inverse, g_lin, k_mat, pca.mean, _covariance_inverse(pca)), plan, MAX_ITERATIONS, TOLERANCE,
-                      HALVINGS, GUARD)
+    fixed = (covariance_inverse, g_lin, k_mat, pca.mean, _covariance_inverse(pca))
+    rows, d = min(len(x), CACHED_ROWS), x.shape[1]
+    base, u, wv, part = np.empty((rows, d)), np.empty((rows, d)), np.empty((rows, model[3].shape[1])), np.empty((rows, d))
+    for start in range(0, len(x), CACHED_ROWS):
+        n = min(CACHED_ROWS, len(x) - start)
+        compiled.gaps_at(x[start : start + n], pca.mean, base[:n])
+        blas.matmul_into(base[:n], model[0], u[:n])
+        u[:n] -= model[1]
+        blas.matmul_into(u[:n], model[3], wv[:n])
+        compiled.map_fill(x[start : start + n], part[:n], (u[:n], wv[:n], model[2]), fixed, plan, MAX_ITERATIONS, TOLERANCE, HALVINGS, GUARD)
+        out[start : start + n] = part[:n]
 
 
 def _covariance_inverse(params: PPAParams) -> np.ndarray:
