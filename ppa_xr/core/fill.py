@@ -68,7 +68,8 @@ from .checks import check_components
 from .kernels import computed_dtype, forward, inverse
 from .params import PPAParams
 
-#: Gauss-Newton iterations at most, and the relative decrease of the objective that ends them
+#: Gauss-Newton iterations at most, and the relative decrease of the objective (done, or predicted for the next step
+#: by the MAP fill: :func:`ppa_xr.core.compiled.map_fill`) that ends them
 MAX_ITERATIONS = 10
 TOLERANCE = 1e-6
 #: step halvings tried before a row is taken as converged
