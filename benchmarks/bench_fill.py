@@ -207,11 +207,18 @@ def speed(out: list[str]) -> None:
     model = PPA(random_state=0).fit(curved_sample(20000, d=36, seed=0))
     X = curved_sample(256 * 256, d=36, seed=1).astype(np.float32)
     gappy = np.where(np.random.default_rng(0).random(X.shape) < 0.1, np.float32(np.nan), X)
+    cpu: dict[str, list[float]] = {}
     times = interleaved({"transform": lambda: kernels.forward(gappy, model.params_, threads=1),
-                         "fill": lambda: fill(gappy, model.params_)}, repeat=5)
-    line = (f"speed: 256 x 256 x 36 float32 chunk, 10% missing, degrees {model.degrees_.tolist()[:4]}...: transform best "
-            f"{min(times['transform']):.4f} s, fill best {min(times['fill']):.4f} s, ratio {min(times['fill']) / min(times['transform']):.1f}x "
-            f"(per round: {', '.join(f'{f / t:.0f}' for f, t in zip(times['fill'], times['transform']))})\n{machine()}")
+                         "fill": lambda: fill(gappy, model.params_)}, repeat=7, cpu=cpu)
+
+    def stats(t: dict[str, list[float]], what: str) -> str:
+        return (f"{what}: transform min {min(t['transform']):.4f} / median {np.median(t['transform']):.4f} s, fill min "
+                f"{min(t['fill']):.4f} / median {np.median(t['fill']):.4f} s, ratio of the minima {min(t['fill']) / min(t['transform']):.1f}x, "
+                f"of the medians {np.median(t['fill']) / np.median(t['transform']):.1f}x")
+
+    line = (f"speed: 256 x 256 x 36 float32 chunk, 10% missing, degrees {model.degrees_.tolist()[:4]}..., 7 interleaved rounds;\n  "
+            f"{stats(times, 'wall')} (per round: {', '.join(f'{f / t:.1f}' for f, t in zip(times['fill'], times['transform']))})\n  "
+            f"{stats(cpu, 'process CPU')}\n{machine()}")
     print(line, flush=True)
     out.append(line)
 

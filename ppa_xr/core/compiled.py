@@ -569,6 +569,14 @@ def pixel_index(rows, width, starts, line_blocks, offset, size, tiles):
 #: the tails of :func:`ppa_xr.core.basis.powers` as the compiled fill takes them
 TAILS = {"clamp": 0, "linear": 1, "polynomial": 2}
 _TINY = np.finfo(np.float64).tiny
+#: how close (relatively) a whole step's decrease of ``q`` must come to its model's for the next step's decrease
+#: to be predicted with the same ``H`` (:func:`map_fill`)
+TRUST = 0.25
+
+
+def _fill_jit(func):
+    """:func:`njit` with numpy's error model: a division by zero gives inf or NaN, no check at each division."""
+    return njit(func, error_model="numpy")
 
 
 @inlined
@@ -664,7 +672,17 @@ def _linear_row(value, idx, m, mean, covariance_inverse, h, b, step):
         value[idx[a]] += step[a]
 
 
-@_jit
+@_fill_jit
+def gaps_at(x, values, out):
+    """``out`` (n, d, float64): ``x`` (n, d) with its gaps (NaN or +-inf) at ``values`` (d,)."""
+    n, d = x.shape
+    for i in range(n):
+        for k in range(d):
+            v = np.float64(x[i, k])
+            out[i, k] = v if v - v == 0 else values[k]
+
+
+@_fill_jit
 def linear_fill(x, out, mean, covariance_inverse):
     """``out`` (n, d, float64): the rows of ``x`` (n, d; NaN or +-inf where a value is missing) with their gaps at the
     Gaussian conditional mean (:func:`_linear_row`, per row on its own gaps), observed values as they are, a row
@@ -685,10 +703,11 @@ def linear_fill(x, out, mean, covariance_inverse):
 @inlined
 def _projections(delta, m, idx, row, start, plan, tau, slopes, ts):
     """The curved steps' powers ``tau`` (stacked, with their ``slopes``) and scaled projections ``ts`` at the gaps
-    ``x_m = start + delta``: ``r_p = u_p - sum_(j of earlier steps) G[j, p] tau_j``, ``u_C = U_C + (A W)[C, m] delta``."""
+    ``x_m = start + delta``: ``r_p = u_p - sum_(j of earlier steps) G[j, p] tau_j``, ``u_C = U_C + (A W)[C, m] delta``
+(``start``: ``u``, its columns ``C`` read)."""
     steps, degrees, first, center, scale, tails, lin_c, g_c = plan
     for i in range(len(steps)):
-        rp = start[row, i]
+        rp = start[row, steps[i]]
         for a in range(m):
             rp += lin_c[i, idx[a]] * delta[a]
         for j in range(first[i]):
@@ -701,12 +720,12 @@ def _projections(delta, m, idx, row, start, plan, tau, slopes, ts):
 @inlined
 def _objective(delta, m, idx, row, sums, plan, tau, slopes, ts, gathered):
     """``q = r^T Lambda^-1 r`` at ``x_m = start + delta`` from the row's sums at the start (``sums``: ``Q0 = u^T L u``,
-    ``w = (A W)^T L u``, ``v = G L u``) and the model's (``gathered``: ``P_mm``, ``M_m = (G L A W)_m``, ``K = G L G^T``):
+    ``w = (A W)^T L u``, ``v = G L u``; ``Q0`` of the row in ``q0[0]``) and the model's (``gathered``: ``P_mm``, ``M_m = (G L A W)_m``, ``K = G L G^T``):
     ``q = Q0 + 2 delta^T w_m + delta^T P_mm delta - 2 tau^T (v + M_m delta) + tau^T K tau`` (``r = u - G^T tau``)."""
     q0, w, v, start = sums
     p_mm, m_m, k_mat = gathered
     _projections(delta, m, idx, row, start, plan, tau, slopes, ts)
-    q = q0[row]
+    q = q0[0]
     for a in range(m):
         inner = 2.0 * w[row, idx[a]]
         for e in range(m):
@@ -723,47 +742,103 @@ def _objective(delta, m, idx, row, sums, plan, tau, slopes, ts, gathered):
 
 
 @inlined
-def _tangents(m, idx, plan, slopes, tangent):
-    """``D = d tau / d x_m`` (G x m) forward through the steps: ``d r_p = (A W)[p, m] - sum_j G[j, p] D_j``,
-    ``D_(first_i + l) = T_l'(t_i) d r_p / s_i``."""
+def _tangents(m, idx, plan, slopes, dr, sigma, gamma):
+    """The tangents of the curved steps' projections on the gaps, ``dr`` (c x m): ``d tau / d x_m = D`` has rank c,
+    ``D_(first_i + l) = sigma_(first_i + l) dr_i`` with ``sigma = T_l'(t_i) / s_i``, and
+    ``dr_i = (A W)[p_i, m] - sum_(k < i) gamma_ki dr_k``, ``gamma_ki = sum_(j of step k) G[j, p_i] sigma_j``."""
     steps, degrees, first, center, scale, tails, lin_c, g_c = plan
     for i in range(len(steps)):
+        for j in range(first[i], first[i] + degrees[i]):
+            sigma[j] = slopes[j] / scale[i]
+        for k in range(i):
+            v = 0.0
+            for j in range(first[k], first[k] + degrees[k]):
+                v += g_c[j, i] * sigma[j]
+            gamma[k] = v
         for a in range(m):
-            dr = lin_c[i, idx[a]]
-            for j in range(first[i]):
-                dr -= g_c[j, i] * tangent[j, a]
-            for l in range(degrees[i]):
-                tangent[first[i] + l, a] = slopes[first[i] + l] * dr / scale[i]
+            v = lin_c[i, idx[a]]
+            for k in range(i):
+                v -= gamma[k] * dr[k, a]
+            dr[i, a] = v
 
 
 @inlined
-def _newton_step(delta, m, idx, row, sums, gathered, tau, tangent, h, b, step, kd, s):
-    """``step = -H^-1 b``: ``H = J^T L J = P_mm - M_m^T D - D^T M_m + D^T K D`` and ``b = J^T L r = w_m + P_mm delta -
-    M_m^T tau - D^T (v + M_m delta - K tau)`` (``J = (A W)_m - G^T D``), by :func:`_cholesky_solve`."""
+def _gradient(delta, m, idx, row, sums, gathered, plan, tau, sigma, dr, b, zeta):
+    """``b = J^T L r = w_m + P_mm delta - M_m^T tau - D^T (v + M_m delta - K tau)`` (``J = (A W)_m - G^T D``),
+    with ``D^T y = sum_i dr_i zeta_i``, ``zeta_i = sum_(j of step i) sigma_j y_j``."""
     q0, w, v, start = sums
     p_mm, m_m, k_mat = gathered
+    steps, degrees, first = plan[0], plan[1], plan[2]
     n_tau = len(tau)
-    for j in range(n_tau):
-        for a in range(m):
-            kd[j, a] = 0.0
-    for j in range(n_tau):
-        s[j] = v[row, j]
-        for a in range(m):
-            s[j] += m_m[j, a] * delta[a]
-        for e in range(n_tau):
-            s[j] -= k_mat[j, e] * tau[e]
+    for i in range(len(steps)):
+        z = 0.0
+        for j in range(first[i], first[i] + degrees[i]):
+            y = v[row, j]
             for a in range(m):
-                kd[j, a] += k_mat[j, e] * tangent[e, a]
+                y += m_m[j, a] * delta[a]
+            for e in range(n_tau):
+                y -= k_mat[j, e] * tau[e]
+            z += sigma[j] * y
+        zeta[i] = z
     for a in range(m):
-        b[a] = w[row, idx[a]]
+        g = w[row, idx[a]]
         for e in range(m):
-            b[a] += p_mm[a, e] * delta[e]
-            h[a, e] = p_mm[a, e]
+            g += p_mm[a, e] * delta[e]
         for j in range(n_tau):
-            b[a] -= m_m[j, a] * tau[j] + tangent[j, a] * s[j]
-            for e in range(m):
-                h[a, e] += tangent[j, a] * (kd[j, e] - m_m[j, e]) - m_m[j, a] * tangent[j, e]
-    _cholesky_solve(h, b, m, step)
+            g -= m_m[j, a] * tau[j]
+        for i in range(len(steps)):
+            g -= dr[i, a] * zeta[i]
+        b[a] = g
+
+
+@inlined
+def _hessian(m, plan, gathered, sigma, dr, h, mu, kappa, y):
+    """The lower triangle of ``H = J^T L J = P_mm - M_m^T D - D^T M_m + D^T K D`` in ``h``, by ``D``'s rank c:
+    ``H = P_mm + sum_i (dr_i y_i^T - mu_i dr_i^T)``, ``mu_i = M_m^T sigma_i``, ``y_i = sum_k kappa_ik dr_k - mu_i``,
+    ``kappa_ik = sigma_i^T K sigma_k`` (``sigma_i``: ``sigma`` on step i's rows)."""
+    p_mm, m_m, k_mat = gathered
+    steps, degrees, first = plan[0], plan[1], plan[2]
+    c = len(steps)
+    for i in range(c):
+        for a in range(m):
+            v = 0.0
+            for j in range(first[i], first[i] + degrees[i]):
+                v += m_m[j, a] * sigma[j]
+            mu[i, a] = v
+        for k in range(c):
+            v = 0.0
+            for j in range(first[i], first[i] + degrees[i]):
+                inner = 0.0
+                for e in range(first[k], first[k] + degrees[k]):
+                    inner += k_mat[j, e] * sigma[e]
+                v += sigma[j] * inner
+            kappa[i, k] = v
+    for i in range(c):
+        for a in range(m):
+            v = -mu[i, a]
+            for k in range(c):
+                v += kappa[i, k] * dr[k, a]
+            y[i, a] = v
+    for a in range(m):
+        for e in range(a + 1):
+            v = p_mm[a, e]
+            for i in range(c):
+                v += dr[i, a] * y[i, e] - mu[i, a] * dr[i, e]
+            h[a, e] = v
+
+
+@inlined
+def _decrement(h, b, m, work):
+    """``b^T H^-1 b`` for ``H = L L^T`` with ``L`` the lower triangle of ``h`` (a factor of :func:`_cholesky_solve`):
+    the decrease of ``q`` that a Gauss-Newton step with that ``H`` predicts."""
+    out = 0.0
+    for i in range(m):
+        v = b[i]
+        for k in range(i):
+            v -= h[i, k] * work[k]
+        work[i] = v / h[i, i]
+        out += work[i] * work[i]
+    return out
 
 
 @inlined
@@ -788,7 +863,7 @@ def _reach(ts):
 @inlined
 def _halved(delta, step, m, idx, row, sums, plan, gathered, q, halvings, work):
     """``delta + t step`` for the first ``t = 1, 1/2, ...`` (up to ``halvings``) with ``q`` not larger, into ``delta``
-    with its ``tau``, ``slopes`` and ``ts``; the new ``q`` (``q`` itself, ``delta`` kept, where none is)."""
+    with its ``tau``, ``slopes`` and ``ts``; the new ``q`` and ``t`` (``q`` itself and 0, ``delta`` kept, where none is)."""
     tau, slopes, ts, trial, trial_tau, trial_slopes, trial_ts = work
     t = 1.0
     for _ in range(halvings):
@@ -802,50 +877,92 @@ def _halved(delta, step, m, idx, row, sums, plan, gathered, q, halvings, work):
                 tau[j], slopes[j] = trial_tau[j], trial_slopes[j]
             for j in range(len(ts)):
                 ts[j] = trial_ts[j]
-            return trial_q
+            return trial_q, t
         t /= 2
-    return q
+    return q, 0.0
 
 
-@_jit
+@inlined
+def _linear_start(x, row, value, idx, mean, linear_inverse, h, b, step, out):
+    """Row ``row`` of ``x`` at its linear fill (:func:`linear_fill`'s, bit for bit) in ``value`` and ``out``, its
+    gaps' columns in ``idx``; their number."""
+    m = _row_gaps(x, row, value, idx)
+    if m == len(value):
+        value[:] = np.nan
+    elif m:
+        _linear_row(value, idx, m, mean, linear_inverse, h, b, step)
+    out[row] = value
+    return m
+
+
+@inlined
+def _start_offsets(u, row, precision, value, idx, m, mean, delta):
+    """The linear fill's offsets from the mean at the gaps into ``delta``; ``Q0 = u^T L u`` of the row."""
+    for a in range(m):
+        delta[a] = value[idx[a]] - mean[idx[a]]
+    q0 = 0.0
+    for k in range(u.shape[1]):
+        q0 += precision[k] * u[row, k] * u[row, k]
+    return q0
+
+
+@_fill_jit
 def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
     """The MAP fill ``argmin_(x_m) r(x)^T Lambda^-1 r(x)`` of each row of ``x`` (n, d; NaN or +-inf at its gaps),
     by Gauss-Newton on its own gaps from the linear fill (:mod:`ppa_xr.core.fill`): each step halved up to
-    ``halvings`` times until ``q`` does not increase, until ``q`` falls by at most ``tolerance`` of itself or
-    ``iterations`` run out (``q`` then is still at most the start's), written into ``out`` where every curved step's
-    ``|t_p|`` is within ``guard`` or the start's.
+    ``halvings`` times until ``q`` does not increase, until ``q`` falls by at most ``tolerance`` of itself, or the
+    next step's predicted decrease ``b^T H^-1 b`` is at most ``tolerance`` of ``q`` (with the last step's ``H``, where
+    that step was whole and ``q`` fell by its prediction within :data:`TRUST`: no step needed to see it settle), or
+    ``iterations`` run out (``q`` then is still at most the start's), written into ``out`` (n, d, float64) where every
+    curved step's ``|t_p|`` is within ``guard`` or the start's, the linear fill (:func:`linear_fill`, bit for bit)
+    elsewhere.
 
-    Every term is one of the row's sums at the start (``sums``: ``Q0``, ``w``, ``v``, ``U_C`` for all rows, from
-    GEMMs of the caller) or of the model's (``model``: ``P = (A W)^T L A W``, ``G L A W``, ``K = G L G^T``; ``G``:
-    the curved steps' ``F_p`` stacked, ``L = Lambda^-1``), so a row costs ``O(m^2 + |G| m + |G|^2)`` per iteration,
-    whatever ``d``. ``out`` holds the start (the linear fill, in ``out``'s dtype) and ``start`` the same in float64."""
+    Every term is one of the row's sums at the start (``sums``: ``u = A W x - A W mean - b`` (n, d), ``[w, v] = u
+    [(A W)^T L, L G^T]`` (n, d + |G|), from two GEMMs of the caller, and ``1 / Lambda``, for ``Q0 = u^T L u``) or of the model's (``model``: ``P = (A W)^T L A W``, ``G L A W``, ``K = G L G^T``; ``G``:
+    the curved steps' ``F_p`` stacked, ``L = Lambda^-1``), and ``d tau / d x_m`` has the rank c of the curved steps,
+    so a row costs ``O(m^2 c + |G| m + |G|^2)`` per iteration, whatever ``d``. The sums are taken at the row with its
+    gaps at the mean ``mu`` (``model``'s fourth entry), the start ``delta`` is the linear fill's offset from it
+    (``model``'s last entry: the linear fill's inverse covariance), so no pass of its own computes the linear fill."""
     n, d = x.shape
-    covariance_inverse, g_lin, k_mat, linear = model
+    covariance_inverse, g_lin, k_mat, mean, linear_inverse = model
+    u, wv, precision = sums
+    q0 = np.empty(1)
+    row_sums = (q0, wv[:, :d], wv[:, d:], u)
     n_tau, c = g_lin.shape[0], len(plan[0])
     idx, value = np.empty(d, np.int64), np.empty(d)
-    delta, step, b, s = np.empty(d), np.empty(d), np.empty(d), np.empty(n_tau)
-    p_mm, h, m_m, tangent, kd = np.empty((d, d)), np.empty((d, d)), np.empty((n_tau, d)), np.empty((n_tau, d)), np.empty((n_tau, d))
+    delta, step, b = np.empty(d), np.empty(d), np.empty(d)
+    p_mm, h, m_m = np.empty((d, d)), np.empty((d, d)), np.empty((n_tau, d))
+    sigma, gamma, zeta, kappa = np.empty(n_tau), np.empty(c), np.empty(c), np.empty((c, c))
+    dr, mu, y = np.empty((c, d)), np.empty((c, d)), np.empty((c, d))
     work = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(d), np.empty(n_tau), np.empty(n_tau), np.empty(c))
     tau, slopes, ts = work[0], work[1], work[2]
     gathered = (p_mm, m_m, k_mat)  # P_mm and M_m refilled at each row
     for row in range(n):
-        m = _row_gaps(x, row, value, idx)
+        m = _linear_start(x, row, value, idx, mean, linear_inverse, h, b, step, out)
         if m == 0 or m == d:
             continue
         _gather(idx, m, covariance_inverse, g_lin, p_mm, m_m)
-        for a in range(m):
-            delta[a] = 0.0
-        q = _objective(delta, m, idx, row, sums, plan, tau, slopes, ts, gathered)
-        start = _reach(ts)
+        q0[0] = _start_offsets(u, row, precision, value, idx, m, mean, delta)
+        q = _objective(delta, m, idx, row, row_sums, plan, tau, slopes, ts, gathered)
+        start, linear_q = _reach(ts), q
+        trusted = False  # the last step was whole and q fell as its quadratic model predicted (within a quarter)
         for _ in range(iterations):
-            _tangents(m, idx, plan, slopes, tangent)
-            _newton_step(delta, m, idx, row, sums, gathered, tau, tangent, h, b, step, kd, s)
-            new_q = _halved(delta, step, m, idx, row, sums, plan, gathered, q, halvings, work)
+            _tangents(m, idx, plan, slopes, dr, sigma, gamma)
+            _gradient(delta, m, idx, row, row_sums, gathered, plan, tau, sigma, dr, b, zeta)
+            if trusted and _decrement(h, b, m, step) <= tolerance * q:
+                break
+            _hessian(m, plan, gathered, sigma, dr, h, mu, kappa, y)
+            factored = _cholesky_solve(h, b, m, step)
+            predicted = 0.0
+            for a in range(m):
+                predicted -= b[a] * step[a]
+            new_q, t = _halved(delta, step, m, idx, row, row_sums, plan, gathered, q, halvings, work)
             settled = q - new_q <= tolerance * q
+            trusted = factored and t == 1.0 and abs(q - new_q - predicted) <= TRUST * predicted
             q = new_q
             if settled:
                 break
         reach = _reach(ts)
-        if reach <= guard or reach <= start:
+        if q < linear_q and (reach <= guard or reach <= start):
             for a in range(m):
-                out[row, idx[a]] = linear[row, idx[a]] + delta[a]
+                out[row, idx[a]] = mean[idx[a]] + delta[a]

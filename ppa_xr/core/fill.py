@@ -68,7 +68,8 @@ from .checks import check_components
 from .kernels import computed_dtype, forward, inverse
 from .params import PPAParams
 
-#: Gauss-Newton iterations at most, and the relative decrease of the objective that ends them
+#: Gauss-Newton iterations at most, and the relative decrease of the objective (done, or predicted for the next step
+#: by the MAP fill: :func:`ppa_xr.core.compiled.map_fill`) that ends them
 MAX_ITERATIONS = 10
 TOLERANCE = 1e-6
 #: step halvings tried before a row is taken as converged
@@ -77,6 +78,8 @@ HALVINGS = 12
 GUARD = 1.5
 #: rows solved at a time (bounds the (rows, d, m) tangents)
 ROWS = 32768
+#: rows of the MAP fill's sums at a time (a few (rows, d) float64 arrays that stay in cache)
+CACHED_ROWS = 1024
 
 
 def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
@@ -109,9 +112,11 @@ def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, thre
     out = np.empty_like(rows)
     params = params.cast(np.dtype(np.float64))
     with blas.single_thread:  # block-sized products: BLAS threads would only wait (the kernels' rule)
-        for start in range(0, len(rows), ROWS):
-            block = rows[start : start + ROWS]
-            out[start : start + ROWS] = _fill_block(block, params, k)
+        if k == params.n_features and params.curved_steps():
+            _map_fill(rows, out, params)
+        else:
+            for start in range(0, len(rows), ROWS):
+                out[start : start + ROWS] = _fill_block(rows[start : start + ROWS], params, k)
     return out.reshape(x.shape)
 
 
@@ -140,8 +145,8 @@ def _fill_reduced(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
 
 
 def _fill_block(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
-    """Rows ``x`` (n, d, C-contiguous) filled (float64): the linear fill, then the MAP of the whole map (``k = d``)
-    or the k-component manifold's fill from it, each row keeping the linear fill where the curved one is not trusted."""
+    """Rows ``x`` (n, d, C-contiguous) filled (float64) by the linear fill, or from the k-component manifold
+    (``k < d``) from it, each row keeping the linear fill where the manifold's is not trusted."""
     pca = params.pca()
     linear = np.empty(x.shape)
     compiled.linear_fill(x, linear, pca.mean, _covariance_inverse(pca))
@@ -149,16 +154,27 @@ def _fill_block(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
         gaps = ~np.isfinite(x)
         part = np.flatnonzero(gaps.any(axis=1) & ~gaps.all(axis=1))
         linear[part] = np.where(gaps[part], _fill_manifold(x[part].astype(np.float64), linear[part], gaps[part], params, k), linear[part])
-    elif params.curved_steps():
-        plan, g_full, model = _plan(params)
-        u = _product(linear, model[0])
-        u -= model[1]
-        weighted = u * model[2]
-        sums = (np.einsum("nd,nd->n", weighted, u), _product(weighted, model[3]), _product(weighted, g_full.T), np.ascontiguousarray(u[:, plan[0]]))
-        covariance_inverse, g_lin, k_mat = model[4:]
-        # the kernel reads each gap's start from linear before it writes the gap there
-        compiled.map_fill(x, linear, sums, (covariance_inverse, g_lin, k_mat, linear), plan, MAX_ITERATIONS, TOLERANCE, HALVINGS, GUARD)
     return linear
+
+
+def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams) -> None:
+    """``out`` (n, d): the rows ``x`` (n, d, C-contiguous) filled with the MAP of the whole map from their linear fill
+    (:func:`ppa_xr.core.compiled.map_fill`, from the sums of two GEMMs at the rows with their gaps at the mean), in
+    parts of :data:`CACHED_ROWS` rows whose buffers are reused (they stay in cache)."""
+    pca = params.pca()
+    plan, model = _plan(params)
+    covariance_inverse, g_lin, k_mat = model[4:]
+    fixed = (covariance_inverse, g_lin, k_mat, pca.mean, _covariance_inverse(pca))
+    rows, d = min(len(x), CACHED_ROWS), x.shape[1]
+    base, u, wv, part = np.empty((rows, d)), np.empty((rows, d)), np.empty((rows, model[3].shape[1])), np.empty((rows, d))
+    for start in range(0, len(x), CACHED_ROWS):
+        n = min(CACHED_ROWS, len(x) - start)
+        compiled.gaps_at(x[start : start + n], pca.mean, base[:n])
+        blas.matmul_into(base[:n], model[0], u[:n])
+        u[:n] -= model[1]
+        blas.matmul_into(u[:n], model[3], wv[:n])
+        compiled.map_fill(x[start : start + n], part[:n], (u[:n], wv[:n], model[2]), fixed, plan, MAX_ITERATIONS, TOLERANCE, HALVINGS, GUARD)
+        out[start : start + n] = part[:n]
 
 
 def _covariance_inverse(params: PPAParams) -> np.ndarray:
@@ -172,9 +188,9 @@ def _covariance_inverse(params: PPAParams) -> np.ndarray:
 
 def _plan(params: PPAParams) -> tuple:
     """The model's part of :func:`ppa_xr.core.compiled.map_fill` (cached): the curved steps' plan (steps, degrees,
-    each one's first row in ``G``, centers, scales, the tails' code, ``(A W)[C]``, ``G[:, C]``), ``G`` (the steps'
+    each one's first row in ``G``, centers, scales, the tails' code, ``(A W)[C]``, ``G[:, C]``; ``G``: the steps'
     ``F_p`` stacked, each row 0 up to its step), and ``(A W)^T``, ``A W mean`` plus the steps' biases, ``1 / Lambda``,
-    ``(A W)^T``... as the sums need them, with ``P``, ``G L A W`` and ``K = G L G^T``."""
+    ``[L A W, L G^T]`` as the sums need them, with ``P``, ``G L A W`` and ``K = G L G^T``."""
     def make() -> tuple:
         steps = np.asarray(params.curved_steps(), np.int64)
         degrees = params.degrees[steps].astype(np.int64)
@@ -186,9 +202,10 @@ def _plan(params: PPAParams) -> tuple:
         precision = _precisions(params.explained_variance, params.explained_variance.max())
         plan = (steps, degrees, first, params.center[steps], params.scale[steps], compiled.TAILS[params.tails],
                 np.ascontiguousarray(lin[steps]), np.ascontiguousarray(g_full[:, steps]))
-        model = (np.ascontiguousarray(lin.T), lin @ params.mean + params.forward_bias.sum(axis=0), precision, lin,
+        weighted = np.ascontiguousarray(np.hstack([precision[:, None] * lin, (g_full * precision).T]))
+        model = (np.ascontiguousarray(lin.T), lin @ params.mean + params.forward_bias.sum(axis=0), precision, weighted,
                  _covariance_inverse(params), np.ascontiguousarray((g_full * precision) @ lin), (g_full * precision) @ g_full.T)
-        return plan, g_full, model
+        return plan, model
 
     return params.cached("fill plan", make)
 
