@@ -125,7 +125,7 @@ from .errors import ALLOWANCE, LEVEL
 from .linalg import PANEL, power_of_two, unit_mean
 from .params import PPAParams
 from .ppa import Fit as Fitted
-from .ppa import Progress, fit, fit_params
+from .ppa import Begun, Progress, begin, fit, fit_params
 from .spec import Spec
 
 #: errors below this fraction of the held-out rows' total energy count as equal (float64 rounding beyond
@@ -733,6 +733,26 @@ class _Validation:
         return {key: v for key, v in self.verdicts.items() if v.admitted or key[1] == 0}
 
 
+class _Starts:
+    """The start of the last fit (:func:`~ppa_xr.core.ppa.begin`: folds, centring, covariance, eigenbasis), taken
+    again by the next fit of the same rows (the same array), groups, weights and draws: a part's plain and robust
+    fits differ only in their steps (their specs only in ``robust``; ``unit`` is the validation's). Kept: the
+    start's sample, a copy of the part's training rows, while the validation lasts."""
+
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.begun: Begun | None = None
+
+    def of(self, rows: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator,
+           weights: np.ndarray | None) -> Begun:
+        state = rng.bit_generator.state
+        if (self.begun is None or self.key is None or self.key[0] is not rows or self.key[1] is not groups or self.key[2] != state
+                or not np.array_equal(self.key[3], weights)):
+            self.key, self.begun = None, None  # the last start's sample goes before the next is made
+            self.key, self.begun = (rows, groups, state, weights), begin(rows, spec, groups=groups, rng=rng, weights=weights)
+        return self.begun
+
+
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
                  progress: Progress | None = None, weights: np.ndarray | None = None) -> tuple[Fitted, Choice]:
     """The fit of ``declared``, its configuration chosen by :func:`select` where ``configuration="validated"`` leaves it
@@ -752,16 +772,19 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     searched = declared.configuration == "validated" and not declared.robust and declared.max_curved is None
     if searched and feasible(len(X), groups, declared):
 
+        starts = _Starts()
+
         def candidate(rows: np.ndarray, row_groups: np.ndarray | None, child: np.random.Generator, row_weights: np.ndarray | None,
                       unit: float, **configuration: object) -> PPAParams:
             # the rows are in units of ``unit``, and so is the noise (its covariance in their square): the
             # whitened rows, where the truncations are measured, are those of the fit itself
             noise = None if declared.noise_cov is None else declared.noise_cov / unit / unit
             spec = declared.replace(leading="pca", noise_cov=noise, **configuration)
-            return fit_params(rows, spec, groups=row_groups, rng=child, weights=row_weights)
+            return fit_params(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights))
 
         with blas.every_blas_on_one_thread():  # as the fits: the products are small, and extra BLAS threads only wait
             found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=declared.leading == "pca", weights=weights)
+        del starts  # before the final fit: its sample is the larger
         if found is not None:
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])

@@ -34,6 +34,7 @@ steps, ``tr(S_k)``, is never above PCA's (paper Property 2).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -81,7 +82,7 @@ class Fit:
 
 
 def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
-        progress: Progress | None = None, weights: np.ndarray | None = None) -> Fit:
+        progress: Progress | None = None, weights: np.ndarray | None = None, begun: Begun | None = None) -> Fit:
     """Fit PPA on a finite float sample ``X`` (n x d) with the parameters of ``spec``.
 
     ``spec.standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features'
@@ -125,31 +126,73 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
         ``progress(done, total)`` as steps are done (a plain rotation's at once).
     weights : np.ndarray, optional
         (n,) positive weights of the rows.
+    begun : Begun, optional
+        The start (:func:`begin`) of these rows, groups, weights and draws, with a ``spec`` that differs from
+        this one at most in ``robust`` and ``max_curved``: the fit starts from a copy of it, ``rng`` unused.
 
     Returns
     -------
     Fit
         The fitted parameters and the training error curve.
     """
-    rng = np.random.default_rng() if rng is None else rng
     # one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and stable under load, where
     # the default threads doubled the fit time and took PCA() from 0.1 to 0.4-11 s (docs/performance.md)
     with blas.every_blas_on_one_thread():
-        return _fit(X, spec, groups, rng, progress, weights)
+        if begun is None:
+            begun = begin(X, spec, groups=groups, rng=np.random.default_rng() if rng is None else rng, weights=weights)
+            return _fit(begun, spec, progress)
+        return _fit(begun.copy(), spec, progress)
 
 
-def _fit(X: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator, progress: Progress | None,
-         weights: np.ndarray | None = None) -> Fit:
-    """``fit``, on one BLAS thread: the start, one eigendecomposition, the steps, their composition."""
+@dataclass
+class Begun:
+    """What a fit makes before its first step, and the steps do not change: the selection rows' folds, the
+    rows' ``order`` and square-root weights, the start (:class:`_Start`), the sample ``Z`` it makes, and the
+    eigendecomposition of its covariance. Fits that differ only in their steps' options (``robust``,
+    ``max_curved``) share it (the plain and robust half-size fits of the whole-fit validation)."""
+
+    folds: Folds | None
+    order: np.ndarray | None
+    root: np.ndarray | None
+    start: _Start
+    Z: np.ndarray
+    values: np.ndarray
+    vectors: np.ndarray
+
+    def copy(self) -> Begun:
+        """The same start with its own sample (a fit overwrites it)."""
+        return dataclasses.replace(self, Z=self.Z.copy())
+
+
+def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.random.Generator, weights: np.ndarray | None) -> Begun:
+    """The start of :func:`fit` (``O(n d^2)``: the centring, the covariance and its eigendecomposition), which
+    ``fit(..., begun=...)`` takes for any ``spec`` differing at most in ``robust`` and ``max_curved``.
+
+    Parameters
+    ----------
+    X, spec, groups, rng, weights
+        As ``fit``.
+
+    Returns
+    -------
+    Begun
+        The start.
+    """
     n = len(X)
     rows = n if spec.selection_samples is None else spec.selection_samples
     folds, order = Folds.select(groups, n, spec.n_folds, rng, rows) if len(spec.candidates) > 1 else (None, None)
     root = _root_weights(weights, order)
     start, Z = _Start.of(X, order, spec, root)
     values, vectors = eigenbasis(start.cov)
-    axes, variances = oriented(vectors), np.maximum(values, 0.0)
-    res = Residual.start(Z, 0 if folds is None else int(folds.bounds[-1]), values, axes)
-    del Z  # the residual owns the sample now, and overwrites it
+    return Begun(folds, order, root, start, Z, values, vectors)
+
+
+def _fit(begun: Begun, spec: Spec, progress: Progress | None) -> Fit:
+    """``fit`` from its start, on one BLAS thread: the steps, their composition."""
+    folds, start, values, root = begun.folds, begun.start, begun.values, begun.root
+    axes, variances = oriented(begun.vectors), np.maximum(values, 0.0)
+    res = Residual.start(begun.Z, 0 if folds is None else int(folds.bounds[-1]), values, axes)
+    del begun  # the residual owns the sample now, and overwrites it
     loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
@@ -157,12 +200,12 @@ def _fit(X: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Ge
 
 
 def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
-               progress: Progress | None = None, weights: np.ndarray | None = None) -> PPAParams:
+               progress: Progress | None = None, weights: np.ndarray | None = None, begun: Begun | None = None) -> PPAParams:
     """The fitted parameters of ``fit`` alone.
 
     Parameters
     ----------
-    X, spec, groups, rng, progress, weights
+    X, spec, groups, rng, progress, weights, begun
         As ``fit``.
 
     Returns
@@ -170,7 +213,7 @@ def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, r
     PPAParams
         The fitted parameters.
     """
-    return fit(X, spec, groups=groups, rng=rng, progress=progress, weights=weights).params
+    return fit(X, spec, groups=groups, rng=rng, progress=progress, weights=weights, begun=begun).params
 
 
 def block_size(rows: int, groups: int, terms: int, m: int, d: int) -> int:
@@ -198,7 +241,9 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     curved step's fit, which regresses the whole residual (``n d``) where its
     normal equations are ill-conditioned. A default fit first validates its
     configuration (``configuration="validated"``, :mod:`ppa_xr.core.candidates`):
-    the sample's two halves gathered (``8 n d``), a fit of one, then the
+    the sample's two halves gathered (``8 n d``), a fit of one (from a copy of
+    its start, ``4 n d``, kept while the validation lasts for the robust fit
+    of the same half), then the
     truncations' second moments (each held-out group's, ``groups d^2``, no
     more than the held-out half; a panel of the curved steps' bases), or
     where the groups outnumber ``n / (2 d)``, or where the moments' rounding
@@ -218,9 +263,10 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     if not (spec.configuration == "validated" and not spec.robust and spec.max_curved is None and candidates > 1):
         return fitted
     # whole-fit validation (core/candidates.py) first: the two halves gathered, a fit of one (robust too, where
-    # escalated), then the truncations' moments, or the held-out half's outputs, projections and their squares
+    # escalated) from a copy of its start, the start kept meanwhile, then the truncations' moments, or the held-out
+    # half's outputs, projections and their squares
     half_fit = fit_memory((n + 1) // 2, d, spec.replace(robust=True, configuration="fixed"), n_groups, 8)
-    return max(fitted, sample + max(half_fit, 2 * sample + 32 * d * d))
+    return max(fitted, sample + 8 * ((n + 1) // 2) * d + max(half_fit, 2 * sample + 32 * d * d))
 
 
 def _strategy(leading: str | Callable[..., np.ndarray]) -> Strategy:
