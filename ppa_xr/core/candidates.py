@@ -745,12 +745,19 @@ class _Starts:
 
     def of(self, rows: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator,
            weights: np.ndarray | None) -> Begun:
-        state = rng.bit_generator.state
-        if (self.begun is None or self.key is None or self.key[0] is not rows or self.key[1] is not groups or self.key[2] != state
-                or not np.array_equal(self.key[3], weights)):
+        key = (rows, groups, rng.bit_generator.state, weights)
+        if self.begun is None or not self._same(key):
             self.key, self.begun = None, None  # the last start's sample goes before the next is made
-            self.key, self.begun = (rows, groups, state, weights), begin(rows, spec, groups=groups, rng=rng, weights=weights)
+            self.key, self.begun = key, begin(rows, spec, groups=groups, rng=rng, weights=weights)
         return self.begun
+
+    def _same(self, key: tuple) -> bool:
+        """Whether ``key`` (rows, groups, the draws' state, weights) is the last start's: the same arrays of rows
+        and groups, the same state, equal weights."""
+        if self.key is None or self.key[0] is not key[0] or self.key[1] is not key[1] or self.key[2] != key[2]:
+            return False
+        last, weights = self.key[3], key[3]
+        return last is weights or (last is not None and weights is not None and np.array_equal(last, weights))
 
 
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
