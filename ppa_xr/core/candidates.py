@@ -78,7 +78,8 @@ many curved steps to keep (``max_curved``) from them:
   sample may support more curved steps than the half did.
 
 Why one held-out half and not K folds: a fit per fold and family is the
-whole cost: one half-size fit (two where the robust family is tried), and
+whole cost: one half-size fit (two where the robust family is tried, from
+one start: :class:`_Starts`), and
 what the truncations add, ``O(n K d)`` for ``K`` columns of the curved steps'
 bases and ``O(groups d^3)`` a truncation, below a fit's own ``O(n d^2)``
 (benchmarks/bench_defaults.py: 2.8-3.6x the fixed fit at 200,000 x 36 and
