@@ -425,19 +425,20 @@ def test_validation_needs_four_groups(heavy_tailed):
 @pytest.mark.parametrize("weighted", [False, True])
 def test_a_fit_from_a_shared_start_is_the_fit_from_scratch(heavy_tailed, weighted):
     """A start (:func:`ppa_xr.core.ppa.begin`) serves fits that differ in ``robust`` and ``max_curved``, each the
-    same to the last bit as the fit that begins itself with the same draws, and is left as it was."""
+    same to the last bit as the fit that begins itself with the same draws: the first on the start's sample,
+    the others on the sample made again (standardizing and noise-whitened fits too)."""
     from ppa_xr.core.ppa import begin
 
     weights = np.random.default_rng(3).uniform(0.5, 2.0, len(heavy_tailed)) if weighted else None
-    spec = PPA(configuration="fixed")._get_spec()
-    begun = begin(heavy_tailed, spec, groups=None, rng=np.random.default_rng(7), weights=weights)
-    sample = begun.Z.copy()
-    for options in ({}, {"robust": True}, {"max_curved": 1}, {}):
-        shared = fit_params(heavy_tailed, spec.replace(**options), begun=begun)
-        alone = fit_params(heavy_tailed, spec.replace(**options), rng=np.random.default_rng(7), weights=weights)
-        for name in ("rotation", "forward", "forward_bias", "mean", "degrees", "explained_variance"):
-            np.testing.assert_array_equal(getattr(shared, name), getattr(alone, name))
-        np.testing.assert_array_equal(begun.Z, sample)
+    noise = np.diag(np.linspace(0.5, 2.0, heavy_tailed.shape[1]))
+    for base in ({}, {"standardize": True}, {"noise_cov": noise}):
+        spec = PPA(configuration="fixed", **base)._get_spec()
+        begun = begin(heavy_tailed, spec, groups=None, rng=np.random.default_rng(7), weights=weights)
+        for options in ({}, {"robust": True}, {"max_curved": 1}):
+            shared = fit_params(heavy_tailed, spec.replace(**options), begun=begun)
+            alone = fit_params(heavy_tailed, spec.replace(**options), rng=np.random.default_rng(7), weights=weights)
+            for name in ("rotation", "forward", "forward_bias", "mean", "degrees", "explained_variance", "whitening"):
+                np.testing.assert_array_equal(getattr(shared, name), getattr(alone, name))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 3])

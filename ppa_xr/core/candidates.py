@@ -737,8 +737,8 @@ class _Validation:
 class _Starts:
     """The start of the last fit (:func:`~ppa_xr.core.ppa.begin`: folds, centring, covariance, eigenbasis), taken
     again by the next fit of the same rows (the same array), groups, weights and draws: a part's plain and robust
-    fits differ only in their steps (their specs only in ``robust``; ``unit`` is the validation's). Kept: the
-    start's sample, a copy of the part's training rows, while the validation lasts."""
+    fits differ only in their steps (their specs only in ``robust``; ``unit`` is the validation's). The plain
+    fit takes the start's sample; the robust one centres the rows again, with no covariance (no memory kept)."""
 
     def __init__(self) -> None:
         self.key: tuple | None = None

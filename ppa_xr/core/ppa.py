@@ -34,7 +34,6 @@ steps, ``tr(S_k)``, is never above PCA's (paper Property 2).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -128,7 +127,7 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
         (n,) positive weights of the rows.
     begun : Begun, optional
         The start (:func:`begin`) of these rows, groups, weights and draws, with a ``spec`` that differs from
-        this one at most in ``robust`` and ``max_curved``: the fit starts from a copy of it, ``rng`` unused.
+        this one at most in ``robust`` and ``max_curved``: the fit starts from it, ``rng`` unused.
 
     Returns
     -------
@@ -140,28 +139,31 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     with blas.every_blas_on_one_thread():
         if begun is None:
             begun = begin(X, spec, groups=groups, rng=np.random.default_rng() if rng is None else rng, weights=weights)
-            return _fit(begun, spec, progress)
-        return _fit(begun.copy(), spec, progress)
+        return _fit(begun, spec, progress)
 
 
 @dataclass
 class Begun:
     """What a fit makes before its first step, and the steps do not change: the selection rows' folds, the
-    rows' ``order`` and square-root weights, the start (:class:`_Start`), the sample ``Z`` it makes, and the
-    eigendecomposition of its covariance. Fits that differ only in their steps' options (``robust``,
-    ``max_curved``) share it (the plain and robust half-size fits of the whole-fit validation)."""
+    rows' ``order`` and square-root weights, the start (:class:`_Start`), the eigendecomposition of its
+    covariance, and the sample ``Z`` it made, until a fit takes it. Fits of the same rows ``X`` that differ
+    only in their steps' options (``robust``, ``max_curved``) share it (the plain and robust half-size fits
+    of the whole-fit validation): the first takes ``Z``, a later one makes it again without its covariance."""
 
+    X: np.ndarray
+    spec: Spec
     folds: Folds | None
     order: np.ndarray | None
     root: np.ndarray | None
     start: _Start
-    Z: np.ndarray
     values: np.ndarray
     vectors: np.ndarray
+    Z: np.ndarray | None
 
-    def copy(self) -> Begun:
-        """The same start with its own sample (a fit overwrites it)."""
-        return dataclasses.replace(self, Z=self.Z.copy())
+    def sample(self) -> np.ndarray:
+        """The sample for a fit, which overwrites it: the one the start made, then the same made again."""
+        Z, self.Z = self.Z, None
+        return self.start.sample(self.X, self.order, self.spec, self.root) if Z is None else Z
 
 
 def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.random.Generator, weights: np.ndarray | None) -> Begun:
@@ -184,15 +186,15 @@ def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.rando
     root = _root_weights(weights, order)
     start, Z = _Start.of(X, order, spec, root)
     values, vectors = eigenbasis(start.cov)
-    return Begun(folds, order, root, start, Z, values, vectors)
+    return Begun(X, spec, folds, order, root, start, values, vectors, Z)
 
 
 def _fit(begun: Begun, spec: Spec, progress: Progress | None) -> Fit:
     """``fit`` from its start, on one BLAS thread: the steps, their composition."""
     folds, start, values, root = begun.folds, begun.start, begun.values, begun.root
     axes, variances = oriented(begun.vectors), np.maximum(values, 0.0)
-    res = Residual.start(begun.Z, 0 if folds is None else int(folds.bounds[-1]), values, axes)
-    del begun  # the residual owns the sample now, and overwrites it
+    # the residual owns the sample now, and overwrites it
+    res = Residual.start(begun.sample(), 0 if folds is None else int(folds.bounds[-1]), values, axes)
     loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
@@ -241,9 +243,7 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     curved step's fit, which regresses the whole residual (``n d``) where its
     normal equations are ill-conditioned. A default fit first validates its
     configuration (``configuration="validated"``, :mod:`ppa_xr.core.candidates`):
-    the sample's two halves gathered (``8 n d``), a fit of one (from a copy of
-    its start, ``4 n d``, kept while the validation lasts for the robust fit
-    of the same half), then the
+    the sample's two halves gathered (``8 n d``), a fit of one, then the
     truncations' second moments (each held-out group's, ``groups d^2``, no
     more than the held-out half; a panel of the curved steps' bases), or
     where the groups outnumber ``n / (2 d)``, or where the moments' rounding
@@ -263,10 +263,9 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     if not (spec.configuration == "validated" and not spec.robust and spec.max_curved is None and candidates > 1):
         return fitted
     # whole-fit validation (core/candidates.py) first: the two halves gathered, a fit of one (robust too, where
-    # escalated) from a copy of its start, the start kept meanwhile, then the truncations' moments, or the held-out
-    # half's outputs, projections and their squares
+    # escalated), then the truncations' moments, or the held-out half's outputs, projections and their squares
     half_fit = fit_memory((n + 1) // 2, d, spec.replace(robust=True, configuration="fixed"), n_groups, 8)
-    return max(fitted, sample + 8 * ((n + 1) // 2) * d + max(half_fit, 2 * sample + 32 * d * d))
+    return max(fitted, sample + max(half_fit, 2 * sample + 32 * d * d))
 
 
 def _strategy(leading: str | Callable[..., np.ndarray]) -> Strategy:
@@ -282,6 +281,7 @@ class _Start:
     mean: np.ndarray  # the mean in the fit's units, W mean / unit
     unit: float
     whitening: np.ndarray | None
+    scale: np.ndarray | None = None  # a standardizing fit's feature scales, in units of the centring's factor
 
     @classmethod
     def of(cls, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None) -> tuple[_Start, np.ndarray]:
@@ -300,8 +300,18 @@ class _Start:
             feature_scale = np.where(std > 0, std, 1 / factor)
             Z /= feature_scale
             whitening = np.diag(1 / (factor * feature_scale))
-            return cls(cov / np.outer(feature_scale, feature_scale), whitening @ mean, 1.0, whitening), Z
+            return cls(cov / np.outer(feature_scale, feature_scale), whitening @ mean, 1.0, whitening, feature_scale), Z
         return cls(cov, mean / factor, _checked_spread(float(factor), len(mean), "(pass standardize=True, or divide the data by a constant)"), None), Z
+
+    def sample(self, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None) -> np.ndarray:
+        """``Z`` of :meth:`of` again, by the same operations (bit for bit), without its covariance."""
+        Z, _, factor = _centred(X, order, spec.standardize, root)
+        if self.whitening is not None and spec.noise_cov is not None:
+            Z = Z @ (self.whitening * factor).T
+            Z /= self.unit
+        elif self.scale is not None:
+            Z /= self.scale
+        return Z
 
     def finish(self, params: PPAParams) -> PPAParams:
         """The map fitted on ``Z`` as a map of the data itself."""
