@@ -466,3 +466,44 @@ def test_validation_needs_four_groups(heavy_tailed):
     X = heavy_tailed[:600, :6]
     assert not PPA(random_state=0).fit(X, groups=np.arange(600) % 3).configuration_["validated"]
     assert PPA(random_state=0).fit(X, groups=np.arange(600) % 4).configuration_["validated"]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_fit_from_a_shared_start_is_the_fit_from_scratch(heavy_tailed, weighted):
+    """A start (:func:`ppa_xr.core.ppa.begin`) serves fits that differ in ``robust`` and ``max_curved``, each the
+    same to the last bit as the fit that begins itself with the same draws: the first on the start's sample,
+    the others on the sample made again (standardizing and noise-whitened fits too)."""
+    from ppa_xr.core.ppa import begin
+
+    weights = np.random.default_rng(3).uniform(0.5, 2.0, len(heavy_tailed)) if weighted else None
+    noise = np.diag(np.linspace(0.5, 2.0, heavy_tailed.shape[1]))
+    for base in ({}, {"standardize": True}, {"noise_cov": noise}):
+        spec = PPA(configuration="fixed", **base)._get_spec()
+        begun = begin(heavy_tailed, spec, groups=None, rng=np.random.default_rng(7), weights=weights)
+        for options in ({}, {"robust": True}, {"max_curved": 1}):
+            shared = fit_params(heavy_tailed, spec.replace(**options), begun=begun)
+            alone = fit_params(heavy_tailed, spec.replace(**options), rng=np.random.default_rng(7), weights=weights)
+            for name in ("rotation", "forward", "forward_bias", "mean", "degrees", "explained_variance", "whitening"):
+                np.testing.assert_array_equal(getattr(shared, name), getattr(alone, name))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3])
+def test_the_plain_and_robust_half_fits_share_their_start(monkeypatch, selections, seed):
+    """Where the robust family joins (30 bands, 1% anomalies: at seeds 0, 1, 3 of 0-4), its half-size fit starts
+    where the plain one did: one start for the validation's part (the final fit makes its own), not one per
+    family; the choice is refitted exactly."""
+    X = make_curved_mixture(4000, n_bands=30, anomalies=0.01, random_state=seed).data
+    starts = []
+    real = candidates.begin
+
+    def counted(*args, **kwargs):
+        starts.append(len(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(candidates, "begin", counted)
+    model = PPA(random_state=seed).fit(X)
+    (selection,) = selections
+    assert any(robust for robust, _ in selection.verdicts)  # the robust family was judged
+    assert starts == [2000]  # the half's start, once
+    as_chosen = PPA(configuration="fixed", **{k: model.configuration_[k] for k in ("robust", "max_curved")}, random_state=seed).fit(X)
+    np.testing.assert_array_equal(model.transform(X), as_chosen.transform(X))

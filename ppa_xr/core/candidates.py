@@ -84,7 +84,8 @@ many curved steps to keep (``max_curved``) from them:
   the Moffett scene; benchmarks/results/scenes/README.md).
 
 Why one held-out half and not K folds: a fit per fold and family is the
-whole cost: one half-size fit (two where the robust family is tried), and
+whole cost: one half-size fit (two where the robust family is tried, from
+one start: :class:`_Starts`), and
 what the truncations add, ``O(n K d)`` for ``K`` columns of the curved steps'
 bases and ``O(groups d^3)`` a truncation, below a fit's own ``O(n d^2)``
 (benchmarks/bench_defaults.py: 2.8-3.6x the fixed fit at 200,000 x 36 and
@@ -131,7 +132,7 @@ from .errors import ALLOWANCE, LEVEL
 from .linalg import PANEL, power_of_two, unit_mean
 from .params import PPAParams
 from .ppa import Fit as Fitted
-from .ppa import Progress, fit, fit_params
+from .ppa import Begun, Progress, begin, fit, fit_params
 from .spec import Spec
 
 #: errors below this fraction of the held-out rows' total energy count as equal (float64 rounding beyond
@@ -760,6 +761,33 @@ class _Validation:
         return {key: v for key, v in self.verdicts.items() if v.admitted or key[1] == 0}
 
 
+class _Starts:
+    """The start of the last fit (:func:`~ppa_xr.core.ppa.begin`: folds, centring, covariance, eigenbasis), taken
+    again by the next fit of the same rows (the same array), groups, weights and draws: a part's plain and robust
+    fits differ only in their steps (their specs only in ``robust``; ``unit`` is the validation's). The plain
+    fit takes the start's sample; the robust one centres the rows again, with no covariance (no memory kept)."""
+
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.begun: Begun | None = None
+
+    def of(self, rows: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator,
+           weights: np.ndarray | None) -> Begun:
+        key = (rows, groups, rng.bit_generator.state, weights)
+        if self.begun is None or not self._same(key):
+            self.key, self.begun = None, None  # the last start's sample goes before the next is made
+            self.key, self.begun = key, begin(rows, spec, groups=groups, rng=rng, weights=weights)
+        return self.begun
+
+    def _same(self, key: tuple) -> bool:
+        """Whether ``key`` (rows, groups, the draws' state, weights) is the last start's: the same arrays of rows
+        and groups, the same state, equal weights."""
+        if self.key is None or self.key[0] is not key[0] or self.key[1] is not key[1] or self.key[2] != key[2]:
+            return False
+        last, weights = self.key[3], key[3]
+        return last is weights or (last is not None and weights is not None and np.array_equal(last, weights))
+
+
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
                  progress: Progress | None = None, weights: np.ndarray | None = None) -> tuple[Fitted, Choice]:
     """The fit of ``declared``, its configuration chosen by :func:`select` where ``configuration="validated"`` leaves it
@@ -779,13 +807,15 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     searched = declared.configuration == "validated" and not declared.robust and declared.max_curved is None
     if searched and feasible(len(X), groups, declared):
 
+        starts = _Starts()
+
         def candidate(rows: np.ndarray, row_groups: np.ndarray | None, child: np.random.Generator, row_weights: np.ndarray | None,
                       unit: float, **configuration: object) -> PPAParams:
             # the rows are in units of ``unit``, and so is the noise (its covariance in their square): the
             # whitened rows, where the truncations are measured, are those of the fit itself
             noise = None if declared.noise_cov is None else declared.noise_cov / unit / unit
             spec = declared.replace(leading="pca", noise_cov=noise, **configuration)
-            return fit_params(rows, spec, groups=row_groups, rng=child, weights=row_weights)
+            return fit_params(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights))
 
         with blas.every_blas_on_one_thread():  # as the fits: the products are small, and extra BLAS threads only wait
             kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
@@ -793,6 +823,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             pca_led = declared.leading == "pca"
             found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=pca_led, weights=weights,
                            components=kept, count=pca_led)
+        del starts  # before the final fit: its sample is the larger
         if found is not None:
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])

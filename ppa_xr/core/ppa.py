@@ -81,7 +81,7 @@ class Fit:
 
 
 def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
-        progress: Progress | None = None, weights: np.ndarray | None = None) -> Fit:
+        progress: Progress | None = None, weights: np.ndarray | None = None, begun: Begun | None = None) -> Fit:
     """Fit PPA on a finite float sample ``X`` (n x d) with the parameters of ``spec``.
 
     ``spec.standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features'
@@ -125,31 +125,76 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
         ``progress(done, total)`` as steps are done (a plain rotation's at once).
     weights : np.ndarray, optional
         (n,) positive weights of the rows.
+    begun : Begun, optional
+        The start (:func:`begin`) of these rows, groups, weights and draws, with a ``spec`` that differs from
+        this one at most in ``robust`` and ``max_curved``: the fit starts from it, ``rng`` unused.
 
     Returns
     -------
     Fit
         The fitted parameters and the training error curve.
     """
-    rng = np.random.default_rng() if rng is None else rng
     # one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and stable under load, where
     # the default threads doubled the fit time and took PCA() from 0.1 to 0.4-11 s (docs/performance.md)
     with blas.every_blas_on_one_thread():
-        return _fit(X, spec, groups, rng, progress, weights)
+        if begun is None:
+            begun = begin(X, spec, groups=groups, rng=np.random.default_rng() if rng is None else rng, weights=weights)
+        return _fit(begun, spec, progress)
 
 
-def _fit(X: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator, progress: Progress | None,
-         weights: np.ndarray | None = None) -> Fit:
-    """``fit``, on one BLAS thread: the start, one eigendecomposition, the steps, their composition."""
+@dataclass
+class Begun:
+    """What a fit makes before its first step, and the steps do not change: the selection rows' folds, the
+    rows' ``order`` and square-root weights, the start (:class:`_Start`), the eigendecomposition of its
+    covariance, and the sample ``Z`` it made, until a fit takes it. Fits of the same rows ``X`` that differ
+    only in their steps' options (``robust``, ``max_curved``) share it (the plain and robust half-size fits
+    of the whole-fit validation): the first takes ``Z``, a later one makes it again without its covariance."""
+
+    X: np.ndarray
+    spec: Spec
+    folds: Folds | None
+    order: np.ndarray | None
+    root: np.ndarray | None
+    start: _Start
+    values: np.ndarray
+    vectors: np.ndarray
+    Z: np.ndarray | None
+
+    def sample(self) -> np.ndarray:
+        """The sample for a fit, which overwrites it: the one the start made, then the same made again."""
+        Z, self.Z = self.Z, None
+        return self.start.sample(self.X, self.order, self.spec, self.root) if Z is None else Z
+
+
+def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.random.Generator, weights: np.ndarray | None) -> Begun:
+    """The start of :func:`fit` (``O(n d^2)``: the centring, the covariance and its eigendecomposition), which
+    ``fit(..., begun=...)`` takes for any ``spec`` differing at most in ``robust`` and ``max_curved``.
+
+    Parameters
+    ----------
+    X, spec, groups, rng, weights
+        As ``fit``.
+
+    Returns
+    -------
+    Begun
+        The start.
+    """
     n = len(X)
     rows = n if spec.selection_samples is None else spec.selection_samples
     folds, order = Folds.select(groups, n, spec.n_folds, rng, rows) if len(spec.candidates) > 1 else (None, None)
     root = _root_weights(weights, order)
     start, Z = _Start.of(X, order, spec, root)
     values, vectors = eigenbasis(start.cov)
-    axes, variances = oriented(vectors), np.maximum(values, 0.0)
-    res = Residual.start(Z, 0 if folds is None else int(folds.bounds[-1]), values, axes)
-    del Z  # the residual owns the sample now, and overwrites it
+    return Begun(X, spec, folds, order, root, start, values, vectors, Z)
+
+
+def _fit(begun: Begun, spec: Spec, progress: Progress | None) -> Fit:
+    """``fit`` from its start, on one BLAS thread: the steps, their composition."""
+    folds, start, values, root = begun.folds, begun.start, begun.values, begun.root
+    axes, variances = oriented(begun.vectors), np.maximum(values, 0.0)
+    # the residual owns the sample now, and overwrites it
+    res = Residual.start(begun.sample(), 0 if folds is None else int(folds.bounds[-1]), values, axes)
     loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
@@ -157,12 +202,12 @@ def _fit(X: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Ge
 
 
 def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
-               progress: Progress | None = None, weights: np.ndarray | None = None) -> PPAParams:
+               progress: Progress | None = None, weights: np.ndarray | None = None, begun: Begun | None = None) -> PPAParams:
     """The fitted parameters of ``fit`` alone.
 
     Parameters
     ----------
-    X, spec, groups, rng, progress, weights
+    X, spec, groups, rng, progress, weights, begun
         As ``fit``.
 
     Returns
@@ -170,7 +215,7 @@ def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, r
     PPAParams
         The fitted parameters.
     """
-    return fit(X, spec, groups=groups, rng=rng, progress=progress, weights=weights).params
+    return fit(X, spec, groups=groups, rng=rng, progress=progress, weights=weights, begun=begun).params
 
 
 def block_size(rows: int, groups: int, terms: int, m: int, d: int) -> int:
@@ -236,6 +281,7 @@ class _Start:
     mean: np.ndarray  # the mean in the fit's units, W mean / unit
     unit: float
     whitening: np.ndarray | None
+    scale: np.ndarray | None = None  # a standardizing fit's feature scales, in units of the centring's factor
 
     @classmethod
     def of(cls, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None) -> tuple[_Start, np.ndarray]:
@@ -254,8 +300,18 @@ class _Start:
             feature_scale = np.where(std > 0, std, 1 / factor)
             Z /= feature_scale
             whitening = np.diag(1 / (factor * feature_scale))
-            return cls(cov / np.outer(feature_scale, feature_scale), whitening @ mean, 1.0, whitening), Z
+            return cls(cov / np.outer(feature_scale, feature_scale), whitening @ mean, 1.0, whitening, feature_scale), Z
         return cls(cov, mean / factor, _checked_spread(float(factor), len(mean), "(pass standardize=True, or divide the data by a constant)"), None), Z
+
+    def sample(self, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None) -> np.ndarray:
+        """``Z`` of :meth:`of` again, by the same operations (bit for bit), without its covariance."""
+        Z, _, factor = _centred(X, order, spec.standardize, root)
+        if self.whitening is not None and spec.noise_cov is not None:
+            Z = Z @ (self.whitening * factor).T
+            Z /= self.unit
+        elif self.scale is not None:
+            Z /= self.scale
+        return Z
 
     def finish(self, params: PPAParams) -> PPAParams:
         """The map fitted on ``Z`` as a map of the data itself."""
