@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import overload
 
+from ppa_xr.core.basis import TAILS as BASIS_TAILS
 from ppa_xr.core.jit import inlined, njit
 
 #: the bit pattern of 1.0 as a float64
@@ -195,8 +196,9 @@ def feature_major(values, out):
 
 #: pixels per block of :func:`forward_error`: its components and powers (d + degree rows) stay in L1
 FORWARD_BLOCK = 256
-#: the tails of :func:`forward_error`'s polynomials, by code
-TAILS = {"clamp": 0, "linear": 1, "polynomial": 2}
+#: the tails of the compiled polynomials (:func:`forward_error`, :func:`map_fill`), by code: their place in
+#: :data:`ppa_xr.core.basis.TAILS`
+TAILS = {name: code for code, name in enumerate(BASIS_TAILS)}
 
 
 @_jit
@@ -567,7 +569,6 @@ def pixel_index(rows, width, starts, line_blocks, offset, size, tiles):
 
 
 #: the tails of :func:`ppa_xr.core.basis.powers` as the compiled fill takes them
-TAILS = {"clamp": 0, "linear": 1, "polynomial": 2}
 _TINY = np.finfo(np.float64).tiny
 #: how close (relatively) a whole step's decrease of ``q`` must come to its model's for the next step's decrease
 #: to be predicted with the same ``H`` (:func:`map_fill`)
