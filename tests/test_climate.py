@@ -185,6 +185,15 @@ def test_s_mode_projects_a_held_out_year_as_xeofs(anomalies):
     np.testing.assert_allclose(ours * signs, theirs, rtol=0, atol=1e-6 * np.abs(theirs).max())
 
 
+def test_an_s_mode_model_asks_for_its_cells_stacked_as_fitted(anomalies):
+    """Every pass on an S-mode model names the stacking the cube lacks (it suggested another feature dim)."""
+    model = anomalies.isel(time=slice(0, 24)).stack(cell=("lat", "lon")).ppa.fit(dim="cell", degree=1)
+    test = anomalies.isel(time=slice(24, 36))
+    for apply in (test.ppa.transform, test.ppa.evaluate, test.ppa.information_report, test.ppa.fill):
+        with pytest.raises(ValueError, match=r"stacked from the dimensions \('lat', 'lon'\) into 'cell'.*cube.stack\(cell=\('lat', 'lon'\)\)"):
+            apply(model)
+
+
 def test_t_mode_says_why_other_months_cannot_be_projected(sst, model):
     later = sst.assign_coords(time=sst.time.to_index() + np.timedelta64(3 * 365, "D"))
     with pytest.raises(ValueError, match=r"lacks 36 .*months are the model.s features \(T-mode\).*S-mode.*stack\(cell="):

@@ -179,6 +179,7 @@ def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | N
     features = model.features_ or FeatureLabels(dim or "band")
     if dim is not None and dim != features.dim:
         features = features.renamed(dim)
+    _check_stacked(obj, features)
     da = features.select(feature_array(obj, features.dim), model.n_features_in_)
     if model.params_.used is not None:
         da = without_dropped([da], features.dim, model.params_.used)[0]
@@ -188,6 +189,15 @@ def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | N
             f"range at degree 20 (1.4e-5 at 15); use cube.astype('float64') where the inverse must be exact",
             UserWarning)
     return _one_chunk_along(da, features.dim), features.dim
+
+
+def _check_stacked(obj: xr.DataArray | xr.Dataset, features: FeatureLabels) -> None:
+    """A model fitted on stacked dimensions (e.g. grid cells as features, S-mode) reads a cube stacked the same way."""
+    if features.levels and features.dim not in obj.dims:
+        levels = tuple(features.levels)
+        raise ValueError(f"the model's features are stacked from the dimensions {levels} into {features.dim!r}, and the cube has "
+                         f"no dimension {features.dim!r} (its dims are {tuple(obj.dims)}): stack it as the model was fitted, "
+                         f"cube.stack({features.dim}={levels})")
 
 
 def without_dropped(arrays: list[xr.DataArray], dim: Hashable, used: np.ndarray) -> list[xr.DataArray]:
