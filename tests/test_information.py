@@ -201,7 +201,7 @@ def test_report_on_a_scene_fitted_on_every_pixel_falls_back_with_the_bias_stated
         warnings.simplefilter("error")  # 2,600 held-out pixels, fewer than the default 100,000: no warning unasked
         held = big.ppa.information_report(enough)
     assert held.attrs["estimated_on"].startswith("held out") and held.attrs["sample_size"] == 2600
-    with pytest.warns(UserWarning, match=r"only 2600 valid pixels \(asked for n_samples=5000\) lie outside"):
+    with pytest.warns(UserWarning, match=r"only 2600 valid pixels lie outside the model's fitting sample, fewer than n_samples=5000"):
         big.ppa.information_report(enough, n_samples=5000)
 
 

@@ -232,7 +232,7 @@ def held_out(
         n_samples = checks.integer(n_samples, f"n_samples (held-out pixels; at least {MIN_HELD_OUT} for a stable estimate)", MIN_HELD_OUT)
     sample = sample_features(da, dim, n_samples, random_state, exclude=exclude, max_chunks=max_chunks, empty_ok=True, default=default, warn=False)
     if n_samples is not None and max_chunks is None and MIN_HELD_OUT <= sample.n_valid < n_samples:  # enough, but fewer than asked
-        warn_user(f"only {sample.n_valid} valid pixels (asked for n_samples={n_samples}) lie outside the model's fitting sample; "
+        warn_user(f"only {sample.n_valid} valid pixels lie outside the model's fitting sample, fewer than n_samples={n_samples}; "
                   "using all of them", UserWarning)
     return sample
 
