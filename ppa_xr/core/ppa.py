@@ -51,15 +51,13 @@ from .degrees import (
     select_degree,
 )
 from .leading import LEADING_VECTORS, Strategy, pca_leading_vector
-from .linalg import eigenbasis, orientation, oriented, power_of_two, unit_mean
+from .linalg import eigenbasis, orientation, oriented, power_of_two, spread_about, unit_mean
 from .params import PPAParams
 from .spec import Spec
 from .steps import Designs, Residual, Step, fit_step, interlaced, leading_vector
 
 #: most steps whose Gram matrices one pass over the selection rows prepares
 MAX_BLOCK = 32
-#: values of the sample (1 MiB) centred at a time, while their extremes are read
-PANEL_VALUES = 2**17
 
 
 def max_spread(d: int) -> float:
@@ -532,8 +530,8 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
     its root: ``Z^T Z`` is then the weighted scatter."""
     if order is None and root is None and not per_feature:  # the copy is the centring, which finds the spread as it goes
         mean = X.mean(axis=0, dtype=np.float64)
-        Z, spread = _centred_spread(X, mean)
-        factor = power_of_two(spread)
+        Z = np.empty(X.shape)
+        factor = power_of_two(spread_about(X, mean, out=Z))
         Z *= 1 / factor
         return Z, mean, factor[()]
     if order is None and root is None:
@@ -556,19 +554,6 @@ def _covariance(Z: np.ndarray, threads: int) -> np.ndarray:
         return Z.T @ Z / len(Z)
     with blas.on_threads(threads):
         return Z.T @ Z / len(Z)
-
-
-def _centred_spread(X: np.ndarray, mean: np.ndarray) -> tuple[np.ndarray, float]:
-    """``Z = X - mean`` (a new float64 array) and ``max |Z|``, :data:`PANEL_VALUES` values at a time: each panel's
-    extremes are read while it is in cache, not in two more passes over ``Z`` (the same values)."""
-    Z = np.empty(X.shape)
-    high = low = 0.0
-    rows = max(1, PANEL_VALUES // max(X.shape[1], 1))
-    for lo in range(0, len(X), rows):
-        part = Z[lo:lo + rows]
-        np.subtract(X[lo:lo + rows], mean, out=part, dtype=np.float64)
-        high, low = max(high, float(part.max())), min(low, float(part.min()))
-    return Z, max(high, -low)
 
 
 def _root_weights(weights: np.ndarray | None, order: np.ndarray | None) -> np.ndarray | None:
