@@ -261,12 +261,19 @@ def test_the_covariance_takes_the_callers_threads_only_where_cores_are_idle(monk
 
 
 @pytest.mark.parametrize("options", [{"degree": 1}, {"configuration": "fixed"}, {"noise_cov": "diagonal"}])
-def test_the_fit_is_the_same_at_any_blas_thread_count(curved, options, monkeypatch):
-    """The threaded covariance splits its output, not its sums: the fit is bit for bit the same at 1, 2 and 3 threads."""
+def test_the_fit_is_the_same_at_any_blas_thread_count(options, monkeypatch):
+    """The threaded covariance splits its output, not its sums: the fit is bit for bit the same at 1, 2 and 3 threads
+    (a sample whose covariance is large enough to take them, ``THREADED_WORK``)."""
     import os
 
     from threadpoolctl import threadpool_limits
 
+    from ppa_xr.core.ppa import THREADED_WORK
+
+    from .conftest import curved_sample
+
+    curved = curved_sample(20_000, d=60, seed=3)
+    assert len(curved) * curved.shape[1] ** 2 >= THREADED_WORK
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # idle cores: the caller's threads
     if options.get("noise_cov") == "diagonal":
         options = {"degree": 1, "noise_cov": np.diag(np.var(np.diff(curved, axis=0), axis=0) / 2)}

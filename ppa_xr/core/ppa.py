@@ -58,6 +58,9 @@ from .steps import Designs, Residual, Step, fit_step, interlaced, leading_vector
 
 #: most steps whose Gram matrices one pass over the selection rows prepares
 MAX_BLOCK = 32
+#: the covariance's multiply-adds (``n d^2``) from which it takes the caller's threads (:func:`~ppa_xr.core.blas.product_threads`):
+#: about 3 ms on one thread; below, setting the threads would cost more than they save
+THREADED_WORK = 2**26
 
 
 def max_spread(d: int) -> float:
@@ -549,8 +552,8 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
 
 
 def _covariance(Z: np.ndarray, threads: int) -> np.ndarray:
-    """``Z^T Z / n`` (SYRK), on ``threads`` BLAS threads."""
-    if threads == 1:
+    """``Z^T Z / n`` (SYRK), on ``threads`` BLAS threads where it has :data:`THREADED_WORK` multiply-adds."""
+    if threads == 1 or len(Z) * Z.shape[1] ** 2 < THREADED_WORK:
         return Z.T @ Z / len(Z)
     with blas.on_threads(threads):
         return Z.T @ Z / len(Z)
