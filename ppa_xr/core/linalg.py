@@ -41,10 +41,10 @@ def spread_about(X: np.ndarray, mean: np.ndarray, out: np.ndarray | None = None)
     are read while it is in cache: numpy's maximum along the rows of a row-major array (``X.max(axis=0)``) costs
     about 5x a pass. Rounding is monotone, so the largest difference is that of each feature's extreme."""
     rows = max(1, SPREAD_PANEL // max(X.shape[1], 1))
-    scratch = np.empty((min(rows, len(X)), X.shape[1]), np.result_type(X, mean))
+    scratch = np.empty((min(rows, len(X)), X.shape[1]), np.result_type(X, mean)) if out is None else out
     high = low = 0.0
     for lo in range(0, len(X), rows):
-        part = scratch[: len(X[lo:lo + rows])] if out is None else out[lo:lo + rows]
+        part = scratch[: len(X[lo:lo + rows])] if out is None else scratch[lo:lo + rows]
         np.subtract(X[lo:lo + rows], mean, out=part)
         high, low = max(high, float(part.max())), min(low, float(part.min()))
     return max(high, -low)
