@@ -61,7 +61,7 @@ def product_threads() -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     try:
         idle = int(cores - os.getloadavg()[0] + 1.5)
-    except OSError:  # no load average (Windows)
+    except (AttributeError, OSError):  # no load average (Windows has no os.getloadavg)
         idle = cores
     return max(1, min(caller, idle))
 
