@@ -255,8 +255,10 @@ def test_the_covariance_takes_the_callers_threads_only_where_cores_are_idle(monk
         assert seen == [1]
         monkeypatch.setattr(os, "getloadavg", lambda: (cores + 1.0, 0.0, 0.0))
         assert blas.product_threads() == 1
+        monkeypatch.delattr(os, "getloadavg")  # Windows: no load average, the caller's threads
+        assert blas.product_threads() == min(2, cores)
     with threadpool_limits(1, user_api="blas"):
-        monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+        monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
         assert blas.product_threads() == 1  # never more than the caller set
 
 
