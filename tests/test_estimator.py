@@ -231,6 +231,63 @@ def test_fit_runs_blas_on_one_thread_and_restores_the_count(curved):
     assert counts() == before
 
 
+def test_the_covariance_takes_the_callers_threads_only_where_cores_are_idle(monkeypatch):
+    """The covariance's product keeps the caller's BLAS threads (as ``PCA()`` has them) in the main thread while the
+    load leaves cores idle; one thread on a busy machine, in any other thread (a dask task's) or while a kernel holds
+    the BLAS."""
+    import os
+    import threading
+
+    from threadpoolctl import threadpool_limits
+
+    from ppa_xr.core import blas
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    with threadpool_limits(2, user_api="blas"):
+        assert blas.product_threads() == min(2, cores + 1)
+        with blas.single_thread:
+            assert blas.product_threads() == 1
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(blas.product_threads()))
+        worker.start()
+        worker.join()
+        assert seen == [1]
+        monkeypatch.setattr(os, "getloadavg", lambda: (cores + 1.0, 0.0, 0.0))
+        assert blas.product_threads() == 1
+        monkeypatch.delattr(os, "getloadavg")  # Windows: no load average, the caller's threads
+        assert blas.product_threads() == min(2, cores)
+    with threadpool_limits(1, user_api="blas"):
+        monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
+        assert blas.product_threads() == 1  # never more than the caller set
+
+
+@pytest.mark.parametrize("options", [{"degree": 1}, {"configuration": "fixed"}, {"noise_cov": "diagonal"}])
+def test_the_fit_is_the_same_at_any_blas_thread_count(options, monkeypatch):
+    """The threaded covariance splits its output, not its sums: the fit is bit for bit the same at 1, 2 and 3 threads
+    (a sample whose covariance is large enough to take them, ``THREADED_WORK``)."""
+    import os
+
+    from threadpoolctl import threadpool_limits
+
+    from ppa_xr.core.ppa import THREADED_WORK
+
+    from .conftest import curved_sample
+
+    curved = curved_sample(20_000, d=60, seed=3)
+    assert len(curved) * curved.shape[1] ** 2 >= THREADED_WORK
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # idle cores: the caller's threads
+    if options.get("noise_cov") == "diagonal":
+        options = {"degree": 1, "noise_cov": np.diag(np.var(np.diff(curved, axis=0), axis=0) / 2)}
+    fits = []
+    for threads in (1, 2, 3):
+        with threadpool_limits(threads, user_api="blas"):
+            fits.append(PPA(random_state=0, **options).fit(curved).params_)
+    for other in fits[1:]:
+        for name in ("mean", "rotation", "forward", "degrees", "explained_variance"):
+            np.testing.assert_array_equal(getattr(other, name), getattr(fits[0], name))
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_more_features_than_samples_fit_in_their_span_as_the_svd(seed):
     """S-mode: 21 samples of 600 features; degree=1 is the SVD of the centred sample (variance fractions, patterns, scores),

@@ -129,7 +129,7 @@ import scipy.special
 from . import basis, blas, checks
 from .degrees import PSEUDO_GROUPS, Folds
 from .errors import ALLOWANCE, LEVEL
-from .linalg import PANEL, power_of_two, unit_mean
+from .linalg import PANEL, power_of_two, spread_about, unit_mean
 from .params import PPAParams
 from .ppa import Fit as Fitted
 from .ppa import Begun, Progress, begin, fit, fit_params
@@ -701,7 +701,7 @@ class _Validation:
         # the parts on the data divided by a power of two near its spread (exact): the fits are the same up to that
         # factor (they divide by such a power themselves), and squared errors of data at 1e-200 or 1e150 stay finite
         mean = X.mean(axis=0)
-        self.X, self.unit = X, power_of_two(max(float(np.max(X.max(axis=0) - mean)), float(np.max(mean - X.min(axis=0)))))
+        self.X, self.unit = X, power_of_two(spread_about(X, mean))
         self.fit, self.weights, self.parts, self.judged, self.components = fit, weights, parts, judged, components
         self.pca = np.zeros((len(judged), X.shape[1] - 1))
         self.total = 0.0

@@ -244,10 +244,11 @@ class PPAParams:
 
         The polynomials act on the scale-free ``t = (alpha - c) / s``, so rotations and degrees stay.
         """
-        lengths = ("mean", "center", "forward_bias", "forward", "inverse_bias", "inverse")
         arrays = self.arrays()
-        for name in lengths:
+        for name in ("mean", "center"):
             arrays[name] = arrays[name] * factor
+        for name in ("forward_bias", "forward", "inverse_bias", "inverse"):  # per step; a straight step's rows are 0
+            arrays[name] = _rows_scaled(arrays[name], factor)
         curved = np.isin(np.arange(self.n_features - 1), self.curved_steps())
         arrays["scale"] = np.where(curved, self.scale * factor, self.scale)  # straight steps have no polynomial to scale
         for name in ("explained_variance", "pca_variance"):
@@ -267,3 +268,12 @@ class PPAParams:
             return self
         return self.cached(dtype, lambda: PPAParams(
             **{k: (v if k == "degrees" else v.astype(dtype)) for k, v in self.arrays().items()}, tails=self.tails))
+
+
+def _rows_scaled(a: np.ndarray, factor: float) -> np.ndarray:
+    """``a * factor`` for an array of per-step rows, computed on the rows that are not all 0 (the curved steps'):
+    the others stay 0, and a fit of straight steps (``degree=1``) writes no ``(d-1) d`` products."""
+    used = a.reshape(len(a), -1).any(axis=1)
+    out = np.zeros(a.shape, a.dtype)  # pages of zeros, not written
+    out[used] = a[used] * factor
+    return out

@@ -51,13 +51,16 @@ from .degrees import (
     select_degree,
 )
 from .leading import LEADING_VECTORS, Strategy, pca_leading_vector
-from .linalg import eigenbasis, orientation, oriented, power_of_two, unit_mean
+from .linalg import eigenbasis, orientation, oriented, power_of_two, spread_about, unit_mean
 from .params import PPAParams
 from .spec import Spec
 from .steps import Designs, Residual, Step, fit_step, interlaced, leading_vector
 
 #: most steps whose Gram matrices one pass over the selection rows prepares
 MAX_BLOCK = 32
+#: the covariance's multiply-adds (``n d^2``) from which it takes the caller's threads (:func:`~ppa_xr.core.blas.product_threads`):
+#: about 3 ms on one thread; below, setting the threads would cost more than they save
+THREADED_WORK = 2**26
 
 
 def max_spread(d: int) -> float:
@@ -107,9 +110,13 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     unscaled projections, then scaled alike). Robust fences are the
     projections' unweighted quartiles.
 
-    Every BLAS is held at one thread meanwhile: the steps' many small products
-    would only wait for threads, and the fit's rounding does not depend on
-    the machine's thread count.
+    Every BLAS is held at one thread meanwhile (the steps' many small products
+    would only wait for threads), except the sample's covariance, one large
+    product, which runs at the caller's threads where the fit runs in the
+    process's main thread and the machine's load leaves cores idle
+    (:func:`~ppa_xr.core.blas.product_threads`). The fit's rounding does not
+    depend on the thread count: the threaded product splits its output among
+    the threads, not its sums, and the eigendecompositions stay on one thread.
 
     Parameters
     ----------
@@ -134,11 +141,12 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     Fit
         The fitted parameters and the training error curve.
     """
+    threads = blas.product_threads() if begun is None else 1  # read before the fit holds one thread
     # one thread: as fast on a quiet machine (0.83 against 0.75 s at 200,000 x 36) and stable under load, where
     # the default threads doubled the fit time and took PCA() from 0.1 to 0.4-11 s (docs/performance.md)
     with blas.every_blas_on_one_thread():
         if begun is None:
-            begun = begin(X, spec, groups=groups, rng=np.random.default_rng() if rng is None else rng, weights=weights)
+            begun = begin(X, spec, groups=groups, rng=np.random.default_rng() if rng is None else rng, weights=weights, threads=threads)
         return _fit(begun, spec, progress)
 
 
@@ -166,7 +174,8 @@ class Begun:
         return self.start.sample(self.X, self.order, self.spec, self.root) if Z is None else Z
 
 
-def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.random.Generator, weights: np.ndarray | None) -> Begun:
+def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.random.Generator, weights: np.ndarray | None,
+          threads: int = 1) -> Begun:
     """The start of :func:`fit` (``O(n d^2)``: the centring, the covariance and its eigendecomposition), which
     ``fit(..., begun=...)`` takes for any ``spec`` differing at most in ``robust`` and ``max_curved``.
 
@@ -174,6 +183,8 @@ def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.rando
     ----------
     X, spec, groups, rng, weights
         As ``fit``.
+    threads : int
+        BLAS threads of the covariance's product (:func:`~ppa_xr.core.blas.product_threads`).
 
     Returns
     -------
@@ -184,7 +195,7 @@ def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.rando
     rows = n if spec.selection_samples is None else spec.selection_samples
     folds, order = Folds.select(groups, n, spec.n_folds, rng, rows) if len(spec.candidates) > 1 else (None, None)
     root = _root_weights(weights, order)
-    start, Z = _Start.of(X, order, spec, root)
+    start, Z = _Start.of(X, order, spec, root, threads)
     values, vectors = eigenbasis(start.cov)
     return Begun(X, spec, folds, order, root, start, values, vectors, Z)
 
@@ -284,17 +295,18 @@ class _Start:
     scale: np.ndarray | None = None  # a standardizing fit's feature scales, in units of the centring's factor
 
     @classmethod
-    def of(cls, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None) -> tuple[_Start, np.ndarray]:
-        """The start and ``Z`` (its rows times ``root``, the square roots of their weights, where given)."""
+    def of(cls, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None,
+           threads: int = 1) -> tuple[_Start, np.ndarray]:
+        """The start and ``Z`` (its rows times ``root``, the square roots of their weights, where given); the
+        covariance's product on ``threads`` BLAS threads."""
         Z, mean, factor = _centred(X, order, spec.standardize, root)
-        n = len(Z)
         if spec.noise_cov is not None:  # W = Lambda^-1/2 U^T (noise in unit variance), then a power of two for O(1) values
             whitening = noise_whitening(spec.noise_cov)
             Z = Z @ (whitening * factor).T
             unit = _checked_spread(float(power_of_two(np.abs(Z).max())), len(mean), "in noise units (the noise far below the signal)")
             Z /= unit
-            return cls(Z.T @ Z / n, whitening @ mean / unit, unit, whitening), Z
-        cov = Z.T @ Z / n
+            return cls(_covariance(Z, threads), whitening @ mean / unit, unit, whitening), Z
+        cov = _covariance(Z, threads)
         if spec.standardize:  # W = D^-1: each feature's standard deviation D; a constant feature keeps 1
             std = np.sqrt(np.diag(cov))
             feature_scale = np.where(std > 0, std, 1 / factor)
@@ -519,7 +531,13 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
     at 1e150 keeps its values (their variances are computed apart). With ``root`` (the square roots of the
     rows' weights, mean weight 1, in the order of ``order``), the mean is weighted and each row is scaled by
     its root: ``Z^T Z`` is then the weighted scatter."""
-    if order is None and root is None:  # the copy is the centring: one pass
+    if order is None and root is None and not per_feature:  # the copy is the centring, which finds the spread as it goes
+        mean = X.mean(axis=0, dtype=np.float64)
+        Z = np.empty(X.shape)
+        factor = power_of_two(spread_about(X, mean, out=Z))
+        Z *= 1 / factor
+        return Z, mean, factor[()]
+    if order is None and root is None:
         mean = X.mean(axis=0, dtype=np.float64)
         Z = np.subtract(X, mean, dtype=np.float64)
     else:
@@ -531,6 +549,14 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
     if root is not None:
         Z *= root[:, None]
     return Z, mean, factor if per_feature else factor[()]
+
+
+def _covariance(Z: np.ndarray, threads: int) -> np.ndarray:
+    """``Z^T Z / n`` (SYRK), on ``threads`` BLAS threads where it has :data:`THREADED_WORK` multiply-adds."""
+    if threads == 1 or len(Z) * Z.shape[1] ** 2 < THREADED_WORK:
+        return Z.T @ Z / len(Z)
+    with blas.on_threads(threads):
+        return Z.T @ Z / len(Z)
 
 
 def _root_weights(weights: np.ndarray | None, order: np.ndarray | None) -> np.ndarray | None:

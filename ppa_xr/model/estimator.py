@@ -191,7 +191,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         params = fitted.params
         if not (declared.standardize or declared.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
             # of the features that vary: a constant one's comes back from the eigendecomposition as rounding
-            _warn_on_scales(np.sqrt(params.pca_variance @ params.pca_rotation**2)[np.ptp(X, axis=0) > 0])
+            _warn_on_scales(np.sqrt(params.pca_variance @ params.pca_rotation**2), X)
         self._set_fitted(params, declared, features, sample)
         self.configuration_ = configuration
         self.fit_error_ratio_ = fitted.error_ratio
@@ -879,9 +879,20 @@ def _unmasked(X: Any) -> Any:
     return np.ma.filled(X.astype(data.dtype if data.dtype.kind == "f" else np.float64), np.nan)
 
 
-def _warn_on_scales(std: np.ndarray) -> None:
+def _scales_differ(std: np.ndarray) -> bool:
     std = std[std > 0]
-    if len(std) > 1 and std.max() > SCALE_RATIO_WARNING * std.min():
+    return len(std) > 1 and std.max() > SCALE_RATIO_WARNING * std.min()
+
+
+def _warn_on_scales(std: np.ndarray, X: np.ndarray) -> None:
+    """Warn where the standard deviations ``std`` of the features of ``X`` that vary differ by more than
+    :data:`SCALE_RATIO_WARNING` (a constant feature's comes back from the eigendecomposition as rounding).
+    Which features vary (a pass over ``X``) is read only where all of them together would warn."""
+    if not _scales_differ(std):
+        return
+    std = std[np.ptp(X, axis=0) > 0]
+    std = std[std > 0]
+    if _scales_differ(std):
         warn_user(
             f"the features' standard deviations differ by {std.max() / std.min():.1e}: PPA, like PCA, then describes "
             "almost only the largest. If their units are not comparable (e.g. geopotential and wind), pass standardize=True "
