@@ -39,6 +39,11 @@ _GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E
 _jit = njit
 
 
+def _numpy_division(func):
+    """:func:`njit` with numpy's division: by zero gives inf or NaN, as numpy's expressions do (not an exception)."""
+    return njit(func, error_model="numpy")
+
+
 @_jit
 def _coordinate(v, center, inv_scale):
     """``t(v)`` of the module docstring, in float64."""
@@ -372,6 +377,64 @@ def grid_sums(values, table, low, high, center, inv_scale, slope, intercept, out
             sums[i] += bad[i]
     return out
 
+
+
+@_numpy_division
+def grid_masses(edges, mass, start, slope, center, inv_scale, bounds, ratio):
+    """The cells of a :class:`ppa_xr.core.lookup.UniformGrid`, row by row: ``bounds`` (d, G + 1) the cells' bounds
+    (the inverse of :func:`_coordinate` at ``t = start + q / slope``, the row's ends at its first and last edge,
+    made monotone), and ``ratio`` (d, G) each cell's mass over its width, the mass read off the piecewise-linear
+    cumulative ``mass`` (d, B + 1) at the ``edges`` (d, B + 1) as ``np.interp`` reads it (its branches and
+    arithmetic: ``j = #{edges <= x} - 1``, the last of tied edges). The same operations, in the same order, as the
+    numpy expressions they replace: the same bits, without their (d, G) temporaries."""
+    d, points = bounds.shape
+    last = edges.shape[1] - 1
+    slopes, cumulative = np.empty(last), np.empty(points)
+    for row in range(d):
+        xp, fp, c, s = edges[row], mass[row], center[row], inv_scale[row]
+        for i in range(last):
+            slopes[i] = (fp[i + 1] - fp[i]) / (xp[i + 1] - xp[i])
+        running = -np.inf
+        for q in range(points):
+            if q == 0:
+                value = xp[0]
+            elif q == points - 1:
+                value = xp[last]
+            else:
+                t = start[row] + np.float64(q) / slope[row]
+                bits = np.int64(min(np.rint(abs(t)), 2.0**62)) + _ONE_BITS
+                sign = 1.0 if t > 0 else (-1.0 if t < 0 else 0.0)  # np.sign
+                value = c + sign * (_as_float(bits) - 1.0) / s
+            running = running if running > value else value  # np.maximum.accumulate
+            bounds[row, q] = running
+        j = 0
+        for q in range(points):  # ascending: the position walks
+            x = bounds[row, q]
+            while j > 0 and xp[j] > x:
+                j -= 1
+            while j < last and xp[j + 1] <= x:
+                j += 1
+            if x > xp[last]:
+                y = fp[last]
+            elif x < xp[0]:
+                y = fp[0]
+            elif j == last or xp[j] == x:
+                y = fp[j]
+            else:
+                y = slopes[j] * (x - xp[j]) + fp[j]
+                if y != y:  # NaN: numpy's second try, from the right end
+                    y = slopes[j] * (x - xp[j + 1]) + fp[j + 1]
+                    if y != y and fp[j] == fp[j + 1]:
+                        y = fp[j]
+            cumulative[q] = y
+        for q in range(points - 1):
+            ratio[row, q] = (cumulative[q + 1] - cumulative[q]) / (bounds[row, q + 1] - bounds[row, q])
+
+
+@_jit
+def _as_float(bits):
+    """The float64 whose IEEE-754 pattern is ``bits`` (int64)."""
+    return np.int64(bits).view(np.float64)
 
 @_jit
 def _key(seed, index):
