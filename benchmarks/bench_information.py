@@ -219,13 +219,14 @@ def sampling_cost(repeat: int = 5) -> None:
     print(f"| in memory (.chunk) | {runs(times['sum'])} | {runs(times['sample'])} | {ratio(times['sample'], times['sum'])} |", flush=True)
 
 
-def _thread_seconds(fn, repeat: int = 5) -> float:
-    """Best thread CPU time of ``repeat`` calls (the machine's other load counts less than in wall time)."""
+def _thread_seconds(fn, repeat: int = 5, clock=time.thread_time) -> float:
+    """Best thread CPU time of ``repeat`` calls (the machine's other load counts less than in wall time); ``clock``:
+    ``time.process_time`` for that of the whole process (all its threads)."""
     best = np.inf
     for _ in range(repeat):
-        start = time.thread_time()
+        start = clock()
         fn()
-        best = min(best, time.thread_time() - start)
+        best = min(best, clock() - start)
     return best
 
 
@@ -272,15 +273,10 @@ def chunk_cost(path: str | None) -> None:
               f"| {rest:.0f} | {ms['transform']:.0f} |", flush=True)
 
 
-def _process_seconds(fn, repeat: int = 5) -> float:
-    """Best process CPU time (all threads) of ``repeat`` calls, after one warm-up."""
+def _warm_process_seconds(fn) -> float:
+    """Best process CPU time (all threads) of 5 calls, after one warm-up."""
     fn()
-    best = np.inf
-    for _ in range(repeat):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
+    return _thread_seconds(fn, clock=time.process_time)
 
 
 def stage_cost() -> None:
@@ -309,7 +305,7 @@ def stage_cost() -> None:
         _, discrete, _, measures, _ = _statistics(params, sample, "spacing", 0)
         R = {m: kernels.forward(sample, measures[m].params) for m in ("ppa", "pca")}
         densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
-        ms = {key: 1e3 * _process_seconds(fn) for key, fn in {
+        ms = {key: 1e3 * _warm_process_seconds(fn) for key, fn in {
             "forward": lambda: cube.ppa.transform(model, check=False).compute(),
             "report": lambda: information_report(cube, model).compute(),
             "lazy": lambda: information_report(cube, model),
