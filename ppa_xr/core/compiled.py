@@ -378,7 +378,6 @@ def grid_sums(values, table, low, high, center, inv_scale, slope, intercept, out
     return out
 
 
-
 @_numpy_division
 def grid_masses(edges, mass, start, slope, center, inv_scale, bounds, ratio):
     """The cells of a :class:`ppa_xr.core.lookup.UniformGrid`, row by row: ``bounds`` (d, G + 1) the cells' bounds
@@ -442,6 +441,7 @@ def _interpolated(x, xp, fp, slopes, out):
 def _as_float(bits):
     """The float64 whose IEEE-754 pattern is ``bits`` (int64)."""
     return np.int64(bits).view(np.float64)
+
 
 @_jit
 def _key(seed, index):
