@@ -29,6 +29,10 @@
    ``--only chunk [--cube CUBE.zarr]``: where a report's maps spend their time,
    thread CPU time of one chunk of each cube above (and of a ``big_cube.py``
    cube): the maps' kernel, its parts, and the 3-component transform.
+   ``--only stages``: where a computed report's CPU time goes, stage by stage
+   (sample pass, sample statistics, grids, maps), on the three smaller cubes
+   above, and the arithmetic no report of this design skips, against one
+   forward transform.
    ``--only lookup``: nanoseconds (thread CPU time) per density look-up on
    columns that suit the grid and on columns with a spike (a share of the
    sample on one value), and the most breakpoints in one cell: the step
@@ -47,7 +51,7 @@
    half its pixels and reported on the others.
 
 Run by hand: ``python benchmarks/bench_information.py [--max-n 1000000] [--dims 10 36 100 198] [--seeds 5] [--repeat 3]
-[--no-large] [--only report,sampling,compile,chunk,lookup,maps,quantized,truth,bigcube] [--cube CUBE.zarr --side 4096]``.
+[--no-large] [--only report,sampling,compile,chunk,stages,lookup,maps,quantized,truth,bigcube] [--cube CUBE.zarr --side 4096]``.
 """
 
 from __future__ import annotations
@@ -215,13 +219,14 @@ def sampling_cost(repeat: int = 5) -> None:
     print(f"| in memory (.chunk) | {runs(times['sum'])} | {runs(times['sample'])} | {ratio(times['sample'], times['sum'])} |", flush=True)
 
 
-def _thread_seconds(fn, repeat: int = 5) -> float:
-    """Best thread CPU time of ``repeat`` calls (the machine's other load counts less than in wall time)."""
+def _thread_seconds(fn, repeat: int = 5, clock=time.thread_time) -> float:
+    """Best thread CPU time of ``repeat`` calls (the machine's other load counts less than in wall time); ``clock``:
+    ``time.process_time`` for that of the whole process (all its threads)."""
     best = np.inf
     for _ in range(repeat):
-        start = time.thread_time()
+        start = clock()
         fn()
-        best = min(best, time.thread_time() - start)
+        best = min(best, clock() - start)
     return best
 
 
@@ -266,6 +271,62 @@ def chunk_cost(path: str | None) -> None:
         shape = " x ".join(str(n) for n in chunk.shape)
         print(f"| {name}: {shape} {chunk.dtype} | {ms['maps']:.0f} | {ms['ppa']:.0f} | {ms['pca']:.0f} | {ms['lookups']:.0f} "
               f"| {rest:.0f} | {ms['transform']:.0f} |", flush=True)
+
+
+def _warm_process_seconds(fn) -> float:
+    """Best process CPU time (all threads) of 5 calls, after one warm-up."""
+    fn()
+    return _thread_seconds(fn, clock=time.process_time)
+
+
+def stage_cost() -> None:
+    """Where a computed report's CPU time goes, stage by stage, against one forward transform (process CPU time, best
+    of 5, threaded scheduler), and the part of it that is arithmetic the report cannot skip: the error curves' passes
+    over the sample (a forward map each, PPA and PCA), the sorts of its three sets of columns (inputs, PPA's and PCA's
+    outputs), and over the cube the maps' forward passes and density look-ups (one thread a chunk, summed)."""
+    from common import machine
+
+    from ppa_xr.core import kernels
+    from ppa_xr.core.entropy import MapDensities, column_sorts
+    from ppa_xr.cube.inputs import model_features
+    from ppa_xr.cube.report import _report_sample, _statistics
+
+    names = ("10,000 px x 198", "Landsat B2-B7", "768^2 x 36")
+    print(f"\n{machine()}")
+    print("Where a report's CPU time goes: process CPU time (ms, best of 5) of the forward transform, the computed report, and its")
+    print("stages; 'floor': the error curves' two passes over the sample, its three column sorts, and the maps' forward passes and")
+    print("look-ups over every chunk (thread CPU time summed), the arithmetic any report of this design does")
+    print("| cube | forward | report | sample pass | statistics (of which error curves; sorts) | grids | the rest, lazy | maps "
+          "(of which forward passes; look-ups) | floor | report / forward | floor / forward |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, (_, cube, model) in zip(names, _report_cubes(large=False)):
+        da, dim = model_features(cube, model, "band")
+        params = model.params_
+        sample, _, _ = _report_sample(da, dim, model, None, 0, True)
+        _, discrete, _, measures, _ = _statistics(params, sample, "spacing", 0)
+        R = {m: kernels.forward(sample, measures[m].params) for m in ("ppa", "pca")}
+        densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
+        ms = {key: 1e3 * _warm_process_seconds(fn) for key, fn in {
+            "forward": lambda: cube.ppa.transform(model, check=False).compute(),
+            "report": lambda: information_report(cube, model).compute(),
+            "lazy": lambda: information_report(cube, model),
+            "sample": lambda: _report_sample(da, dim, model, None, 0, True),
+            "statistics": lambda: _statistics(params, sample, "spacing", 0),
+            "curves": lambda: [kernels.error_curve(sample, measures[m].params, with_forward=True) for m in ("ppa", "pca")],
+            "sorts": lambda: [column_sorts(a) for a in (sample, R["ppa"], R["pca"])],
+            "grids": lambda: MapDensities.of(measures["ppa"], measures["pca"], discrete),
+        }.items()}
+        forward_passes = lookups = 0.0
+        for block in (np.moveaxis(b, da.get_axis_num(dim), -1) for b in da.data.blocks.ravel()):
+            x = np.ascontiguousarray(block.compute().reshape(-1, block.shape[-1]).T, dtype=kernels.computed_dtype(block.dtype))
+            (r_ppa, _), (r_pca, _) = kernels.forward_error(x, measures["ppa"].params, 3), kernels.forward_error(x, measures["pca"].params, 3)
+            forward_passes += _thread_seconds(lambda: [kernels.forward_error(x, measures[m].params, 3) for m in ("ppa", "pca")])
+            lookups += _thread_seconds(lambda: densities.gains(x, r_ppa, r_pca))
+        maps = ms["report"] - ms["lazy"]
+        rest = ms["lazy"] - ms["sample"] - ms["statistics"] - ms["grids"]
+        floor = ms["curves"] + ms["sorts"] + 1e3 * (forward_passes + lookups)
+        print(f"| {name} | {ms['forward']:.1f} | {ms['report']:.1f} | {ms['sample']:.1f} | {ms['statistics']:.1f} ({ms['curves']:.1f}; "
+              f"{ms['sorts']:.1f}) | {ms['grids']:.1f} | {rest:.1f} | {maps:.1f} ({1e3 * forward_passes:.1f}; {1e3 * lookups:.1f}) "
+              f"| {floor:.1f} | {ms['report'] / ms['forward']:.2f} | {floor / ms['forward']:.2f} |", flush=True)
 
 
 def lookup_cost(repeat: int = 5) -> None:
@@ -489,6 +550,8 @@ def main() -> None:
         compile_cost()
     if "chunk" in parts:
         chunk_cost(args.cube)
+    if "stages" in parts:
+        stage_cost()
     if "lookup" in parts:
         lookup_cost()
     if "grid" in parts:

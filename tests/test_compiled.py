@@ -509,3 +509,11 @@ def test_one_sort_serves_the_quantization_test_and_the_densities():
     given, sorted_here = EqualMassBins.fit(finite, sorted_columns=column_sorts(finite)), EqualMassBins.fit(finite)
     np.testing.assert_array_equal(given.edges, sorted_here.edges)
     np.testing.assert_array_equal(given.log_density, sorted_here.log_density)
+    # in place where the columns are contiguous (the report's own outputs): the same sort, no copy; a copy otherwise
+    owned = np.array(X.T, order="C").T
+    in_place = column_sorts(owned, overwrite=True)
+    assert np.shares_memory(in_place, owned)
+    np.testing.assert_array_equal(in_place, S)
+    rows = np.array(X)
+    np.testing.assert_array_equal(column_sorts(rows, overwrite=True), S)
+    np.testing.assert_array_equal(rows, X)  # pixel-major: its columns are strided, so it is copied, not sorted

@@ -39,6 +39,11 @@ _GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E
 _jit = njit
 
 
+def _numpy_division(func):
+    """:func:`njit` with numpy's division: by zero gives inf or NaN, as numpy's expressions do (not an exception)."""
+    return njit(func, error_model="numpy")
+
+
 @_jit
 def _coordinate(v, center, inv_scale):
     """``t(v)`` of the module docstring, in float64."""
@@ -371,6 +376,71 @@ def grid_sums(values, table, low, high, center, inv_scale, slope, intercept, out
         for i in range(m):
             sums[i] += bad[i]
     return out
+
+
+@_numpy_division
+def grid_masses(edges, mass, start, slope, center, inv_scale, bounds, ratio):
+    """The cells of a :class:`ppa_xr.core.lookup.UniformGrid`, row by row: ``bounds`` (d, G + 1) the cells' bounds
+    (:func:`_cell_bounds`), and ``ratio`` (d, G) each cell's mass over its width, the mass read off the
+    piecewise-linear cumulative ``mass`` (d, B + 1) at the ``edges`` (d, B + 1) (:func:`_interpolated`). The same
+    operations, in the same order, as the numpy expressions they replace: the same bits, without their (d, G)
+    temporaries."""
+    d, points = bounds.shape
+    slopes, cumulative = np.empty(edges.shape[1] - 1), np.empty(points)
+    for row in range(d):
+        xp, fp = edges[row], mass[row]
+        for i in range(len(slopes)):
+            slopes[i] = (fp[i + 1] - fp[i]) / (xp[i + 1] - xp[i])
+        _cell_bounds(xp, start[row], slope[row], center[row], inv_scale[row], bounds[row])
+        _interpolated(bounds[row], xp, fp, slopes, cumulative)
+        for q in range(points - 1):
+            ratio[row, q] = (cumulative[q + 1] - cumulative[q]) / (bounds[row, q + 1] - bounds[row, q])
+
+
+@_numpy_division
+def _cell_bounds(xp, start, slope, center, inv_scale, out):
+    """The inverse of :func:`_coordinate` at ``t = start + q / slope`` (``np.round``, ``np.sign`` and the bit
+    pattern as the numpy expression has them), the ends at the first and last of ``xp``, made monotone
+    (``np.maximum.accumulate``)."""
+    points, running = len(out), -np.inf
+    for q in range(points):
+        if q == 0 or q == points - 1:
+            value = xp[0] if q == 0 else xp[len(xp) - 1]
+        else:
+            t = start + np.float64(q) / slope
+            bits = np.int64(min(np.rint(abs(t)), 2.0**62)) + _ONE_BITS
+            sign = 1.0 if t > 0 else (-1.0 if t < 0 else 0.0)
+            value = center + sign * (_as_float(bits) - 1.0) / inv_scale
+        running = running if running > value else value
+        out[q] = running
+
+
+@_numpy_division
+def _interpolated(x, xp, fp, slopes, out):
+    """``np.interp(x, xp, fp)`` for ascending ``x``, bit for bit: its branches and arithmetic, ``slopes[i] =
+    (fp[i+1] - fp[i]) / (xp[i+1] - xp[i])``, the position ``j = #{xp <= x} - 1`` (the last of tied points) walked
+    from the previous one."""
+    last, j = len(xp) - 1, 0
+    for q in range(len(x)):
+        v = x[q]
+        while j < last and xp[j + 1] <= v:
+            j += 1
+        if v > xp[last] or v < xp[0]:
+            out[q] = fp[last] if v > xp[last] else fp[0]
+        elif j == last or xp[j] == v:
+            out[q] = fp[j]
+        else:
+            y = slopes[j] * (v - xp[j]) + fp[j]
+            if y != y:  # NaN: numpy's second try, from the right end
+                y = slopes[j] * (v - xp[j + 1]) + fp[j + 1]
+                y = fp[j] if y != y and fp[j] == fp[j + 1] else y
+            out[q] = y
+
+
+@_jit
+def _as_float(bits):
+    """The float64 whose IEEE-754 pattern is ``bits`` (int64)."""
+    return np.int64(bits).view(np.float64)
 
 
 @_jit

@@ -103,11 +103,14 @@ def _weighted_rows(X: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarra
     return X, weights
 
 
-def column_sorts(X: np.ndarray) -> np.ndarray:
+def column_sorts(X: np.ndarray, overwrite: bool = False) -> np.ndarray:
     """Each column of ``X`` (n, d) sorted, NaN last, as float64: an (n, d) view of a (d, n) array. The same sort
     as ``np.sort(X, axis=0)``, so the same values, about 3x faster (numpy sorts contiguous rows faster than
-    strided columns)."""
-    rows = np.array(np.asarray(X, dtype=np.float64).T, order="C")  # a copy, sorted in place
+    strided columns). ``overwrite``: sort ``X`` itself where its columns are contiguous float64 (no copy; ``X`` is
+    then left sorted, and returned)."""
+    rows = np.asarray(X, dtype=np.float64).T
+    if not (overwrite and rows.flags.c_contiguous and rows.flags.writeable):
+        rows = np.array(rows, order="C")  # a copy, sorted in place
     rows.sort(axis=1)
     return rows.T
 

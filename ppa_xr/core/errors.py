@@ -166,7 +166,7 @@ def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weigh
     outputs: tuple[np.ndarray, ...] = ()
     if with_forward:
         (a, r_a), (b, r_b) = (kernels.error_curve(X, method.scaled(c), with_forward=True) for method in (params, baseline))
-        outputs = (r_a / c, r_b / c)  # exact: c is a power of two
+        outputs = (np.divide(r_a, c, out=r_a), np.divide(r_b, c, out=r_b))  # exact: c is a power of two (in place: no new pages)
     else:
         a, b = (kernels.error_curve(X, method.scaled(c)) for method in (params, baseline))
     a, b = a[:, :-1], b[:, :-1]

@@ -91,7 +91,11 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     def outputs(method: PPAParams, smooth: np.ndarray, R: np.ndarray | None = None) -> tuple:
         R = kernels.forward(smooth, method) if R is None else R  # the map itself: whitening is not part of it
         if weights is None:
-            return marginal_density(R, estimator), R.var(axis=0)
+            variance = R.var(axis=0)
+            # R is this pass's own: its columns are sorted where they lie (rows complete: the order of the rows is
+            # then not needed, and no column is dropped)
+            S = column_sorts(R, overwrite=True) if estimator == "spacing" and np.isfinite(R).all() else None
+            return marginal_density(R if S is None else S, estimator, S), variance
         deviations = R - np.average(R, axis=0, weights=weights)
         return marginal_density(R, estimator, weights=weights), np.average(deviations * deviations, axis=0, weights=weights)
 
@@ -322,7 +326,7 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
         message = sampling.shortfall(drawn, None, sampling.min_held_out(model.params_.s_mode))
         if message is None:
             on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
-            return drawn.values.astype(np.float64), drawn.index, on
+            return drawn.values.astype(np.float64, copy=False), drawn.index, on
         if not fitted:
             raise ValueError(message)
         d, n = model.params_.n_features, sum(share.size for share in fitted)  # d: the inputs measured (span coordinates, reduced)
