@@ -13,6 +13,11 @@ cube fits only, the random halves are unchanged).
 (``ppa_xr.core.candidates.LOOK = False``: the default before that check).
 ``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
 half-size fit's count (``ppa_xr.core.candidates.COUNT = False``: the default before that cap).
+``axesZ`` (``axes1``, ``axes0``, ``axesbonf``): the plain fits (the validation's and the final one) choose each step's
+degree axis by axis as ``robust=True`` does, but without its fences, an axis predicted where its held-out gain reaches
+Z standard errors (``bonf``: the robust fits' Bonferroni level, ``degrees.axis_significance``). ``escaxesZ``: the plain
+fits as they are, the family the validation escalates to (``robust=True``) validated axis by axis at Z standard errors,
+without fences.
 
 Run by hand (``PPA_SCENES``: the folder of scenes.py where it is not ``../shared/bench``): ``PYTHONPATH=. python benchmarks/bench_scenes.py SCENE [SCENE ...] --variants base,fenced``
 (a scene name of ``scenes.SCENES`` or a UCI table name).
@@ -33,11 +38,12 @@ sys.path.insert(0, os.environ.get("PPA_SCENES", os.path.join(os.path.dirname(os.
 import scenes  # noqa: E402
 
 from ppa_xr import PPA  # noqa: E402
-from ppa_xr.core import basis, candidates, degrees, steps  # noqa: E402
+from ppa_xr.core import basis, candidates, degrees, ppa, steps  # noqa: E402
 from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 
 
 fences, FENCE, ROUNDS, LOOK, COUNT = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT
+CHOICES, AXIS_SIGNIFICANCE = ppa._Loop._choices, degrees.axis_significance
 
 
 @contextlib.contextmanager
@@ -56,6 +62,15 @@ def variant(name: str):
         candidates.LOOK = False
     if name == "nocount":  # an uncapped choice refitted with every curved step the whole sample supports
         candidates.COUNT = False
+    if name.startswith("axes"):  # plain fits validated axis by axis (no fences), at z = 1, 0 or Bonferroni's
+        z = name[len("axes"):]
+        ppa._Loop._choices = lambda self, size, top: ppa._degree_choices(
+            self.res, size, self.spec.candidates, top, self.folds, self.designs_of, True) if not self.spec.robust else CHOICES(self, size, top)
+        if z != "bonf":
+            degrees.axis_significance = lambda m: float(z)
+    if name.startswith("escaxes"):  # the escalation's family validated axis by axis at z (no fences) instead of robust=True's
+        degrees.axis_significance = lambda m: float(name[len("escaxes"):])
+        steps.Designs.__call__ = lambda self, alphas, top: original(dataclasses.replace(self, fenced=False), alphas, top)
     if name.startswith("rounds"):  # the whole-fit validation holds out this many of its folds in turn
         candidates.ROUNDS = int(name[len("rounds"):])
     if name.startswith("coarse"):  # the whole-fit validation's split over q x q regions of the 10 x 10 blocks
@@ -74,6 +89,7 @@ def variant(name: str):
     finally:
         steps.Designs.__call__ = original
         candidates.Folds = degrees.Folds
+        ppa._Loop._choices, degrees.axis_significance = CHOICES, AXIS_SIGNIFICANCE
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
 
 
