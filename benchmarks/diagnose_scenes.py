@@ -16,8 +16,11 @@
 * ``shrink``: the least-squares shrinkage of the curved step, ``lambda* = <r, c> / ||c||^2`` (``r`` the rows' state
   before the correction ``c``), on the unseen tiles against the whole fit, and on held-out halves of the fitted tiles
   (fits on the other half) against the unseen tiles.
+* ``crossfit``: the curve of a ``max_curved=1`` fit scaled by ``lambda`` with the later steps refitted, ``lambda`` chosen
+  on the fitted tiles alone: fits on 4 random halves of the tiles, each read on the other half at its kept k, averaged;
+  the lowest mean over the kept k among the ``lambda`` whose worst kept k is within 101; then read on the unseen tiles.
 
-Run by hand: ``PYTHONPATH=. python benchmarks/diagnose_scenes.py [edge] [verdicts] [modis] [variance] [steps] [shrink]`` (``PPA_SCENES`` as in
+Run by hand: ``PYTHONPATH=. python benchmarks/diagnose_scenes.py [edge] [verdicts] [modis] [variance] [steps] [shrink] [crossfit]`` (``PPA_SCENES`` as in
 bench_scenes.py).
 """
 from __future__ import annotations
@@ -187,8 +190,36 @@ def shrink() -> None:
               + " ".join(halves), flush=True)
 
 
+def _kept_curves(params, tr: np.ndarray, held: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """100 x the refitted scaled map's error / PCA's on ``held`` at its kept k, one row per ``lambda`` of ``grid``."""
+    ep = kernels.error_curve(held, params.pca()).mean(0)[:-1]
+    kept = ep >= 1e-3 * np.mean(np.sum((held - held.mean(0)) ** 2, 1))
+    return np.array([100 * _refitted(params, lam, tr, held)[:len(ep)] / ep for lam in grid])[:, kept]
+
+
+def crossfit() -> None:
+    grid = np.round(np.linspace(0, 1, 11), 1)
+    for scene, seed in (("modis-ndvi (23)", 1), ("modis-ndvi (23)", 0), ("ndvi-eolearn (68)", 0), ("landsat5 (7)", 0), ("nrcan (30)", 0),
+                        ("nrcan (30)", 1)):
+        _, tr, tiles, te = _checkerboard(scene, seed)
+        unseen = _kept_curves(PPA(random_state=0, configuration="fixed", max_curved=1).fit(tr).params_, tr, te, grid)
+        worst, mean = [], []
+        for s in range(4):
+            names = np.unique(tiles)
+            a = np.isin(tiles, np.random.default_rng(s).permutation(names)[: len(names) // 2])
+            held = _kept_curves(PPA(random_state=0, configuration="fixed", max_curved=1).fit(tr[a]).params_, tr[a], tr[~a], grid)
+            worst.append(held.max(1))
+            mean.append(held.mean(1))
+        w, mm = np.mean(worst, 0), np.mean(mean, 0)
+        i = int(np.argmin(np.where(w <= 101, mm, np.inf)))
+        print(f"{scene} checkerboard seed {seed}, max_curved=1: held out (4 half fits), worst kept k / mean kept by lambda: "
+              + " ".join(f"{lam}: {a:.1f}/{b:.1f}" for lam, a, b in zip(grid, w, mm))
+              + f"\n  chosen lambda {grid[i]}: unseen worst kept {unseen[i].max():.2f}, mean kept {unseen[i].mean():.2f} "
+              f"(lambda 1: {unseen[-1].max():.2f} / {unseen[-1].mean():.2f})", flush=True)
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     for name in sys.argv[1:] or ["edge", "verdicts", "modis", "variance"]:
         {"edge": edge, "verdicts": verdicts, "variance": variance, "modis": lambda: verdicts("modis-ndvi (23)"), "steps": steps,
-         "shrink": shrink}[name]()
+         "shrink": shrink, "crossfit": crossfit}[name]()
