@@ -11,6 +11,8 @@ validation's halves dealt over Q x Q regions of the 10 x 10 spatial blocks, degr
 cube fits only, the random halves are unchanged).
 ``nolook``: the whole-fit validation's choice by the held-out mean alone, not checked where users look
 (``ppa_xr.core.candidates.LOOK = False``: the default before that check).
+``noshrink``: the validated fit's last curve as fitted (``ppa_xr.core.candidates.SHRINK = False``: the default before
+it was shrunk toward the straight step by fits on halves of the groups, ``ppa_xr.core.shrink``).
 ``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
 half-size fit's count (``ppa_xr.core.candidates.COUNT = False``: the default before that cap).
 ``axesZ`` (``axes1``, ``axes0``, ``axesbonf``): the plain fits (the validation's and the final one) choose each step's
@@ -42,7 +44,7 @@ from ppa_xr.core import basis, candidates, degrees, ppa, steps  # noqa: E402
 from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 
 
-fences, FENCE, ROUNDS, LOOK, COUNT = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT
+fences, FENCE, ROUNDS, LOOK, COUNT, SHRINK = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT, candidates.SHRINK
 CHOICES, AXIS_SIGNIFICANCE = ppa._Loop._choices, degrees.axis_significance
 
 
@@ -60,6 +62,8 @@ def variant(name: str):
         basis.FENCE = float(name[len("tukey"):])
     if name == "nolook":  # the choice by the held-out mean alone, not checked where users look
         candidates.LOOK = False
+    if name == "noshrink":  # the validated fit's last curve kept as fitted, not shrunk (ppa_xr.core.shrink)
+        candidates.SHRINK = False
     if name == "nocount":  # an uncapped choice refitted with every curved step the whole sample supports
         candidates.COUNT = False
     if name.startswith("axes"):  # plain fits validated axis by axis (no fences), at z = 1, 0 or Bonferroni's
@@ -91,6 +95,7 @@ def variant(name: str):
         candidates.Folds = degrees.Folds
         ppa._Loop._choices, degrees.axis_significance = CHOICES, AXIS_SIGNIFICANCE
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
+        candidates.SHRINK = SHRINK
 
 
 def rows(name: str, params: dict):
