@@ -798,14 +798,16 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     final fit's folds are those of the same fit without it. Its fits are PCA-led whatever the leading vectors:
     a searched one (PPA-GD) is kept by its own held-out test at each step, and the configuration chosen for the
     PCA-led fit caps its steps; GD is never combined with the robust family. ``weights`` weigh the rows in
-    the validation and the fit alike.
+    the validation and the fit alike. A validated plain PCA-led fit with a curved step then has its last curve
+    shrunk toward the straight step by fits on halves of its groups (:mod:`ppa_xr.core.shrink`).
 
     Returns
     -------
     tuple of Fit and dict
-        The fit (parameters and training error curve), and the configuration: ``{"robust", "max_curved", "validated"}``.
+        The fit (parameters and training error curve), and the configuration: ``{"robust", "max_curved", "validated",
+        "shrink"}`` (``shrink``: the factor of the last curve, :mod:`ppa_xr.core.shrink`; 1 where not shrunk).
     """
-    choice: Choice = {"robust": declared.robust, "max_curved": declared.max_curved, "validated": False}
+    choice: Choice = {"robust": declared.robust, "max_curved": declared.max_curved, "validated": False, "shrink": 1.0}
     searched = declared.configuration == "validated" and not declared.robust and declared.max_curved is None
     kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
     if searched and feasible(len(X), groups, declared):
@@ -827,13 +829,13 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
                            components=kept, count=pca_led)
         del starts  # before the final fit: its sample is the larger
         if found is not None:
-            choice = found.choice | {"validated": True}
+            choice = choice | found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
     fitted = fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights)
     if choice["validated"] and SHRINK and not choice["robust"] and declared.leading == "pca" and fitted.params.curved_steps():
         from . import shrink  # noqa: PLC0415  (it reads the fit's states with this module's helpers)
 
         with blas.every_blas_on_one_thread():
-            lam = shrink.choose(fitted.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)
-            fitted = shrink.shrunk(X, fitted, lam, weights)
+            choice["shrink"] = shrink.choose(fitted.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)
+            fitted = shrink.shrunk(X, fitted, choice["shrink"], weights)
     return fitted, choice
