@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from .candidates import EQUAL, KEPT, SWITCH, _basis, _correction, _state
+from .candidates import EQUAL, KEPT, SWITCH, _basis, _coefficients, _state
 from .degrees import PSEUDO_GROUPS
 from .errors import ALLOWANCE, training_ratio
 from .linalg import PANEL, orientation, power_of_two, unit_mean
@@ -67,7 +67,7 @@ def _suffix(values: np.ndarray) -> np.ndarray:
 
 
 def _descending(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    values, vectors = scipy.linalg.eigh(matrix, check_finite=False)
+    values, vectors = scipy.linalg.eigh(matrix, check_finite=False, driver="evd")  # evd: 0.7 the time of evr at 189 x 189
     return values[::-1], vectors[:, ::-1]
 
 
@@ -79,13 +79,16 @@ def _beyond(second: np.ndarray, sums: np.ndarray, count: float, centre: np.ndarr
     return _suffix(np.einsum("ij,ij->j", centred @ axes, axes))
 
 
-def _before(params: PPAParams, r: np.ndarray, p: int) -> np.ndarray:
-    """The states ``r`` (n x d, overwritten) corrected by every curved step before ``p``."""
-    for q in params.curved_steps():
-        if q < p:
-            design, coef = _correction(params, q, r[:, q])
-            r[:, q + 1:] -= design @ coef
-    return r
+def _bases(params: PPAParams, columns: np.ndarray) -> list[np.ndarray]:
+    """Each curved step's basis ``B_q = [1, T_q(alpha_q)]`` (n x g_q+1) from the states' columns of the curved steps
+    (n x C, overwritten): ``alpha_q`` is its column corrected by the curved steps before it (``O(n C g)``)."""
+    curved = params.curved_steps()
+    bases = []
+    for j, q in enumerate(curved):
+        bases.append(_basis(params, q, columns[:, j]))
+        if j + 1 < len(curved):
+            columns[:, j + 1:] -= bases[-1] @ _coefficients(params, q)[:, [c - q - 1 for c in curved[j + 1:]]]
+    return bases
 
 
 def _shear(params: PPAParams, lam: float, block: tuple[np.ndarray, np.ndarray]) -> PPAParams:
@@ -112,6 +115,11 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
     """``fitted`` (a map of ``X``, with curved steps) with its last curve scaled by ``lam`` and the later steps the PCA of
     the shrunk residual on every row of ``X`` (weighted by ``weights``), with its training error curve.
 
+    The residual of the fit's least squares, ``y = s - B F``, is orthogonal to the basis ``B`` on the fitting rows, and
+    its later outputs are its principal axes, so the shrunk residual ``y + (1 - lam) B F`` has the covariance
+    ``diag(v) + (1 - lam)^2 F^T (B^T W B / n) F`` (``v`` the fit's variances of those outputs): one pass for the basis's
+    moments (``O(n d C)``), no projection of the later outputs.
+
     Parameters
     ----------
     X : np.ndarray
@@ -133,14 +141,15 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
         return fitted
     p, d = params.curved_steps()[-1], params.n_features
     w = None if weights is None else unit_mean(np.asarray(weights, dtype=np.float64))
-    unit = float(power_of_two(float(np.sqrt(np.sum(params.explained_variance)))))
-    scatter = np.zeros((d - p - 1, d - p - 1))
+    g = max(int(params.degrees[p]), 1) + 1
+    products = np.zeros((g, g))
     for start in range(0, len(X), PANEL):
-        r = _before(params, _state(params, X[start:start + PANEL]), p)
-        design, coef = _correction(params, p, r[:, p])
-        rest = (r[:, p + 1:] - lam * (design @ coef)) / unit
-        scatter += (rest if w is None else rest * w[start:start + PANEL, None]).T @ rest
-    values, vectors = _descending(scatter / len(X))
+        design = _bases(params, params.to_fit_space(X[start:start + PANEL]) @ params.rotation[params.curved_steps()].T)[-1]
+        products += (design if w is None else design * w[start:start + PANEL, None]).T @ design
+    unit = float(power_of_two(float(np.sqrt(np.sum(params.explained_variance)))))  # squares of data at 1e150 stay finite
+    coef = _coefficients(params, p) / unit
+    covariance = np.diag(params.explained_variance[p + 1:] / unit / unit) + (1 - lam) ** 2 * coef.T @ (products / len(X)) @ coef
+    values, vectors = _descending(covariance)
     vectors = vectors * orientation(params.rotation[p + 1:].T @ vectors)
     variances = np.maximum(values, 0.0) * unit * unit
     energies = np.concatenate([np.zeros(p), _suffix(variances)[: d - 1 - p]])
@@ -150,8 +159,10 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
 
 
 class _Cells:
-    """The weighted second moments of ``u = [B, r, s]`` per cell of groups (module docstring), and each halving's
-    cells: ``masks[h, c]``, whether halving ``h`` fits on cell ``c``."""
+    """The weighted second moments of ``u = [B_p, B_e, r]`` per cell of groups (module docstring: ``B_p`` the last curved
+    step's basis, ``B_e`` the earlier ones', ``r`` the states before any correction), and each halving's cells:
+    ``masks[h, c]``, whether halving ``h`` fits on cell ``c``. The later block before step ``p``,
+    ``s = r[:, p+1:] - B_e F_e``, is read from them: no pass corrects the rows."""
 
     def __init__(self, params: PPAParams, X: np.ndarray, weights: np.ndarray | None, labels: np.ndarray,
                  rng: np.random.Generator) -> None:
@@ -159,59 +170,67 @@ class _Cells:
         sides = np.stack([rng.permutation(n_groups) % 2 == 0 for _ in range(HALVES)])  # (halvings, groups)
         cell = ((1 << np.arange(HALVES)) @ sides)[labels]
         self.masks = ((np.arange(1 << HALVES)[None, :] >> np.arange(HALVES)[:, None]) & 1).astype(bool)
-        self.p, self.d = params.curved_steps()[-1], params.n_features
+        curved = params.curved_steps()
+        self.p, self.d = curved[-1], params.n_features
+        order = np.argsort(cell, kind="stable")  # the rows cell by cell: each cell's moments from one slice
+        X, cell = X[order], cell[order]
         r = _state(params, X)
-        earlier = any(q < self.p for q in params.curved_steps())
-        s = _before(params, r.copy(), self.p) if earlier else r
-        design = _basis(params, self.p, s[:, self.p])
-        self.g = design.shape[1]
+        bases = _bases(params, r[:, curved])
         unit = float(power_of_two(float(np.abs(r).max()) or 1.0))  # the squares of data at 1e150 stay finite
-        u = np.hstack([design, r / unit] + ([s[:, self.p + 1:] / unit] if earlier else []))
+        r /= unit
+        u = np.hstack([bases[-1], *bases[:-1], r])
         if weights is not None:
-            u *= np.sqrt(unit_mean(np.asarray(weights, dtype=np.float64)))[:, None]
-        self.later = slice(self.g + self.d, None) if earlier else slice(self.g + self.p + 1, self.g + self.d)
+            u *= np.sqrt(unit_mean(np.asarray(weights, dtype=np.float64)[order]))[:, None]
+        self.g, self.k = bases[-1].shape[1], u.shape[1] - bases[-1].shape[1] - self.d
+        self.earlier = np.vstack([np.zeros((0, self.d - self.p - 1))] + [_coefficients(params, q)[:, self.p - q:] / unit for q in curved[:-1]])
         self.moments = np.zeros((1 << HALVES, u.shape[1], u.shape[1]))
-        for c in np.unique(cell):
-            part = u[cell == c]
-            self.moments[c] = part.T @ part
+        bounds = np.searchsorted(cell, np.arange((1 << HALVES) + 1))
+        for c in range(1 << HALVES):
+            part = u[bounds[c]:bounds[c + 1]]
+            np.matmul(part.T, part, out=self.moments[c])
 
-    def side(self, h: int, fitted: bool) -> np.ndarray:
-        """The moments of halving ``h``'s fitted (or held-out) half."""
-        return self.moments[self.masks[h] == fitted].sum(axis=0)
+    def side(self, h: int, fitted: bool) -> tuple[float, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Halving ``h``'s fitted (or held-out) half: its weight, the states' sums and second moments, and of the block
+        ``s``: ``B_p^T W B_p``, ``B_p^T W s`` and ``s^T W s``."""
+        a = self.moments[self.masks[h] == fitted].sum(axis=0)
+        g, k, F = self.g, self.k, self.earlier
+        basis, earlier, states = slice(0, g), slice(g, g + k), slice(g + k, None)
+        later = slice(g + k + self.p + 1, None)
+        cross = a[earlier, later].T @ F
+        block = (a[basis, basis], a[basis, later] - a[basis, earlier] @ F,
+                 a[later, later] - cross - cross.T + F.T @ a[earlier, earlier] @ F)
+        return float(a[0, 0]), a[0, states], a[states, states], block
 
     def ratios(self, h: int, components: int | None) -> np.ndarray | None:
         """Halving ``h``'s held-out ``100 e(k) / e_PCA(k)`` at its kept ``k > p`` for every ``lambda`` of :data:`GRID`
         (grid, kept); None where no such ``k`` is kept or a half is empty."""
-        a, b = self.side(h, True), self.side(h, False)
-        g, p, d, s = self.g, self.p, self.d, self.later
-        states = slice(g, g + d)
-        if a[0, 0] <= 0 or b[0, 0] <= 0:
+        (n_a, sums, second, a), (n_b, held_sums, held_second, b) = self.side(h, True), self.side(h, False)
+        if n_a <= 0 or n_b <= 0:
             return None
-        centre = a[0, states] / a[0, 0]
-        _, axes = _descending(a[states, states] - a[0, 0] * np.outer(centre, centre))
-        pca = _beyond(b[states, states], b[0, states], b[0, 0], centre, axes)
-        ks = np.arange(p + 1, d)
+        centre = sums / n_a
+        _, axes = _descending(second - n_a * np.outer(centre, centre))
+        pca = _beyond(held_second, held_sums, n_b, centre, axes)
+        ks = np.arange(self.p + 1, self.d)
         kept = pca[ks] >= KEPT * pca[0] if components is None else ks <= components
         if not kept.any():
             return None
         floor = EQUAL * pca[0]
-        coef = np.linalg.lstsq(a[:g, :g], a[:g, s], rcond=None)[0]
+        coef = np.linalg.lstsq(a[0], a[1], rcond=None)[0]
         out = np.empty((len(GRID), int(kept.sum())))
         for i, lam in enumerate(GRID):
-            scatter, sums = _scaled(a, g, s, coef, lam)
-            centre = sums / a[0, 0]
-            _, axes = _descending(scatter - a[0, 0] * np.outer(centre, centre))
-            held = _beyond(*_scaled(b, g, s, coef, lam), b[0, 0], centre, axes)
+            scatter, shrunk_sums = _scaled(a, coef, lam)
+            centre = shrunk_sums / n_a
+            _, axes = _descending(scatter - n_a * np.outer(centre, centre))
+            held = _beyond(*_scaled(b, coef, lam), n_b, centre, axes)
             out[i] = 100 * np.maximum(held, floor)[kept] / np.maximum(pca[ks], floor)[kept]
         return out
 
 
-def _scaled(moments: np.ndarray, g: int, s: slice, coef: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """``sum w y y^T`` and ``sum w y`` of ``y = s - lam B F`` from the moments of ``[B, .., s]`` (``B``'s first column 1)."""
-    cross = moments[:g, s]
+def _scaled(block: tuple[np.ndarray, np.ndarray, np.ndarray], coef: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """``sum w y y^T`` and ``sum w y`` of ``y = s - lam B F`` from ``(B^T W B, B^T W s, s^T W s)`` (``B``'s first column 1)."""
+    products, cross, second = block
     shift = cross.T @ coef
-    scatter = moments[s, s] - lam * (shift + shift.T) + lam * lam * coef.T @ moments[:g, :g] @ coef
-    return scatter, cross[0] - lam * moments[0, :g] @ coef
+    return second - lam * (shift + shift.T) + lam * lam * coef.T @ products @ coef, cross[0] - lam * products[0] @ coef
 
 
 def choose(params: PPAParams, X: np.ndarray, groups: np.ndarray | None, rng: np.random.Generator,
