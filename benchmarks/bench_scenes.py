@@ -11,7 +11,7 @@ validation's halves dealt over Q x Q regions of the 10 x 10 spatial blocks, degr
 cube fits only, the random halves are unchanged).
 ``nolook``: the whole-fit validation's choice by the held-out mean alone, not checked where users look
 (``ppa_xr.core.candidates.LOOK = False``: the default before that check).
-``noshrink``: the validated fit's last curve as fitted (``ppa_xr.core.candidates.SHRINK = False``: the default before
+``noshrink``: the validated fit's last curve as fitted (``ppa_xr.core.shrink.SHRINK = False``: the default before
 it was shrunk toward the straight step by fits on halves of the groups, ``ppa_xr.core.shrink``).
 ``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
 half-size fit's count (``ppa_xr.core.candidates.COUNT = False``: the default before that cap).
@@ -40,11 +40,11 @@ sys.path.insert(0, os.environ.get("PPA_SCENES", os.path.join(os.path.dirname(os.
 import scenes  # noqa: E402
 
 from ppa_xr import PPA  # noqa: E402
-from ppa_xr.core import basis, candidates, degrees, ppa, steps  # noqa: E402
+from ppa_xr.core import basis, candidates, degrees, ppa, shrink, steps  # noqa: E402
 from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 
 
-fences, FENCE, ROUNDS, LOOK, COUNT, SHRINK = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT, candidates.SHRINK
+fences, FENCE, ROUNDS, LOOK, COUNT, SHRINK = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT, shrink.SHRINK
 CHOICES, AXIS_SIGNIFICANCE = ppa._Loop._choices, degrees.axis_significance
 
 
@@ -63,7 +63,7 @@ def variant(name: str):
     if name == "nolook":  # the choice by the held-out mean alone, not checked where users look
         candidates.LOOK = False
     if name == "noshrink":  # the validated fit's last curve kept as fitted, not shrunk (ppa_xr.core.shrink)
-        candidates.SHRINK = False
+        shrink.SHRINK = False
     if name == "nocount":  # an uncapped choice refitted with every curved step the whole sample supports
         candidates.COUNT = False
     if name.startswith("axes"):  # plain fits validated axis by axis (no fences), at z = 1, 0 or Bonferroni's
@@ -95,7 +95,7 @@ def variant(name: str):
         candidates.Folds = degrees.Folds
         ppa._Loop._choices, degrees.axis_significance = CHOICES, AXIS_SIGNIFICANCE
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
-        candidates.SHRINK = SHRINK
+        shrink.SHRINK = SHRINK
 
 
 def rows(name: str, params: dict):

@@ -157,8 +157,6 @@ FOLDS, ROUNDS = 2, 1
 KEPT = 1e-3
 #: whether the choice is checked where users look (:func:`_where_users_look`); off: the choice by the mean alone
 LOOK = True
-#: whether a plain, PCA-led validated fit's last curve is shrunk toward the straight step (:mod:`ppa_xr.core.shrink`)
-SHRINK = True
 #: an uncapped choice is fitted on the whole sample with as many curved steps as its half-size fit had (the curves the
 #: validation judged), not every curved step the whole sample supports (:func:`_counted`)
 COUNT = True
@@ -798,18 +796,15 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     final fit's folds are those of the same fit without it. Its fits are PCA-led whatever the leading vectors:
     a searched one (PPA-GD) is kept by its own held-out test at each step, and the configuration chosen for the
     PCA-led fit caps its steps; GD is never combined with the robust family. ``weights`` weigh the rows in
-    the validation and the fit alike. A validated plain PCA-led fit with a curved step then has its last curve
-    shrunk toward the straight step by fits on halves of its groups (:mod:`ppa_xr.core.shrink`).
+    the validation and the fit alike.
 
     Returns
     -------
     tuple of Fit and dict
-        The fit (parameters and training error curve), and the configuration: ``{"robust", "max_curved", "validated",
-        "shrink"}`` (``shrink``: the factor of the last curve, :mod:`ppa_xr.core.shrink`; 1 where not shrunk).
+        The fit (parameters and training error curve), and the configuration: ``{"robust", "max_curved", "validated"}``.
     """
-    choice: Choice = {"robust": declared.robust, "max_curved": declared.max_curved, "validated": False, "shrink": 1.0}
+    choice: Choice = {"robust": declared.robust, "max_curved": declared.max_curved, "validated": False}
     searched = declared.configuration == "validated" and not declared.robust and declared.max_curved is None
-    kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
     if searched and feasible(len(X), groups, declared):
 
         starts = _Starts()
@@ -823,19 +818,13 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             return fit_params(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights))
 
         with blas.every_blas_on_one_thread():  # as the fits: the products are small, and extra BLAS threads only wait
+            kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
             # a searched fit's curved steps are not the PCA-led half fit's: its count caps only PCA-led fits
             pca_led = declared.leading == "pca"
             found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=pca_led, weights=weights,
                            components=kept, count=pca_led)
         del starts  # before the final fit: its sample is the larger
         if found is not None:
-            choice = choice | found.choice | {"validated": True}
+            choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
-    fitted = fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights)
-    if choice["validated"] and SHRINK and not choice["robust"] and declared.leading == "pca" and fitted.params.curved_steps():
-        from . import shrink  # noqa: PLC0415  (it reads the fit's states with this module's helpers)
-
-        with blas.every_blas_on_one_thread():
-            choice["shrink"] = shrink.choose(fitted.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)
-            fitted = shrink.shrunk(X, fitted, choice["shrink"], weights)
-    return fitted, choice
+    return fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights), choice

@@ -48,18 +48,48 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from .candidates import EQUAL, KEPT, SWITCH, _basis, _coefficients, _state
+from . import blas, candidates
+from .candidates import EQUAL, KEPT, SWITCH, Choice, _basis, _coefficients, _state
 from .degrees import PSEUDO_GROUPS
 from .errors import ALLOWANCE, training_ratio
 from .linalg import PANEL, orientation, power_of_two, unit_mean
 from .params import PPAParams
-from .ppa import Fit
+from .ppa import Fit, Progress
+from .spec import Spec
 
 #: the random halvings of the groups that ``lambda`` is chosen on: one held-out half read a curve that does not
 #: transfer at 98.6 +- 1.4 where four averaged 111.5 (MODIS NDVI, checkerboard seed 1, its worst kept k)
 HALVES = 4
 #: the factors tried, from 1 (the curve as fitted) to 0 (none)
 GRID = np.round(np.linspace(1.0, 0.0, 11), 1)
+#: whether a validated fit's last curve is shrunk (off: :func:`~ppa_xr.core.candidates.fit_selected`'s fit as it is)
+SHRINK = True
+
+
+def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
+                 progress: Progress | None = None, weights: np.ndarray | None = None) -> tuple[Fit, Choice]:
+    """:func:`~ppa_xr.core.candidates.fit_selected`, then, where its choice is a validated plain PCA-led fit with a
+    curved step, that fit's last curve shrunk (module docstring). The factor draws from a child of ``rng``.
+
+    Parameters
+    ----------
+    X, declared, groups, rng, progress, weights
+        As :func:`~ppa_xr.core.candidates.fit_selected`.
+
+    Returns
+    -------
+    tuple of Fit and dict
+        The fit, and the configuration: ``{"robust", "max_curved", "validated", "shrink"}`` (``shrink`` the factor
+        of the last curve, 1 where it is as fitted).
+    """
+    fitted, choice = candidates.fit_selected(X, declared, groups, rng, progress, weights)
+    choice = choice | {"shrink": 1.0}
+    if SHRINK and choice["validated"] and not choice["robust"] and declared.leading == "pca" and fitted.params.curved_steps():
+        kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
+        with blas.every_blas_on_one_thread():
+            choice["shrink"] = choose(fitted.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)
+            fitted = shrunk(X, fitted, choice["shrink"], weights)
+    return fitted, choice
 
 
 def _suffix(values: np.ndarray) -> np.ndarray:
@@ -214,7 +244,7 @@ class _Cells:
         kept = pca[ks] >= KEPT * pca[0] if components is None else ks <= components
         if not kept.any():
             return None
-        floor = EQUAL * pca[0]
+        floor = max(EQUAL * pca[0], np.finfo(float).tiny)
         coef = np.linalg.lstsq(a[0], a[1], rcond=None)[0]
         out = np.empty((len(GRID), int(kept.sum())))
         for i, lam in enumerate(GRID):
