@@ -36,11 +36,13 @@ the mean, of the worst: a curve that does not transfer between regions reads
 above PCA in most halvings, a handful of edge rows in the one halving that
 holds them out (Pageblocks: one halving read 147.5 at its worst kept ``k``,
 the others 99.5-101.6, and shrinking for it cost 9 points of mean on the
-unseen rows). Everything is read from second moments
-of ``[B, r, s]`` (``r`` the states, ``s`` the later block before step ``p``)
-summed over the cells of groups that every halving puts on the same side
-(``2^HALVES`` cells), on at most ``rows`` rows drawn at random: one
-``O(rows d^2)`` pass, then ``O(d^3)`` per halving and ``lambda``.
+unseen rows). Everything is read from the second moments of the curved
+steps' bases and ``z = W (x - mean)``, summed over the cells of groups that
+every halving puts on the same side (``2^HALVES`` cells), on at most ``rows``
+rows drawn at random: one ``O(rows d^2)`` product, then ``O(d^3)`` per
+halving and ``lambda``; the shrunk refit takes one ``O(n d C)`` pass for its
+basis's moments (:func:`shrunk`). At 200,000 x 198 (nine curved steps) both
+cost 0.24 s of CPU, 0.13 times the fixed fit.
 """
 
 from __future__ import annotations
