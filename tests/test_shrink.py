@@ -40,7 +40,8 @@ def one_curve(X: np.ndarray, groups: np.ndarray) -> Fit:
 @pytest.mark.parametrize("seed", [0, 2, 3])
 def test_a_curve_that_does_not_transfer_between_regions_is_shrunk(seed):
     """Measured over seeds 0-7: the factor 0.2-0.6, the unseen regions' worst kept k 97.0-100.0 shrunk, 97.2-110.0 as
-    fitted (above 102 at seeds 0, 2, 3, 6: 110.0, 107.5, 106.6, 105.5)."""
+    fitted (above 102 at seeds 0, 2, 3, 6: 110.0, 107.5, 106.6, 105.5). With 10 fitted regions the halvings' evidence
+    depends on their draw: other draws kept the curve (factor 1) at 5 of 16 seed-draw pairs."""
     X, groups, unseen = regions(seed, transfer=False)
     fitted = one_curve(X, groups)
     lam = shrink.choose(fitted.params, X, groups, np.random.default_rng(1))
@@ -51,6 +52,7 @@ def test_a_curve_that_does_not_transfer_between_regions_is_shrunk(seed):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_curve_that_transfers_is_kept_as_fitted(seed):
+    """Measured: the factor 1 at seeds 0-7 and three draws of the halvings each."""
     X, groups, _ = regions(seed, transfer=True)
     fitted = one_curve(X, groups)
     assert fitted.params.curved_steps()

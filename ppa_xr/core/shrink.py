@@ -296,6 +296,8 @@ def choose(params: PPAParams, X: np.ndarray, groups: np.ndarray | None, rng: np.
         ``lambda``, in ``[0, 1]``.
     """
     n = len(X)
+    if not params.curved_steps():
+        return 1.0
     labels = rng.permutation(n) % min(PSEUDO_GROUPS, n) if groups is None else np.unique(np.asarray(groups).ravel(), return_inverse=True)[1]
     if rows is not None and n > rows:
         drawn = np.sort(rng.choice(n, rows, replace=False))
