@@ -25,8 +25,8 @@ Settings: ``today`` is the default fit before the validated selection
 PPA-GD (``leading="gd"``) with today's and the new selection; the targets
 compare it with the PCA-based ``new``.
 
-Fit times: today's default against the new one, interleaved in this process
-(one warm-up each, then ``--repeat`` rounds), on Sat (6,435 x 36; as stored, and scaled to [0, 1]
+Fit times: today's default against the new one (and the new one without its last curve's shrinkage,
+``unshrunk``), interleaved in this process (one warm-up each, then ``--repeat`` rounds), on Sat (6,435 x 36; as stored, and scaled to [0, 1]
 per feature as in the accuracy runs), on curved mixtures of 20,000 x 198, 200,000 x 36 and
 200,000 x 198, and on the shared hyperspectral scenes where ``../shared/bench/scenes.py`` is at
 hand (``--tables`` picks some).
@@ -48,6 +48,7 @@ from common import machine, ratio, runs
 from ppa_xr import PPA
 from ppa_xr.datasets import UCI_TABLES, load_table, open_abu_beach, open_landsat8_sample
 from ppa_xr.datasets.synthetic import make_curved_mixture
+from ppa_xr.core import shrink
 from ppa_xr.core.errors import compare_errors
 
 #: errors below this fraction of the unseen half's total variance count as equal (ratio 100)
@@ -148,14 +149,24 @@ def time_tables(which: str) -> dict[str, np.ndarray]:
 
 def fit_times(repeat: int, which: str = "all") -> None:
     print("\nFit time, today's default against the new one, interleaved (seconds of every run; new / today: best (worst round))\n")
-    print("| table | today wall (s) | new wall (s) | new / today, wall | new / today, CPU | choice | load |")
-    print("|---|---|---|---|---|---|---|")
+    print("| table | today wall (s) | new wall (s) | new / today, wall | new / today, CPU | unshrunk / today, CPU | choice | load |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, X in time_tables(which).items():
         times = clocked({"today": lambda: PPA(random_state=0, **SETTINGS["today"]).fit(X),
-                         "new": lambda: PPA(random_state=0).fit(X)}, repeat)
+                         "new": lambda: PPA(random_state=0).fit(X), "unshrunk": lambda: unshrunk(X)}, repeat)
         choice = getattr(PPA(random_state=0).fit(X), "configuration_", None)
         print(f"| {name} | {runs(times['today'][0])} | {runs(times['new'][0])} | {ratio(times['new'][0], times['today'][0])} "
-              f"| {ratio(times['new'][1], times['today'][1])} | {choice} | {os.getloadavg()[0]:.1f} |", flush=True)
+              f"| {ratio(times['new'][1], times['today'][1])} | {ratio(times['unshrunk'][1], times['today'][1])} | {choice} "
+              f"| {os.getloadavg()[0]:.1f} |", flush=True)
+
+
+def unshrunk(X: np.ndarray) -> PPA:
+    """The default fit without its last curve's shrinkage (``ppa_xr.core.shrink.SHRINK`` off): what the shrinkage costs."""
+    shrink.SHRINK = False
+    try:
+        return PPA(random_state=0).fit(X)
+    finally:
+        shrink.SHRINK = True
 
 
 def main() -> None:

@@ -11,8 +11,15 @@ validation's halves dealt over Q x Q regions of the 10 x 10 spatial blocks, degr
 cube fits only, the random halves are unchanged).
 ``nolook``: the whole-fit validation's choice by the held-out mean alone, not checked where users look
 (``ppa_xr.core.candidates.LOOK = False``: the default before that check).
+``noshrink``: the validated fit's last curve as fitted (``ppa_xr.core.shrink.SHRINK = False``: the default before
+it was shrunk toward the straight step by fits on halves of the groups, ``ppa_xr.core.shrink``).
 ``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
 half-size fit's count (``ppa_xr.core.candidates.COUNT = False``: the default before that cap).
+``axesZ`` (``axes1``, ``axes0``, ``axesbonf``): the plain fits (the validation's and the final one) choose each step's
+degree axis by axis as ``robust=True`` does, but without its fences, an axis predicted where its held-out gain reaches
+Z standard errors (``bonf``: the robust fits' Bonferroni level, ``degrees.axis_significance``). ``escaxesZ``: the plain
+fits as they are, the family the validation escalates to (``robust=True``) validated axis by axis at Z standard errors,
+without fences.
 
 Run by hand (``PPA_SCENES``: the folder of scenes.py where it is not ``../shared/bench``): ``PYTHONPATH=. python benchmarks/bench_scenes.py SCENE [SCENE ...] --variants base,fenced``
 (a scene name of ``scenes.SCENES`` or a UCI table name).
@@ -33,11 +40,12 @@ sys.path.insert(0, os.environ.get("PPA_SCENES", os.path.join(os.path.dirname(os.
 import scenes  # noqa: E402
 
 from ppa_xr import PPA  # noqa: E402
-from ppa_xr.core import basis, candidates, degrees, steps  # noqa: E402
+from ppa_xr.core import basis, candidates, degrees, ppa, shrink, steps  # noqa: E402
 from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 
 
-fences, FENCE, ROUNDS, LOOK, COUNT = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT
+fences, FENCE, ROUNDS, LOOK, COUNT, SHRINK = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT, shrink.SHRINK
+CHOICES, AXIS_SIGNIFICANCE = ppa._Loop._choices, degrees.axis_significance
 
 
 @contextlib.contextmanager
@@ -54,8 +62,19 @@ def variant(name: str):
         basis.FENCE = float(name[len("tukey"):])
     if name == "nolook":  # the choice by the held-out mean alone, not checked where users look
         candidates.LOOK = False
+    if name == "noshrink":  # the validated fit's last curve kept as fitted, not shrunk (ppa_xr.core.shrink)
+        shrink.SHRINK = False
     if name == "nocount":  # an uncapped choice refitted with every curved step the whole sample supports
         candidates.COUNT = False
+    if name.startswith("axes"):  # plain fits validated axis by axis (no fences), at z = 1, 0 or Bonferroni's
+        z = name[len("axes"):]
+        ppa._Loop._choices = lambda self, size, top: ppa._degree_choices(
+            self.res, size, self.spec.candidates, top, self.folds, self.designs_of, True) if not self.spec.robust else CHOICES(self, size, top)
+        if z != "bonf":
+            degrees.axis_significance = lambda m: float(z)
+    if name.startswith("escaxes"):  # the escalation's family validated axis by axis at z (no fences) instead of robust=True's
+        degrees.axis_significance = lambda m: float(name[len("escaxes"):])
+        steps.Designs.__call__ = lambda self, alphas, top: original(dataclasses.replace(self, fenced=False), alphas, top)
     if name.startswith("rounds"):  # the whole-fit validation holds out this many of its folds in turn
         candidates.ROUNDS = int(name[len("rounds"):])
     if name.startswith("coarse"):  # the whole-fit validation's split over q x q regions of the 10 x 10 blocks
@@ -74,7 +93,9 @@ def variant(name: str):
     finally:
         steps.Designs.__call__ = original
         candidates.Folds = degrees.Folds
+        ppa._Loop._choices, degrees.axis_significance = CHOICES, AXIS_SIGNIFICANCE
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
+        shrink.SHRINK = SHRINK
 
 
 def rows(name: str, params: dict):

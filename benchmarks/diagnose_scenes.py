@@ -9,8 +9,18 @@
 * ``modis``: the same verdicts on the MODIS NDVI series (23 dates), checkerboard seed 1 (105.9 at a kept k).
 * ``variance``: the same split, fits of ``max_curved`` 1 and 2 on random halves of the fitted pixels, read on the other
   half and on the unseen tiles, at k = 1 and at the worst kept k.
+* ``steps``: the default's failing checkerboards (MODIS seeds 1 and 0, Sentinel-2 NDVI seed 0; one curved step each):
+  which rows and which step carry the excess at the worst kept k on the unseen tiles (the rows with the largest excess;
+  rows beyond the step's fitted range, its Tukey far-out fences, ``|t| > 0.8``), and the curve scaled by ``lambda``
+  toward the straight step: with the later steps as fitted, and with them refitted (the PCA of the scaled residual).
+* ``shrink``: the least-squares shrinkage of the curved step, ``lambda* = <r, c> / ||c||^2`` (``r`` the rows' state
+  before the correction ``c``), on the unseen tiles against the whole fit, and on held-out halves of the fitted tiles
+  (fits on the other half) against the unseen tiles.
+* ``crossfit``: the curve of a ``max_curved=1`` fit scaled by ``lambda`` with the later steps refitted, ``lambda`` chosen
+  on the fitted tiles alone: fits on 4 random halves of the tiles, each read on the other half at its kept k, averaged;
+  the lowest mean over the kept k among the ``lambda`` whose worst kept k is within 101; then read on the unseen tiles.
 
-Run by hand: ``PYTHONPATH=. python benchmarks/diagnose_scenes.py [edge] [verdicts] [modis] [variance]`` (``PPA_SCENES`` as in
+Run by hand: ``PYTHONPATH=. python benchmarks/diagnose_scenes.py [edge] [verdicts] [modis] [variance] [steps] [shrink] [crossfit]`` (``PPA_SCENES`` as in
 bench_scenes.py).
 """
 from __future__ import annotations
@@ -22,7 +32,7 @@ import numpy as np
 from bench_scenes import scenes, variant
 
 from ppa_xr import PPA
-from ppa_xr.core import candidates
+from ppa_xr.core import candidates, kernels
 from ppa_xr.datasets import load_table
 
 
@@ -94,7 +104,122 @@ def variance() -> None:
             print(f"  random half {s}: other half k=1 {rb[0]:.1f}, k=58 {rb[57]:.1f}; unseen tiles k=1 {ru[0]:.1f}, k=58 {ru[57]:.1f}", flush=True)
 
 
+def _checkerboard(scene: str, seed: int):
+    """The fitted pixels, their 10 x 10 tiles, and the unseen pixels of ``scenes.fit_checkerboard``'s split."""
+    cube = scenes.SCENES[scene]()
+    h, w, _ = cube.shape
+    yy, xx = np.meshgrid(np.arange(h) // 10, np.arange(w) // 10, indexing="ij")
+    keep = np.random.default_rng(seed).integers(0, 2, (yy.max() + 1, xx.max() + 1)).astype(bool)[yy, xx]
+    ok = np.isfinite(cube).all(-1)
+    return cube, cube[keep & ok], (yy * (xx.max() + 1) + xx)[keep & ok], cube[~keep & ok]
+
+
+def _scaled(params, factors: np.ndarray):
+    """The map with each step's polynomial (biases and coefficients, forward and inverse) times ``factors`` (d-1,)."""
+    arrays = params.arrays()
+    for name in ("forward_bias", "forward", "inverse_bias", "inverse"):
+        arrays[name] = arrays[name] * np.reshape(factors, (-1,) + (1,) * (arrays[name].ndim - 1))
+    return type(params)(**arrays, tails=params.tails)
+
+
+def _refitted(params, lam: float, tr: np.ndarray, te: np.ndarray) -> np.ndarray:
+    """Unseen error curve (d-1,) of the map whose one curved step (step 0) is scaled by ``lam`` and whose later steps
+    are the PCA of the fitted rows' scaled residual."""
+    factors = np.ones(params.n_features - 1)
+    factors[0] = lam
+    scaled = _scaled(params, factors)
+    a, b = kernels.forward(tr, scaled)[:, 1:], kernels.forward(te, scaled)[:, 1:]
+    centre = a.mean(0)
+    axes = np.linalg.eigh((a - centre).T @ (a - centre))[1][:, ::-1]
+    z = ((b - centre) @ axes) ** 2
+    return np.cumsum(z[:, ::-1], axis=1)[:, ::-1].mean(0)
+
+
+def _shares(rows: np.ndarray, where: np.ndarray) -> str:
+    return f"{100 * where.mean():.2f}% of rows carry {100 * rows[where].sum() / rows.sum():.0f}%"
+
+
+def steps() -> None:
+    for scene, seed in (("modis-ndvi (23)", 1), ("modis-ndvi (23)", 0), ("ndvi-eolearn (68)", 0)):
+        cube, tr, _, _ = _checkerboard(scene, seed)
+        m, te = scenes.fit_checkerboard(cube, seed)
+        P = m.params_
+        E, Ep = kernels.error_curve(te, P), kernels.error_curve(te, P.pca())
+        e, ep = E.mean(0)[:-1], Ep.mean(0)[:-1]
+        kept = ep >= 1e-3 * np.mean(np.sum((te - te.mean(0)) ** 2, 1))
+        k = int(np.argmax(np.where(kept, e / ep, 0))) + 1
+        rows = E[:, k - 1] - Ep[:, k - 1]
+        top = np.sort(rows)[::-1]
+        print(f"{scene} checkerboard seed {seed}: {m.configuration_}, curved steps (step, degree) "
+              f"{[(p, int(P.degrees[p])) for p in P.curved_steps()]}; worst kept k = {k} of {kept.sum()}: {100 * e[k - 1] / ep[k - 1]:.2f}, "
+              f"mean kept {100 * (e / ep)[kept].mean():.2f}\n  rows: the 5 / 50 / 500 of {len(te)} with the largest excess carry "
+              f"{100 * top[:5].sum() / rows.sum():.0f}% / {100 * top[:50].sum() / rows.sum():.0f}% / {100 * top[:500].sum() / rows.sum():.0f}%")
+        for p in P.curved_steps():
+            t_fit = (kernels.forward(tr, P)[:, p] - P.center[p]) / P.scale[p]
+            t = (kernels.forward(te, P)[:, p] - P.center[p]) / P.scale[p]
+            q1, q3 = np.percentile(t_fit, [25, 75])
+            print(f"  step {p}: unseen rows beyond the fitted range: {_shares(rows, (t < t_fit.min()) | (t > t_fit.max()))}; beyond "
+                  f"the far-out fences: {_shares(rows, (t < q1 - 3 * (q3 - q1)) | (t > q3 + 3 * (q3 - q1)))}; |t| > 0.8: {_shares(rows, np.abs(t) > 0.8)}")
+        for lam in (1.0, 0.8, 0.6, 0.4, 0.2, 0.0):
+            factors = np.where(np.isin(np.arange(P.n_features - 1), P.curved_steps()), lam, 1.0)
+            fixed = 100 * kernels.error_curve(te, _scaled(P, factors)).mean(0)[:-1] / ep
+            refit = 100 * _refitted(P, lam, tr, te) / ep
+            print(f"  curve x {lam:.1f}: later steps as fitted: worst kept {fixed[kept].max():.2f}, mean kept {fixed[kept].mean():.2f}; "
+                  f"later steps refitted: worst kept {refit[kept].max():.2f}, mean kept {refit[kept].mean():.2f}", flush=True)
+
+
+def _lambda_star(params, X: np.ndarray) -> float:
+    """``<r, c> / ||c||^2`` over the rows ``X`` for a map whose one curved step is step 0 (the later steps rotate both alike)."""
+    straight = kernels.forward(X, _scaled(params, np.zeros(params.n_features - 1)))[:, 1:]
+    c = straight - kernels.forward(X, params)[:, 1:]
+    return float(np.sum(straight * c) / np.sum(c * c))
+
+
+def shrink() -> None:
+    for scene, seed in (("modis-ndvi (23)", 1), ("modis-ndvi (23)", 0), ("ndvi-eolearn (68)", 0), ("landsat5 (7)", 0), ("nrcan (30)", 0)):
+        _, tr, tiles, te = _checkerboard(scene, seed)
+        m = PPA(random_state=0, configuration="fixed", max_curved=1).fit(tr)
+        halves = []
+        for s in range(6):
+            names = np.unique(tiles)
+            a = np.isin(tiles, np.random.default_rng(s).permutation(names)[: len(names) // 2])
+            half = PPA(random_state=0, configuration="fixed", max_curved=1).fit(tr[a])
+            halves.append(f"{_lambda_star(half.params_, tr[~a]):.2f}/{_lambda_star(half.params_, te):.2f}")
+        print(f"{scene} checkerboard seed {seed} ({len(np.unique(tiles))} fitted tiles), max_curved=1: lambda* of the whole fit on the "
+              f"unseen tiles {_lambda_star(m.params_, te):.2f}; fits on half the tiles, on the other half / on the unseen tiles: "
+              + " ".join(halves), flush=True)
+
+
+def _kept_curves(params, tr: np.ndarray, held: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """100 x the refitted scaled map's error / PCA's on ``held`` at its kept k, one row per ``lambda`` of ``grid``."""
+    ep = kernels.error_curve(held, params.pca()).mean(0)[:-1]
+    kept = ep >= 1e-3 * np.mean(np.sum((held - held.mean(0)) ** 2, 1))
+    return np.array([100 * _refitted(params, lam, tr, held)[:len(ep)] / ep for lam in grid])[:, kept]
+
+
+def crossfit() -> None:
+    grid = np.round(np.linspace(0, 1, 11), 1)
+    for scene, seed in (("modis-ndvi (23)", 1), ("modis-ndvi (23)", 0), ("ndvi-eolearn (68)", 0), ("landsat5 (7)", 0), ("nrcan (30)", 0),
+                        ("nrcan (30)", 1)):
+        _, tr, tiles, te = _checkerboard(scene, seed)
+        unseen = _kept_curves(PPA(random_state=0, configuration="fixed", max_curved=1).fit(tr).params_, tr, te, grid)
+        worst, mean = [], []
+        for s in range(4):
+            names = np.unique(tiles)
+            a = np.isin(tiles, np.random.default_rng(s).permutation(names)[: len(names) // 2])
+            held = _kept_curves(PPA(random_state=0, configuration="fixed", max_curved=1).fit(tr[a]).params_, tr[a], tr[~a], grid)
+            worst.append(held.max(1))
+            mean.append(held.mean(1))
+        w, mm = np.mean(worst, 0), np.mean(mean, 0)
+        i = int(np.argmin(np.where(w <= 101, mm, np.inf)))
+        print(f"{scene} checkerboard seed {seed}, max_curved=1: held out (4 half fits), worst kept k / mean kept by lambda: "
+              + " ".join(f"{lam}: {a:.1f}/{b:.1f}" for lam, a, b in zip(grid, w, mm))
+              + f"\n  chosen lambda {grid[i]}: unseen worst kept {unseen[i].max():.2f}, mean kept {unseen[i].mean():.2f} "
+              f"(lambda 1: {unseen[-1].max():.2f} / {unseen[-1].mean():.2f})", flush=True)
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     for name in sys.argv[1:] or ["edge", "verdicts", "modis", "variance"]:
-        {"edge": edge, "verdicts": verdicts, "variance": variance, "modis": lambda: verdicts("modis-ndvi (23)")}[name]()
+        {"edge": edge, "verdicts": verdicts, "variance": variance, "modis": lambda: verdicts("modis-ndvi (23)"), "steps": steps,
+         "shrink": shrink, "crossfit": crossfit}[name]()

@@ -7,11 +7,19 @@ import pytest
 import scipy.special
 
 from ppa_xr import PPA, load_model
-from ppa_xr.core import candidates, kernels
+from ppa_xr.core import candidates, kernels, shrink
 from ppa_xr.core.candidates import judge, truncation_errors
 from ppa_xr.core.errors import LEVEL, compare_errors
-from ppa_xr.core.ppa import fit_params
+from ppa_xr.core.ppa import Fit, fit_params
 from ppa_xr.datasets.synthetic import make_curved_mixture
+
+
+def as_chosen(model: PPA, X: np.ndarray, seed: int):
+    """The fixed fit of ``model``'s recorded configuration, its last curve shrunk by the recorded factor
+    (``ppa_xr.core.shrink``): the map the default fit must be."""
+    choice = model.configuration_
+    fixed = PPA(configuration="fixed", robust=choice["robust"], max_curved=choice["max_curved"], random_state=seed).fit(X)
+    return shrink.shrunk(X, Fit(fixed.params_, fixed.fit_error_ratio_), choice["shrink"]).params
 
 
 @pytest.fixture(scope="module")
@@ -254,11 +262,11 @@ def test_the_validated_choice_is_refitted_exactly_and_recorded(seed, selections,
     model = PPA(random_state=seed).fit(fit)
     choice = model.configuration_
     (selection,) = selections
-    assert choice == selection.choice | {"validated": True}
+    assert choice == selection.choice | {"validated": True, "shrink": choice["shrink"]}
     assert_the_rule_chose(selection)
-    as_chosen = PPA(configuration="fixed", robust=choice["robust"], max_curved=choice["max_curved"], random_state=seed).fit(fit)
-    np.testing.assert_array_equal(model.transform(unseen), as_chosen.transform(unseen))
-    assert f"robust={choice['robust']}, max_curved={choice['max_curved']} (validated on held-out groups)" in repr(model)
+    np.testing.assert_array_equal(kernels.forward(unseen, model.params_), kernels.forward(unseen, as_chosen(model, fit, seed)))
+    shrunk = f", last curve x{choice['shrink']:g}" if choice["shrink"] < 1 else ""
+    assert f"robust={choice['robust']}, max_curved={choice['max_curved']}{shrunk} (validated on held-out groups)" in repr(model)
     attrs = model.to_xarray().attrs
     assert (attrs["configuration_max_curved"], attrs["configuration_validated"]) == (str(choice["max_curved"]), "True")
     for suffix in (".nc", ".zarr"):
@@ -279,9 +287,7 @@ def test_the_robust_family_joins_where_the_plain_fit_harms(seed, selections):
     model = PPA(random_state=seed).fit(X)
     (selection,) = selections
     assert_the_rule_chose(selection)
-    choice = model.configuration_
-    as_chosen = PPA(configuration="fixed", robust=choice["robust"], max_curved=choice["max_curved"], random_state=seed).fit(X)
-    np.testing.assert_array_equal(model.transform(X), as_chosen.transform(X))
+    np.testing.assert_array_equal(kernels.forward(X, model.params_), kernels.forward(X, as_chosen(model, X, seed)))
     assert compare_errors(model.params_, X).relative.max() <= 100 + 1e-9
 
 
@@ -374,8 +380,7 @@ def test_the_whole_fit_adds_no_curve_its_half_fit_did_not_have(seed, selections)
     assert model.configuration_["max_curved"] == half and len(model.params_.curved_steps()) <= half
     uncapped = PPA(configuration="fixed", random_state=seed).fit(X)
     assert len(uncapped.params_.curved_steps()) > half  # what the cap keeps out here
-    capped = PPA(configuration="fixed", max_curved=half, random_state=seed).fit(X)
-    np.testing.assert_array_equal(model.transform(X), capped.transform(X))
+    np.testing.assert_array_equal(kernels.forward(X, model.params_), kernels.forward(X, as_chosen(model, X, seed)))  # capped at half
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -387,7 +392,7 @@ def test_a_searched_fit_is_not_capped_at_the_pca_led_count(seed, selections):
     pca = PPA(random_state=seed).fit(X)
     gd = PPA(leading="gd", random_state=seed).fit(X)
     assert pca.configuration_["max_curved"] == selections[0].curved[False]
-    assert gd.configuration_ == {"robust": False, "max_curved": None, "validated": True}
+    assert gd.configuration_ == {"robust": False, "max_curved": None, "validated": True, "shrink": 1.0}
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -413,7 +418,7 @@ def test_unit_weights_choose_as_no_weights(heavy_tailed):
 @pytest.mark.parametrize("options", [{"configuration": "fixed"}, {"robust": True}, {"max_curved": 2}, {"degree": 1}, {"degree": 3}])
 def test_options_that_fix_the_configuration_skip_the_validation(heavy_tailed, options):
     model = PPA(random_state=0, **options).fit(heavy_tailed[:1500])
-    expected = {"robust": options.get("robust", False), "max_curved": options.get("max_curved"), "validated": False}
+    expected = {"robust": options.get("robust", False), "max_curved": options.get("max_curved"), "validated": False, "shrink": 1.0}
     assert model.configuration_ == expected
     assert "(as given)" in repr(model)
     same = PPA(random_state=0, **options | {"configuration": "fixed"}).fit(heavy_tailed[:1500])
@@ -423,7 +428,7 @@ def test_options_that_fix_the_configuration_skip_the_validation(heavy_tailed, op
 def test_too_small_a_sample_is_fitted_as_given():
     X = make_curved_mixture(40, n_bands=5, random_state=0).data
     model = PPA(random_state=0).fit(X)
-    assert model.configuration_ == {"robust": False, "max_curved": None, "validated": False}
+    assert model.configuration_ == {"robust": False, "max_curved": None, "validated": False, "shrink": 1.0}
 
 
 def test_the_searched_leading_vectors_are_capped_by_the_same_validation(heavy_tailed):
@@ -438,7 +443,7 @@ def test_without_curvature_the_plain_fit_stands_unjudged():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((3000, 20)) @ rng.standard_normal((20, 20))
     model = PPA(random_state=0).fit(X)
-    assert model.configuration_ == {"robust": False, "max_curved": None, "validated": True}
+    assert model.configuration_ == {"robust": False, "max_curved": None, "validated": True, "shrink": 1.0}
     fixed = PPA(configuration="fixed", random_state=0).fit(X)
     np.testing.assert_array_equal(model.transform(X), fixed.transform(X))
 
@@ -505,5 +510,4 @@ def test_the_plain_and_robust_half_fits_share_their_start(monkeypatch, selection
     (selection,) = selections
     assert any(robust for robust, _ in selection.verdicts)  # the robust family was judged
     assert starts == [2000]  # the half's start, once
-    as_chosen = PPA(configuration="fixed", **{k: model.configuration_[k] for k in ("robust", "max_curved")}, random_state=seed).fit(X)
-    np.testing.assert_array_equal(model.transform(X), as_chosen.transform(X))
+    np.testing.assert_array_equal(kernels.forward(X, model.params_), kernels.forward(X, as_chosen(model, X, seed)))

@@ -103,9 +103,11 @@ class Described:
 
 
 def _configuration(choice: dict) -> str:
-    """``robust=False, max_curved=3 (validated on held-out groups)``: the configuration fitted and how it was chosen."""
+    """``robust=False, max_curved=3 (validated on held-out groups)``: the configuration fitted and how it was chosen, with
+    ``, last curve x0.4`` where the last curve was shrunk."""
     how = "validated on held-out groups" if choice.get("validated") else "as given"
-    return f"robust={choice.get('robust')}, max_curved={choice.get('max_curved')} ({how})"
+    shrunk = f", last curve x{choice['shrink']:g}" if choice.get("shrink", 1.0) < 1 else ""
+    return f"robust={choice.get('robust')}, max_curved={choice.get('max_curved')}{shrunk} ({how})"
 
 
 def text(model) -> str:

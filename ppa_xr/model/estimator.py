@@ -3,8 +3,8 @@
 Its parameters are the fields of :class:`~ppa_xr.core.spec.Spec`: ``__init__``
 and the class's Parameters section are made from that declaration. ``fit``
 checks them once (a ``Spec``) and hands them to
-:func:`~ppa_xr.core.candidates.fit_selected` (the configuration validated, then
-:func:`~ppa_xr.core.ppa.fit`); every other method hands the fitted
+:func:`~ppa_xr.core.shrink.fit_selected` (the configuration validated, then
+:func:`~ppa_xr.core.ppa.fit`, then its last curve shrunk); every other method hands the fitted
 parameters (``params_``) to a core kernel or measure.
 """
 
@@ -26,7 +26,7 @@ from ..core.checks import warn_user
 from ..core.docstrings import shared
 from ..core.keys import FitSample
 from ..core.params import PPAParams
-from ..core.candidates import fit_selected
+from ..core.shrink import fit_selected
 from ..core.ppa import fit_memory
 from ..core.linalg import unit_mean
 from ..core.spec import Spec
@@ -705,8 +705,9 @@ explained_variance_error_ : np.ndarray of shape (d,)
     North's rule-of-thumb errors, ``explained_variance_ * sqrt(2 / n_effective_)``
     (eofs' ``northTest``): components whose variances differ by less are mixed.
 configuration_ : dict
-    The configuration fitted, ``{{"robust": bool, "max_curved": int or None, "validated": bool}}``: chosen by
-    whole-fit validation (``configuration="validated"``) or as given.
+    The configuration fitted, ``{{"robust": bool, "max_curved": int or None, "validated": bool, "shrink": float}}``:
+    chosen by whole-fit validation (``configuration="validated"``) or as given; ``shrink``, the factor of the last
+    curve (``ppa_xr.core.shrink``; 1: as fitted).
 fit_error_ratio_ : np.ndarray of shape (d-1,)
     ``100 e_PPA(k) / e_PCA(k)`` on every row of the fitting sample, from the
     fit's own residual energies, shown in the model's summary.
@@ -746,7 +747,7 @@ def available_memory() -> int | None:
 
 
 def _fitted_map(X: np.ndarray, declared: Spec, groups: Any, progress: bool, weights: np.ndarray | None) -> tuple[Any, dict]:
-    """The fit of complete rows ``X`` (:func:`~ppa_xr.core.candidates.fit_selected`), after the checks of its size
+    """The fit of complete rows ``X`` (:func:`~ppa_xr.core.shrink.fit_selected`), after the checks of its size
     and its parameters, with a progress bar where asked; floating-point failures as a ValueError saying what to do."""
     n, d = X.shape
     if d < 2:

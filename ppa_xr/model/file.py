@@ -299,15 +299,16 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, Sp
 
 
 def configuration(ds: xr.Dataset, source: str = "dataset") -> dict[str, Any] | None:
-    """The configuration a model was fitted with (``robust``, ``max_curved``, ``validated``), None where the
-    file does not record it (formats before 8)."""
+    """The configuration a model was fitted with (``robust``, ``max_curved``, ``validated``, ``shrink``), None where the
+    file does not record it (formats before 8); ``shrink`` 1 (the last curve as fitted) where it is older."""
     raw = ds.attrs.get("configuration") or ""
     if not raw:
         return None
     try:
-        found = json.loads(raw)
-        ok = set(found) == {"robust", "max_curved", "validated"} and isinstance(found["robust"], bool) and \
-            isinstance(found["validated"], bool) and (found["max_curved"] is None or isinstance(found["max_curved"], int))
+        found = {"shrink": 1.0} | json.loads(raw)
+        ok = set(found) == {"robust", "max_curved", "validated", "shrink"} and isinstance(found["robust"], bool) and \
+            isinstance(found["validated"], bool) and (found["max_curved"] is None or isinstance(found["max_curved"], int)) and \
+            isinstance(found["shrink"], (int, float)) and 0 <= found["shrink"] <= 1
     except (ValueError, TypeError):
         ok = False
     if not ok:
