@@ -70,7 +70,7 @@ SHRINK = True
 
 
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
-                 progress: Progress | None = None, weights: np.ndarray | None = None) -> tuple[Fit, Choice]:
+                 progress: Progress | None = None, weights: np.ndarray | None = None, shrink: bool = True) -> tuple[Fit, Choice]:
     """:func:`~ppa_xr.core.candidates.fit_selected`, then, where its choice is a validated plain PCA-led fit with a
     curved step, that fit's last curve shrunk (module docstring). The factor draws from a child of ``rng``.
 
@@ -78,6 +78,9 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     ----------
     X, declared, groups, rng, progress, weights
         As :func:`~ppa_xr.core.candidates.fit_selected`.
+    shrink : bool
+        False for rows whose gaps were filled by the model's own curves (``missing="fill"``): halvings of filled
+        values read the fill's scatter as curves that do not transfer; the fill's own check guards those curves.
 
     Returns
     -------
@@ -87,7 +90,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     """
     fitted, choice = candidates.fit_selected(X, declared, groups, rng, progress, weights)
     choice = choice | {"shrink": 1.0}
-    if SHRINK and choice["validated"] and not choice["robust"] and declared.leading == "pca" and fitted.params.curved_steps():
+    if SHRINK and shrink and choice["validated"] and not choice["robust"] and declared.leading == "pca" and fitted.params.curved_steps():
         kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
         with blas.every_blas_on_one_thread():
             choice["shrink"] = choose(fitted.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)

@@ -182,12 +182,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             return self._fit_reduced(X, declared, groups, features, sample, progress, weights, feature_weights)
         if weights is not None:
             X, groups, weights = _weighed(X, groups, weights, declared)
-        fitting = declared
-        if check_missing(missing) == "fill":
+        fitting, filled = declared, check_missing(missing) == "fill" and _has_gaps(X)
+        if filled:
             X, groups, weights, curves_worse = _gaps_filled(X, groups, weights, declared)
             fitting = declared.pca() if curves_worse else declared
         X, groups, weights = _complete(X, groups, weights)
-        fitted, configuration = _fitted_map(X, fitting, groups, progress, weights)
+        fitted, configuration = _fitted_map(X, fitting, groups, progress, weights, shrink=not filled)
         params = fitted.params
         if not (declared.standardize or declared.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
             # of the features that vary: a constant one's comes back from the eigendecomposition as rounding
@@ -746,8 +746,15 @@ def available_memory() -> int | None:
     return int(psutil.virtual_memory().available)
 
 
-def _fitted_map(X: np.ndarray, declared: Spec, groups: Any, progress: bool, weights: np.ndarray | None) -> tuple[Any, dict]:
-    """The fit of complete rows ``X`` (:func:`~ppa_xr.core.shrink.fit_selected`), after the checks of its size
+def _has_gaps(X: np.ndarray) -> bool:
+    """Whether some row of ``X`` has both observed and missing (NaN, inf) values: what ``missing="fill"`` fills."""
+    finite = np.isfinite(X)
+    return bool((finite.any(axis=1) & ~finite.all(axis=1)).any())
+
+
+def _fitted_map(X: np.ndarray, declared: Spec, groups: Any, progress: bool, weights: np.ndarray | None,
+                shrink: bool = True) -> tuple[Any, dict]:
+    """The fit of complete rows ``X`` (:func:`~ppa_xr.core.shrink.fit_selected`; ``shrink=False`` for gaps filled as it fitted), after the checks of its size
     and its parameters, with a progress bar where asked; floating-point failures as a ValueError saying what to do."""
     n, d = X.shape
     if d < 2:
@@ -759,7 +766,7 @@ def _fitted_map(X: np.ndarray, declared: Spec, groups: Any, progress: bool, weig
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             return fit_selected(X, declared, groups, rng, (lambda done, total: bar.update(done - bar.n)) if bar is not None else None,
-                                weights)
+                                weights, shrink)
     except FloatingPointError as err:
         raise ValueError(f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree") from err
     finally:
@@ -825,7 +832,7 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
     def fit(filled: np.ndarray, linear: bool) -> PPAParams:
         spec = declared.pca() if linear else declared
         with np.errstate(over="raise", invalid="raise", divide="raise"):
-            return fit_selected(filled, spec, groups, checks.rng_of(rng_seed), None, weights)[0].params
+            return fit_selected(filled, spec, groups, checks.rng_of(rng_seed), None, weights, shrink=False)[0].params
 
     filled, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed))
     if check.worse:
