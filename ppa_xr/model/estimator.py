@@ -182,8 +182,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             return self._fit_reduced(X, declared, groups, features, sample, progress, weights, feature_weights)
         if weights is not None:
             X, groups, weights = _weighed(X, groups, weights, declared)
-        fitting, filled = declared, check_missing(missing) == "fill" and _has_gaps(X)
-        if filled:
+        fitting, filled = declared, False
+        if check_missing(missing) == "fill":
+            filled = _has_gaps(X)
             X, groups, weights, curves_worse = _gaps_filled(X, groups, weights, declared)
             fitting = declared.pca() if curves_worse else declared
         X, groups, weights = _complete(X, groups, weights)
