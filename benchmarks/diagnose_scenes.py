@@ -250,7 +250,8 @@ def urban() -> None:
         cells = []
         for lam in grid:
             r = 100 * kernels.error_curve(tr[~a], core_shrink.shrunk(tr[a], Fit(half, np.zeros(tr.shape[1] - 1)), lam).params).mean(0)[:-1] / hp
-            cells.append(f"{lam}: {r.max():.1f} at k {int(np.argmax(r)) + 1}")
+            held_kept = hp >= 1e-3 * np.mean(np.sum((tr[~a] - tr[~a].mean(0)) ** 2, 1))
+            cells.append(f"{lam}: {r.max():.1f} at k {int(np.argmax(r)) + 1} (kept k: worst {r[held_kept].max():.1f}, mean {r[held_kept].mean():.2f})")
             worst.append(r.max())
         print(f"  halving {s} (max_curved=2 on one half of the tiles, read on the other), worst any k by lambda: " + ", ".join(cells), flush=True)
     print("  median over the halvings of the worst any k by lambda: "
