@@ -20,7 +20,7 @@
   on the fitted tiles alone: fits on 4 random halves of the tiles, each read on the other half at its kept k, averaged;
   the lowest mean over the kept k among the ``lambda`` whose worst kept k is within 101; then read on the unseen tiles.
 
-Run by hand: ``PYTHONPATH=. python benchmarks/diagnose_scenes.py [edge] [verdicts] [modis] [variance] [steps] [shrink] [crossfit]`` (``PPA_SCENES`` as in
+Run by hand: ``PYTHONPATH=. python benchmarks/diagnose_scenes.py [edge] [verdicts] [modis] [variance] [steps] [shrink] [crossfit] [urban]`` (``PPA_SCENES`` as in
 bench_scenes.py).
 """
 from __future__ import annotations
@@ -218,8 +218,48 @@ def crossfit() -> None:
               f"(lambda 1: {unseen[-1].max():.2f} / {unseen[-1].mean():.2f})", flush=True)
 
 
+def _unseen(params, te: np.ndarray, ep: np.ndarray, kept: np.ndarray) -> str:
+    r = 100 * kernels.error_curve(te, params).mean(0)[:-1] / ep
+    return f"worst kept {r[kept].max():.2f}, worst any {r.max():.2f} at k {int(np.argmax(r)) + 1}, mean kept {r[kept].mean():.2f}"
+
+
+def urban() -> None:
+    """The urban subimage's checkerboard seed 0 (106.1 at a noise-level k): which step and which k carry it, the
+    truncations ``max_curved = c``, the second curve scaled by lambda (``shrink.shrunk`` on a ``max_curved=2`` fit:
+    later steps refitted), and what halves of the fitted tiles read for those lambda at every k beyond the curve."""
+    from ppa_xr.core import shrink as core_shrink
+    from ppa_xr.core.ppa import Fit
+    cube, tr, tiles, te = _checkerboard("urban-sub (162)", 0)
+    ep = kernels.error_curve(te, PPA(n_components=None).fit(tr).pca_.params_).mean(0)[:-1]
+    kept = ep >= 1e-3 * np.mean(np.sum((te - te.mean(0)) ** 2, 1))
+    m, _ = scenes.fit_checkerboard(cube, 0)
+    print(f"urban-sub checkerboard seed 0: {len(tr)} fitted rows x {tr.shape[1]} bands, {len(te)} unseen, {int(kept.sum())} kept k; "
+          f"default {m.configuration_}, degrees {m.params_.degrees[:6].tolist()}: {_unseen(m.params_, te, ep, kept)}", flush=True)
+    for c in (1, 2, 3):
+        m, _ = scenes.fit_checkerboard(cube, 0, max_curved=c)
+        print(f"  max_curved={c}: {_unseen(m.params_, te, ep, kept)}", flush=True)
+    params = scenes.fit_checkerboard(cube, 0, max_curved=2)[0].params_
+    for lam in (1.0, 0.8, 0.6, 0.4, 0.2, 0.0):
+        print(f"  second curve x {lam} (later steps refitted): "
+              f"{_unseen(core_shrink.shrunk(tr, Fit(params, np.zeros(tr.shape[1] - 1)), lam).params, te, ep, kept)}", flush=True)
+    names, grid, worst = np.unique(tiles), (1.0, 0.8, 0.6, 0.4, 0.2, 0.0), []
+    for s in range(4):
+        a = np.isin(tiles, np.random.default_rng(s).permutation(names)[: len(names) // 2])
+        half = PPA(random_state=0, configuration="fixed", max_curved=2).fit(tr[a]).params_
+        hp = kernels.error_curve(tr[~a], half.pca()).mean(0)[:-1]
+        cells = []
+        for lam in grid:
+            r = 100 * kernels.error_curve(tr[~a], core_shrink.shrunk(tr[a], Fit(half, np.zeros(tr.shape[1] - 1)), lam).params).mean(0)[:-1] / hp
+            held_kept = hp >= 1e-3 * np.mean(np.sum((tr[~a] - tr[~a].mean(0)) ** 2, 1))
+            cells.append(f"{lam}: {r.max():.1f} at k {int(np.argmax(r)) + 1} (kept k: worst {r[held_kept].max():.1f}, mean {r[held_kept].mean():.2f})")
+            worst.append(r.max())
+        print(f"  halving {s} (max_curved=2 on one half of the tiles, read on the other), worst any k by lambda: " + ", ".join(cells), flush=True)
+    print("  median over the halvings of the worst any k by lambda: "
+          + ", ".join(f"{lam}: {m:.1f}" for lam, m in zip(grid, np.median(np.reshape(worst, (4, len(grid))), 0))), flush=True)
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     for name in sys.argv[1:] or ["edge", "verdicts", "modis", "variance"]:
         {"edge": edge, "verdicts": verdicts, "variance": variance, "modis": lambda: verdicts("modis-ndvi (23)"), "steps": steps,
-         "shrink": shrink, "crossfit": crossfit}[name]()
+         "shrink": shrink, "crossfit": crossfit, "urban": urban}[name]()
