@@ -119,6 +119,7 @@ held-out halves of the fitting sample do not reproduce it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -129,6 +130,7 @@ import scipy.special
 from . import basis, blas, checks
 from .degrees import PSEUDO_GROUPS, Folds
 from .errors import ALLOWANCE, LEVEL
+from .fill import with_marginals
 from .linalg import PANEL, power_of_two, unit_mean
 from .params import PPAParams
 from .ppa import Fit as Fitted
@@ -827,4 +829,5 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
         if found is not None:
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
-    return fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights), choice
+    fitted = fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights)
+    return dataclasses.replace(fitted, params=with_marginals(fitted.params, X, weights)), choice

@@ -573,6 +573,11 @@ _TINY = np.finfo(np.float64).tiny
 #: how close (relatively) a whole step's decrease of ``q`` must come to its model's for the next step's decrease
 #: to be predicted with the same ``H`` (:func:`map_fill`)
 TRUST = 0.25
+#: the posterior mean's points along each Laplace axis, in its standard deviations (:mod:`ppa_xr.core.fill`)
+SIGMA_POINT = 1.5
+#: the shift of the Laplace posterior's mean by the recorded marginals (in its standard deviations) below which the
+#: MAP stands (:func:`_wide`)
+SHIFT = 0.2
 
 
 def _fill_jit(func):
@@ -907,8 +912,135 @@ def _start_offsets(u, row, precision, value, idx, m, mean, delta):
     return q0
 
 
+@inlined
+def _output(delta, m, idx, row, u, tau, marginal, o):
+    """``r_p = u_p + (A W)[p, m] delta - G[:, p]^T tau`` at ``x_m = start + delta`` of the ``o``-th output with a recorded
+    marginal (``marginal``: their indices, tables ``c_p`` of ``log f_p + r^2 / (2 Lambda_p)``, first points, 1 / spacings,
+    ``(A W)`` rows and ``G`` columns)."""
+    lin_o, g_o = marginal[4], marginal[5]
+    rp = u[row, marginal[0][o]]
+    for a in range(m):
+        rp += lin_o[o, idx[a]] * delta[a]
+    for j in range(len(tau)):
+        rp -= g_o[j, o] * tau[j]
+    return rp
+
+
+@inlined
+def _table(rp, marginal, o):
+    """``c_p(r_p)`` of the ``o``-th output with a recorded marginal: linear between its points, constant beyond."""
+    table, low, inverse_spacing = marginal[1], marginal[2], marginal[3]
+    last = table.shape[1] - 1
+    g = (rp - low[o]) * inverse_spacing[o]
+    if not g > 0.0:
+        return table[o, 0]
+    if not g < last:
+        return table[o, last]
+    k = int(g)
+    return table[o, k] + (g - k) * (table[o, k + 1] - table[o, k])
+
+
+@inlined
+def _excess(delta, m, idx, row, u, tau, marginal):
+    """``sum_p c_p(r_p)`` over the outputs with a recorded marginal at ``x_m = start + delta``."""
+    total = 0.0
+    for o in range(len(marginal[0])):
+        total += _table(_output(delta, m, idx, row, u, tau, marginal, o), marginal, o)
+    return total
+
+
+@inlined
+def _slope(rp, marginal, o):
+    """``c_p'(r_p)`` of the ``o``-th output with a recorded marginal: its segment's slope (0 beyond its points)."""
+    table, low, inverse_spacing = marginal[1], marginal[2], marginal[3]
+    g = (rp - low[o]) * inverse_spacing[o]
+    if not (g > 0.0 and g < table.shape[1] - 1):
+        return 0.0
+    k = int(g)
+    return (table[o, k + 1] - table[o, k]) * inverse_spacing[o]
+
+
+@inlined
+def _wide(delta, m, idx, row, u, tau, plan, marginal, buffers):
+    """Whether the recorded marginals would move the Laplace posterior's mean (``H = L L^T``, ``L`` in ``h``) by more than
+    :data:`SHIFT` of its standard deviation, to first order: ``||L^-1 sum_p c_p'(r_p) J_p||``, ``J_p = (A W)[p, m] -
+    sum_i (sum_(j of step i) G[j, p] sigma_j) dr_i`` (``dr``, ``sigma``: :func:`_tangents`')."""
+    dr, sigma, h, z, shift = buffers[0], buffers[1], buffers[3], buffers[9], buffers[10]
+    lin_o, g_o = marginal[4], marginal[5]
+    first, degrees = plan[2], plan[1]
+    for a in range(m):
+        shift[a] = 0.0
+    for i in range(len(degrees)):
+        z[i] = 0.0
+    for o in range(len(marginal[0])):
+        slope = _slope(_output(delta, m, idx, row, u, tau, marginal, o), marginal, o)
+        if slope == 0.0:
+            continue
+        for a in range(m):
+            shift[a] += slope * lin_o[o, idx[a]]
+        for i in range(len(degrees)):
+            c = 0.0
+            for j in range(first[i], first[i] + degrees[i]):
+                c += g_o[j, o] * sigma[j]
+            z[i] += slope * c
+    for a in range(m):
+        for i in range(len(degrees)):
+            shift[a] -= z[i] * dr[i, a]
+    total = 0.0
+    for a in range(m):  # L^-1 shift
+        v = shift[a]
+        for k in range(a):
+            v -= h[a, k] * z[k]
+        z[a] = v / h[a, a]
+        total += z[a] * z[a]
+    return total > SHIFT * SHIFT
+
+
 @_fill_jit
-def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
+def _posterior_mean(delta, q, m, idx, row, sums, plan, gathered, marginal, h, work, axis, mean):
+    """The posterior mean of the gaps' offsets under ``p(x) ~ exp(-q(x) / 2 + sum_p c_p(r_p))`` from ``2m + 1`` points:
+    the MAP ``delta`` and ``delta +- SIGMA_POINT L^-T e_a`` (the Laplace posterior's axes, ``H = L L^T``), each
+    weighted by the density there (:func:`_excess`); into ``mean``."""
+    tau, trial, trial_tau, trial_slopes, trial_ts = work[0], work[3], work[4], work[5], work[6]
+    u = sums[3]
+    base = _excess(delta, m, idx, row, u, tau, marginal)
+    total = 1.0
+    for a in range(m):
+        mean[a] = delta[a]
+    for e in range(m):
+        for a in range(m - 1, -1, -1):  # L^T v = e_e
+            v = 1.0 if a == e else 0.0
+            for k in range(a + 1, m):
+                v -= h[k, a] * axis[k]
+            axis[a] = v / h[a, a]
+        for sign in (-SIGMA_POINT, SIGMA_POINT):
+            for a in range(m):
+                trial[a] = delta[a] + sign * axis[a]
+            trial_q = _objective(trial, m, idx, row, sums, plan, trial_tau, trial_slopes, trial_ts, gathered)
+            weight = np.exp(-(trial_q - q) / 2 + _excess(trial, m, idx, row, u, trial_tau, marginal) - base)
+            if weight == weight and weight < np.inf:
+                total += weight
+                for a in range(m):
+                    mean[a] += weight * trial[a]
+    for a in range(m):
+        mean[a] /= total
+
+
+@inlined
+def _to_posterior_mean(delta, q, m, idx, row, sums, plan, gathered, marginal, buffers, work):
+    """``delta`` (the MAP's offsets) moved to the posterior mean (:func:`_posterior_mean`) where the recorded marginals
+    would move it (:func:`_wide`), with the last Gauss-Newton step's Laplace posterior (its ``H = L L^T``, ``L`` in
+    ``h``, and tangents: one step from the MAP or at it); kept where no marginal is recorded."""
+    if len(marginal[0]) == 0 or not _wide(delta, m, idx, row, sums[3], work[0], plan, marginal, buffers):
+        return
+    step, axis = buffers[8], buffers[9]
+    _posterior_mean(delta, q, m, idx, row, sums, plan, gathered, marginal, buffers[3], work, axis, step)
+    for a in range(m):
+        delta[a] = step[a]
+
+
+@_fill_jit
+def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halvings, guard):
     """The MAP fill ``argmin_(x_m) r(x)^T Lambda^-1 r(x)`` of each row of ``x`` (n, d; NaN or +-inf at its gaps),
     by Gauss-Newton on its own gaps from the linear fill (:mod:`ppa_xr.core.fill`): each step halved up to
     ``halvings`` times until ``q`` does not increase, until ``q`` falls by at most ``tolerance`` of itself, or the
@@ -938,6 +1070,7 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
     work = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(d), np.empty(n_tau), np.empty(n_tau), np.empty(c))
     tau, slopes, ts = work[0], work[1], work[2]
     gathered = (p_mm, m_m, k_mat)  # P_mm and M_m refilled at each row
+    buffers = (dr, sigma, gamma, h, mu, kappa, y, b, step, np.empty(d), np.empty(d))
     for row in range(n):
         m = _linear_start(x, row, value, idx, mean, linear_inverse, h, b, step, out)
         if m == 0 or m == d:
@@ -946,7 +1079,7 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
         q0[0] = _start_offsets(u, row, precision, value, idx, m, mean, delta)
         q = _objective(delta, m, idx, row, row_sums, plan, tau, slopes, ts, gathered)
         start, linear_q = _reach(ts), q
-        trusted = False  # the last step was whole and q fell as its quadratic model predicted (within a quarter)
+        trusted = factored = False  # the last step was whole and q fell as its quadratic model predicted (within a quarter)
         for _ in range(iterations):
             _tangents(m, idx, plan, slopes, dr, sigma, gamma)
             _gradient(delta, m, idx, row, row_sums, gathered, plan, tau, sigma, dr, b, zeta)
@@ -964,6 +1097,7 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
             if settled:
                 break
         reach = _reach(ts)
-        if q < linear_q and (reach <= guard or reach <= start):
+        if q < linear_q and (reach <= guard or reach <= start) and factored:
+            _to_posterior_mean(delta, q, m, idx, row, row_sums, plan, gathered, marginal, buffers, work)
             for a in range(m):
                 out[row, idx[a]] = mean[idx[a]] + delta[a]
