@@ -577,7 +577,7 @@ TRUST = 0.25
 SIGMA_POINT = 1.5
 #: the shift of the Laplace posterior's mean by the recorded marginals (in its standard deviations) below which the
 #: MAP stands (:func:`_wide`)
-SHIFT = 0.2
+SHIFT = 0.3
 
 
 def _fill_jit(func):
@@ -996,7 +996,7 @@ def _wide(delta, m, idx, row, u, tau, plan, marginal, buffers):
     return total > SHIFT * SHIFT
 
 
-@_fill_jit
+@inlined
 def _posterior_mean(delta, q, m, idx, row, sums, plan, gathered, marginal, h, work, axis, mean):
     """The posterior mean of the gaps' offsets under ``p(x) ~ exp(-q(x) / 2 + sum_p c_p(r_p))`` from ``2m + 1`` points:
     the MAP ``delta`` and ``delta +- SIGMA_POINT L^-T e_a`` (the Laplace posterior's axes, ``H = L L^T``), each
@@ -1026,17 +1026,40 @@ def _posterior_mean(delta, q, m, idx, row, sums, plan, gathered, marginal, h, wo
         mean[a] /= total
 
 
-@inlined
-def _to_posterior_mean(delta, q, m, idx, row, sums, plan, gathered, marginal, buffers, work):
-    """``delta`` (the MAP's offsets) moved to the posterior mean (:func:`_posterior_mean`) where the recorded marginals
-    would move it (:func:`_wide`), with the last Gauss-Newton step's Laplace posterior (its ``H = L L^T``, ``L`` in
-    ``h``, and tangents: one step from the MAP or at it); kept where no marginal is recorded."""
-    if len(marginal[0]) == 0 or not _wide(delta, m, idx, row, sums[3], work[0], plan, marginal, buffers):
-        return
-    step, axis = buffers[8], buffers[9]
-    _posterior_mean(delta, q, m, idx, row, sums, plan, gathered, marginal, buffers[3], work, axis, step)
-    for a in range(m):
-        delta[a] = step[a]
+@_fill_jit
+def _posterior_rows(x, out, wide, sums, model, plan, marginal):
+    """The rows ``wide`` of ``out`` (their MAP fill) moved to the posterior mean (:func:`_posterior_mean`), with the
+    Laplace posterior at the MAP itself (``H = L L^T``; kept where it is not positive definite): the rows
+    :func:`map_fill` found wide (:func:`_wide`), a pass of their own, so the loop over every row keeps its code."""
+    n, d = x.shape
+    covariance_inverse, g_lin, k_mat, mean = model[0], model[1], model[2], model[3]
+    u, wv, precision = sums
+    q0 = np.empty(1)
+    row_sums = (q0, wv[:, :d], wv[:, d:], u)
+    n_tau, c = g_lin.shape[0], len(plan[0])
+    idx, value, delta, b, step, axis = np.empty(d, np.int64), np.empty(d), np.empty(d), np.zeros(d), np.empty(d), np.empty(d)
+    p_mm, h, m_m = np.empty((d, d)), np.empty((d, d)), np.empty((n_tau, d))
+    sigma, gamma, kappa = np.empty(n_tau), np.empty(c), np.empty((c, c))
+    dr, mu, y = np.empty((c, d)), np.empty((c, d)), np.empty((c, d))
+    work = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(d), np.empty(n_tau), np.empty(n_tau), np.empty(c))
+    gathered = (p_mm, m_m, k_mat)
+    for row in range(n):
+        if not wide[row]:
+            continue
+        m = _row_gaps(x, row, value, idx)
+        for a in range(m):
+            delta[a] = out[row, idx[a]] - mean[idx[a]]
+        _gather(idx, m, covariance_inverse, g_lin, p_mm, m_m)
+        q0[0] = 0.0
+        for k in range(d):
+            q0[0] += precision[k] * u[row, k] * u[row, k]
+        q = _objective(delta, m, idx, row, row_sums, plan, work[0], work[1], work[2], gathered)
+        _tangents(m, idx, plan, work[1], dr, sigma, gamma)
+        _hessian(m, plan, gathered, sigma, dr, h, mu, kappa, y)
+        if _cholesky_solve(h, b, m, step):
+            _posterior_mean(delta, q, m, idx, row, row_sums, plan, gathered, marginal, h, work, axis, step)
+            for a in range(m):
+                out[row, idx[a]] = mean[idx[a]] + step[a]
 
 
 @_fill_jit
@@ -1055,7 +1078,9 @@ def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halving
     the curved steps' ``F_p`` stacked, ``L = Lambda^-1``), and ``d tau / d x_m`` has the rank c of the curved steps,
     so a row costs ``O(m^2 c + |G| m + |G|^2)`` per iteration, whatever ``d``. The sums are taken at the row with its
     gaps at the mean ``mu`` (``model``'s fourth entry), the start ``delta`` is the linear fill's offset from it
-    (``model``'s last entry: the linear fill's inverse covariance), so no pass of its own computes the linear fill."""
+    (``model``'s last entry: the linear fill's inverse covariance), so no pass of its own computes the linear fill.
+    Where ``marginal`` (:func:`_excess`) records outputs that are not Gaussian, the rows whose MAP they would move
+    (:func:`_wide`, with the last step's ``H``) move to the posterior mean (:func:`_posterior_rows`)."""
     n, d = x.shape
     covariance_inverse, g_lin, k_mat, mean, linear_inverse = model
     u, wv, precision = sums
@@ -1071,6 +1096,7 @@ def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halving
     tau, slopes, ts = work[0], work[1], work[2]
     gathered = (p_mm, m_m, k_mat)  # P_mm and M_m refilled at each row
     buffers = (dr, sigma, gamma, h, mu, kappa, y, b, step, np.empty(d), np.empty(d))
+    posterior, wide = len(marginal[0]) > 0, np.zeros(n, np.bool_)
     for row in range(n):
         m = _linear_start(x, row, value, idx, mean, linear_inverse, h, b, step, out)
         if m == 0 or m == d:
@@ -1097,7 +1123,10 @@ def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halving
             if settled:
                 break
         reach = _reach(ts)
-        if q < linear_q and (reach <= guard or reach <= start) and factored:
-            _to_posterior_mean(delta, q, m, idx, row, row_sums, plan, gathered, marginal, buffers, work)
+        if q < linear_q and (reach <= guard or reach <= start):
+            if posterior and factored:
+                wide[row] = _wide(delta, m, idx, row, u, tau, plan, marginal, buffers)
             for a in range(m):
                 out[row, idx[a]] = mean[idx[a]] + delta[a]
+    if posterior:
+        _posterior_rows(x, out, wide, sums, model, plan, marginal)

@@ -22,6 +22,23 @@ halving the step until ``q`` decreases; the start is the linear fill of the
 model's own PCA (one such step of the PCA map), so a PCA model is exact in one
 step.
 
+The outputs of real scenes are seldom Gaussian (land and water give the
+leading ones two modes), and the squared error is least at the posterior
+mean, not the mode. So the fit records each output's marginal density on its
+sample where it predicts held-out rows better than the Gaussian
+(:func:`with_marginals`), as ``c_p(r) = log f_p(r) + r^2 / (2 Lambda_p)``,
+and the density of ``x`` becomes ``p(x) ~ exp(-q(x) / 2 + sum_p c_p(r_p(x)))``.
+Where the recorded marginals would move the Laplace posterior's mean
+(``N(x_m*, H^-1)``, ``H = J_m^T Lambda^-1 J_m`` at the MAP) by more than
+``SHIFT`` of its standard deviation (to first order, ``||L^-1 sum_p c_p'
+J_p|| > SHIFT``, ``H = L L^T``), the fill is the posterior mean from the
+``2m + 1`` points ``x_m*`` and ``x_m* +- SIGMA_POINT L^-T e_a`` (the
+posterior's axes), each weighted by ``p`` there
+(:mod:`ppa_xr.core.compiled`); elsewhere the MAP stands. On Landsat 5 and
+the BigEarthNet patches (a random quarter of each held-out pixel's bands
+hidden) this takes the fill from 0.91-0.96 and 0.86-0.88 of the best linear
+fill's squared error to 0.76-0.86 and 0.82-0.84.
+
 With ``n_components = k < d`` the pixel is filled from the k-component
 manifold ``x^(s) = inverse(s)`` instead (probabilistic PCA's model, ``s`` the
 first k scores): minimise over ``s``
@@ -198,6 +215,20 @@ def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None 
     ``log f_p(r) + r^2 / (2 Lambda_p)`` at the bins' centres, less its largest value. It is kept where the density of
     the even rows predicts the odd rows better than the Gaussian ``N(0, Lambda_p)`` by more than
     :data:`MARGINAL_GAIN` nats per row; a row of zeros (Gaussian) elsewhere.
+
+    Parameters
+    ----------
+    params : PPAParams
+        The fitted parameters.
+    x : np.ndarray
+        (n, d) the fitting sample.
+    weights : np.ndarray, optional
+        (n,) the rows' weights.
+
+    Returns
+    -------
+    PPAParams
+        ``params`` with ``marginal`` and ``marginal_range`` (as they were where no output departs from its Gaussian).
     """
     if params.reduced:
         return params

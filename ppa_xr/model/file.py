@@ -440,6 +440,11 @@ def _check(params: PPAParams, source: str) -> None:
     if (params.degrees < 1).any() or params.degrees.max(initial=1) > params.forward.shape[1] or (params.scale <= 0).any() \
             or not np.linalg.matrix_rank(params.whitening) == d:
         raise ValueError(f"{source} is corrupt: degrees or scales out of range")
+    _check_marginal(params, source)
+
+
+def _check_marginal(params: PPAParams, source: str) -> None:
+    """A ValueError where a recorded marginal density has fewer than 2 points or an interval of no positive width."""
     if params.marginal is not None and (params.marginal.shape[-1] < 2 or not (
             params.marginal_range[params.marginal.any(axis=1)] @ [-1, 1] > 0).all()):
         raise ValueError(f"{source} is corrupt: a marginal density needs at least 2 points over an interval of positive width")
