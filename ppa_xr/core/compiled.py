@@ -1031,6 +1031,8 @@ def _posterior_rows(x, out, wide, sums, model, plan, marginal):
     """The rows ``wide`` of ``out`` (their MAP fill) moved to the posterior mean (:func:`_posterior_mean`), with the
     Laplace posterior at the MAP itself (``H = L L^T``; kept where it is not positive definite): the rows
     :func:`map_fill` found wide (:func:`_wide`), a pass of their own, so the loop over every row keeps its code."""
+    if len(marginal[0]) == 0:
+        return
     n, d = x.shape
     covariance_inverse, g_lin, k_mat, mean = model[0], model[1], model[2], model[3]
     u, wv, precision = sums
@@ -1060,6 +1062,13 @@ def _posterior_rows(x, out, wide, sums, model, plan, marginal):
             _posterior_mean(delta, q, m, idx, row, row_sums, plan, gathered, marginal, h, work, axis, step)
             for a in range(m):
                 out[row, idx[a]] = mean[idx[a]] + step[a]
+
+
+@inlined
+def _trusted(factored, t, decrease, predicted):
+    """Whether a step was whole (``t`` 1, ``H`` factored) and ``q`` fell by its quadratic model's ``predicted`` decrease
+    within :data:`TRUST`."""
+    return factored and t == 1.0 and abs(decrease - predicted) <= TRUST * predicted
 
 
 @_fill_jit
@@ -1118,7 +1127,7 @@ def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halving
                 predicted -= b[a] * step[a]
             new_q, t = _halved(delta, step, m, idx, row, row_sums, plan, gathered, q, halvings, work)
             settled = q - new_q <= tolerance * q
-            trusted = factored and t == 1.0 and abs(q - new_q - predicted) <= TRUST * predicted
+            trusted = _trusted(factored, t, q - new_q, predicted)
             q = new_q
             if settled:
                 break
@@ -1128,5 +1137,4 @@ def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halving
                 wide[row] = _wide(delta, m, idx, row, u, tau, plan, marginal, buffers)
             for a in range(m):
                 out[row, idx[a]] = mean[idx[a]] + delta[a]
-    if posterior:
-        _posterior_rows(x, out, wide, sums, model, plan, marginal)
+    _posterior_rows(x, out, wide, sums, model, plan, marginal)

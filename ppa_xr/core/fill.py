@@ -5,7 +5,8 @@ PPA is a bijection ``x <-> r`` with a constant Jacobian determinant
 ``r ~ N(0, Lambda)`` (``Lambda`` the outputs' variances on the fitting sample,
 ``explained_variance``), the density of ``x`` is ``p(r(x))`` up to a constant.
 The fill of a pixel with observed entries ``x_o`` and missing ones ``x_m`` is
-its most probable completion (MAP):
+its most probable completion (MAP) where the outputs are Gaussian (the
+posterior mean where they are not, below):
 
     x_m* = argmin_{x_m} q(x),   q(x) = r(x)^T Lambda^-1 r(x)
 
@@ -29,15 +30,16 @@ sample where it predicts held-out rows better than the Gaussian
 (:func:`with_marginals`), as ``c_p(r) = log f_p(r) + r^2 / (2 Lambda_p)``,
 and the density of ``x`` becomes ``p(x) ~ exp(-q(x) / 2 + sum_p c_p(r_p(x)))``.
 Where the recorded marginals would move the Laplace posterior's mean
-(``N(x_m*, H^-1)``, ``H = J_m^T Lambda^-1 J_m`` at the MAP) by more than
-``SHIFT`` of its standard deviation (to first order, ``||L^-1 sum_p c_p'
-J_p|| > SHIFT``, ``H = L L^T``), the fill is the posterior mean from the
-``2m + 1`` points ``x_m*`` and ``x_m* +- SIGMA_POINT L^-T e_a`` (the
-posterior's axes), each weighted by ``p`` there
-(:mod:`ppa_xr.core.compiled`); elsewhere the MAP stands. On Landsat 5 and
-the BigEarthNet patches (a random quarter of each held-out pixel's bands
-hidden) this takes the fill from 0.91-0.96 and 0.86-0.88 of the best linear
-fill's squared error to 0.76-0.86 and 0.82-0.84.
+(``N(x_m*, H^-1)``, ``H = J_m^T Lambda^-1 J_m``) by more than ``SHIFT`` of
+its standard deviation (to first order, ``||L^-1 sum_p c_p'(r_p) J_p|| >
+SHIFT``, ``H = L L^T``, with the last Gauss-Newton step's ``H``), the fill is
+the posterior mean from the ``2m + 1`` points ``x_m*`` and ``x_m* +-
+SIGMA_POINT L^-T e_a`` (the posterior's axes, ``H`` now at the MAP), each
+weighted by ``p`` there (:mod:`ppa_xr.core.compiled`); elsewhere the MAP
+stands. A model without curves keeps the linear fill. On Landsat 5 and the
+BigEarthNet patches (a random quarter of each held-out pixel's bands hidden)
+this takes the fill from 0.91-0.96 and 0.86-0.88 of the best linear fill's
+squared error to 0.77-0.86 and 0.82-0.85.
 
 With ``n_components = k < d`` the pixel is filled from the k-component
 manifold ``x^(s) = inverse(s)`` instead (probabilistic PCA's model, ``s`` the
