@@ -195,6 +195,18 @@ def test_fill_is_the_posterior_mean_where_outputs_are_not_gaussian(seed):
     assert closer >= 16
 
 
+def test_marginals_of_a_noise_free_sample_with_a_flat_output():
+    """A noise-free curve with a constant feature: the fit (which raises on any floating-point failure) records the
+    curve's marginals and none of the flat output's, whose Gaussian log density has no finite floor."""
+    rng = np.random.default_rng(0)
+    t = rng.uniform(0, 3 * np.pi, 2000)
+    X = np.column_stack([0.5 * np.cos(t), 0.5 * np.sin(t), 0.3 * t, np.zeros(2000)]) @ np.linalg.qr(rng.normal(size=(4, 4)))[0].T
+    model = PPA(degree=tuple(range(1, 8)), random_state=0).fit(X)
+    flat = model.params_.explained_variance < 1e-14 * model.params_.explained_variance.max()
+    assert flat.any() and model.params_.marginal is not None and not model.params_.marginal[flat].any()
+    assert np.isfinite(model.params_.marginal).all()
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fill_stopped_on_the_predicted_decrease_is_within_tolerance_of_a_settled_one(monkeypatch, seed):
     """A row stops once its next Gauss-Newton step would lower q by at most TOLERANCE of q (predicted with the last

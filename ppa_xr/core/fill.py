@@ -108,6 +108,8 @@ MARGINAL_TAIL = 5e-4
 MARGINAL_MARGIN = 0.1
 #: the held-out log-likelihood (nats per sample) by which an output's marginal must beat its Gaussian to be kept
 MARGINAL_GAIN = 0.01
+#: the least density of a marginal, as a share of the uniform density over its interval (no log of 0)
+MARGINAL_FLOOR = 1e-4
 
 
 def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
@@ -213,7 +215,8 @@ def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None 
 
     Output ``p``'s density ``f_p`` is a histogram of its values ``r_p`` (weighted by ``weights``) on
     :data:`MARGINAL_POINTS` bins over the interval that leaves :data:`MARGINAL_TAIL` of them out at either end,
-    widened by :data:`MARGINAL_MARGIN`, smoothed by a Gaussian of :data:`MARGINAL_SMOOTHING` bins; recorded is
+    widened by :data:`MARGINAL_MARGIN`, smoothed by a Gaussian of :data:`MARGINAL_SMOOTHING` bins, at least
+    :data:`MARGINAL_FLOOR` of the uniform density over the interval; recorded is
     ``log f_p(r) + r^2 / (2 Lambda_p)`` at the bins' centres, less its largest value. It is kept where the density of
     the even rows predicts the odd rows better than the Gaussian ``N(0, Lambda_p)`` by more than
     :data:`MARGINAL_GAIN` nats per row; a row of zeros (Gaussian) elsewhere.
@@ -241,7 +244,7 @@ def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None 
     table, bounds = np.zeros((model.n_features, MARGINAL_POINTS)), np.zeros((model.n_features, 2))
     for p in range(model.n_features):
         low, high = np.quantile(r[:, p], [MARGINAL_TAIL, 1 - MARGINAL_TAIL])
-        if not (high > low and variance[p] > 0):
+        if not (high > low and variance[p] > 1e-14 * variance.max()):  # a flat output (as _precisions floors it) stays Gaussian
             continue
         low, high = low - MARGINAL_MARGIN * (high - low), high + MARGINAL_MARGIN * (high - low)
         edges = np.linspace(low, high, MARGINAL_POINTS + 1)
@@ -251,7 +254,7 @@ def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None 
 
         def density(rows: slice) -> np.ndarray:
             counts = gaussian_filter1d(np.histogram(r[rows, p], edges, weights=w[rows])[0], MARGINAL_SMOOTHING, mode="constant")
-            return np.log(counts / (w[rows].sum() * (edges[1] - edges[0])) + np.exp(gauss.min()))
+            return np.log(counts / (w[rows].sum() * (edges[1] - edges[0])) + MARGINAL_FLOOR / (high - low))
 
         held, inside = r[1::2, p], (r[1::2, p] >= centres[0]) & (r[1::2, p] <= centres[-1])
         gain = np.where(inside, np.interp(held, centres, density(slice(0, None, 2)) - gauss), 0.0)
