@@ -799,7 +799,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     a searched one (PPA-GD) is kept by its own held-out test at each step, and the configuration chosen for the
     PCA-led fit caps its steps; GD is never combined with the robust family. ``weights`` weigh the rows in
     the validation and the fit alike. The final fit records its outputs' marginal densities where they are not
-    Gaussian (:func:`~ppa_xr.core.fill.with_marginals`: the fill's model).
+    Gaussian (``ppa_xr.core.fill.with_marginals``: the fill's model).
 
     Returns
     -------

@@ -55,7 +55,7 @@ ARRAYS = ("mean", "rotation", "degrees", "center", "scale", "forward_bias", "for
           "explained_variance", "pca_rotation", "pca_variance", "whitening")
 #: the arrays of a reduced model only (module docstring)
 REDUCTION = ("basis", "feature_root")
-#: the outputs' marginal densities, where the fit recorded them (:func:`ppa_xr.core.fill.with_marginals`)
+#: the outputs' marginal densities, where the fit recorded them (``ppa_xr.core.fill.with_marginals``)
 MARGINAL = ("marginal", "marginal_range")
 
 
@@ -80,7 +80,7 @@ class PPAParams:
     marginal, marginal_range : np.ndarray, optional
         (d, B) each output's log density on the fitting sample less its Gaussian's, ``log f_p(r) + r^2 / (2 Lambda_p)``
         up to a constant, at ``B`` points evenly spaced over ``marginal_range[p]`` (d, 2), constant beyond (Gaussian
-        tails); a row of zeros is a Gaussian output. None: every output Gaussian (:mod:`ppa_xr.core.fill`).
+        tails); a row of zeros is a Gaussian output. None: every output Gaussian (``ppa_xr.core.fill``).
     """
 
     mean: np.ndarray  # (d,)
