@@ -119,8 +119,9 @@ def as_older_file(ds, version: int, validation: str = "groups"):
     if version < 6 and ds.attrs.get("fit_sample"):  # one cube's record itself, not a list of them
         (record,) = json.loads(ds.attrs["fit_sample"])
         old = old.assign_attrs(fit_sample=json.dumps(record))
-    old.attrs.pop("record_sha256", None)  # format 9's
-    return old.assign_attrs(ppa_xr_format_version=version, estimator_params=json.dumps(init))
+    old.attrs.pop("record_sha256", None)  # format 9's, over the whole record: again below for a format that has it
+    old = old.assign_attrs(ppa_xr_format_version=version, estimator_params=json.dumps(init))
+    return model_io.sealed(old) if version >= 9 else old
 
 
 def resealed(ds):

@@ -1,5 +1,7 @@
 """Gap filling: PPA.fill, cube.ppa.fill, fit(missing="fill") and the fill command."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -104,21 +106,21 @@ def test_curved_fill_beats_the_best_linear_fill(seed):
 
 @pytest.mark.parametrize("tails", ["clamp", "linear", "polynomial"])
 def test_fill_is_the_most_probable_completion(tails):
-    """The compiled Gauss-Newton (each row on its own gaps, every term from sums at the start) lands on the minimum of
-    ``q = r^T Lambda^-1 r`` over the gaps that a general optimizer finds from the forward map itself, wherever the
-    fill is curved (the guard keeps the linear fill elsewhere)."""
+    """With every output Gaussian (no marginal recorded), the compiled Gauss-Newton (each row on its own gaps, every
+    term from sums at the start) lands on the minimum of ``q = r^T Lambda^-1 r`` over the gaps that a general
+    optimizer finds from the forward map itself, wherever the fill is curved (the guard keeps the linear fill elsewhere)."""
     from scipy.optimize import minimize
 
     from ppa_xr.core.kernels import forward
 
     X = curved_sample(3000, d=6, seed=5)
     model = PPA(degree=3, random_state=0, tails=tails).fit(X[:2000])  # every step curved: the steps' terms on each other too
-    params = model.params_
+    params = replace(model.params_, marginal=None, marginal_range=None)
     assert len(params.curved_steps()) == 5
     test = X[2000:2060]
     observed = hidden(test, 0.4, 6)
     gappy = np.where(observed, test, np.nan)
-    filled, linear = model.fill(gappy), model.pca_.fill(gappy)
+    filled, linear = fill(gappy, params), model.pca_.fill(gappy)
     precision = 1 / params.explained_variance
     spread = test.std(axis=0)
     compared = found = 0
@@ -145,6 +147,66 @@ def test_fill_is_the_most_probable_completion(tails):
     assert compared > 40 and found >= (0.75 if tails == "polynomial" else 0.9) * compared
 
 
+def bimodal_sample(n: int, seed: int) -> np.ndarray:
+    """Noisy points along a curve whose parameter has two modes (as land and water): its leading output is far from
+    Gaussian, and two of three noisy copies of it leave its mode in doubt."""
+    rng = np.random.default_rng(seed)
+    t = rng.choice([-1.5, 1.5], n) + 0.3 * rng.normal(size=n)
+    return np.column_stack([t, t, t, 0.5 * t**2, 0.3 * t**3]) + 0.6 * rng.normal(size=(n, 5))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fill_is_the_posterior_mean_where_outputs_are_not_gaussian(seed):
+    """Where an output's marginal on the fitting sample is not Gaussian (two modes here), the fit records it and the
+    fill is the posterior mean under it, not the Gaussian model's mode: closer to the posterior mean integrated on a
+    fine grid than the mode is, and a smaller squared error (MSE / its PCA's 0.81-0.83 over seeds 0-5, the mode's
+    0.88-0.90; MSE / the mode's 0.92)."""
+    from ppa_xr.core.kernels import forward
+
+    X = bimodal_sample(4000, seed)
+    train, test = X[:2000], X[2000:]
+    observed = np.ones(test.shape, bool)
+    np.put_along_axis(observed, np.argsort(np.random.default_rng(seed + 10).random(test.shape), axis=1)[:, :2], False, axis=1)
+    gappy = np.where(observed, test, np.nan)
+    model = PPA(random_state=0).fit(train)
+    params, gaussian = model.params_, replace(model.params_, marginal=None, marginal_range=None)
+    assert params.marginal is not None and params.marginal[0].any()  # the leading output's two modes are recorded
+    filled, mode = model.fill(gappy), fill(gappy, gaussian)
+
+    def mse(values: np.ndarray) -> float:
+        return float(np.mean((values - test)[~observed] ** 2))
+
+    assert mse(filled) < 0.85 * mse(model.pca_.fill(gappy)) and mse(filled) < 0.96 * mse(mode)
+    points = np.linspace(*params.marginal_range.T, params.marginal.shape[1], axis=1)
+    moved = np.flatnonzero((filled != mode).any(axis=1))[:20]
+    assert len(moved) == 20
+    closer = 0
+    for row in moved:  # the posterior mean of the row's two gaps on a 121 x 121 grid over +-5 of the gaps' spread
+        gaps = np.flatnonzero(~observed[row])
+        axes = [np.linspace(-5, 5, 121) * train[:, j].std() + mode[row, j] for j in gaps]
+        grid = np.repeat(mode[row][None], 121 * 121, axis=0)
+        grid[:, gaps] = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 2)
+        r = forward(grid, params)
+        log_p = -0.5 * (r**2 / params.explained_variance).sum(axis=1)
+        log_p += sum(np.interp(r[:, p], points[p], params.marginal[p]) for p in range(params.n_features) if params.marginal[p].any())
+        weight = np.exp(log_p - log_p.max())
+        mean = weight @ grid[:, gaps] / weight.sum()
+        closer += np.linalg.norm(filled[row, gaps] - mean) < np.linalg.norm(mode[row, gaps] - mean)
+    assert closer >= 16
+
+
+def test_marginals_of_a_noise_free_sample_with_a_flat_output():
+    """A noise-free curve with a constant feature: the fit (which raises on any floating-point failure) records the
+    curve's marginals and none of the flat output's, whose Gaussian log density has no finite floor."""
+    rng = np.random.default_rng(0)
+    t = rng.uniform(0, 3 * np.pi, 2000)
+    X = np.column_stack([0.5 * np.cos(t), 0.5 * np.sin(t), 0.3 * t, np.zeros(2000)]) @ np.linalg.qr(rng.normal(size=(4, 4)))[0].T
+    model = PPA(degree=tuple(range(1, 8)), random_state=0).fit(X)
+    flat = model.params_.explained_variance < 1e-14 * model.params_.explained_variance.max()
+    assert flat.any() and model.params_.marginal is not None and not model.params_.marginal[flat].any()
+    assert np.isfinite(model.params_.marginal).all()
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fill_stopped_on_the_predicted_decrease_is_within_tolerance_of_a_settled_one(monkeypatch, seed):
     """A row stops once its next Gauss-Newton step would lower q by at most TOLERANCE of q (predicted with the last
@@ -155,12 +217,12 @@ def test_fill_stopped_on_the_predicted_decrease_is_within_tolerance_of_a_settled
 
     X = curved_sample(3000, d=6, seed=5 + seed)
     model = PPA(degree=3, random_state=0, tails="clamp").fit(X[:2000])  # every step curved
-    params = model.params_
+    params = replace(model.params_, marginal=None, marginal_range=None)  # the Gaussian model: the fill is its MAP
     gappy = np.where(hidden(X[2000:], 0.4, seed), X[2000:], np.nan)
-    filled, linear = model.fill(gappy), model.pca_.fill(gappy)
+    filled, linear = fill(gappy, params), model.pca_.fill(gappy)
     monkeypatch.setattr(fill_module, "TOLERANCE", 1e-13)
     monkeypatch.setattr(fill_module, "MAX_ITERATIONS", 100)
-    settled = model.fill(gappy)
+    settled = fill(gappy, params)
 
     def q(x: np.ndarray) -> np.ndarray:
         r = forward(x, params)
@@ -183,12 +245,13 @@ def test_a_row_that_has_not_settled_keeps_its_last_iterate(monkeypatch):
     observed = hidden(X[2000:], 0.3, 1)
     gappy = np.where(observed, X[2000:], np.nan)
     linear = model.pca_.fill(gappy)
+    params = replace(model.params_, marginal=None, marginal_range=None)  # the Gaussian model: the fill is its MAP
     monkeypatch.setattr(fill_module, "MAX_ITERATIONS", 1)  # one step: hardly a row has settled
-    one = model.fill(gappy)
+    one = fill(gappy, params)
 
     def q(x: np.ndarray) -> np.ndarray:
-        r = forward(x, model.params_)
-        return np.einsum("nd,nd,d->n", r, r, 1 / model.params_.explained_variance)
+        r = forward(x, params)
+        return np.einsum("nd,nd,d->n", r, r, 1 / params.explained_variance)
 
     moved = (one != linear).any(axis=1)
     assert moved.mean() > 0.6 and (q(one)[moved] < q(linear)[moved]).all()  # 0.75 of the rows have a gap
@@ -204,11 +267,11 @@ def test_fill_without_a_curve_is_the_linear_fill(split):
 
 def test_fit_with_missing_fill_on_rows_that_all_have_gaps():
     """No complete row: missing="fill" fits, and its fill is close to that of a model fitted on the complete rows on
-    average over seeds. One seed's ratio moves a lot with the degrees selected on 3,000 filled rows (measured 0.59-1.51
-    over seeds 0-9, mean 1.02, sd 0.30), so the bound is on the mean of 8 seeds (se ~0.11) with a 2-se margin, and a
-    broken loop (ratios of several) fails the bound on the worst."""
+    average over seeds. One seed's ratio moves a lot with the degrees selected on 3,000 filled rows and with the
+    complete model's shrinkage (measured 0.50-2.08 over seeds 0-15, mean 1.03, sd 0.37), so the bound is on the mean
+    of 16 seeds (se ~0.09) with a 2.5-se margin, and a broken loop (ratios of several) fails the bound on the worst."""
     ratios = []
-    for seed in range(8):
+    for seed in range(16):
         X = curved_sample(6000, d=5, seed=seed)
         train, test = X[:3000], X[3000:]
         gappy_train = np.where(hidden(train, 0.25, seed + 10) & ~np.eye(5, dtype=bool)[np.arange(3000) % 5], train, np.nan)
@@ -221,7 +284,7 @@ def test_fit_with_missing_fill_on_rows_that_all_have_gaps():
         observed = hidden(test, 0.25, seed + 20)
         gappy = np.where(observed, test, np.nan)
         ratios.append(mse(filled_model.fill(gappy), test, observed) / mse(complete_model.fill(gappy), test, observed))
-    assert np.mean(ratios) <= 1.25 and max(ratios) < 2.0
+    assert np.mean(ratios) <= 1.25 and max(ratios) < 3.0
 
 
 def test_missing_fill_refusals():

@@ -8,6 +8,7 @@ import pytest
 from ppa_xr import PPA, load_model
 from ppa_xr.core import kernels, shrink
 from ppa_xr.core.errors import compare_errors
+from ppa_xr.core.fill import with_marginals
 from ppa_xr.core.ppa import Fit, fit
 from ppa_xr.core.spec import Spec
 from ppa_xr.datasets.synthetic import make_curved_mixture
@@ -83,14 +84,15 @@ def test_the_shrunk_map_is_an_exact_shear_refitted_below_pca_in_sample(lam):
 
 @pytest.mark.parametrize("seed", [2, 5])
 def test_the_default_fit_records_and_applies_the_factor(seed, tmp_path):
-    """The default fit's final map is the chosen configuration's fit shrunk by the recorded factor, saved and loaded
-    with it; a model without the record (older files) reads 1."""
+    """The default fit's final map is the chosen configuration's fit shrunk by the recorded factor (its outputs'
+    marginal densities, the fill's model, those of the shrunk map), saved and loaded with it; a model without the
+    record (older files) reads 1."""
     X, groups, _ = regions(seed, transfer=False)
     model = PPA(random_state=0).fit(X, groups=groups)
     choice = model.configuration_
     fixed = PPA(configuration="fixed", robust=choice["robust"], max_curved=choice["max_curved"], random_state=0).fit(X, groups=groups)
     expected = shrink.shrunk(X, Fit(fixed.params_, fixed.fit_error_ratio_), choice["shrink"])
-    for name, array in expected.params.arrays().items():
+    for name, array in with_marginals(expected.params, X).arrays().items():
         np.testing.assert_array_equal(getattr(model.params_, name), array, err_msg=name)
     np.testing.assert_array_equal(model.fit_error_ratio_, expected.error_ratio)
     model.save(tmp_path / "m.nc")

@@ -643,6 +643,11 @@ _TINY = np.finfo(np.float64).tiny
 #: how close (relatively) a whole step's decrease of ``q`` must come to its model's for the next step's decrease
 #: to be predicted with the same ``H`` (:func:`map_fill`)
 TRUST = 0.25
+#: the posterior mean's points along each Laplace axis, in its standard deviations (:mod:`ppa_xr.core.fill`)
+SIGMA_POINT = 1.5
+#: the shift of the Laplace posterior's mean by the recorded marginals (in its standard deviations) below which the
+#: MAP stands (:func:`_wide`)
+SHIFT = 0.3
 
 
 def _fill_jit(func):
@@ -977,8 +982,167 @@ def _start_offsets(u, row, precision, value, idx, m, mean, delta):
     return q0
 
 
+@inlined
+def _output(delta, m, idx, row, u, tau, marginal, o):
+    """``r_p = u_p + (A W)[p, m] delta - G[:, p]^T tau`` at ``x_m = start + delta`` of the ``o``-th output with a recorded
+    marginal (``marginal``: their indices, tables ``c_p`` of ``log f_p + r^2 / (2 Lambda_p)``, first points, 1 / spacings,
+    ``(A W)`` rows and ``G`` columns)."""
+    lin_o, g_o = marginal[4], marginal[5]
+    rp = u[row, marginal[0][o]]
+    for a in range(m):
+        rp += lin_o[o, idx[a]] * delta[a]
+    for j in range(len(tau)):
+        rp -= g_o[j, o] * tau[j]
+    return rp
+
+
+@inlined
+def _table(rp, marginal, o):
+    """``c_p(r_p)`` of the ``o``-th output with a recorded marginal: linear between its points, constant beyond."""
+    table, low, inverse_spacing = marginal[1], marginal[2], marginal[3]
+    last = table.shape[1] - 1
+    g = (rp - low[o]) * inverse_spacing[o]
+    if not g > 0.0:
+        return table[o, 0]
+    if not g < last:
+        return table[o, last]
+    k = int(g)
+    return table[o, k] + (g - k) * (table[o, k + 1] - table[o, k])
+
+
+@inlined
+def _excess(delta, m, idx, row, u, tau, marginal):
+    """``sum_p c_p(r_p)`` over the outputs with a recorded marginal at ``x_m = start + delta``."""
+    total = 0.0
+    for o in range(len(marginal[0])):
+        total += _table(_output(delta, m, idx, row, u, tau, marginal, o), marginal, o)
+    return total
+
+
+@inlined
+def _slope(rp, marginal, o):
+    """``c_p'(r_p)`` of the ``o``-th output with a recorded marginal: its segment's slope (0 beyond its points)."""
+    table, low, inverse_spacing = marginal[1], marginal[2], marginal[3]
+    g = (rp - low[o]) * inverse_spacing[o]
+    if not (g > 0.0 and g < table.shape[1] - 1):
+        return 0.0
+    k = int(g)
+    return (table[o, k + 1] - table[o, k]) * inverse_spacing[o]
+
+
+@inlined
+def _wide(delta, m, idx, row, u, tau, plan, marginal, buffers):
+    """Whether the recorded marginals would move the Laplace posterior's mean (``H = L L^T``, ``L`` in ``h``) by more than
+    :data:`SHIFT` of its standard deviation, to first order: ``||L^-1 sum_p c_p'(r_p) J_p||``, ``J_p = (A W)[p, m] -
+    sum_i (sum_(j of step i) G[j, p] sigma_j) dr_i`` (``dr``, ``sigma``: :func:`_tangents`')."""
+    dr, sigma, h, z, shift = buffers[0], buffers[1], buffers[3], buffers[9], buffers[10]
+    lin_o, g_o = marginal[4], marginal[5]
+    first, degrees = plan[2], plan[1]
+    for a in range(m):
+        shift[a] = 0.0
+    for i in range(len(degrees)):
+        z[i] = 0.0
+    for o in range(len(marginal[0])):
+        slope = _slope(_output(delta, m, idx, row, u, tau, marginal, o), marginal, o)
+        if slope == 0.0:
+            continue
+        for a in range(m):
+            shift[a] += slope * lin_o[o, idx[a]]
+        for i in range(len(degrees)):
+            c = 0.0
+            for j in range(first[i], first[i] + degrees[i]):
+                c += g_o[j, o] * sigma[j]
+            z[i] += slope * c
+    for a in range(m):
+        for i in range(len(degrees)):
+            shift[a] -= z[i] * dr[i, a]
+    total = 0.0
+    for a in range(m):  # L^-1 shift
+        v = shift[a]
+        for k in range(a):
+            v -= h[a, k] * z[k]
+        z[a] = v / h[a, a]
+        total += z[a] * z[a]
+    return total > SHIFT * SHIFT
+
+
+@inlined
+def _posterior_mean(delta, q, m, idx, row, sums, plan, gathered, marginal, h, work, axis, mean):
+    """The posterior mean of the gaps' offsets under ``p(x) ~ exp(-q(x) / 2 + sum_p c_p(r_p))`` from ``2m + 1`` points:
+    the MAP ``delta`` and ``delta +- SIGMA_POINT L^-T e_a`` (the Laplace posterior's axes, ``H = L L^T``), each
+    weighted by the density there (:func:`_excess`); into ``mean``."""
+    tau, trial, trial_tau, trial_slopes, trial_ts = work[0], work[3], work[4], work[5], work[6]
+    u = sums[3]
+    base = _excess(delta, m, idx, row, u, tau, marginal)
+    total = 1.0
+    for a in range(m):
+        mean[a] = delta[a]
+    for e in range(m):
+        for a in range(m - 1, -1, -1):  # L^T v = e_e
+            v = 1.0 if a == e else 0.0
+            for k in range(a + 1, m):
+                v -= h[k, a] * axis[k]
+            axis[a] = v / h[a, a]
+        for sign in (-SIGMA_POINT, SIGMA_POINT):
+            for a in range(m):
+                trial[a] = delta[a] + sign * axis[a]
+            trial_q = _objective(trial, m, idx, row, sums, plan, trial_tau, trial_slopes, trial_ts, gathered)
+            weight = np.exp(-(trial_q - q) / 2 + _excess(trial, m, idx, row, u, trial_tau, marginal) - base)
+            if weight == weight and weight < np.inf:
+                total += weight
+                for a in range(m):
+                    mean[a] += weight * trial[a]
+    for a in range(m):
+        mean[a] /= total
+
+
 @_fill_jit
-def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
+def _posterior_rows(x, out, wide, sums, model, plan, marginal):
+    """The rows ``wide`` of ``out`` (their MAP fill) moved to the posterior mean (:func:`_posterior_mean`), with the
+    Laplace posterior at the MAP itself (``H = L L^T``; kept where it is not positive definite): the rows
+    :func:`map_fill` found wide (:func:`_wide`), a pass of their own, so the loop over every row keeps its code."""
+    if len(marginal[0]) == 0:
+        return
+    n, d = x.shape
+    covariance_inverse, g_lin, k_mat, mean = model[0], model[1], model[2], model[3]
+    u, wv, precision = sums
+    q0 = np.empty(1)
+    row_sums = (q0, wv[:, :d], wv[:, d:], u)
+    n_tau, c = g_lin.shape[0], len(plan[0])
+    idx, value, delta, b, step, axis = np.empty(d, np.int64), np.empty(d), np.empty(d), np.zeros(d), np.empty(d), np.empty(d)
+    p_mm, h, m_m = np.empty((d, d)), np.empty((d, d)), np.empty((n_tau, d))
+    sigma, gamma, kappa = np.empty(n_tau), np.empty(c), np.empty((c, c))
+    dr, mu, y = np.empty((c, d)), np.empty((c, d)), np.empty((c, d))
+    work = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(d), np.empty(n_tau), np.empty(n_tau), np.empty(c))
+    gathered = (p_mm, m_m, k_mat)
+    for row in range(n):
+        if not wide[row]:
+            continue
+        m = _row_gaps(x, row, value, idx)
+        for a in range(m):
+            delta[a] = out[row, idx[a]] - mean[idx[a]]
+        _gather(idx, m, covariance_inverse, g_lin, p_mm, m_m)
+        q0[0] = 0.0
+        for k in range(d):
+            q0[0] += precision[k] * u[row, k] * u[row, k]
+        q = _objective(delta, m, idx, row, row_sums, plan, work[0], work[1], work[2], gathered)
+        _tangents(m, idx, plan, work[1], dr, sigma, gamma)
+        _hessian(m, plan, gathered, sigma, dr, h, mu, kappa, y)
+        if _cholesky_solve(h, b, m, step):
+            _posterior_mean(delta, q, m, idx, row, row_sums, plan, gathered, marginal, h, work, axis, step)
+            for a in range(m):
+                out[row, idx[a]] = mean[idx[a]] + step[a]
+
+
+@inlined
+def _trusted(factored, t, decrease, predicted):
+    """Whether a step was whole (``t`` 1, ``H`` factored) and ``q`` fell by its quadratic model's ``predicted`` decrease
+    within :data:`TRUST`."""
+    return factored and t == 1.0 and abs(decrease - predicted) <= TRUST * predicted
+
+
+@_fill_jit
+def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halvings, guard):
     """The MAP fill ``argmin_(x_m) r(x)^T Lambda^-1 r(x)`` of each row of ``x`` (n, d; NaN or +-inf at its gaps),
     by Gauss-Newton on its own gaps from the linear fill (:mod:`ppa_xr.core.fill`): each step halved up to
     ``halvings`` times until ``q`` does not increase, until ``q`` falls by at most ``tolerance`` of itself, or the
@@ -993,7 +1157,9 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
     the curved steps' ``F_p`` stacked, ``L = Lambda^-1``), and ``d tau / d x_m`` has the rank c of the curved steps,
     so a row costs ``O(m^2 c + |G| m + |G|^2)`` per iteration, whatever ``d``. The sums are taken at the row with its
     gaps at the mean ``mu`` (``model``'s fourth entry), the start ``delta`` is the linear fill's offset from it
-    (``model``'s last entry: the linear fill's inverse covariance), so no pass of its own computes the linear fill."""
+    (``model``'s last entry: the linear fill's inverse covariance), so no pass of its own computes the linear fill.
+    Where ``marginal`` (:func:`_excess`) records outputs that are not Gaussian, the rows whose MAP they would move
+    (:func:`_wide`, with the last step's ``H``) move to the posterior mean (:func:`_posterior_rows`)."""
     n, d = x.shape
     covariance_inverse, g_lin, k_mat, mean, linear_inverse = model
     u, wv, precision = sums
@@ -1008,6 +1174,8 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
     work = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(d), np.empty(n_tau), np.empty(n_tau), np.empty(c))
     tau, slopes, ts = work[0], work[1], work[2]
     gathered = (p_mm, m_m, k_mat)  # P_mm and M_m refilled at each row
+    buffers = (dr, sigma, gamma, h, mu, kappa, y, b, step, np.empty(d), np.empty(d))
+    posterior, wide = len(marginal[0]) > 0, np.zeros(n, np.bool_)
     for row in range(n):
         m = _linear_start(x, row, value, idx, mean, linear_inverse, h, b, step, out)
         if m == 0 or m == d:
@@ -1016,7 +1184,7 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
         q0[0] = _start_offsets(u, row, precision, value, idx, m, mean, delta)
         q = _objective(delta, m, idx, row, row_sums, plan, tau, slopes, ts, gathered)
         start, linear_q = _reach(ts), q
-        trusted = False  # the last step was whole and q fell as its quadratic model predicted (within a quarter)
+        trusted = factored = False  # the last step was whole and q fell as its quadratic model predicted (within a quarter)
         for _ in range(iterations):
             _tangents(m, idx, plan, slopes, dr, sigma, gamma)
             _gradient(delta, m, idx, row, row_sums, gathered, plan, tau, sigma, dr, b, zeta)
@@ -1029,11 +1197,14 @@ def map_fill(x, out, sums, model, plan, iterations, tolerance, halvings, guard):
                 predicted -= b[a] * step[a]
             new_q, t = _halved(delta, step, m, idx, row, row_sums, plan, gathered, q, halvings, work)
             settled = q - new_q <= tolerance * q
-            trusted = factored and t == 1.0 and abs(q - new_q - predicted) <= TRUST * predicted
+            trusted = _trusted(factored, t, q - new_q, predicted)
             q = new_q
             if settled:
                 break
         reach = _reach(ts)
         if q < linear_q and (reach <= guard or reach <= start):
+            if posterior and factored:
+                wide[row] = _wide(delta, m, idx, row, u, tau, plan, marginal, buffers)
             for a in range(m):
                 out[row, idx[a]] = mean[idx[a]] + delta[a]
+    _posterior_rows(x, out, wide, sums, model, plan, marginal)

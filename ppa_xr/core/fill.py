@@ -5,7 +5,8 @@ PPA is a bijection ``x <-> r`` with a constant Jacobian determinant
 ``r ~ N(0, Lambda)`` (``Lambda`` the outputs' variances on the fitting sample,
 ``explained_variance``), the density of ``x`` is ``p(r(x))`` up to a constant.
 The fill of a pixel with observed entries ``x_o`` and missing ones ``x_m`` is
-its most probable completion (MAP):
+its most probable completion (MAP) where the outputs are Gaussian (the
+posterior mean where they are not, below):
 
     x_m* = argmin_{x_m} q(x),   q(x) = r(x)^T Lambda^-1 r(x)
 
@@ -21,6 +22,24 @@ linear fill. It is solved by Gauss-Newton on the missing entries: with
 halving the step until ``q`` decreases; the start is the linear fill of the
 model's own PCA (one such step of the PCA map), so a PCA model is exact in one
 step.
+
+The outputs of real scenes are seldom Gaussian (land and water give the
+leading ones two modes), and the squared error is least at the posterior
+mean, not the mode. So the fit records each output's marginal density on its
+sample where it predicts held-out rows better than the Gaussian
+(:func:`with_marginals`), as ``c_p(r) = log f_p(r) + r^2 / (2 Lambda_p)``,
+and the density of ``x`` becomes ``p(x) ~ exp(-q(x) / 2 + sum_p c_p(r_p(x)))``.
+Where the recorded marginals would move the Laplace posterior's mean
+(``N(x_m*, H^-1)``, ``H = J_m^T Lambda^-1 J_m``) by more than ``SHIFT`` of
+its standard deviation (to first order, ``||L^-1 sum_p c_p'(r_p) J_p|| >
+SHIFT``, ``H = L L^T``, with the last Gauss-Newton step's ``H``), the fill is
+the posterior mean from the ``2m + 1`` points ``x_m*`` and ``x_m* +-
+SIGMA_POINT L^-T e_a`` (the posterior's axes, ``H`` now at the MAP), each
+weighted by ``p`` there (:mod:`ppa_xr.core.compiled`); elsewhere the MAP
+stands. A model without curves keeps the linear fill. On Landsat 5 and the
+BigEarthNet patches (a random quarter of each held-out pixel's bands hidden)
+this takes the fill from 0.91-0.96 and 0.86-0.88 of the best linear fill's
+squared error to 0.77-0.87 and 0.82-0.85.
 
 With ``n_components = k < d`` the pixel is filled from the k-component
 manifold ``x^(s) = inverse(s)`` instead (probabilistic PCA's model, ``s`` the
@@ -59,9 +78,10 @@ missing value.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy.ndimage import gaussian_filter1d
 
 from . import basis, blas, compiled
 from .checks import check_components
@@ -80,6 +100,16 @@ GUARD = 1.5
 ROWS = 32768
 #: rows of the MAP fill's sums at a time (a few (rows, d) float64 arrays that stay in cache)
 CACHED_ROWS = 1024
+#: points of each output's marginal density, the standard deviation of its smoothing (in points), the share of the
+#: sample beyond its interval at either end, and the interval's margin (a share of its width)
+MARGINAL_POINTS = 128
+MARGINAL_SMOOTHING = 2.0
+MARGINAL_TAIL = 5e-4
+MARGINAL_MARGIN = 0.1
+#: the held-out log-likelihood (nats per sample) by which an output's marginal must beat its Gaussian to be kept
+MARGINAL_GAIN = 0.01
+#: the least density of a marginal, as a share of the uniform density over its interval (no log of 0)
+MARGINAL_FLOOR = 1e-4
 
 
 def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
@@ -163,6 +193,7 @@ def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams) -> None:
     parts of :data:`CACHED_ROWS` rows whose buffers are reused (they stay in cache)."""
     pca = params.pca()
     plan, model = _plan(params)
+    marginal = _marginal_plan(params)
     covariance_inverse, g_lin, k_mat = model[4:]
     fixed = (covariance_inverse, g_lin, k_mat, pca.mean, _covariance_inverse(pca))
     rows, d = min(len(x), CACHED_ROWS), x.shape[1]
@@ -173,8 +204,69 @@ def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams) -> None:
         blas.matmul_into(base[:n], model[0], u[:n])
         u[:n] -= model[1]
         blas.matmul_into(u[:n], model[3], wv[:n])
-        compiled.map_fill(x[start : start + n], part[:n], (u[:n], wv[:n], model[2]), fixed, plan, MAX_ITERATIONS, TOLERANCE, HALVINGS, GUARD)
+        compiled.map_fill(x[start : start + n], part[:n], (u[:n], wv[:n], model[2]), fixed, plan, marginal, MAX_ITERATIONS, TOLERANCE,
+                          HALVINGS, GUARD)
         out[start : start + n] = part[:n]
+
+
+def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None = None) -> PPAParams:
+    """``params`` with each output's marginal density on the fitting sample ``x`` (n, d) recorded where it is not
+    Gaussian (:attr:`~ppa_xr.core.params.PPAParams.marginal`; a reduced model's, or one without curves, as it is:
+    their fills are the manifold's and the linear one).
+
+    Output ``p``'s density ``f_p`` is a histogram of its values ``r_p`` (weighted by ``weights``) on
+    :data:`MARGINAL_POINTS` bins over the interval that leaves :data:`MARGINAL_TAIL` of them out at either end,
+    widened by :data:`MARGINAL_MARGIN`, smoothed by a Gaussian of :data:`MARGINAL_SMOOTHING` bins, at least
+    :data:`MARGINAL_FLOOR` of the uniform density over the interval; recorded is
+    ``log f_p(r) + r^2 / (2 Lambda_p)`` at the bins' centres, less its largest value. It is kept where the density of
+    the even rows predicts the odd rows better than the Gaussian ``N(0, Lambda_p)`` by more than
+    :data:`MARGINAL_GAIN` nats per row; a row of zeros (Gaussian) elsewhere.
+
+    Parameters
+    ----------
+    params : PPAParams
+        The fitted parameters.
+    x : np.ndarray
+        (n, d) the fitting sample.
+    weights : np.ndarray, optional
+        (n,) the rows' weights.
+
+    Returns
+    -------
+    PPAParams
+        ``params`` with ``marginal`` and ``marginal_range`` (as they were where no output departs from its Gaussian).
+    """
+    if params.reduced or not params.curved_steps():  # a model without curves fills linearly
+        return params
+    model = params.cast(np.dtype(np.float64))
+    r = np.empty(np.shape(x))  # the outputs, in parts of CACHED_ROWS rows (no temporaries of the whole sample)
+    for start in range(0, len(r), CACHED_ROWS):
+        r[start : start + CACHED_ROWS] = forward(np.asarray(x[start : start + CACHED_ROWS], np.float64), model, threads=1)
+    w = np.ones(len(r)) if weights is None else np.asarray(weights, np.float64)
+    variance = model.explained_variance
+    table, bounds = np.zeros((model.n_features, MARGINAL_POINTS)), np.zeros((model.n_features, 2))
+    for p in range(model.n_features):
+        low, high = np.quantile(r[:, p], [MARGINAL_TAIL, 1 - MARGINAL_TAIL])
+        if not (high > low and variance[p] > 1e-14 * variance.max()):  # a flat output (as _precisions floors it) stays Gaussian
+            continue
+        low, high = low - MARGINAL_MARGIN * (high - low), high + MARGINAL_MARGIN * (high - low)
+        edges = np.linspace(low, high, MARGINAL_POINTS + 1)
+        centres = (edges[:-1] + edges[1:]) / 2
+        bounds[p] = centres[0], centres[-1]
+        gauss = -(centres**2) / (2 * variance[p]) - 0.5 * np.log(2 * np.pi * variance[p])
+
+        def density(rows: slice) -> np.ndarray:
+            counts = gaussian_filter1d(np.histogram(r[rows, p], edges, weights=w[rows])[0], MARGINAL_SMOOTHING, mode="constant")
+            return np.log(counts / (w[rows].sum() * (edges[1] - edges[0])) + MARGINAL_FLOOR / (high - low))
+
+        held, inside = r[1::2, p], (r[1::2, p] >= centres[0]) & (r[1::2, p] <= centres[-1])
+        gain = np.where(inside, np.interp(held, centres, density(slice(0, None, 2)) - gauss), 0.0)
+        if np.average(gain, weights=w[1::2]) > MARGINAL_GAIN:
+            excess = density(slice(None)) - gauss
+            table[p] = excess - excess.max()
+    if not table.any():
+        return params
+    return replace(params, marginal=table.astype(params.mean.dtype), marginal_range=bounds.astype(params.mean.dtype))
 
 
 def _covariance_inverse(params: PPAParams) -> np.ndarray:
@@ -195,9 +287,7 @@ def _plan(params: PPAParams) -> tuple:
         steps = np.asarray(params.curved_steps(), np.int64)
         degrees = params.degrees[steps].astype(np.int64)
         first = np.concatenate([[0], np.cumsum(degrees)[:-1]]).astype(np.int64)
-        g_full = np.zeros((int(degrees.sum()), params.n_features))
-        for p, g, at in zip(steps, degrees, first):
-            g_full[at : at + g, p + 1 :] = params.forward[p, :g, p + 1 :]
+        g_full = _stacked(params)
         lin = np.ascontiguousarray(params.input_rotation())
         precision = _precisions(params.explained_variance, params.explained_variance.max())
         plan = (steps, degrees, first, params.center[steps], params.scale[steps], compiled.TAILS[params.tails],
@@ -208,6 +298,33 @@ def _plan(params: PPAParams) -> tuple:
         return plan, model
 
     return params.cached("fill plan", make)
+
+
+def _stacked(params: PPAParams) -> np.ndarray:
+    """``G``: the curved steps' ``F_p`` stacked (|G| x d), each row 0 up to its step (cached)."""
+    def make() -> np.ndarray:
+        steps = params.curved_steps()
+        degrees = [int(params.degrees[p]) for p in steps]
+        g_full = np.zeros((sum(degrees), params.n_features))
+        for p, g, at in zip(steps, degrees, np.cumsum([0] + degrees)):
+            g_full[at : at + g, p + 1 :] = params.forward[p, :g, p + 1 :]
+        return g_full
+
+    return params.cached("stacked steps", make)
+
+
+def _marginal_plan(params: PPAParams) -> tuple:
+    """The recorded marginals as :func:`ppa_xr.core.compiled.map_fill` reads them (cached): the outputs that have one,
+    their tables, first points, inverse spacings, ``(A W)`` rows and ``G`` columns (none: empty arrays)."""
+    def make() -> tuple:
+        table = np.zeros((0, 1)) if params.marginal is None else params.marginal
+        outputs = np.flatnonzero(table.any(axis=1)).astype(np.int64)
+        bounds = np.zeros((0, 2)) if params.marginal_range is None else params.marginal_range[outputs]
+        inverse_spacing = max(table.shape[1] - 1, 1) / (bounds[:, 1] - bounds[:, 0])
+        return (outputs, np.ascontiguousarray(table[outputs]), np.ascontiguousarray(bounds[:, 0]), inverse_spacing,
+                np.ascontiguousarray(params.input_rotation()[outputs]), np.ascontiguousarray(_stacked(params)[:, outputs]))
+
+    return params.cached("fill marginals", make)
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:

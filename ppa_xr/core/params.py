@@ -55,6 +55,8 @@ ARRAYS = ("mean", "rotation", "degrees", "center", "scale", "forward_bias", "for
           "explained_variance", "pca_rotation", "pca_variance", "whitening")
 #: the arrays of a reduced model only (module docstring)
 REDUCTION = ("basis", "feature_root")
+#: the outputs' marginal densities, where the fit recorded them (``ppa_xr.core.fill.with_marginals``)
+MARGINAL = ("marginal", "marginal_range")
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,6 +77,10 @@ class PPAParams:
         A reduced model's ``V`` (d, r) and ``s`` (d,) (module docstring).
     tails : {"clamp", "linear", "polynomial"}
         The polynomials' behaviour beyond the fitted range.
+    marginal, marginal_range : np.ndarray, optional
+        (d, B) each output's log density on the fitting sample less its Gaussian's, ``log f_p(r) + r^2 / (2 Lambda_p)``
+        up to a constant, at ``B`` points evenly spaced over ``marginal_range[p]`` (d, 2), constant beyond (Gaussian
+        tails); a row of zeros is a Gaussian output. None: every output Gaussian (``ppa_xr.core.fill``).
     """
 
     mean: np.ndarray  # (d,)
@@ -93,6 +99,8 @@ class PPAParams:
     tails: str = "clamp"
     basis: np.ndarray = None  # type: ignore[assignment]  # (d, r) V: orthonormal span of the weighted, centred fitting sample (reduced models)
     feature_root: np.ndarray = None  # type: ignore[assignment]  # (d,) s = sqrt(w_j) of the features' weights; 0: a dropped feature (reduced models)
+    marginal: np.ndarray = None  # type: ignore[assignment]  # (d, B) each output's log density less its Gaussian's (None: Gaussian)
+    marginal_range: np.ndarray = None  # type: ignore[assignment]  # (d, 2) the interval of its B points
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -100,6 +108,8 @@ class PPAParams:
             raise ValueError(f"tails must be one of {TAILS}, got {self.tails!r}")
         if (self.basis is None) != (self.feature_root is None):
             raise ValueError("a reduced model needs both its basis and its feature_root")
+        if (self.marginal is None) != (self.marginal_range is None):
+            raise ValueError("the outputs' marginal densities need both marginal and marginal_range")
         if self.whitening is None:
             reduced = self.basis is not None
             object.__setattr__(self, "whitening", (self.basis.T * self.feature_root).astype(self.mean.dtype) if reduced
@@ -200,8 +210,9 @@ class PPAParams:
         return self.mean.shape[0]
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The parameters as a name -> array mapping (for saving; a reduced model's ``basis`` and ``feature_root`` too)."""
-        return {name: getattr(self, name) for name in ARRAYS + (REDUCTION if self.reduced else ())}
+        """The parameters as a name -> array mapping (for saving; a reduced model's ``basis`` and ``feature_root``, and the
+        outputs' marginal densities where recorded, too)."""
+        return {name: getattr(self, name) for name in ARRAYS + (REDUCTION if self.reduced else ()) + (MARGINAL if self.marginal is not None else ())}
 
     def in_subspace(self, mean: np.ndarray, basis: np.ndarray, feature_root: np.ndarray) -> PPAParams:
         """This map, fitted on ``z = V^T S (x - mean)`` (with its own mean ``m_z``), as a reduced map of ``x``: the mean
@@ -253,6 +264,8 @@ class PPAParams:
         arrays["scale"] = np.where(curved, self.scale * factor, self.scale)  # straight steps have no polynomial to scale
         for name in ("explained_variance", "pca_variance"):
             arrays[name] = arrays[name] * factor * factor  # not factor**2, which overflows for factor 2^600 when the product does not
+        if self.marginal is not None:  # the densities' points are lengths; log f_p + r^2 / (2 Lambda_p) keeps its values
+            arrays["marginal_range"] = self.marginal_range * factor
         return PPAParams(**arrays, tails=self.tails)
 
     def with_whitening(self, whitening: np.ndarray) -> PPAParams:

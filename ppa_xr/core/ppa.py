@@ -260,7 +260,8 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     where the groups outnumber ``n / (2 d)``, or where the moments' rounding
     could move an error, the outputs of the held-out half (and of the
     training half in the latter case) with their temporary, projections in
-    float32 and squares in float64 (``8 n d`` together at most).
+    float32 and squares in float64 (``8 n d`` together at most). After a fit that may curve its outputs' marginals
+    are taken (``ppa_xr.core.fill.with_marginals``): the outputs (``8 n d``), a few columns and parts of rows.
     """
     terms, candidates = max(spec.candidates) + 1, len(spec.candidates)
     rows = 0 if candidates == 1 else min(n, n if spec.selection_samples is None else spec.selection_samples)
@@ -270,7 +271,8 @@ def fit_memory(n: int, d: int, spec: Spec, n_groups: int | None = None, itemsize
     block = terms * (rows + groups * d) * block_size(rows, groups, terms, d, d) if rows else 0
     per_axis = 3 * candidates * groups * terms * d if spec.robust else 0
     curved = n * (d + terms) if terms > 2 else 0
-    fitted = max(start, sample + 8 * d * d * (12 + 4 * terms) + 8 * max(block + per_axis, curved))
+    marginals = sample + 8 * (4 * n + 3 * 1024 * d) if terms > 2 else 0  # fill.with_marginals: the outputs, a few columns
+    fitted = max(start, sample + 8 * d * d * (12 + 4 * terms) + 8 * max(block + per_axis, curved), marginals)
     if not (spec.configuration == "validated" and not spec.robust and spec.max_curved is None and candidates > 1):
         return fitted
     # whole-fit validation (core/candidates.py) first: the two halves gathered, a fit of one (robust too, where

@@ -47,6 +47,8 @@ cost 0.24 s of CPU, 0.13 times the fixed fit.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import scipy.linalg
 
@@ -54,6 +56,7 @@ from . import blas, candidates
 from .candidates import EQUAL, KEPT, SWITCH, Choice, _basis, _coefficients
 from .degrees import PSEUDO_GROUPS
 from .errors import ALLOWANCE, training_ratio
+from .fill import with_marginals
 from .linalg import PANEL, orientation, power_of_two, unit_mean
 from .params import PPAParams
 from .ppa import Fit, Progress
@@ -72,7 +75,9 @@ SHRINK = True
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
                  progress: Progress | None = None, weights: np.ndarray | None = None, shrink: bool = True) -> tuple[Fit, Choice]:
     """:func:`~ppa_xr.core.candidates.fit_selected`, then, where its choice is a validated plain PCA-led fit with a
-    curved step, that fit's last curve shrunk (module docstring). The factor draws from a child of ``rng``.
+    curved step, that fit's last curve shrunk (module docstring). The factor draws from a child of ``rng``. The
+    final map records its outputs' marginal densities where they are not Gaussian
+    (:func:`~ppa_xr.core.fill.with_marginals`: the fill's model).
 
     Parameters
     ----------
@@ -95,7 +100,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
         with blas.every_blas_on_one_thread():
             choice["shrink"] = choose(fitted.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)
             fitted = shrunk(X, fitted, choice["shrink"], weights)
-    return fitted, choice
+    return dataclasses.replace(fitted, params=with_marginals(fitted.params, X, weights)), choice
 
 
 def _suffix(values: np.ndarray) -> np.ndarray:

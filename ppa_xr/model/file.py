@@ -1,6 +1,6 @@
 """Model files: a fitted PPA as data (netCDF or zarr), written atomically and verified on load; never a pickle.
 
-Layout (format version 9): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
+Layout (format version 10): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
 ``power`` (max degree); the feature labels as the ``feature`` coordinate
 (or, for a stacked dimension, one ``feature_level_<name>`` variable per
@@ -48,13 +48,13 @@ from .._atomic import as_path, check_output, locked, recover_interrupted, remove
 from .labels import FeatureLabels, kinds, uniform
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 9  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+FORMAT_VERSION = 10  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
 # 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits);
 # 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov; 8: validation retired, checksums of
 # labels and attributes, the fitting sample's error curve, the configuration fitted (configuration_); 9: one checksum
 # over the whole record (record_sha256); reduced models (S-mode, feature weights): the map's own dimension "map" (r)
-# beside the inputs' "feature" (d), basis, feature_root
-READABLE = (2, 3, 4, 5, 6, 7, 8, 9)  # a version 2 file is a model without standardization
+# beside the inputs' "feature" (d), basis, feature_root; 10: the outputs' marginal densities (marginal, marginal_range)
+READABLE = (2, 3, 4, 5, 6, 7, 8, 9, 10)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "map"), "degrees": ("step",), "center": ("step",),
@@ -64,8 +64,11 @@ _DIMS = {
 }
 #: a reduced model's arrays (``ppa_xr.core.params``), written where it has them
 _REDUCTION = {"basis": ("feature", "whitened"), "feature_root": ("feature",)}
+#: the outputs' marginal densities (``ppa_xr.core.fill.with_marginals``), written where the model has them
+_MARGINAL = {"marginal": ("output", "marginal_point"), "marginal_range": ("output", "bound")}
 #: variables that appeared in a format version after the first
-SINCE = {"whitening": 7, "noise_cov": 7, "fit_error_ratio": 8, "basis": 9, "feature_root": 9, "sample_size": 9}
+SINCE = {"whitening": 7, "noise_cov": 7, "fit_error_ratio": 8, "basis": 9, "feature_root": 9, "sample_size": 9, "marginal": 10,
+         "marginal_range": 10}
 #: arrays of older formats: the standardizing scales ``D`` (versions 3-6), read as ``whitening = diag(1 / D)``
 LEGACY = {"feature_scale": (3, 6)}
 #: the noise covariance of a noise-whitening model (the estimator's ``noise_cov``; absent otherwise)
@@ -130,7 +133,7 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
     """The model as an xarray Dataset: parameters, labels and record (the fitting sample, its error curve
     against PCA, the configuration fitted), each with its checksum, and provenance."""
     init = _json_parameters(declared)
-    ds = xr.Dataset({name: (dims, getattr(params, name)) for name, dims in (_DIMS | (_REDUCTION if params.reduced else {})).items()})
+    ds = xr.Dataset({name: (dims, getattr(params, name)) for name, dims in _dims_of(params).items()})
     if declared.noise_cov is not None:
         ds[_NOISE] = (("noise", "feature"), declared.noise_cov)
     if error_ratio is not None:
@@ -189,9 +192,14 @@ def _portable(values: Any, dim: str) -> np.ndarray:
     return values
 
 
+def _dims_of(params: PPAParams) -> dict[str, tuple[str, ...]]:
+    """The dims of each array ``params`` has: every model's, a reduced model's, the outputs' marginal densities."""
+    return _DIMS | (_REDUCTION if params.reduced else {}) | (_MARGINAL if params.marginal is not None else {})
+
+
 def _allowed(name: str) -> bool:
     """Whether a variable is one a model writes."""
-    return name in _DIMS or name in _REDUCTION or name in LEGACY or name in (_NOISE, _CURVE, _SIZE, "feature") or name.startswith((_COORD, _LEVEL))
+    return name in _DIMS or name in _REDUCTION or name in _MARGINAL or name in LEGACY or name in (_NOISE, _CURVE, _SIZE, "feature") or name.startswith((_COORD, _LEVEL))
 
 
 def _version(ds: xr.Dataset, source: str) -> int:
@@ -222,9 +230,9 @@ def _arrays_of(ds: xr.Dataset, version: int, source: str) -> dict[str, np.ndarra
 
 
 def _expected(ds: xr.Dataset, version: int) -> list[str]:
-    """The arrays a file of ``version`` holds: every model's, and a reduced model's where the file has them (both, or
-    PPAParams refuses)."""
-    return [name for name in [*_DIMS, *LEGACY] if _belongs(name, version)] + [name for name in _REDUCTION if name in ds.variables]
+    """The arrays a file of ``version`` holds: every model's, and a reduced model's and the marginal densities where the
+    file has them (both of each pair, or PPAParams refuses)."""
+    return [name for name in [*_DIMS, *LEGACY] if _belongs(name, version)] + [name for name in [*_REDUCTION, *_MARGINAL] if name in ds.variables]
 
 
 def _refuse_foreign(ds: xr.Dataset, source: str) -> None:
@@ -418,8 +426,10 @@ def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None
 
 def _check(params: PPAParams, source: str) -> None:
     d = params.n_features
-    sizes = {"feature": params.n_inputs, "map": d, "output": d, "whitened": d, "step": d - 1, "power": params.forward.shape[1]}
-    dims = _DIMS | (_REDUCTION if params.reduced else {})
+    points = None if params.marginal is None else params.marginal.shape[-1]
+    sizes = {"feature": params.n_inputs, "map": d, "output": d, "whitened": d, "step": d - 1, "power": params.forward.shape[1],
+             "marginal_point": points, "bound": 2}
+    dims = _dims_of(params)
     wrong = [name for name, dims in dims.items() if getattr(params, name).shape != tuple(sizes[k] for k in dims)]
     if wrong:
         raise ValueError(f"{source} is corrupt: the shapes of {wrong} do not fit d = {d}")
@@ -431,6 +441,14 @@ def _check(params: PPAParams, source: str) -> None:
     if (params.degrees < 1).any() or params.degrees.max(initial=1) > params.forward.shape[1] or (params.scale <= 0).any() \
             or not np.linalg.matrix_rank(params.whitening) == d:
         raise ValueError(f"{source} is corrupt: degrees or scales out of range")
+    _check_marginal(params, source)
+
+
+def _check_marginal(params: PPAParams, source: str) -> None:
+    """A ValueError where a recorded marginal density has fewer than 2 points or an interval of no positive width."""
+    if params.marginal is not None and (params.marginal.shape[-1] < 2 or not (
+            params.marginal_range[params.marginal.any(axis=1)] @ [-1, 1] > 0).all()):
+        raise ValueError(f"{source} is corrupt: a marginal density needs at least 2 points over an interval of positive width")
 
 
 def engine(path: Path, format: str | None) -> str:
