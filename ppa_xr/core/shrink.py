@@ -67,14 +67,11 @@ HALVES = 4
 GRID = np.round(np.linspace(1.0, 0.0, 6), 1)
 #: whether a validated fit's last curve is shrunk (off: :func:`~ppa_xr.core.candidates.fit_selected`'s fit as it is)
 SHRINK = True
-#: the leading vectors whose validated fits are shrunk: PCA's, and PPA-GD's (its searched axes kept, the later steps
-#: refitted as the PCA of the shrunk residual all the same; Pageblocks, seed 1: 110.1 at k = 8 unshrunk)
-LED = ("pca", "gd")
 
 
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
                  progress: Progress | None = None, weights: np.ndarray | None = None, shrink: bool = True) -> tuple[Fit, Choice]:
-    """:func:`~ppa_xr.core.candidates.fit_selected`, then, where its choice is a validated plain fit (PCA- or GD-led, :data:`LED`) with a
+    """:func:`~ppa_xr.core.candidates.fit_selected`, then, where its choice is a validated plain PCA-led fit with a
     curved step, that fit's last curve shrunk (module docstring). The factor draws from a child of ``rng``.
 
     Parameters
@@ -93,11 +90,11 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     """
     fitted, choice = candidates.fit_selected(X, declared, groups, rng, progress, weights)
     choice = choice | {"shrink": 1.0}
-    if SHRINK and shrink and choice["validated"] and not choice["robust"] and declared.leading in LED and fitted.params.curved_steps():
+    if SHRINK and shrink and choice["validated"] and not choice["robust"] and declared.leading == "pca" and fitted.params.curved_steps():
         kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
         with blas.every_blas_on_one_thread():
             choice["shrink"] = choose(fitted.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)
-            fitted = shrunk(X, fitted, choice["shrink"], weights, principal=declared.leading == "pca")
+            fitted = shrunk(X, fitted, choice["shrink"], weights)
     return fitted, choice
 
 
@@ -152,7 +149,7 @@ def _shear(params: PPAParams, lam: float, block: tuple[np.ndarray, np.ndarray]) 
                                  "explained_variance": explained}, tails=params.tails)
 
 
-def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = None, principal: bool = True) -> Fit:
+def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = None) -> Fit:
     """``fitted`` (a map of ``X``, with curved steps) with its last curve scaled by ``lam`` and the later steps the PCA of
     the shrunk residual on every row of ``X`` (weighted by ``weights``), with its training error curve.
 
@@ -171,10 +168,6 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
         The factor, in ``[0, 1]``.
     weights : np.ndarray, optional
         (n,) the rows' weights.
-    principal : bool
-        Whether the later outputs are the principal axes of the fit's residual (PCA-led fits). False (PPA-GD: its
-        later straight steps are searched axes) reads ``sum w y y^T`` of the shrunk residual ``y = s - lam B F`` in the
-        same pass (``O(n d^2)``).
 
     Returns
     -------
@@ -186,17 +179,14 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
         return fitted
     p, d = params.curved_steps()[-1], params.n_features
     w = None if weights is None else unit_mean(np.asarray(weights, dtype=np.float64))
+    g = max(int(params.degrees[p]), 1) + 1
+    products = np.zeros((g, g))
+    for start in range(0, len(X), PANEL):
+        design = _bases(params, params.to_fit_space(X[start:start + PANEL]) @ params.rotation[params.curved_steps()].T)[-1]
+        products += (design if w is None else design * w[start:start + PANEL, None]).T @ design
     unit = float(power_of_two(float(np.sqrt(np.sum(params.explained_variance)))))  # squares of data at 1e150 stay finite
     coef = _coefficients(params, p) / unit
-    if principal:
-        g = max(int(params.degrees[p]), 1) + 1
-        products = np.zeros((g, g))
-        for start in range(0, len(X), PANEL):
-            design = _bases(params, params.to_fit_space(X[start:start + PANEL]) @ params.rotation[params.curved_steps()].T)[-1]
-            products += (design if w is None else design * w[start:start + PANEL, None]).T @ design
-        covariance = np.diag(params.explained_variance[p + 1:] / unit / unit) + (1 - lam) ** 2 * coef.T @ (products / len(X)) @ coef
-    else:
-        covariance = _shrunk_scatter(params, X, w, lam * coef * unit) / len(X) / unit / unit
+    covariance = np.diag(params.explained_variance[p + 1:] / unit / unit) + (1 - lam) ** 2 * coef.T @ (products / len(X)) @ coef
     values, vectors = scipy.linalg.eigh(covariance, check_finite=False)
     values, vectors = values[::-1], vectors[:, ::-1]
     vectors = vectors * orientation(params.rotation[p + 1:].T @ vectors)
@@ -205,22 +195,6 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
     ratio = fitted.error_ratio.copy()
     ratio[p:] = training_ratio(energies, params.pca_variance, float(np.sum(params.pca_variance)))[p:]
     return Fit(_shear(params, lam, (variances, vectors)), ratio)
-
-
-def _shrunk_scatter(params: PPAParams, X: np.ndarray, w: np.ndarray | None, coef: np.ndarray) -> np.ndarray:
-    """``sum w y y^T`` of ``y = s - B_p coef``, ``s = z A_{p+1:}^T - B_e F_e`` the later outputs before the last curved
-    step ``p`` (:class:`_Cells`), over the panels of ``X``: no assumption on the later axes."""
-    curved = params.curved_steps()
-    p = curved[-1]
-    scatter = np.zeros((params.n_features - p - 1,) * 2)
-    for start in range(0, len(X), PANEL):
-        z = params.to_fit_space(X[start:start + PANEL])
-        bases = _bases(params, z @ params.rotation[curved].T)
-        y = z @ params.rotation[p + 1:].T - bases[-1] @ coef
-        for q, basis in zip(curved[:-1], bases[:-1]):
-            y -= basis @ _coefficients(params, q)[:, p - q:]
-        scatter += (y if w is None else y * w[start:start + PANEL, None]).T @ y
-    return scatter
 
 
 class _Cells:
