@@ -217,16 +217,19 @@ class _Cells:
         curved = params.curved_steps()
         self.p, self.d = curved[-1], params.n_features
         order = np.argsort(cell, kind="stable")  # the rows cell by cell: each cell's moments from one slice
-        X, cell = X[order], cell[order]
-        z = params.to_fit_space(X)  # the states are z A^T: their moments are turned per half, not per row
+        cell = cell[order]
+        z = params.to_fit_space(X[order])  # the states are z A^T: their moments are turned per half, not per row
         bases = _bases(params, z @ params.rotation[curved].T)
         unit = float(power_of_two(float(np.abs(z).max()) or 1.0))  # the squares of data at 1e150 stay finite
-        z /= unit
-        u = np.hstack([bases[-1], *bases[:-1], z])
+        u = np.empty((len(z), sum(b.shape[1] for b in bases) + z.shape[1]))  # [B_p, B_e, z / unit], filled in place
+        np.concatenate([bases[-1], *bases[:-1]], axis=1, out=u[:, : u.shape[1] - z.shape[1]])
+        np.divide(z, unit, out=u[:, u.shape[1] - z.shape[1]:])
+        self.g = bases[-1].shape[1]
+        del z, bases
         self.later = params.rotation[self.p + 1:]
         if weights is not None:
             u *= np.sqrt(unit_mean(np.asarray(weights, dtype=np.float64)[order]))[:, None]
-        self.g, self.k = bases[-1].shape[1], u.shape[1] - bases[-1].shape[1] - self.d
+        self.k = u.shape[1] - self.g - self.d
         self.earlier = np.vstack([np.zeros((0, self.d - self.p - 1))] + [_coefficients(params, q)[:, self.p - q:] / unit for q in curved[:-1]])
         self.moments = np.zeros((1 << HALVES, u.shape[1], u.shape[1]))
         bounds = np.searchsorted(cell, np.arange((1 << HALVES) + 1))
