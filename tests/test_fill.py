@@ -207,6 +207,19 @@ def test_marginals_of_a_noise_free_sample_with_a_flat_output():
     assert np.isfinite(model.params_.marginal).all()
 
 
+def test_marginals_are_read_from_at_most_marginal_rows_spread_over_the_sample():
+    """The marginals of a large sample are those of every ``ceil(n / MARGINAL_ROWS)``-th row (their pass on every
+    row doubled a fixed fit of 200,000 x 198), and a sample within the bound uses every row."""
+    from ppa_xr.core.fill import MARGINAL_ROWS, with_marginals
+
+    X = curved_sample(2 * MARGINAL_ROWS + 1, d=4, seed=3)
+    params = PPA(degree=3, configuration="fixed", random_state=0).fit(X[:5000]).params_
+    spread = with_marginals(params, X[::3])
+    assert spread.marginal is not None and spread.marginal.any()
+    np.testing.assert_array_equal(with_marginals(params, X).marginal, spread.marginal)
+    assert not np.array_equal(with_marginals(params, X[::2]).marginal, spread.marginal)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fill_stopped_on_the_predicted_decrease_is_within_tolerance_of_a_settled_one(monkeypatch, seed):
     """A row stops once its next Gauss-Newton step would lower q by at most TOLERANCE of q (predicted with the last

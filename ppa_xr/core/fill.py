@@ -110,6 +110,9 @@ MARGINAL_MARGIN = 0.1
 MARGINAL_GAIN = 0.01
 #: the least density of a marginal, as a share of the uniform density over its interval (no log of 0)
 MARGINAL_FLOOR = 1e-4
+#: the most fitting rows the marginal densities are read from (every step-th row, a view): 128 bins of 20,000 rows
+#: hold about 150 rows each, and the pass stays a small part of any fit (every row of 200,000 x 198 doubled the fit)
+MARGINAL_ROWS = 20_000
 
 
 def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, threads: int | None = None) -> np.ndarray:
@@ -214,7 +217,8 @@ def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None 
     Gaussian (:attr:`~ppa_xr.core.params.PPAParams.marginal`; a reduced model's, or one without curves, as it is:
     their fills are the manifold's and the linear one).
 
-    Output ``p``'s density ``f_p`` is a histogram of its values ``r_p`` (weighted by ``weights``) on
+    Output ``p``'s density ``f_p`` is a histogram of its values ``r_p`` on at most :data:`MARGINAL_ROWS` rows, every
+    ``ceil(n / MARGINAL_ROWS)``-th (weighted by ``weights``), on
     :data:`MARGINAL_POINTS` bins over the interval that leaves :data:`MARGINAL_TAIL` of them out at either end,
     widened by :data:`MARGINAL_MARGIN`, smoothed by a Gaussian of :data:`MARGINAL_SMOOTHING` bins, at least
     :data:`MARGINAL_FLOOR` of the uniform density over the interval; recorded is
@@ -239,6 +243,8 @@ def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None 
     if params.reduced or not params.curved_steps():  # a model without curves fills linearly
         return params
     model = params.cast(np.dtype(np.float64))
+    step = -(-len(x) // MARGINAL_ROWS)  # at most MARGINAL_ROWS rows, spread over the sample
+    x, weights = x[::step], None if weights is None else np.asarray(weights)[::step]
     r = np.empty(np.shape(x))  # the outputs, in parts of CACHED_ROWS rows (no temporaries of the whole sample)
     for start in range(0, len(r), CACHED_ROWS):
         r[start : start + CACHED_ROWS] = forward(np.asarray(x[start : start + CACHED_ROWS], np.float64), model, threads=1)
