@@ -182,13 +182,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             return self._fit_reduced(X, declared, groups, features, sample, progress, weights, feature_weights)
         if weights is not None:
             X, groups, weights = _weighed(X, groups, weights, declared)
-        fitting, filled = declared, False
+        fitting, curves_worse = declared, None
         if check_missing(missing) == "fill":
-            filled = _has_gaps(X)
             X, groups, weights, curves_worse = _gaps_filled(X, groups, weights, declared)
             fitting = declared.pca() if curves_worse else declared
         X, groups, weights = _complete(X, groups, weights)
-        fitted, configuration = _fitted_map(X, fitting, groups, progress, weights, shrink=not filled)
+        fitted, configuration = _fitted_map(X, fitting, groups, progress, weights, shrink=curves_worse is None)
         params = fitted.params
         if not (declared.standardize or declared.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
             # of the features that vary: a constant one's comes back from the eigendecomposition as rounding
@@ -747,12 +746,6 @@ def available_memory() -> int | None:
     return int(psutil.virtual_memory().available)
 
 
-def _has_gaps(X: np.ndarray) -> bool:
-    """Whether some row of ``X`` has both observed and missing (NaN, inf) values: what ``missing="fill"`` fills."""
-    finite = np.isfinite(X)
-    return bool((finite.any(axis=1) & ~finite.all(axis=1)).any())
-
-
 def _fitted_map(X: np.ndarray, declared: Spec, groups: Any, progress: bool, weights: np.ndarray | None,
                 shrink: bool = True) -> tuple[Any, dict]:
     """The fit of complete rows ``X`` (:func:`~ppa_xr.core.shrink.fit_selected`; ``shrink=False`` for gaps filled as it fitted), after the checks of its size
@@ -812,11 +805,12 @@ def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[n
     return X[~bad], None if groups is None else np.asarray(groups)[~bad], None if weights is None else weights[~bad]
 
 
-def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None, bool]:
+def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None, bool | None]:
     """``missing="fill"``: the rows with at least one observed value, their gaps filled by the EM-style loop of
     :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype,
     and whether the curves' fill was worse beyond noise on observed values held out of the loop (then the rows
-    are the linear phase's, the model is fitted linear, and a warning says so)."""
+    are the linear phase's, the model is fitted linear, and a warning says so); None where no kept row had a gap
+    (nothing was filled: the rows are fitted as ``missing="drop"`` fits them)."""
     finite = np.isfinite(X)
     kept = finite.any(axis=1)
     if not kept.all():
@@ -827,7 +821,7 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
         raise ValueError(f"missing='fill' needs at least 2 rows with an observed value and every feature observed somewhere; "
                          f"{len(X)} rows have one, and features {empty} are never observed: drop those features")
     if finite.all():
-        return X, groups, weights, False
+        return X, groups, weights, None
     rng_seed = declared.random_state
 
     def fit(filled: np.ndarray, linear: bool) -> PPAParams:
