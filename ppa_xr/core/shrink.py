@@ -182,12 +182,14 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
     params = fitted.params
     if lam == 1.0:
         return fitted
-    p, d = params.curved_steps()[-1], params.n_features
+    curved, d = params.curved_steps(), params.n_features
+    p = curved[-1]
     w = None if weights is None else unit_mean(np.asarray(weights, dtype=np.float64))
     g = max(int(params.degrees[p]), 1) + 1
     products = np.zeros((g, g))
+    turn = params.rotation[curved].T
     for start in range(0, len(X), PANEL):
-        design = _bases(params, params.to_fit_space(X[start:start + PANEL]) @ params.rotation[params.curved_steps()].T)[-1]
+        design = _bases(params, params.to_fit_space(X[start:start + PANEL]) @ turn)[-1]
         products += (design if w is None else design * w[start:start + PANEL, None]).T @ design
     unit = float(power_of_two(float(np.sqrt(np.sum(params.explained_variance)))))  # squares of data at 1e150 stay finite
     coef = _coefficients(params, p) / unit
