@@ -104,6 +104,9 @@ def test_outputs_record_their_provenance(tmp_path, landsat, model):
     out = ppa_xr.write_cube(landsat.ppa.transform(loaded, n_components=3), tmp_path / "c.nc")
     again = xr.open_dataset(out, engine="h5netcdf")  # xarray's defaults: the grid mapping is a coordinate, the CF way
     assert str(tmp_path / "m.nc") in again["landsat8_ppa"].attrs["ppa_xr_model"] and again.rio.crs == landsat.rio.crs
+    assert f"(parameters {model.params_.digest})" in again["landsat8_ppa"].attrs["ppa_xr_model"]  # the same parameters, reloaded
+    other = landsat.ppa.fit(n_samples=20_000, random_state=0, degree=1, configuration="fixed")
+    assert other.params_.digest not in landsat.ppa.transform(model, n_components=3).attrs["ppa_xr_model"]
     tif = ppa_xr.to_raster(landsat.ppa.transform(loaded, n_components=2), tmp_path / "c.tif")
     import rasterio
 

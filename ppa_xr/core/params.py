@@ -42,6 +42,7 @@ reconstruction error (:meth:`PPAParams.outside_error`).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,6 +195,12 @@ class PPAParams:
         if self.reduced:
             return float("nan")
         return float(np.linalg.slogdet(self.whitening)[1] / np.log(2)) if self.whitened else 0.0
+
+    @property
+    def digest(self) -> str:
+        """The first 16 hex digits of SHA-256 over :meth:`arrays`' bytes in order: which parameters an output came from
+        (computed once; the arrays are not changed after the fit)."""
+        return self.cached("digest", lambda: hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in self.arrays().values())).hexdigest()[:16])
 
     def __getstate__(self) -> dict:
         """Pickled (e.g. into a dask graph) without the derived, cached arrays."""

@@ -8,7 +8,6 @@ as it lies in memory, and nothing is computed until asked for.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Hashable
 from functools import partial
 from typing import Any
@@ -288,7 +287,7 @@ def provenance(model: PPA, output: str, k: int) -> dict[str, str | int]:
     """What an output of ``model`` records about itself, as netCDF attributes and GeoTIFF tags: the model (its
     file where it was read from one, and the digest of its parameters), its degrees, the components kept, the
     ppa_xr version."""
-    digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in model.params_.arrays().values())).hexdigest()[:16]
+    digest = model.params_.digest
     source = getattr(model, "source_", None)
     return {
         "ppa_xr_output": output,
