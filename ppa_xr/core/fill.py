@@ -562,7 +562,7 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
             best, filled = new, _scattered(new, gaps, params.cast(np.dtype(np.float64)), rng)
             if change <= EM_TOLERANCE * max(spread, np.finfo(float).tiny):
                 break
-        phases.append((best, params))
+        phases.append((filled, params))
     (linear_rows, linear_params), (curved_rows, curved_params) = phases
     check = _check(x, work, held, curved_params, linear_params)
     rows, params = (linear_rows, linear_params) if check.worse else (curved_rows, curved_params)
