@@ -303,11 +303,11 @@ def test_fit_with_missing_fill_on_rows_that_all_have_gaps():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fit_with_gaps_reads_variances_and_marginals_from_the_data_not_the_fill(seed):
     """No complete row: the missing="fill" model's output variances and recorded marginals are those of the data on
-    its own map. A posterior-mean fill is pulled to the bulk (each filled output towards 0), so a final fit on it read
-    the trailing outputs' variances as 0.49-0.69 of the data's and recorded a spike at 0 as a marginal of every output
-    (seeds 0-9); fitted on the fill plus a posterior draw, as the loop's fits are, the variances are 0.90-1.16 of the
-    data's, the marginals those of the complete model (the leading output's two modes), and the fill's squared error
-    1.01-1.05 of the complete model's (was 1.05-1.08)."""
+    its own map. A posterior-mean fill is pulled to the bulk (each filled output towards 0): read from it, the trailing
+    outputs' variances were 0.49-0.69 of the data's and a spike at 0 was recorded as a marginal of every output (seeds
+    0-9); read from the fill plus a posterior draw, the variances are 0.91-1.16 of the data's, the marginals those of
+    the complete model (the leading output's two modes), and the fill's squared error 1.01-1.06 of the complete
+    model's (was 1.05-1.08)."""
     from ppa_xr.core.kernels import forward
 
     X = bimodal_sample(6000, seed)
