@@ -546,7 +546,8 @@ def check_missing(missing: object) -> str:
     return missing
 
 
-def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], rng: np.random.Generator) -> tuple[np.ndarray, PPAParams, FillCheck]:
+def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams],
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, PPAParams, FillCheck]:
     """An EM-style fit on rows with gaps (NaN or inf; each row with at least one observed value): fill, fit, refill.
 
     The gaps start at the features' observed means; then ``fit(filled, linear)``
