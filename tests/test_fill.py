@@ -468,10 +468,12 @@ def test_fit_with_gaps_checks_the_curve_on_held_out_values():
     params = PPA(random_state=0).fit(curved).params_
     gauss = np.random.default_rng(6).multivariate_normal(curved.mean(0), np.cov(curved, rowvar=False), 3000)
     gappy = np.where(hidden(gauss, 0.25, 7), gauss, np.nan)
-    filled, _, kept, check = fit_with_gaps(gappy, lambda rows, linear: params.pca() if linear else params, np.random.default_rng(0))
+    filled, drawn, kept, check = fit_with_gaps(gappy, lambda rows, linear: params.pca() if linear else params, np.random.default_rng(0))
     assert check.count > 100 and check.worse and check.ratio > 1.1 and kept is params.pca()
     finite = np.isfinite(gappy)
     np.testing.assert_array_equal(filled[finite], gappy[finite])
+    np.testing.assert_array_equal(drawn[finite], gappy[finite])  # the draw is added at the gaps only, and there to all
+    assert (drawn != filled)[~finite].all()
     _, _, kept, check = fit_with_gaps(np.where(hidden(curved, 0.25, 7), curved, np.nan), lambda rows, linear: params.pca() if linear else params,
                                    np.random.default_rng(0))
     assert not check.worse and check.ratio < 0.9 and kept is params
