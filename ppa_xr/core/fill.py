@@ -275,6 +275,44 @@ def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None 
     return replace(params, marginal=table.astype(params.mean.dtype), marginal_range=bounds.astype(params.mean.dtype))
 
 
+def with_drawn_outputs(params: PPAParams, drawn: np.ndarray, weights: np.ndarray | None = None) -> PPAParams:
+    """``params`` of a map fitted on filled gaps, with its outputs' variances and marginals read from ``drawn``: the
+    rows with the fill plus a draw from its posterior (:func:`fit_with_gaps`), not the fill itself.
+
+    The Gaussian model of the outputs needs ``Lambda_p = E[r_p^2]`` over the data; at a filled row
+    ``E[r r^T | x_o] = E[r | x_o] E[r | x_o]^T + Cov(r | x_o)``, so the outputs of the posterior means alone leave out
+    the posterior's spread (on Landsat 5 with a quarter of the bands missing, the trailing outputs' variances came out
+    0.5-0.7 of the data's) and pile the filled rows' outputs near 0, a spike the marginals record. A draw
+    adds the spread back: ``Lambda_p`` is the (weighted) mean of ``r_p(drawn)^2``, and the marginals are
+    :func:`with_marginals` of ``drawn``. A model without curves, or a reduced one, is returned as it is (its fill is
+    the linear one, from its PCA's variances).
+
+    Parameters
+    ----------
+    params : PPAParams
+        The parameters fitted on the filled rows.
+    drawn : np.ndarray
+        (n, d) the filled rows with a posterior draw added at the gaps (observed values as they are).
+    weights : np.ndarray, optional
+        (n,) the rows' weights.
+
+    Returns
+    -------
+    PPAParams
+        ``params`` with ``explained_variance`` read from ``drawn``, and the marginals recorded from it.
+    """
+    if params.reduced or not params.curved_steps():
+        return params
+    model = params.cast(np.dtype(np.float64))
+    squares = np.zeros(params.n_features)
+    w = np.ones(len(drawn)) if weights is None else np.asarray(weights, np.float64)
+    for start in range(0, len(drawn), CACHED_ROWS):  # in parts (no temporaries of the whole sample)
+        r = forward(np.asarray(drawn[start : start + CACHED_ROWS], np.float64), model, threads=1)
+        squares += w[start : start + CACHED_ROWS] @ r**2
+    variance = (squares / w.sum()).astype(params.explained_variance.dtype)
+    return with_marginals(replace(params, explained_variance=variance), drawn, weights)
+
+
 def _covariance_inverse(params: PPAParams) -> np.ndarray:
     """``P = (A W)^T Lambda^-1 A W``, the inverse covariance of the model's Gaussian of the inputs (cached)."""
     def make() -> np.ndarray:
@@ -508,7 +546,8 @@ def check_missing(missing: object) -> str:
     return missing
 
 
-def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], rng: np.random.Generator) -> tuple[np.ndarray, PPAParams, FillCheck]:
+def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams],
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, PPAParams, FillCheck]:
     """An EM-style fit on rows with gaps (NaN or inf; each row with at least one observed value): fill, fit, refill.
 
     The gaps start at the features' observed means; then ``fit(filled, linear)``
@@ -520,7 +559,9 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
     over the gaps). Each fit sees the fill plus a draw from its Laplace
     posterior ``N(0, (J_m^T Lambda^-1 J_m)^-1)`` (for PCA the exact conditional
     covariance: stochastic EM), so a curve does not feed on its own, noise-free
-    fill; the rows returned are the last fill itself. A share ``CHECK_SHARE`` of
+    fill; the rows returned are the last fill itself, and with it the fill plus
+    its draw (a posterior mean is pulled to the bulk: outputs read from it have
+    too little variance, and a spike at 0 for a marginal). A share ``CHECK_SHARE`` of
     the observed values is held out of the loop and filled at the end by the
     curved phase's last model and by the linear phase's (:class:`FillCheck`):
     where the curve's squared error on them is larger beyond twice its standard
@@ -541,8 +582,9 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
     Returns
     -------
     tuple
-        The rows filled by the model kept (n, d, float64), that model's parameters, and the held-out check
-        (``check.worse``: the linear phase's model was returned).
+        The rows filled by the model kept (n, d, float64), the same rows with its last posterior draw added at the
+        gaps (what the outputs' variances and marginals are read from: :func:`with_drawn_outputs`), that model's
+        parameters, and the held-out check (``check.worse``: the linear phase's model was returned).
     """
     finite = np.isfinite(x)
     held = _held_values(finite, rng)
@@ -562,12 +604,12 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams], r
             best, filled = new, _scattered(new, gaps, params.cast(np.dtype(np.float64)), rng)
             if change <= EM_TOLERANCE * max(spread, np.finfo(float).tiny):
                 break
-        phases.append((best, params))
-    (linear_rows, linear_params), (curved_rows, curved_params) = phases
+        phases.append((best, filled, params))
+    (linear_rows, linear_drawn, linear_params), (curved_rows, curved_drawn, curved_params) = phases
     check = _check(x, work, held, curved_params, linear_params)
-    rows, params = (linear_rows, linear_params) if check.worse else (curved_rows, curved_params)
-    rows[held] = x[held]
-    return rows, params, check
+    rows, drawn, params = (linear_rows, linear_drawn, linear_params) if check.worse else (curved_rows, curved_drawn, curved_params)
+    rows[held], drawn[held] = x[held], x[held]
+    return rows, drawn, params, check
 
 
 #: the share of observed values :func:`fit_with_gaps` holds out to compare the curve's fill with the linear one

@@ -56,7 +56,7 @@ from . import blas, candidates
 from .candidates import EQUAL, KEPT, SWITCH, Choice, _basis, _coefficients
 from .degrees import PSEUDO_GROUPS
 from .errors import ALLOWANCE, training_ratio
-from .fill import with_marginals
+from .fill import with_drawn_outputs, with_marginals
 from .linalg import PANEL, orientation, power_of_two, unit_mean
 from .params import PPAParams
 from .ppa import Fit, Progress
@@ -73,7 +73,8 @@ SHRINK = True
 
 
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
-                 progress: Progress | None = None, weights: np.ndarray | None = None, shrink: bool = True) -> tuple[Fit, Choice]:
+                 progress: Progress | None = None, weights: np.ndarray | None = None, shrink: bool = True,
+                 drawn: np.ndarray | None = None) -> tuple[Fit, Choice]:
     """:func:`~ppa_xr.core.candidates.fit_selected`, then, where its choice is a validated plain PCA-led fit with a
     curved step, that fit's last curve shrunk (module docstring). The factor draws from a child of ``rng``. The
     final map records its outputs' marginal densities where they are not Gaussian
@@ -86,6 +87,9 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     shrink : bool
         False for rows whose gaps were filled by the model's own curves (``missing="fill"``): halvings of filled
         values read the fill's scatter as curves that do not transfer; the fill's own check guards those curves.
+    drawn : np.ndarray, optional
+        For gaps filled as it fitted: ``X`` with a posterior draw added at the gaps, which the outputs' variances and
+        marginals are read from (:func:`~ppa_xr.core.fill.with_drawn_outputs`) instead of ``X``.
 
     Returns
     -------
@@ -100,7 +104,8 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
         with blas.every_blas_on_one_thread():
             choice["shrink"] = choose(fitted.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)
             fitted = shrunk(X, fitted, choice["shrink"], weights)
-    return dataclasses.replace(fitted, params=with_marginals(fitted.params, X, weights)), choice
+    params = with_marginals(fitted.params, X, weights) if drawn is None else with_drawn_outputs(fitted.params, drawn, weights)
+    return dataclasses.replace(fitted, params=params), choice
 
 
 def _suffix(values: np.ndarray) -> np.ndarray:

@@ -182,12 +182,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             return self._fit_reduced(X, declared, groups, features, sample, progress, weights, feature_weights)
         if weights is not None:
             X, groups, weights = _weighed(X, groups, weights, declared)
-        fitting, curves_worse = declared, None
+        fitting, curves_worse, drawn = declared, None, None
         if check_missing(missing) == "fill":
-            X, groups, weights, curves_worse = _gaps_filled(X, groups, weights, declared)
+            X, groups, weights, curves_worse, drawn = _gaps_filled(X, groups, weights, declared)
             fitting = declared.pca() if curves_worse else declared
         X, groups, weights = _complete(X, groups, weights)
-        fitted, configuration = _fitted_map(X, fitting, groups, progress, weights, shrink=curves_worse is None)
+        fitted, configuration = _fitted_map(X, fitting, groups, progress, weights, shrink=curves_worse is None, drawn=drawn)
         params = fitted.params
         if not (declared.standardize or declared.noise_cov is not None):  # the features' standard deviations, from R^T diag(lambda) R
             # of the features that vary: a constant one's comes back from the eigendecomposition as rounding
@@ -747,8 +747,8 @@ def available_memory() -> int | None:
 
 
 def _fitted_map(X: np.ndarray, declared: Spec, groups: Any, progress: bool, weights: np.ndarray | None,
-                shrink: bool = True) -> tuple[Any, dict]:
-    """The fit of complete rows ``X`` (:func:`~ppa_xr.core.shrink.fit_selected`; ``shrink=False`` for gaps filled as it fitted), after the checks of its size
+                shrink: bool = True, drawn: np.ndarray | None = None) -> tuple[Any, dict]:
+    """The fit of complete rows ``X`` (:func:`~ppa_xr.core.shrink.fit_selected`; ``shrink=False`` and ``drawn`` for gaps filled as it fitted), after the checks of its size
     and its parameters, with a progress bar where asked; floating-point failures as a ValueError saying what to do."""
     n, d = X.shape
     if d < 2:
@@ -760,7 +760,7 @@ def _fitted_map(X: np.ndarray, declared: Spec, groups: Any, progress: bool, weig
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             return fit_selected(X, declared, groups, rng, (lambda done, total: bar.update(done - bar.n)) if bar is not None else None,
-                                weights, shrink)
+                                weights, shrink, drawn)
     except FloatingPointError as err:
         raise ValueError(f"numerical failure while fitting PPA ({err}); rescale the features (e.g. StandardScaler) or lower the degree") from err
     finally:
@@ -805,12 +805,15 @@ def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[n
     return X[~bad], None if groups is None else np.asarray(groups)[~bad], None if weights is None else weights[~bad]
 
 
-def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None, bool | None]:
+def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None,
+                 declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None, bool | None, np.ndarray | None]:
     """``missing="fill"``: the rows with at least one observed value, their gaps filled by the EM-style loop of
     :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype,
     and whether the curves' fill was worse beyond noise on observed values held out of the loop (then the rows
     are the linear phase's, the model is fitted linear, and a warning says so); None where no kept row had a gap
-    (nothing was filled: the rows are fitted as ``missing="drop"`` fits them)."""
+    (nothing was filled: the rows are fitted as ``missing="drop"`` fits them); and the rows with the fill's last
+    posterior draw added (float64; None where nothing was filled), which the outputs' variances and marginals are
+    read from (:func:`~ppa_xr.core.fill.with_drawn_outputs`)."""
     finite = np.isfinite(X)
     kept = finite.any(axis=1)
     if not kept.all():
@@ -821,7 +824,7 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
         raise ValueError(f"missing='fill' needs at least 2 rows with an observed value and every feature observed somewhere; "
                          f"{len(X)} rows have one, and features {empty} are never observed: drop those features")
     if finite.all():
-        return X, groups, weights, None
+        return X, groups, weights, None, None
     rng_seed = declared.random_state
 
     def fit(filled: np.ndarray, linear: bool) -> PPAParams:
@@ -829,12 +832,12 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             return fit_selected(filled, spec, groups, checks.rng_of(rng_seed), None, weights, shrink=False)[0].params
 
-    filled, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed))
+    filled, drawn, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed))
     if check.worse:
         warn_user(f"missing='fill': on {check.count} observed values held out of the fit, the curves' fill has {check.ratio:.0%} of "
                   f"the squared error of the linear fill (+-{check.standard_error:.0%}): its curves do not carry over to the gaps "
                   "of these data, so the model is the linear one (degree=1), fitted on the linear fill", UserWarning)
-    return filled.astype(X.dtype, copy=False), groups, weights, check.worse
+    return filled.astype(X.dtype, copy=False), groups, weights, check.worse, drawn
 
 
 def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray]:
