@@ -583,7 +583,7 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams],
     -------
     tuple
         The rows filled by the model kept (n, d, float64), the same rows with its last posterior draw added at the
-        gaps (what the outputs' variances and marginals are read from: :func:`with_drawn_outputs`), that model's
+        gaps (what the outputs' variances and marginals are read from: ``with_drawn_outputs``), that model's
         parameters, and the held-out check (``check.worse``: the linear phase's model was returned).
     """
     finite = np.isfinite(x)
