@@ -7,10 +7,10 @@ import pytest
 import scipy.special
 
 from ppa_xr import PPA, load_model
-from ppa_xr.core import candidates, kernels, shrink
+from ppa_xr.core import candidates, checks, kernels, shrink
 from ppa_xr.core.candidates import judge, truncation_errors
 from ppa_xr.core.errors import LEVEL, compare_errors
-from ppa_xr.core.ppa import Fit, fit_params
+from ppa_xr.core.ppa import fit as core_fit, fit_params
 from ppa_xr.datasets.synthetic import make_curved_mixture
 
 
@@ -18,8 +18,9 @@ def as_chosen(model: PPA, X: np.ndarray, seed: int):
     """The fixed fit of ``model``'s recorded configuration, its last curve shrunk by the recorded factor
     (``ppa_xr.core.shrink``): the map the default fit must be."""
     choice = model.configuration_
-    fixed = PPA(configuration="fixed", robust=choice["robust"], max_curved=choice["max_curved"], random_state=seed).fit(X)
-    return shrink.shrunk(X, Fit(fixed.params_, fixed.fit_error_ratio_), choice["shrink"]).params
+    fixed = PPA(configuration="fixed", robust=choice["robust"], max_curved=choice["max_curved"], random_state=seed)
+    # the estimator's fixed fit as the core makes it, with its last curved step's basis moments (shrink.shrunk reads them)
+    return shrink.shrunk(X, core_fit(X, fixed._get_spec(), rng=checks.rng_of(seed)), choice["shrink"]).params
 
 
 @pytest.fixture(scope="module")

@@ -241,7 +241,8 @@ class PPAParams:
 
     def curved_steps(self) -> list[int]:
         """Steps with a polynomial; the others are exact rotations and cost the kernels nothing."""
-        return self.cached("curved_steps", lambda: [p for p in range(self.n_features - 1) if self.forward[p].any() or self.forward_bias[p].any()])
+        return self.cached("curved_steps", lambda: np.flatnonzero(self.forward.reshape(len(self.forward), -1).any(axis=1)
+                                                                 | self.forward_bias.any(axis=1)).tolist())
 
     def pca(self) -> PPAParams:
         """The PCA map of the same fitting sample, as PPA parameters with no polynomial."""

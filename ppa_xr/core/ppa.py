@@ -77,10 +77,13 @@ Progress = Callable[[int, int], None]
 @dataclass(frozen=True)
 class Fit:
     """A fitted map and its training error curve against its PCA, ``100 e_PPA(k) / e_PCA(k)`` for
-    ``k = 1..d-1`` on every row of the fitting sample (:func:`ppa_xr.core.errors.training_ratio`)."""
+    ``k = 1..d-1`` on every row of the fitting sample (:func:`ppa_xr.core.errors.training_ratio`), and the
+    second moments of its last curved step's Legendre basis on those rows, ``B^T W B / n`` (:attr:`Step.gram`;
+    None where it has no curved step or they were not kept): :func:`ppa_xr.core.shrink.shrunk` reads them."""
 
     params: PPAParams
     error_ratio: np.ndarray
+    last_gram: np.ndarray | None = None
 
 
 def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
@@ -209,7 +212,8 @@ def _fit(begun: Begun, spec: Spec, progress: Progress | None) -> Fit:
     loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
-    return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total))
+    grams = [step.gram for step in loop.steps if step.gram is not None]
+    return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total), grams[-1] if grams else None)
 
 
 def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
