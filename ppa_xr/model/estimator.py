@@ -808,12 +808,13 @@ def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[n
 def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None,
                  declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None, bool | None, np.ndarray | None]:
     """``missing="fill"``: the rows with at least one observed value, their gaps filled by the EM-style loop of
-    :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype,
-    those with the fewest gaps only (:func:`~ppa_xr.core.fill.fewest_gaps`: what the final map is fitted on), and whether the curves' fill was worse beyond noise on observed values held out of the loop (then the rows
-    are the linear phase's, the model is fitted linear, and a warning says so); None where no kept row had a gap
-    (nothing was filled: the rows are fitted as ``missing="drop"`` fits them); and the rows with the fill's last
-    posterior draw added (float64; None where nothing was filled), which the outputs' variances and marginals are
-    read from (:func:`~ppa_xr.core.fill.with_drawn_outputs`)."""
+    :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype;
+    for a curved map only those with the fewest gaps (:func:`~ppa_xr.core.fill.fewest_gaps`, what it is fitted on; a
+    linear map is fitted on every row, EM-PCA's fixed point); whether the curves' fill was worse beyond noise on
+    observed values held out of the loop (then the rows are the linear phase's, the model is fitted linear, and a
+    warning says so), None where no kept row had a gap (nothing was filled: the rows are fitted as ``missing="drop"``
+    fits them); and the same rows with the fill's last posterior draw added (float64; None where nothing was filled),
+    which the outputs' variances and marginals are read from (:func:`~ppa_xr.core.fill.with_drawn_outputs`)."""
     finite = np.isfinite(X)
     kept = finite.any(axis=1)
     if not kept.all():
@@ -837,7 +838,7 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None,
         warn_user(f"missing='fill': on {check.count} observed values held out of the fit, the curves' fill has {check.ratio:.0%} of "
                   f"the squared error of the linear fill (+-{check.standard_error:.0%}): its curves do not carry over to the gaps "
                   "of these data, so the model is the linear one (degree=1), fitted on the linear fill", UserWarning)
-    few = fewest_gaps(finite)
+    few = fewest_gaps(finite) if max(declared.candidates) > 1 and not check.worse else np.ones(len(X), bool)
     if not few.all():
         filled, drawn = filled[few], drawn[few]
         groups, weights = None if groups is None else np.asarray(groups)[few], None if weights is None else unit_mean(weights[few])
