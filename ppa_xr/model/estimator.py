@@ -838,11 +838,19 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None,
         warn_user(f"missing='fill': on {check.count} observed values held out of the fit, the curves' fill has {check.ratio:.0%} of "
                   f"the squared error of the linear fill (+-{check.standard_error:.0%}): its curves do not carry over to the gaps "
                   "of these data, so the model is the linear one (degree=1), fitted on the linear fill", UserWarning)
-    few = fewest_gaps(finite) if max(declared.candidates) > 1 and not check.worse else np.ones(len(X), bool)
-    if not few.all():
-        filled, drawn = filled[few], drawn[few]
-        groups, weights = None if groups is None else np.asarray(groups)[few], None if weights is None else unit_mean(weights[few])
+    if max(declared.candidates) > 1 and not check.worse:
+        filled, drawn, groups, weights = _fewest_gaps(finite, filled, drawn, groups, weights)
     return filled.astype(X.dtype, copy=False), groups, weights, check.worse, drawn
+
+
+def _fewest_gaps(finite: np.ndarray, filled: np.ndarray, drawn: np.ndarray, groups: Any,
+                 weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, Any, np.ndarray | None]:
+    """The filled rows, drawn rows, groups and weights (at unit mean again) of the rows a curved map of a fit with gaps
+    is fitted on (:func:`~ppa_xr.core.fill.fewest_gaps`)."""
+    few = fewest_gaps(finite)
+    if few.all():
+        return filled, drawn, groups, weights
+    return filled[few], drawn[few], None if groups is None else np.asarray(groups)[few], None if weights is None else unit_mean(weights[few])
 
 
 def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray]:
