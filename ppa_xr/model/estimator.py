@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..core import checks, errors, kernels, spec, subspace
-from ..core.fill import check_missing, fit_with_gaps
+from ..core.fill import check_missing, fewest_gaps, fit_with_gaps
 from ..core.fill import fill as fill_gaps
 from ..core.checks import warn_user
 from ..core.docstrings import shared
@@ -808,12 +808,13 @@ def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[n
 def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None,
                  declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None, bool | None, np.ndarray | None]:
     """``missing="fill"``: the rows with at least one observed value, their gaps filled by the EM-style loop of
-    :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype,
-    and whether the curves' fill was worse beyond noise on observed values held out of the loop (then the rows
-    are the linear phase's, the model is fitted linear, and a warning says so); None where no kept row had a gap
-    (nothing was filled: the rows are fitted as ``missing="drop"`` fits them); and the rows with the fill's last
-    posterior draw added (float64; None where nothing was filled), which the outputs' variances and marginals are
-    read from (:func:`~ppa_xr.core.fill.with_drawn_outputs`)."""
+    :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype;
+    for a curved map only those with the fewest gaps (:func:`~ppa_xr.core.fill.fewest_gaps`, what it is fitted on; a
+    linear map is fitted on every row, EM-PCA's fixed point); whether the curves' fill was worse beyond noise on
+    observed values held out of the loop (then the rows are the linear phase's, the model is fitted linear, and a
+    warning says so), None where no kept row had a gap (nothing was filled: the rows are fitted as ``missing="drop"``
+    fits them); and the same rows with the fill's last posterior draw added (float64; None where nothing was filled),
+    which the outputs' variances and marginals are read from (:func:`~ppa_xr.core.fill.with_drawn_outputs`)."""
     finite = np.isfinite(X)
     kept = finite.any(axis=1)
     if not kept.all():
@@ -837,7 +838,19 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None,
         warn_user(f"missing='fill': on {check.count} observed values held out of the fit, the curves' fill has {check.ratio:.0%} of "
                   f"the squared error of the linear fill (+-{check.standard_error:.0%}): its curves do not carry over to the gaps "
                   "of these data, so the model is the linear one (degree=1), fitted on the linear fill", UserWarning)
+    if max(declared.candidates) > 1 and not check.worse:
+        filled, drawn, groups, weights = _fewest_gaps(finite, filled, drawn, groups, weights)
     return filled.astype(X.dtype, copy=False), groups, weights, check.worse, drawn
+
+
+def _fewest_gaps(finite: np.ndarray, filled: np.ndarray, drawn: np.ndarray, groups: Any,
+                 weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, Any, np.ndarray | None]:
+    """The filled rows, drawn rows, groups and weights (at unit mean again) of the rows a curved map of a fit with gaps
+    is fitted on (:func:`~ppa_xr.core.fill.fewest_gaps`)."""
+    few = fewest_gaps(finite)
+    if few.all():
+        return filled, drawn, groups, weights
+    return filled[few], drawn[few], None if groups is None else np.asarray(groups)[few], None if weights is None else unit_mean(weights[few])
 
 
 def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray]:
