@@ -1099,24 +1099,23 @@ def _posterior_mean(delta, q, m, idx, row, sums, plan, gathered, marginal, h, wo
         mean[a] /= total
 
 
-@_fill_jit
-def _posterior_rows(x, out, wide, sums, model, plan, marginal):
-    """The rows ``wide`` of ``out`` (their MAP fill) moved to the posterior mean (:func:`_posterior_mean`), with the
-    Laplace posterior at the MAP itself (``H = L L^T``; kept where it is not positive definite): the rows
-    :func:`map_fill` found wide (:func:`_wide`), a pass of their own, so the loop over every row keeps its code."""
+@_uncounted
+def _posterior_rows(x, out, sums, model, plan, marginal, scratch):
+    """The rows of ``out`` (their MAP fill) that :func:`map_fill` found wide (:func:`_wide`; ``scratch``'s last entry)
+    moved to the posterior mean (:func:`_posterior_mean`), with the Laplace posterior at the MAP itself (``H = L L^T``;
+    kept where it is not positive definite): a pass of their own, so the loop over every row keeps its code;
+    :func:`_map_rows`' buffers (``scratch``)."""
     if len(marginal[0]) == 0:
         return
     n, d = x.shape
     covariance_inverse, g_lin, k_mat, mean = model[0], model[1], model[2], model[3]
     u, wv, precision = sums
-    q0 = np.empty(1)
+    idx, vectors, matrices, steps, wide = scratch
+    q0, value, delta, step, b, spare, axis = vectors[0], vectors[1], vectors[2], vectors[3], vectors[4], vectors[5], vectors[6]
+    p_mm, h, m_m, dr, mu, y = matrices
+    sigma, gamma, kappa = steps[0], steps[7], steps[9]
     row_sums = (q0, wv[:, :d], wv[:, d:], u)
-    n_tau, c = g_lin.shape[0], len(plan[0])
-    idx, value, delta, b, step, axis = np.empty(d, np.int64), np.empty(d), np.empty(d), np.zeros(d), np.empty(d), np.empty(d)
-    p_mm, h, m_m = np.empty((d, d)), np.empty((d, d)), np.empty((n_tau, d))
-    sigma, gamma, kappa = np.empty(n_tau), np.empty(c), np.empty((c, c))
-    dr, mu, y = np.empty((c, d)), np.empty((c, d)), np.empty((c, d))
-    work = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(d), np.empty(n_tau), np.empty(n_tau), np.empty(c))
+    work = (steps[1], steps[3], steps[2], spare, steps[4], steps[6], steps[5])
     gathered = (p_mm, m_m, k_mat)
     for row in range(n):
         if not wide[row]:
@@ -1124,6 +1123,7 @@ def _posterior_rows(x, out, wide, sums, model, plan, marginal):
         m = _row_gaps(x, row, value, idx)
         for a in range(m):
             delta[a] = out[row, idx[a]] - mean[idx[a]]
+            b[a] = 0.0
         _gather(idx, m, covariance_inverse, g_lin, p_mm, m_m)
         q0[0] = 0.0
         for k in range(d):
@@ -1169,9 +1169,9 @@ def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halving
     matrices = (np.empty((d, d)), np.empty((d, d)), np.empty((n_tau, d)), np.empty((c, d)), np.empty((c, d)), np.empty((c, d)))
     steps = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(n_tau),
              np.empty(c), np.empty(c), np.empty((c, c)))
-    wide = np.zeros(n, np.bool_)
-    _map_rows(x, out, sums, model, plan, marginal, (iterations, tolerance, halvings, guard), (np.empty(d, np.int64), vectors, matrices, steps, wide))
-    _posterior_rows(x, out, wide, sums, model, plan, marginal)
+    scratch = (np.empty(d, np.int64), vectors, matrices, steps, np.zeros(n, np.bool_))
+    _map_rows(x, out, sums, model, plan, marginal, (iterations, tolerance, halvings, guard), scratch)
+    _posterior_rows(x, out, sums, model, plan, marginal, scratch)
 
 
 @_uncounted
