@@ -657,8 +657,8 @@ def _fill_jit(func):
 
 def _uncounted(func):
     """:func:`_fill_jit` without numba's reference counts (``_nrt=False``): a per-pixel loop whose helpers take arrays
-    from tuples counts each one up and down at every call, an atomic operation that took about a quarter of the MAP fill's loop. Such
-    a function allocates nothing (its caller passes every buffer)."""
+    from tuples counts each one up and down at every call, an atomic operation that took about a quarter of the MAP
+    fill's loop. Such a function allocates nothing (its caller passes every buffer)."""
     return njit(func, error_model="numpy", _nrt=False)
 
 
