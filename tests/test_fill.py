@@ -195,6 +195,22 @@ def test_fill_is_the_posterior_mean_where_outputs_are_not_gaussian(seed):
     assert closer >= 16
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fill_in_parts_of_rows_equals_one_part(seed, monkeypatch):
+    """The MAP fill runs in parts of ``CACHED_ROWS`` rows on buffers made once per fill (the rows that move to the
+    posterior mean flagged in one of them, cleared row by row): the parts' fill is the one-part fill bit for bit."""
+    import ppa_xr.core.fill as fill_module
+
+    X = bimodal_sample(3000, seed)
+    gappy = np.where(hidden(X[1500:], 0.4, seed), X[1500:], np.nan)
+    params = PPA(random_state=0).fit(X[:1500]).params_
+    assert params.marginal is not None
+    whole = fill(gappy, params)
+    monkeypatch.setattr(fill_module, "CACHED_ROWS", 37)
+    np.testing.assert_array_equal(fill(gappy, params), whole)
+    assert (whole != fill(gappy, replace(params, marginal=None, marginal_range=None))).any(axis=1).sum() > 20  # rows moved
+
+
 def test_marginals_of_a_noise_free_sample_with_a_flat_output():
     """A noise-free curve with a constant feature: the fit (which raises on any floating-point failure) records the
     curve's marginals and none of the flat output's, whose Gaussian log density has no finite floor."""

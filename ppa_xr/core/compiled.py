@@ -655,26 +655,34 @@ def _fill_jit(func):
     return njit(func, error_model="numpy")
 
 
+def _uncounted(func):
+    """:func:`_fill_jit` without numba's reference counts (``_nrt=False``): a per-pixel loop whose helpers take arrays
+    from tuples counts each one up and down at every call, an atomic operation that took about a quarter of the MAP
+    fill's loop. Such a function allocates nothing (its caller passes every buffer)."""
+    return njit(func, error_model="numpy", _nrt=False)
+
+
 @inlined
-def _powers(t, g, tails, feats, slopes):
-    """``feats[:g]``: :func:`ppa_xr.core.basis.powers` of one ``t`` (the same products in the same order), and
-    ``slopes[:g]`` their derivatives (:func:`ppa_xr.core.basis.power_derivatives`, order 1)."""
+def _powers(t, g, tails, feats, slopes, at):
+    """``feats[at:at + g]``: :func:`ppa_xr.core.basis.powers` of one ``t`` (the same products in the same order), and
+    ``slopes[at:at + g]`` their derivatives (:func:`ppa_xr.core.basis.power_derivatives`, order 1); offsets, not
+    views (a view is an array object, counted at every call)."""
     base = t
     if tails != 2:
         base = -1.0 if t < -1.0 else (1.0 if t > 1.0 else t)
     power = 1.0
     for j in range(g):
-        slopes[j] = (j + 1) * power
+        slopes[at + j] = (j + 1) * power
         power = base if j == 0 else power * base
-        feats[j] = power
+        feats[at + j] = power
     if tails == 1 and t != base:
         excess = t - base
         for j in range(g - 1, 0, -1):
-            feats[j] += (j + 1) * feats[j - 1] * excess
-        feats[0] += excess
+            feats[at + j] += (j + 1) * feats[at + j - 1] * excess
+        feats[at] += excess
     if tails == 0 and abs(t) > 1.0:
         for j in range(g):
-            slopes[j] = 0.0
+            slopes[at + j] = 0.0
 
 
 @inlined
@@ -717,14 +725,12 @@ def _row_gaps(x, i, value, idx):
     """Row ``i`` of ``x`` as float64 into ``value`` (its gaps, NaN or +-inf, at 0) and its gaps' columns into ``idx``;
     their number."""
     m = 0
-    for k in range(x.shape[1]):
+    for k in range(x.shape[1]):  # branchless: a gap's place is written at every entry, and kept where it is one
         v = np.float64(x[i, k])
-        if v - v == 0:
-            value[k] = v
-        else:
-            value[k] = 0.0
-            idx[m] = k
-            m += 1
+        finite = v - v == 0
+        value[k] = v if finite else 0.0
+        idx[m] = k
+        m += not finite
     return m
 
 
@@ -736,13 +742,13 @@ def _linear_row(value, idx, m, mean, covariance_inverse, h, b, step):
     for k in range(m):
         value[idx[k]] = mean[idx[k]]
     for a in range(m):
-        row = covariance_inverse[idx[a]]
+        row = idx[a]
         v = 0.0
         for k in range(d):
-            v += row[k] * (value[k] - mean[k])
+            v += covariance_inverse[row, k] * (value[k] - mean[k])
         b[a] = v
         for e in range(m):
-            h[a, e] = row[idx[e]]
+            h[a, e] = covariance_inverse[row, idx[e]]
     _cholesky_solve(h, b, m, step)
     for a in range(m):
         value[idx[a]] += step[a]
@@ -768,12 +774,7 @@ def linear_fill(x, out, mean, covariance_inverse):
     idx = np.empty(d, np.int64)
     h = np.empty((d, d))
     for i in range(n):
-        m = _row_gaps(x, i, value, idx)
-        if m == d:
-            value[:] = np.nan
-        elif m:
-            _linear_row(value, idx, m, mean, covariance_inverse, h, b, step)
-        out[i] = value
+        _linear_start(x, i, value, idx, mean, covariance_inverse, h, b, step, out)
 
 
 @inlined
@@ -790,7 +791,7 @@ def _projections(delta, m, idx, row, start, plan, tau, slopes, ts):
             rp -= g_c[j, i] * tau[j]
         t = (rp - center[i]) / scale[i]
         ts[i] = t
-        _powers(t, degrees[i], tails, tau[first[i]:], slopes[first[i]:])
+        _powers(t, degrees[i], tails, tau, slopes, first[i])
 
 
 @inlined
@@ -964,10 +965,12 @@ def _linear_start(x, row, value, idx, mean, linear_inverse, h, b, step, out):
     gaps' columns in ``idx``; their number."""
     m = _row_gaps(x, row, value, idx)
     if m == len(value):
-        value[:] = np.nan
+        for k in range(m):
+            value[k] = np.nan
     elif m:
         _linear_row(value, idx, m, mean, linear_inverse, h, b, step)
-    out[row] = value
+    for k in range(len(value)):  # element by element: a row view would be an array object, counted at every row
+        out[row, k] = value[k]
     return m
 
 
@@ -1096,24 +1099,23 @@ def _posterior_mean(delta, q, m, idx, row, sums, plan, gathered, marginal, h, wo
         mean[a] /= total
 
 
-@_fill_jit
-def _posterior_rows(x, out, wide, sums, model, plan, marginal):
-    """The rows ``wide`` of ``out`` (their MAP fill) moved to the posterior mean (:func:`_posterior_mean`), with the
-    Laplace posterior at the MAP itself (``H = L L^T``; kept where it is not positive definite): the rows
-    :func:`map_fill` found wide (:func:`_wide`), a pass of their own, so the loop over every row keeps its code."""
+@_uncounted
+def _posterior_rows(x, out, sums, model, plan, marginal, scratch):
+    """The rows of ``out`` (their MAP fill) that :func:`map_fill` found wide (:func:`_wide`; ``scratch``'s last entry)
+    moved to the posterior mean (:func:`_posterior_mean`), with the Laplace posterior at the MAP itself (``H = L L^T``;
+    kept where it is not positive definite): a pass of their own, so the loop over every row keeps its code;
+    :func:`_map_rows`' buffers (``scratch``)."""
     if len(marginal[0]) == 0:
         return
     n, d = x.shape
     covariance_inverse, g_lin, k_mat, mean = model[0], model[1], model[2], model[3]
     u, wv, precision = sums
-    q0 = np.empty(1)
+    idx, vectors, matrices, steps, wide = scratch
+    q0, value, delta, step, b, spare, axis = vectors[0], vectors[1], vectors[2], vectors[3], vectors[4], vectors[5], vectors[6]
+    p_mm, h, m_m, dr, mu, y = matrices
+    sigma, gamma, kappa = steps[0], steps[7], steps[9]
     row_sums = (q0, wv[:, :d], wv[:, d:], u)
-    n_tau, c = g_lin.shape[0], len(plan[0])
-    idx, value, delta, b, step, axis = np.empty(d, np.int64), np.empty(d), np.empty(d), np.zeros(d), np.empty(d), np.empty(d)
-    p_mm, h, m_m = np.empty((d, d)), np.empty((d, d)), np.empty((n_tau, d))
-    sigma, gamma, kappa = np.empty(n_tau), np.empty(c), np.empty((c, c))
-    dr, mu, y = np.empty((c, d)), np.empty((c, d)), np.empty((c, d))
-    work = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(d), np.empty(n_tau), np.empty(n_tau), np.empty(c))
+    work = (steps[1], steps[3], steps[2], spare, steps[4], steps[6], steps[5])
     gathered = (p_mm, m_m, k_mat)
     for row in range(n):
         if not wide[row]:
@@ -1121,6 +1123,7 @@ def _posterior_rows(x, out, wide, sums, model, plan, marginal):
         m = _row_gaps(x, row, value, idx)
         for a in range(m):
             delta[a] = out[row, idx[a]] - mean[idx[a]]
+            b[a] = 0.0
         _gather(idx, m, covariance_inverse, g_lin, p_mm, m_m)
         q0[0] = 0.0
         for k in range(d):
@@ -1141,8 +1144,17 @@ def _trusted(factored, t, decrease, predicted):
     return factored and t == 1.0 and abs(decrease - predicted) <= TRUST * predicted
 
 
-@_fill_jit
-def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halvings, guard):
+def fill_scratch(d, n_tau, c, rows):
+    """The buffers of :func:`map_fill` for rows of ``d`` values, a model of ``n_tau`` stacked powers in ``c`` curved
+    steps, parts of at most ``rows`` rows (made once per fill, reused by every part)."""
+    vectors = (np.empty(1),) + tuple(np.empty(d) for _ in range(7))
+    matrices = (np.empty((d, d)), np.empty((d, d)), np.empty((n_tau, d)), np.empty((c, d)), np.empty((c, d)), np.empty((c, d)))
+    steps = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(n_tau),
+             np.empty(c), np.empty(c), np.empty((c, c)))
+    return np.empty(d, np.int64), vectors, matrices, steps, np.zeros(rows, np.bool_)
+
+
+def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halvings, guard, scratch=None):
     """The MAP fill ``argmin_(x_m) r(x)^T Lambda^-1 r(x)`` of each row of ``x`` (n, d; NaN or +-inf at its gaps),
     by Gauss-Newton on its own gaps from the linear fill (:mod:`ppa_xr.core.fill`): each step halved up to
     ``halvings`` times until ``q`` does not increase, until ``q`` falls by at most ``tolerance`` of itself, or the
@@ -1159,24 +1171,36 @@ def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halving
     gaps at the mean ``mu`` (``model``'s fourth entry), the start ``delta`` is the linear fill's offset from it
     (``model``'s last entry: the linear fill's inverse covariance), so no pass of its own computes the linear fill.
     Where ``marginal`` (:func:`_excess`) records outputs that are not Gaussian, the rows whose MAP they would move
-    (:func:`_wide`, with the last step's ``H``) move to the posterior mean (:func:`_posterior_rows`)."""
+    (:func:`_wide`, with the last step's ``H``) move to the posterior mean (:func:`_posterior_rows`).
+
+    ``scratch``: :func:`fill_scratch`'s buffers (made here where None). The two loops are called from Python, each its
+    own compiled function: called from a compiled wrapper instead, they ran 17% slower once loaded from numba's cache
+    (as fast as these when just compiled)."""
+    if scratch is None:
+        scratch = fill_scratch(x.shape[1], model[1].shape[0], len(plan[0]), len(x))
+    _map_rows(x, out, sums, model, plan, marginal, (iterations, tolerance, halvings, guard), scratch)
+    _posterior_rows(x, out, sums, model, plan, marginal, scratch)
+
+
+@_uncounted
+def _map_rows(x, out, sums, model, plan, marginal, settings, scratch):
+    """:func:`map_fill`'s loop over the rows, with its buffers from ``scratch`` and the rows found wide marked in its
+    last entry."""
     n, d = x.shape
+    iterations, tolerance, halvings, guard = settings
     covariance_inverse, g_lin, k_mat, mean, linear_inverse = model
     u, wv, precision = sums
-    q0 = np.empty(1)
+    idx, vectors, matrices, steps, wide = scratch
+    q0, value, delta, step, b, spare, shift, z = vectors
+    p_mm, h, m_m, dr, mu, y = matrices
+    sigma, tau, ts, slopes, trial_tau, trial_ts, trial_slopes, gamma, zeta, kappa = steps
     row_sums = (q0, wv[:, :d], wv[:, d:], u)
-    n_tau, c = g_lin.shape[0], len(plan[0])
-    idx, value = np.empty(d, np.int64), np.empty(d)
-    delta, step, b = np.empty(d), np.empty(d), np.empty(d)
-    p_mm, h, m_m = np.empty((d, d)), np.empty((d, d)), np.empty((n_tau, d))
-    sigma, gamma, zeta, kappa = np.empty(n_tau), np.empty(c), np.empty(c), np.empty((c, c))
-    dr, mu, y = np.empty((c, d)), np.empty((c, d)), np.empty((c, d))
-    work = (np.empty(n_tau), np.empty(n_tau), np.empty(c), np.empty(d), np.empty(n_tau), np.empty(n_tau), np.empty(c))
-    tau, slopes, ts = work[0], work[1], work[2]
+    work = (tau, slopes, ts, spare, trial_tau, trial_slopes, trial_ts)
     gathered = (p_mm, m_m, k_mat)  # P_mm and M_m refilled at each row
-    buffers = (dr, sigma, gamma, h, mu, kappa, y, b, step, np.empty(d), np.empty(d))
-    posterior, wide = len(marginal[0]) > 0, np.zeros(n, np.bool_)
+    buffers = (dr, sigma, gamma, h, mu, kappa, y, b, step, z, shift)
+    posterior = len(marginal[0]) > 0
     for row in range(n):
+        wide[row] = False
         m = _linear_start(x, row, value, idx, mean, linear_inverse, h, b, step, out)
         if m == 0 or m == d:
             continue
@@ -1207,4 +1231,3 @@ def map_fill(x, out, sums, model, plan, marginal, iterations, tolerance, halving
                 wide[row] = _wide(delta, m, idx, row, u, tau, plan, marginal, buffers)
             for a in range(m):
                 out[row, idx[a]] = mean[idx[a]] + delta[a]
-    _posterior_rows(x, out, wide, sums, model, plan, marginal)

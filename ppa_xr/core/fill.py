@@ -193,7 +193,7 @@ def _fill_block(x: np.ndarray, params: PPAParams, k: int) -> np.ndarray:
 def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams) -> None:
     """``out`` (n, d): the rows ``x`` (n, d, C-contiguous) filled with the MAP of the whole map from their linear fill
     (:func:`ppa_xr.core.compiled.map_fill`, from the sums of two GEMMs at the rows with their gaps at the mean), in
-    parts of :data:`CACHED_ROWS` rows whose buffers are reused (they stay in cache)."""
+    parts of :data:`CACHED_ROWS` rows whose buffers (and the loops' own) are reused (they stay in cache)."""
     pca = params.pca()
     plan, model = _plan(params)
     marginal = _marginal_plan(params)
@@ -201,6 +201,7 @@ def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams) -> None:
     fixed = (covariance_inverse, g_lin, k_mat, pca.mean, _covariance_inverse(pca))
     rows, d = min(len(x), CACHED_ROWS), x.shape[1]
     base, u, wv, part = np.empty((rows, d)), np.empty((rows, d)), np.empty((rows, model[3].shape[1])), np.empty((rows, d))
+    scratch = compiled.fill_scratch(d, model[5].shape[0], len(plan[0]), rows)
     for start in range(0, len(x), CACHED_ROWS):
         n = min(CACHED_ROWS, len(x) - start)
         compiled.gaps_at(x[start : start + n], pca.mean, base[:n])
@@ -208,7 +209,7 @@ def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams) -> None:
         u[:n] -= model[1]
         blas.matmul_into(u[:n], model[3], wv[:n])
         compiled.map_fill(x[start : start + n], part[:n], (u[:n], wv[:n], model[2]), fixed, plan, marginal, MAX_ITERATIONS, TOLERANCE,
-                          HALVINGS, GUARD)
+                          HALVINGS, GUARD, scratch)
         out[start : start + n] = part[:n]
 
 
