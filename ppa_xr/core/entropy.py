@@ -441,11 +441,10 @@ def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 
     """
     rng = np.random.default_rng(random_state)
     X = np.array(X, dtype=np.float64)
+    S: np.ndarray | None = sorted_columns
     if columns is None:
-        S = column_sorts(X) if sorted_columns is None else sorted_columns
+        S = column_sorts(X) if S is None else S
         columns = discrete_columns(X, S)
-    else:
-        S = sorted_columns
     for j in np.flatnonzero(columns):
         column = X[:, j]
         finite = np.isfinite(column)
