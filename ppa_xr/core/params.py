@@ -234,7 +234,12 @@ class PPAParams:
 
     def curved_steps(self) -> list[int]:
         """Steps with a polynomial; the others are exact rotations and cost the kernels nothing."""
-        return self.cached("curved_steps", lambda: [p for p in range(self.n_features - 1) if self.forward[p].any() or self.forward_bias[p].any()])
+        return self.cached("curved_steps", self._curved_steps)
+
+    def _curved_steps(self) -> list[int]:
+        steps = self.n_features - 1  # one test over all steps' rows (a step at a time costs 20 us each, 4 ms at d = 198)
+        curved = self.forward[:steps].reshape(steps, -1).any(axis=1) | self.forward_bias[:steps].any(axis=1)
+        return np.flatnonzero(curved).tolist()
 
     def pca(self) -> PPAParams:
         """The PCA map of the same fitting sample, as PPA parameters with no polynomial."""
