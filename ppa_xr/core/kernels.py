@@ -482,9 +482,7 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None, wi
         for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
             # ||r[j:]||^2 for j = p, p-1, ..., first: the tail beyond p, then one row at a time
             np.einsum("ij,ij->j", r[p + 1 :], r[p + 1 :], out=errors[p - 1])
-            errors[p - 1] += np.square(r[p])
-            for j in range(p - 1, first - 1, -1):
-                np.add(errors[j], np.square(r[j]), out=errors[j - 1])
+            compiled.suffix_squares(r, errors, p, first)
             if coef is not None:
                 t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[:g])
                 r[p + 1 :] -= bias
