@@ -417,14 +417,16 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
     out, out_cols = _output(shape, d, dtype, feature_major)
     error, error_cols = _output(shape, 1, dtype, feature_major)
     n_feats = PANEL * max(int(params.degrees.max(initial=1)), 1)
+    in_place = out_cols.strides[1] == out_cols.itemsize  # rows of the output contiguous (feature-major): r is the output itself
 
     def span(lo: int, hi: int) -> None:
         size = min(BLOCK, hi - lo)
-        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), np.empty(d * size, dtype)
+        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), None if in_place else np.empty(d * size, dtype)
         for start in range(lo, hi, BLOCK):
             block = cols[:, start : min(start + BLOCK, hi)]
             n = block.shape[1]
-            feats, r = feats_buffer[: n_feats * n].reshape(n_feats, n), r_buffer[: d * n].reshape(d, n)
+            feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
+            r = out_cols[:, start : start + n] if r_buffer is None else r_buffer[: d * n].reshape(d, n)
             blas.matmul_into(lin_t.T, block, r)
             r -= bias
             _forward_steps(prm, plan, r, feats, d)
@@ -432,7 +434,8 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
             _invalid_to_nan(error_cols[:, start : start + n])
             r -= later_bias
             _forward_steps(prm, later_plan, r, feats, d)
-            _copy(r, out_cols[:, start : start + n])
+            if r_buffer is not None:
+                _copy(r, out_cols[:, start : start + n])
             _invalid_to_nan(out_cols[:, start : start + n])
 
     run_spans(cols.shape[1], span, threads)
