@@ -145,7 +145,8 @@ def _forward_plan(params: PPAParams, rows: int, n_steps: int, first: int = 0):
 
 
 def _blockwise(
-    x, params: PPAParams, key: tuple, build, width: int, n_feats: int, body, threads: int | None, straight: bool = False
+    x, params: PPAParams, key: tuple, build, width: int, n_feats: int, body, threads: int | None, straight: bool = False,
+    r_at: int | None = None,
 ) -> np.ndarray:
     """The frame of the forward-type kernels over blocks of pixels held as (rows, pixels).
 
@@ -153,7 +154,9 @@ def _blockwise(
     plan; per block ``r = lin @ block - bias`` goes into a reused buffer and
     ``body(prm, plan, r, feats, out)`` writes the block's (width, pixels) output.
     ``straight``: the output is ``r`` itself (no polynomial acts on it), computed
-    straight into the output (:func:`_rotation_into`).
+    straight into the output (:func:`_rotation_into`). ``r_at``: where the output's
+    rows are contiguous (feature-major), ``r`` is its rows ``r_at:r_at + rows`` instead of a
+    buffer (the body then finds its final ``r`` in place).
     """
     cols, dtype, feature_major = _as_columns(params.inputs(x), params.n_inputs, "x")
     prm = params.cast(dtype)
@@ -164,16 +167,18 @@ def _blockwise(
         _rotation_into(out_cols, cols, lin_t, bias, threads)
         return out
 
+    in_place = r_at is not None and out_cols.strides[1] == out_cols.itemsize
+
     def span(lo: int, hi: int) -> None:
         size = min(BLOCK, hi - lo)
-        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), np.empty(rows * size, dtype)
+        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), None if in_place else np.empty(rows * size, dtype)
         for start in range(lo, hi, BLOCK):
             block = cols[:, start : min(start + BLOCK, hi)]
             # (rows, pixels) views of reused buffers: each step's row stays contiguous and
             # in cache, and fresh large temporaries would cost page faults
             n = block.shape[1]
             feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
-            r = r_buffer[: rows * n].reshape(rows, n)
+            r = out_cols[r_at : r_at + rows, start : start + n] if r_buffer is None else r_buffer[: rows * n].reshape(rows, n)
             blas.matmul_into(lin_t.T, block, r)
             r -= bias
             body(prm, plan, r, feats, out_cols[:, start : start + n])
@@ -494,11 +499,12 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None, wi
         errors[d - 1] = 0
         if errors is not head:
             head[...] = errors
-        if with_forward:
+        if with_forward and not np.may_share_memory(r, out[d:]):  # r is not already there (a pixel-major output)
             out[d:] = r
 
     n_feats = max(int(params.degrees.max(initial=1)), 1)
-    both = _blockwise(x, params, ("errors",), _error_plan, 2 * d if with_forward else d, n_feats, body, threads)
+    both = _blockwise(x, params, ("errors",), _error_plan, 2 * d if with_forward else d, n_feats, body, threads,
+                      r_at=d if with_forward else None)
     curve = _with_outside(both[..., :d], x, params)  # in place: a view of both
     return (curve, both[..., d:]) if with_forward else curve
 
