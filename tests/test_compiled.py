@@ -490,6 +490,47 @@ def test_error_curves_give_the_outputs_too(weighted):
             np.testing.assert_allclose(r, full, rtol=0, atol=1e-13 * np.abs(full).max())
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_curved_steps_by_one_test_over_all_steps(seed):
+    """Which steps have a polynomial, found by one test over every step's rows (the comparisons rescale a model per
+    call, 4 ms a time at 198 features step by step): the steps with a nonzero coefficient or bias, as plain ints."""
+    from ppa_xr import PPA
+
+    from .conftest import curved_sample
+
+    params = PPA(random_state=seed, degree=3).fit(curved_sample(3000, d=7, seed=seed)).params_
+    arrays = params.arrays()
+    arrays["forward"][2] = 0.0
+    arrays["forward_bias"][2, 4] = 1e-300  # a bias alone makes a step curved
+    arrays["forward"][4] = 0.0
+    arrays["forward_bias"][4] = 0.0  # a straight step
+    edited = type(params)(**arrays, tails=params.tails)
+    for p in (params, edited, edited.scaled(0.25), edited.pca()):
+        expected = [q for q in range(p.n_features - 1) if p.forward[q].any() or p.forward_bias[q].any()]
+        assert p.curved_steps() == expected and all(type(q) is int for q in expected)
+    assert edited.curved_steps() == [0, 1, 2, 3, 5] and edited.pca().curved_steps() == []
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_suffix_squares_are_numpys_sums(dtype, seed):
+    """The error curves' running sums between two curved steps, compiled: numpy's ``np.add(e, np.square(r))`` row by
+    row bit for bit (no fused multiply-add), NaN and inf carried, on rows of a larger buffer and on a first step at 0."""
+    from ppa_xr.core import compiled
+
+    rng = np.random.default_rng(seed)
+    r = (rng.normal(size=(9, 777)) * np.logspace(-3, 3, 9)[:, None]).astype(dtype)
+    r[2, 5], r[6, 7] = np.nan, np.inf
+    for p, first in ((8, 1), (5, 2), (3, 3), (0, 1)):
+        start = (rng.normal(size=(9, 777)) ** 2).astype(dtype)
+        expected, got = start.copy(), start.copy()
+        expected[p - 1] += np.square(r[p])
+        for j in range(p - 1, first - 1, -1):
+            np.add(expected[j], np.square(r[j]), out=expected[j - 1])
+        compiled.suffix_squares(r, got, p, first)
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_one_sort_serves_the_quantization_test_and_the_densities():
     from ppa_xr.core.entropy import (
         EqualMassBins,

@@ -141,6 +141,26 @@ def test_discrete_columns_are_spread_over_their_cells_and_continuous_ones_left_a
     np.testing.assert_array_equal(values[cell], X[:, 2])
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dequantized_from_the_sorted_columns_is_the_same_sample(seed):
+    """The report's columns are sorted already: read from that sort (integer values by a table, others as before),
+    the dequantized sample is the same bit for bit, with NaN, +-inf, signed zeros and a constant column."""
+    from ppa_xr.core.entropy import column_sorts
+    from ppa_xr.information import dequantized, discrete_columns
+
+    rng = np.random.default_rng(seed)
+    n = 6000
+    X = np.column_stack([rng.integers(0, 1024, n) * 1.0 + 7000, rng.integers(-3, 3, n) * 1.0, rng.integers(0, 40, n) * 0.25 + 3,
+                         np.full(n, 5.0), rng.integers(0, 50, n) * 1e18, rng.normal(size=n)])
+    X[::97, 0], X[5, 1], X[6, 1], X[7, 1], X[8, 2] = np.nan, np.inf, -0.0, 0.0, -np.inf
+    S = column_sorts(X)
+    discrete = discrete_columns(X, S)
+    np.testing.assert_array_equal(discrete, [True, True, True, True, True, False])
+    expected = dequantized(X, seed, discrete)  # each column's cells by np.unique
+    np.testing.assert_array_equal(dequantized(X, seed, discrete, S), expected)
+    np.testing.assert_array_equal(dequantized(X, seed, sorted_columns=S), expected)
+
+
 def test_report_on_a_uint8_scene_is_dequantized_and_its_maps_agree_with_the_totals():
     from ppa_xr.datasets import open_rgb_byte
 

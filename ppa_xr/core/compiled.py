@@ -275,6 +275,22 @@ def _squared_tail(r, k, m, err):
 
 
 @_jit
+def suffix_squares(r, errors, p, first):
+    """``errors[p - 1] += r[p]^2``, then ``errors[j - 1] = errors[j] + r[j]^2`` for ``j = p - 1, ..., first``: the
+    squared errors ``||r[j:]||^2`` of :func:`ppa_xr.core.kernels.error_curve` between two curved steps, row by row
+    (rows of ``r`` and ``errors`` contiguous), the sums numpy's ``np.add(e, np.square(r))`` makes, without its
+    temporaries."""
+    n = r.shape[1]
+    row, target = r[p], errors[p - 1]
+    for i in range(n):
+        target[i] += row[i] * row[i]
+    for j in range(p - 1, first - 1, -1):
+        row, source, target = r[j], errors[j], errors[j - 1]
+        for i in range(n):
+            target[i] = source[i] + row[i] * row[i]
+
+
+@_jit
 def _steps(r, powers, degrees, center, scale, coef, tails, start, stop, m, factors):
     """The curved steps ``start..stop-1`` of :func:`forward_error` on the block ``r`` (its first ``m`` pixels);
     ``factors``: 1, 2, ... in the float type."""

@@ -414,7 +414,8 @@ def discrete_columns(X: np.ndarray, sorted_columns: np.ndarray | None = None) ->
     return steps.sum(axis=0) + finite.any(axis=0) <= QUANTIZED_SHARE * len(S)
 
 
-def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 0, columns: np.ndarray | None = None) -> np.ndarray:
+def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 0, columns: np.ndarray | None = None,
+                sorted_columns: np.ndarray | None = None) -> np.ndarray:
     """A sample of the dequantized density: each value of a ``ppa_xr.information.discrete_columns`` column spread uniformly over its cell.
 
     A value's cell reaches halfway to the neighbouring distinct values (and
@@ -430,6 +431,8 @@ def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 
         Seeds the uniform offsets (default 0, as every ``random_state`` in ppa_xr; None: fresh randomness).
     columns : np.ndarray, optional
         (d,) bool, the quantized columns where already known (default: ``discrete_columns(X)``).
+    sorted_columns : np.ndarray, optional
+        ``column_sorts(X)`` where already known: the distinct values are read from it (no sort here).
 
     Returns
     -------
@@ -438,16 +441,40 @@ def dequantized(X: np.ndarray, random_state: int | np.random.Generator | None = 
     """
     rng = np.random.default_rng(random_state)
     X = np.array(X, dtype=np.float64)
-    for j in np.flatnonzero(discrete_columns(X) if columns is None else columns):
+    S: np.ndarray | None = sorted_columns
+    if columns is None:
+        S = column_sorts(X) if S is None else S
+        columns = discrete_columns(X, S)
+    for j in np.flatnonzero(columns):
         column = X[:, j]
         finite = np.isfinite(column)
-        values, cell = np.unique(column[finite], return_inverse=True)
+        values, cell = _cells(column[finite], None if S is None else S[:, j])
         if len(values) < 2:
             continue  # a constant column has no cell to spread over (and no entropy)
         middles = (values[1:] + values[:-1]) / 2
         bounds = np.concatenate([[2 * values[0] - middles[0]], middles, [2 * values[-1] - middles[-1]]])
         column[finite] = bounds[cell] + rng.random(len(cell)) * (bounds[cell + 1] - bounds[cell])
     return X
+
+
+#: distinct values at most this many times the rows (or 65,536) span an integer column's table of cells
+_TABLE_SPAN = 4
+
+
+def _cells(values: np.ndarray, ordered: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of finite ``values``. Integer values (digital numbers) whose sort
+    ``ordered`` is given (the column's, NaN and +-inf at its ends) are found without a sort: the distinct values at
+    its steps, each value's cell by one gather from a table over their range."""
+    if ordered is not None:
+        ordered = ordered[np.isfinite(ordered)]
+        if len(ordered) and ordered[-1] - ordered[0] <= max(_TABLE_SPAN * len(values), 65_536):
+            distinct = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
+            if (distinct == np.round(distinct)).all():
+                low = distinct[0]
+                table = np.zeros(int(distinct[-1] - low) + 1, np.intp)
+                table[(distinct - low).astype(np.intp)] = np.arange(len(distinct))
+                return distinct, table[(values - low).astype(np.intp)]
+    return np.unique(values, return_inverse=True)
 
 
 def degenerate(variances: np.ndarray) -> int:

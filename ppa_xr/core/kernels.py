@@ -145,7 +145,8 @@ def _forward_plan(params: PPAParams, rows: int, n_steps: int, first: int = 0):
 
 
 def _blockwise(
-    x, params: PPAParams, key: tuple, build, width: int, n_feats: int, body, threads: int | None, straight: bool = False
+    x, params: PPAParams, key: tuple, build, width: int, n_feats: int, body, threads: int | None, straight: bool = False,
+    r_at: int | None = None,
 ) -> np.ndarray:
     """The frame of the forward-type kernels over blocks of pixels held as (rows, pixels).
 
@@ -153,7 +154,9 @@ def _blockwise(
     plan; per block ``r = lin @ block - bias`` goes into a reused buffer and
     ``body(prm, plan, r, feats, out)`` writes the block's (width, pixels) output.
     ``straight``: the output is ``r`` itself (no polynomial acts on it), computed
-    straight into the output (:func:`_rotation_into`).
+    straight into the output (:func:`_rotation_into`). ``r_at``: where the output's
+    rows are contiguous (feature-major), ``r`` is its rows ``r_at:r_at + rows`` instead of a
+    buffer (the body then finds its final ``r`` in place).
     """
     cols, dtype, feature_major = _as_columns(params.inputs(x), params.n_inputs, "x")
     prm = params.cast(dtype)
@@ -164,16 +167,18 @@ def _blockwise(
         _rotation_into(out_cols, cols, lin_t, bias, threads)
         return out
 
+    in_place = r_at is not None and out_cols.strides[1] == out_cols.itemsize
+
     def span(lo: int, hi: int) -> None:
         size = min(BLOCK, hi - lo)
-        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), np.empty(rows * size, dtype)
+        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), None if in_place else np.empty(rows * size, dtype)
         for start in range(lo, hi, BLOCK):
             block = cols[:, start : min(start + BLOCK, hi)]
             # (rows, pixels) views of reused buffers: each step's row stays contiguous and
             # in cache, and fresh large temporaries would cost page faults
             n = block.shape[1]
             feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
-            r = r_buffer[: rows * n].reshape(rows, n)
+            r = out_cols[r_at : r_at + rows, start : start + n] if r_buffer is None else r_buffer[: rows * n].reshape(rows, n)
             blas.matmul_into(lin_t.T, block, r)
             r -= bias
             body(prm, plan, r, feats, out_cols[:, start : start + n])
@@ -417,14 +422,16 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
     out, out_cols = _output(shape, d, dtype, feature_major)
     error, error_cols = _output(shape, 1, dtype, feature_major)
     n_feats = PANEL * max(int(params.degrees.max(initial=1)), 1)
+    in_place = out_cols.strides[1] == out_cols.itemsize  # rows of the output contiguous (feature-major): r is the output itself
 
     def span(lo: int, hi: int) -> None:
         size = min(BLOCK, hi - lo)
-        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), np.empty(d * size, dtype)
+        feats_buffer, r_buffer = np.empty(n_feats * size, dtype), None if in_place else np.empty(d * size, dtype)
         for start in range(lo, hi, BLOCK):
             block = cols[:, start : min(start + BLOCK, hi)]
             n = block.shape[1]
-            feats, r = feats_buffer[: n_feats * n].reshape(n_feats, n), r_buffer[: d * n].reshape(d, n)
+            feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
+            r = out_cols[:, start : start + n] if r_buffer is None else r_buffer[: d * n].reshape(d, n)
             blas.matmul_into(lin_t.T, block, r)
             r -= bias
             _forward_steps(prm, plan, r, feats, d)
@@ -432,7 +439,8 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
             _invalid_to_nan(error_cols[:, start : start + n])
             r -= later_bias
             _forward_steps(prm, later_plan, r, feats, d)
-            _copy(r, out_cols[:, start : start + n])
+            if r_buffer is not None:
+                _copy(r, out_cols[:, start : start + n])
             _invalid_to_nan(out_cols[:, start : start + n])
 
     run_spans(cols.shape[1], span, threads)
@@ -482,9 +490,7 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None, wi
         for p, g, coef, bias in steps + [(d - 1, 0, None, None)]:
             # ||r[j:]||^2 for j = p, p-1, ..., first: the tail beyond p, then one row at a time
             np.einsum("ij,ij->j", r[p + 1 :], r[p + 1 :], out=errors[p - 1])
-            errors[p - 1] += np.square(r[p])
-            for j in range(p - 1, first - 1, -1):
-                np.add(errors[j], np.square(r[j]), out=errors[j - 1])
+            compiled.suffix_squares(r, errors, p, first)
             if coef is not None:
                 t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[:g])
                 r[p + 1 :] -= bias
@@ -493,11 +499,12 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None, wi
         errors[d - 1] = 0
         if errors is not head:
             head[...] = errors
-        if with_forward:
+        if with_forward and not np.may_share_memory(r, out[d:]):  # r is not already there (a pixel-major output)
             out[d:] = r
 
     n_feats = max(int(params.degrees.max(initial=1)), 1)
-    both = _blockwise(x, params, ("errors",), _error_plan, 2 * d if with_forward else d, n_feats, body, threads)
+    both = _blockwise(x, params, ("errors",), _error_plan, 2 * d if with_forward else d, n_feats, body, threads,
+                      r_at=d if with_forward else None)
     curve = _with_outside(both[..., :d], x, params)  # in place: a view of both
     return (curve, both[..., d:]) if with_forward else curve
 

@@ -104,7 +104,7 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
         discrete = discrete_columns(coordinates, S)
         if discrete.any():  # densities of quantized inputs: of the dequantized values, sorted again
             pending = pool.submit(errors.compare_errors, params, sample, None, weights)
-            smooth = dequantized(coordinates, random_state, discrete)
+            smooth = dequantized(coordinates, random_state, discrete, S)
             S = S.copy(order="K")
             S[:, discrete] = column_sorts(smooth[:, discrete])
             done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
