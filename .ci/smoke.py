@@ -1,5 +1,5 @@
 """A user's first session with the installed package, end to end: fit, transform, the information report
-(the compiled loops), a model saved as ``.nc`` and as ``.zarr`` and loaded back. Prints where ppa_xr and
+and a gap fill (the compiled loops), a model saved as ``.nc`` and as ``.zarr`` and loaded back. Prints where ppa_xr and
 its dependencies came from, and exits non-zero on any failure.
 
     python .ci/smoke.py SCRATCH_DIR
@@ -30,6 +30,11 @@ def main(scratch: Path) -> None:
     assert scores.dims == ("component", "y", "x") and np.isfinite(scores.values).any()
     report = cube.ppa.information_report(model, n_components=3).compute()
     assert report.data_vars, "the report is empty"
+    gappy = cube.where(cube.band != cube.band[1])  # one band lost in every pixel, filled by the model
+    filled = gappy.ppa.fill(model, dim="band").compute()
+    observed = np.isfinite(gappy.values)
+    np.testing.assert_array_equal(filled.values[observed], gappy.values[observed])
+    assert np.isfinite(filled.isel(band=1).values).any(), "nothing was filled"
     for name in ("model.nc", "model.zarr"):
         path = model.save(scratch / name)
         again = ppa_xr.load_model(path)
