@@ -131,7 +131,8 @@ def test_curves_fitted_on_filled_gaps_are_not_shrunk_and_missing_fill_on_complet
     0.40 to 0.52 of the bands' spread with the factor 0.4); ``missing="fill"`` has its own check of the curves, on
     observed values held out of the loop. Rows without gaps are fitted as ``missing="drop"`` fits them. Whether the
     drop fit shrinks depends on the halvings' draw (measured: at seeds 2, 4, 5 and 6 of 0-7), so every seed is held to
-    the rules and enough of them to a shrunk drop fit for the test to see a gap-filled fit left as fitted."""
+    the rules and enough of them to a shrunk drop fit whose gap-filled twin is curved for the test to see that twin left
+    as fitted."""
     shrunk = 0
     for seed in range(8):
         X, groups, _ = regions(seed, transfer=False)
@@ -141,9 +142,10 @@ def test_curves_fitted_on_filled_gaps_are_not_shrunk_and_missing_fill_on_complet
         np.testing.assert_array_equal(complete.params_.inverse, dropped.params_.inverse)
         gappy = X.copy()
         gappy[np.random.default_rng(seed).random(len(X)) < 0.1, 2] = np.nan
-        assert PPA(random_state=0).fit(gappy, groups=groups, missing="fill").configuration_["shrink"] == 1.0
-        shrunk += dropped.configuration_["shrink"] < 1
-    assert shrunk >= 2
+        filled = PPA(random_state=0).fit(gappy, groups=groups, missing="fill")
+        assert filled.configuration_["shrink"] == 1.0
+        shrunk += dropped.configuration_["shrink"] < 1 and filled.degrees_.max() > 1  # curved where the drop fit shrinks
+    assert shrunk >= 1  # measured 2 (seeds 5 and 6; the fill's own check keeps the curves at half of the seeds)
 
 
 def test_choosing_the_factor_holds_at_most_two_more_copies_of_the_rows():
