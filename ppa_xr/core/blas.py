@@ -19,7 +19,8 @@ import ctypes
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -64,6 +65,18 @@ def product_threads() -> int:
     except (AttributeError, OSError):  # no load average (Windows has no os.getloadavg)
         idle = cores
     return max(1, min(caller, idle))
+
+
+def in_order(func: Callable[[int], object], starts: Sequence[int], threads: int) -> Iterator:
+    """``func(start)`` of each of ``starts``, in their order, ``threads`` at a time on as many Python threads (each
+    product inside on one BLAS thread, numpy's releasing the GIL): the results are those of one thread, bit for
+    bit, where ``func``'s calls write apart; at most ``threads`` results are held at once."""
+    if threads <= 1:
+        yield from map(func, starts)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        for lo in range(0, len(starts), threads):
+            yield from pool.map(func, starts[lo:lo + threads])
 
 
 def on_threads(threads: int):

@@ -1247,3 +1247,28 @@ def _map_rows(x, out, sums, model, plan, marginal, settings, scratch):
                 wide[row] = _wide(delta, m, idx, row, u, tau, plan, marginal, buffers)
             for a in range(m):
                 out[row, idx[a]] = mean[idx[a]] + delta[a]
+
+
+@_jit
+def column_moments(X):
+    """One pass over the rows of ``X`` (n x d, row-major, n >= 1): each column's sum, in float64 from 0 in row
+    order (``X.sum(axis=0, dtype=np.float64)`` of a row-major array, bit for bit), its least and its largest value."""
+    d = X.shape[1]
+    sums, low, high = np.zeros(d), np.empty(d), np.empty(d)
+    for j in range(d):
+        low[j] = high[j] = np.float64(X[0, j])
+    for i in range(X.shape[0]):
+        for j in range(d):
+            v = np.float64(X[i, j])
+            sums[j] += v
+            low[j] = min(low[j], v)
+            high[j] = max(high[j], v)
+    return sums, low, high
+
+
+@_jit
+def centred_into(X, mean, inv, out):
+    """``out = (X - mean) * inv`` (n x d, float64), each operation rounded as numpy's two would be."""
+    for i in range(X.shape[0]):
+        for j in range(X.shape[1]):
+            out[i, j] = (np.float64(X[i, j]) - mean[j]) * inv

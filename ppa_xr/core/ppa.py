@@ -41,7 +41,7 @@ from functools import partial
 import numpy as np
 import scipy.linalg
 
-from . import basis, blas, checks, errors
+from . import basis, blas, checks, compiled, errors
 from .degrees import (
     PSEUDO_GROUPS,
     Choice,
@@ -117,9 +117,13 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     would only wait for threads), except the sample's covariance, one large
     product, which runs at the caller's threads where the fit runs in the
     process's main thread and the machine's load leaves cores idle
-    (:func:`~ppa_xr.core.blas.product_threads`). The fit's rounding does not
-    depend on the thread count: the threaded product splits its output among
-    the threads, not its sums, and the eigendecompositions stay on one thread.
+    (:func:`~ppa_xr.core.blas.product_threads`); there the centring's copy and
+    the covariance's recomputes from the rows run on as many Python threads
+    too, a block of rows each. The fit's rounding does not depend on the
+    thread count: the threaded product splits its output among the threads,
+    not its sums, the blocks' sums are added in order, and the
+    eigendecompositions stay on one thread (LAPACK's ``syevd`` on two BLAS
+    threads rounds differently: 1e-16 .. 1e-8 in the eigenvectors at d = 100 .. 1,000).
 
     Parameters
     ----------
@@ -150,7 +154,7 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     with blas.every_blas_on_one_thread():
         if begun is None:
             begun = begin(X, spec, groups=groups, rng=np.random.default_rng() if rng is None else rng, weights=weights, threads=threads)
-        return _fit(begun, spec, progress)
+        return _fit(begun, spec, progress, threads)
 
 
 @dataclass
@@ -203,13 +207,15 @@ def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.rando
     return Begun(X, spec, folds, order, root, start, values, vectors, Z)
 
 
-def _fit(begun: Begun, spec: Spec, progress: Progress | None) -> Fit:
-    """``fit`` from its start, on one BLAS thread: the steps, their composition."""
+def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1) -> Fit:
+    """``fit`` from its start, on one BLAS thread: the steps, their composition; the covariance's recomputes
+    on ``threads`` threads (:meth:`Residual.renew`)."""
     folds, start, values, root = begun.folds, begun.start, begun.values, begun.root
     axes, variances = oriented(begun.vectors), np.maximum(values, 0.0)
     # the residual owns the sample now, and overwrites it
     res = Residual.start(begun.sample(), 0 if folds is None else int(folds.bounds[-1]), values, axes)
-    loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root)
+    loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root,
+                 _threads_for(res.Z, threads))
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
     grams = [step.gram for step in loop.steps if step.gram is not None]
@@ -305,7 +311,7 @@ class _Start:
            threads: int = 1) -> tuple[_Start, np.ndarray]:
         """The start and ``Z`` (its rows times ``root``, the square roots of their weights, where given); the
         covariance's product on ``threads`` BLAS threads."""
-        Z, mean, factor = _centred(X, order, spec.standardize, root)
+        Z, mean, factor = _centred(X, order, spec.standardize, root, threads)
         if spec.noise_cov is not None:  # W = Lambda^-1/2 U^T (noise in unit variance), then a power of two for O(1) values
             whitening = noise_whitening(spec.noise_cov)
             Z = Z @ (whitening * factor).T
@@ -349,6 +355,7 @@ class _Loop:
     res: Residual
     progress: Progress | None
     root: np.ndarray | None = None  # square roots of the rows' weights (None: unweighted)
+    threads: int = 1  # of the covariance's recomputes
     steps: list[Step] = field(default_factory=list)
     energies: list[float] = field(default_factory=list)  # tr(S_k) after each step: the training error keeping k components
 
@@ -440,7 +447,7 @@ class _Loop:
         if self.progress is not None:
             self.progress(len(self.steps), self.d - 1)
         if self.energies[-1] < 1e-6 * self.reference:
-            self.res.renew(project=max(self.spec.candidates) > 1 and not self._capped())
+            self.res.renew(project=max(self.spec.candidates) > 1 and not self._capped(), threads=self.threads)
             self.reference = np.trace(self.res.cov)
         return curved
 
@@ -529,14 +536,16 @@ def _checked_spread(unit: float, d: int, advice: str) -> float:
     return unit
 
 
-def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
-             root: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
+def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False, root: np.ndarray | None = None,
+             threads: int = 1) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
     """``Z = (X[order] - mean) / f``, a new float64 array, with ``mean`` and ``f``: a :func:`~ppa_xr.core.linalg.power_of_two`
     near the largest deviation, so the fit runs on O(1) values, exactly scaled (no under/overflow at 1e-200 or 1e200).
     ``per_feature`` (standardizing fits): one power of two per feature, so a feature at 1e-150 beside one
     at 1e150 keeps its values (their variances are computed apart). With ``root`` (the square roots of the
     rows' weights, mean weight 1, in the order of ``order``), the mean is weighted and each row is scaled by
     its root: ``Z^T Z`` is then the weighted scatter."""
+    if order is None and root is None and not per_feature and X.flags.c_contiguous:
+        return _centred_rows(X, threads)
     if order is None and root is None and not per_feature:  # the copy is the centring, which finds the spread as it goes
         mean = X.mean(axis=0, dtype=np.float64)
         Z = np.empty(X.shape)
@@ -557,9 +566,32 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
     return Z, mean, factor if per_feature else factor[()]
 
 
+def _centred_rows(X: np.ndarray, threads: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """:func:`_centred` of the rows ``X`` as they are (row-major), in two passes on ``threads`` threads: the
+    columns' sums (``X.mean(axis=0)``'s, bit for bit) and extremes, whose differences from the mean are the
+    largest deviations (rounding is monotone); then ``Z = (X - mean) * (1 / f)`` written once, a block of rows
+    per thread."""
+    threads = _threads_for(X, threads)
+    cuts = np.linspace(0, X.shape[1], threads + 1).astype(int)
+    moments = list(blas.in_order(lambda j: compiled.column_moments(X[:, cuts[j]:cuts[j + 1]]), range(threads), threads))
+    sums, low, high = (np.concatenate(part) for part in zip(*moments))
+    mean = sums / len(X)
+    factor = power_of_two(max(float((high - mean).max()), float((mean - low).max()), 0.0))
+    Z: np.ndarray = np.empty(X.shape)
+    rows, inv = -(-len(X) // threads), 1 / factor
+    for _ in blas.in_order(lambda lo: compiled.centred_into(X[lo:lo + rows], mean, inv, Z[lo:lo + rows]), range(0, len(X), rows), threads):
+        pass
+    return Z, mean, float(factor)
+
+
+def _threads_for(Z: np.ndarray, threads: int) -> int:
+    """``threads`` where the covariance of ``Z`` (n x d) has :data:`THREADED_WORK` multiply-adds, else 1."""
+    return threads if len(Z) * Z.shape[1] ** 2 >= THREADED_WORK else 1
+
+
 def _covariance(Z: np.ndarray, threads: int) -> np.ndarray:
     """``Z^T Z / n`` (SYRK), on ``threads`` BLAS threads where it has :data:`THREADED_WORK` multiply-adds."""
-    if threads == 1 or len(Z) * Z.shape[1] ** 2 < THREADED_WORK:
+    if _threads_for(Z, threads) == 1:
         return Z.T @ Z / len(Z)
     with blas.on_threads(threads):
         return Z.T @ Z / len(Z)

@@ -166,17 +166,23 @@ class Residual:
         self.principal = False
         return w_input
 
-    def renew(self, project: bool = True) -> None:
+    def renew(self, project: bool = True, threads: int = 1) -> None:
         """Recompute the covariance from the sample; with ``project``, also project the rest's rows on the
         residual subspace, ``rest <- rest F F^T``: the removed directions would swamp the small ones in
-        the curves fitted later (a plain rotation needs only the covariance)."""
-        cov = self.scores.T @ self.scores
-        rest = self.rest
-        for lo in range(0, len(rest), PANEL):
-            resid = rest[lo:lo + PANEL] @ self.frame
-            cov += resid.T @ resid
+        the curves fitted later (a plain rotation needs only the covariance). The rest's panels of
+        :data:`PANEL` rows on ``threads`` threads (:func:`~ppa_xr.core.blas.in_order`), their products added
+        in panel order: the same covariance at any count."""
+        rest, frame = self.rest, self.frame
+
+        def panel(lo: int) -> np.ndarray:
+            resid = rest[lo:lo + PANEL] @ frame
             if project:
-                rest[lo:lo + PANEL] = resid @ self.frame.T
+                rest[lo:lo + PANEL] = resid @ frame.T
+            return resid.T @ resid
+
+        cov = self.scores.T @ self.scores
+        for part in blas.in_order(panel, range(0, len(rest), PANEL), threads):
+            cov += part
         self.cov, self.principal = cov / self.n, False
 
 
