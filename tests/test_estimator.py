@@ -97,6 +97,24 @@ def test_nan_rows_in_fit_are_left_out_with_a_warning(curved):
         PPA().fit(np.full((2, 3), np.nan))
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_row_without_data_is_found_in_either_memory_order(order, seed):
+    """The quick check (the sums along the memory's order) misses no NaN or inf, +inf and -inf in one column included,
+    and a finite column whose sum overflows leaves every row in."""
+    from ppa_xr.model.estimator import _complete
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((500, 7))
+    X[:, 3] = 1e308
+    assert len(_complete(np.asarray(X, order=order), None, None)[0]) == 500
+    rows = rng.choice(500, 4, replace=False)
+    X[rows, rng.integers(0, 7, 4)] = [np.nan, np.inf, -np.inf, np.inf]
+    X[rows[2], 5], X[rows[3], 5] = np.inf, -np.inf
+    kept = _complete(np.asarray(X, order=order), None, None)[0]
+    np.testing.assert_array_equal(kept, np.delete(X, rows, axis=0))
+
+
 def test_nan_rows_in_transform_give_nan(curved):
     model = PPA(random_state=0).fit(curved)
     X = curved[:10].copy()
