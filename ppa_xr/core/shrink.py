@@ -171,9 +171,10 @@ def _shear(params: PPAParams, lam: float, block: tuple[np.ndarray, np.ndarray]) 
     forward_bias[p] *= lam
     explained = arrays["explained_variance"].copy()
     explained[p + 1:] = variances
+    factors = np.where(np.arange(len(forward)) == p, lam, 1.0)  # per step: the inverse's rows of step p scaled
     return PPAParams(**arrays | {"rotation": rotation, "forward": forward, "forward_bias": forward_bias,
-                                 "inverse": arrays["inverse"] * np.where(np.arange(len(forward)) == p, lam, 1.0)[:, None, None],
-                                 "inverse_bias": arrays["inverse_bias"] * np.where(np.arange(len(forward)) == p, lam, 1.0)[:, None],
+                                 "inverse": arrays["inverse"] * factors[:, None, None],
+                                 "inverse_bias": arrays["inverse_bias"] * factors[:, None],
                                  "explained_variance": explained}, tails=params.tails)
 
 
