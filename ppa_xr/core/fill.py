@@ -77,7 +77,7 @@ missing value.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -246,9 +246,9 @@ def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None 
     model = params.cast(np.dtype(np.float64))
     step = -(-len(x) // MARGINAL_ROWS)  # at most MARGINAL_ROWS rows, spread over the sample
     x, weights = x[::step], None if weights is None else np.asarray(weights)[::step]
-    r = np.empty(np.shape(x))
-    for start, part in _outputs(x, model):
-        r[start : start + len(part)] = part
+    r = np.empty(np.shape(x))  # the outputs, in parts of CACHED_ROWS rows (no temporaries of the whole sample)
+    for start in range(0, len(r), CACHED_ROWS):
+        r[start : start + CACHED_ROWS] = forward(np.asarray(x[start : start + CACHED_ROWS], np.float64), model, threads=1)
     w = np.ones(len(r)) if weights is None else np.asarray(weights, np.float64)
     variance = model.explained_variance
     table, bounds = np.zeros((model.n_features, MARGINAL_POINTS)), np.zeros((model.n_features, 2))
@@ -307,17 +307,11 @@ def with_drawn_outputs(params: PPAParams, drawn: np.ndarray, weights: np.ndarray
     model = params.cast(np.dtype(np.float64))
     squares = np.zeros(params.n_features)
     w = np.ones(len(drawn)) if weights is None else np.asarray(weights, np.float64)
-    for start, r in _outputs(drawn, model):
-        squares += w[start : start + len(r)] @ r**2
+    for start in range(0, len(drawn), CACHED_ROWS):  # in parts (no temporaries of the whole sample)
+        r = forward(np.asarray(drawn[start : start + CACHED_ROWS], np.float64), model, threads=1)
+        squares += w[start : start + CACHED_ROWS] @ r**2
     variance = (squares / w.sum()).astype(params.explained_variance.dtype)
     return with_marginals(replace(params, explained_variance=variance), drawn, weights)
-
-
-def _outputs(x: np.ndarray, model: PPAParams) -> Iterator[tuple[int, np.ndarray]]:
-    """The outputs of the rows ``x`` under ``model`` (float64), as ``(first row, outputs)`` of parts of
-    :data:`CACHED_ROWS` rows: no temporaries of the whole sample."""
-    for start in range(0, len(x), CACHED_ROWS):
-        yield start, forward(np.asarray(x[start : start + CACHED_ROWS], np.float64), model, threads=1)
 
 
 def _covariance_inverse(params: PPAParams) -> np.ndarray:
