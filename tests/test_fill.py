@@ -294,6 +294,15 @@ def test_fill_without_a_curve_is_the_linear_fill(split):
                                   model.fill(np.where(observed, test, np.nan)))
 
 
+def test_the_fill_loops_count_no_references():
+    """The per-row loops of the MAP fill and of the linear fill are compiled without numba's reference counts and
+    allocate nothing (their buffers come from Python): the MAP loop's time 0.65x, the linear fill's 0.48-0.71x at 7-36
+    bands (benchmarks/results/fill.txt); the values bit for bit the same (the tests above)."""
+    from ppa_xr.core import compiled
+
+    assert [loop.targetoptions["_nrt"] for loop in (compiled._map_rows, compiled._posterior_rows, compiled._linear_rows)] == [False] * 3
+
+
 def test_fit_with_missing_fill_on_rows_that_all_have_gaps():
     """No complete row: missing="fill" fits, and its fill is close to that of a model fitted on the complete rows on
     average over seeds. One seed's ratio moves a lot with the degrees selected on 3,000 filled rows and with the

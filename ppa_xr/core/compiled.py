@@ -780,16 +780,19 @@ def gaps_at(x, values, out):
             out[i, k] = v if v - v == 0 else values[k]
 
 
-@_fill_jit
 def linear_fill(x, out, mean, covariance_inverse):
     """``out`` (n, d, float64): the rows of ``x`` (n, d; NaN or +-inf where a value is missing) with their gaps at the
     Gaussian conditional mean (:func:`_linear_row`, per row on its own gaps), observed values as they are, a row
-    with none NaN."""
-    n, d = x.shape
-    value, step, b = np.empty(d), np.empty(d), np.empty(d)
-    idx = np.empty(d, np.int64)
-    h = np.empty((d, d))
-    for i in range(n):
+    with none NaN. The loop (:func:`_linear_rows`) is compiled without reference counts, its buffers made here."""
+    d = x.shape[1]
+    _linear_rows(x, out, mean, covariance_inverse, (np.empty(d), np.empty(d), np.empty(d)), np.empty(d, np.int64), np.empty((d, d)))
+
+
+@_uncounted
+def _linear_rows(x, out, mean, covariance_inverse, vectors, idx, h):
+    """:func:`linear_fill`'s loop over the rows, with its buffers (``vectors``: the row, the step and ``b``)."""
+    value, step, b = vectors
+    for i in range(x.shape[0]):
         _linear_start(x, i, value, idx, mean, covariance_inverse, h, b, step, out)
 
 
