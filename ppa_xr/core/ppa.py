@@ -77,13 +77,10 @@ Progress = Callable[[int, int], None]
 @dataclass(frozen=True)
 class Fit:
     """A fitted map and its training error curve against its PCA, ``100 e_PPA(k) / e_PCA(k)`` for
-    ``k = 1..d-1`` on every row of the fitting sample (:func:`ppa_xr.core.errors.training_ratio`), and the
-    second moments of its last curved step's Legendre basis on those rows, ``B^T W B / n`` (:attr:`Step.gram`;
-    None where it has no curved step or they were not kept): :func:`ppa_xr.core.shrink.shrunk` reads them."""
+    ``k = 1..d-1`` on every row of the fitting sample (:func:`ppa_xr.core.errors.training_ratio`)."""
 
     params: PPAParams
     error_ratio: np.ndarray
-    last_gram: np.ndarray | None = None
 
 
 def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
@@ -223,8 +220,7 @@ def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1, 
                  _threads_for(res.Z, threads), shrink_outputs=shrink_outputs)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
-    grams = [step.gram for step in loop.steps if step.gram is not None]
-    return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total), grams[-1] if grams else None)
+    return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total))
 
 
 def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,

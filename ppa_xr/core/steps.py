@@ -40,8 +40,7 @@ from .linalg import (
 @dataclass(frozen=True)
 class Step:
     """One fitted step: its leading vector (input space) and, when curved, its Legendre coefficients
-    ``W_p E_p^T`` ((g+1) x d, input space; None: straight), their range, and the second moments of their basis
-    over the sample's rows, ``B^T W B / n`` ((g+1) x (g+1), weighted as the rows; None: straight)."""
+    ``W_p E_p^T`` ((g+1) x d, input space; None: straight) and their range."""
 
     lead: np.ndarray
     w: np.ndarray | None
@@ -49,7 +48,6 @@ class Step:
     center: float
     scale: float
     variance: float
-    gram: np.ndarray | None = None
 
     @classmethod
     def straight(cls, lead: np.ndarray, variance: float) -> Step:
@@ -260,7 +258,7 @@ def fit_step(
     variance = float(res.cov[0, 0])
     cov = res.cov[1:, 1:]
     choice = choose(cov)
-    w, degree, center, scale, design, moments = None, 1, 0.0, 1.0, None, None  # a straight step's (Step.straight)
+    w, degree, center, scale, design = None, 1, 0.0, 1.0, None  # a straight step's (Step.straight)
     if choice is not None and (choice.degree > 1 or fit_linear):
         designs, centers, scales = designs_of(res.projections()[None], choice.degree)
         if scales[0] > 0:
@@ -269,13 +267,13 @@ def fit_step(
             fitted, cross = _polynomial(res, design, gram, choice, fit_linear)
             removed = np.sum(fitted * (gram @ fitted))  # ||B W||^2, the residual energy the polynomial explains
             if removed > 1e-12 * np.trace(cov) * res.n:  # else numerically no curve (e.g. degree 1 on a PCA direction)
-                w, degree, center, scale, moments = fitted, choice.degree, float(centers[0]), float(scales[0]), gram / res.n
-                w, cov = _corrected(w, cov, cross / res.n, moments, choice, res.n, shrink)
+                degree, center, scale = choice.degree, float(centers[0]), float(scales[0])
+                w, cov = _corrected(fitted, cov, cross / res.n, gram / res.n, choice, res.n, shrink)
     if guard is not None and not guard(cov):
         return None
     lead = res.frame[:, 0].copy()
     w_input = res.advance(cov, design, w)
-    return Step(lead, w_input, degree, center, scale, variance, moments), w is not None
+    return Step(lead, w_input, degree, center, scale, variance), w is not None
 
 
 def signal_shares(w: np.ndarray, cov: np.ndarray, gram: np.ndarray, n: int, degree: int) -> np.ndarray:
