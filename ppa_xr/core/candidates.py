@@ -160,6 +160,8 @@ LOOK = True
 #: an uncapped choice is fitted on the whole sample with as many curved steps as its half-size fit had (the curves the
 #: validation judged), not every curved step the whole sample supports (:func:`_counted`)
 COUNT = True
+#: the final fit's curves keep each axis's share of signal (:func:`~ppa_xr.core.steps.signal_shares`; off: least squares)
+SHARES = True
 
 
 def _correction(params: PPAParams, p: int, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -831,4 +833,4 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
     return fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights,
-               shrink_outputs=shrink_outputs and declared.configuration == "validated"), choice
+               shrink_outputs=SHARES and shrink_outputs and declared.configuration == "validated"), choice

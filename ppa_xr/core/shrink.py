@@ -121,7 +121,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
         if count < len(fitted.params.curved_steps()):
             choice["max_curved"] = count
             fitted = fit(X, declared.replace(robust=False, max_curved=count), groups=groups, rng=start, weights=weights,
-                         shrink_outputs=True)
+                         shrink_outputs=candidates.SHARES)
     params = with_marginals(fitted.params, X, weights) if drawn is None else with_drawn_outputs(fitted.params, drawn, weights)
     return dataclasses.replace(fitted, params=params), choice
 
