@@ -289,6 +289,24 @@ def signal_shares(w: np.ndarray, cov: np.ndarray, gram: np.ndarray, n: int, degr
     explains no better than noise (``F_j <= 1``: most of a hyperspectral scene's
     last components, fitted by a sparse tail of the projections) keep none of
     it; axes of real curvature keep nearly all (``F_j`` in the hundreds).
+
+    Parameters
+    ----------
+    w : np.ndarray
+        ((g+1) x m) the least-squares coefficients.
+    cov : np.ndarray
+        (m x m) the covariance of the axes before the curve.
+    gram : np.ndarray
+        ((g+1) x (g+1)) ``G``.
+    n : int
+        The rows.
+    degree : int
+        ``g``.
+
+    Returns
+    -------
+    np.ndarray
+        (m,) the shares ``f_j`` in ``[0, 1]`` (1 where the curve explains nothing of an axis).
     """
     explained = n * np.einsum("ij,ij->j", w, gram @ w)
     left = np.maximum(n * np.diagonal(cov) - explained, 0.0) / max(n - degree - 1, 1)
