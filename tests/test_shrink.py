@@ -2,13 +2,14 @@
 the fitted groups is below 1 where a curve does not transfer between regions and 1 where it does, the shrunk map is an
 exact shear with its later steps the PCA of the shrunk residual, and the default fit records and applies it."""
 
-import dataclasses
+from functools import partial
 
 import numpy as np
 import pytest
 
 from ppa_xr import PPA, load_model
-from ppa_xr.core import checks, kernels, shrink
+from ppa_xr.core import checks, kernels, shrink, steps
+from ppa_xr.core.degrees import Choice
 from ppa_xr.core.errors import compare_errors
 from ppa_xr.core.fill import with_marginals
 from ppa_xr.core.ppa import Fit, fit
@@ -127,6 +128,24 @@ def test_the_default_keeps_of_each_curve_only_its_share_of_signal(seed):
     assert default < 105 < 110 < as_configured
     assert np.all(model.fit_error_ratio_ <= 100 + 1e-9)
     assert compare_errors(model.params_, unseen).relative[0] < 30  # the curve itself is kept
+
+
+def test_a_curve_keeps_least_squares_where_its_shares_would_break_property_2():
+    """Per-axis factors do not keep the residual Loewner-below the straight step's: here (a PCA-led step, its later
+    axes' variances 0.62 and 0.591, 1,000 rows, degree 2) the second axis keeps 0.986 of its correction and the
+    first none, and the residual's top variance, 0.62067, exceeds the 0.62 that Property 2's interlacing allows.
+    The step then keeps its least-squares curve, whose residual interlaces."""
+    w, cov, gram = np.array([[0.0, 0.0], [0.01, 0.12], [0.03, 0.24]]), np.diag([0.62, 0.591]), np.eye(3)
+    keeps = partial(steps.interlaced, pca_variance=np.array([2.0, 0.62, 0.591]), steps=1)
+    shares = steps.signal_shares(w, cov, gram, 1000, 2)
+    np.testing.assert_allclose(shares, [0.0, 0.986], atol=1e-3)
+    assert not keeps(cov - steps._explained(w * shares, gram @ w, gram, exact=False))
+    kept, left = steps._corrected(w, cov, gram @ w, gram, Choice.every_axis(2), 1000, keeps)
+    np.testing.assert_array_equal(kept, w)
+    np.testing.assert_allclose(left, cov - w.T @ gram @ w)
+    assert keeps(left)
+    scaled, _ = steps._corrected(w, cov, gram @ w, gram, Choice.every_axis(2), 1000, lambda c: True)
+    np.testing.assert_allclose(scaled, w * shares)
 
 
 @pytest.mark.parametrize("seed", [2, 5])
