@@ -13,6 +13,8 @@ cube fits only, the random halves are unchanged).
 (``ppa_xr.core.candidates.LOOK = False``: the default before that check).
 ``noshrink``: the validated fit's last curve as fitted (``ppa_xr.core.shrink.SHRINK = False``: the default before
 it was shrunk toward the straight step by fits on halves of the groups, ``ppa_xr.core.shrink``).
+``noshares``: the final fit's curves by least squares (``ppa_xr.core.candidates.SHARES = False``: the default before
+each curve kept its axes' shares of signal, ``ppa_xr.core.steps.signal_shares``).
 ``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
 half-size fit's count (``ppa_xr.core.candidates.COUNT = False``: the default before that cap).
 ``axesZ`` (``axes1``, ``axes0``, ``axesbonf``): the plain fits (the validation's and the final one) choose each step's
@@ -66,6 +68,8 @@ def variant(name: str):
         shrink.SHRINK = False
     if name == "nocount":  # an uncapped choice refitted with every curved step the whole sample supports
         candidates.COUNT = False
+    if name == "noshares":  # the final fit's curves by least squares, not kept at their axes' shares of signal
+        candidates.SHARES = False
     if name.startswith("axes"):  # plain fits validated axis by axis (no fences), at z = 1, 0 or Bonferroni's
         z = name[len("axes"):]
         ppa._Loop._choices = lambda self, size, top: ppa._degree_choices(
@@ -95,7 +99,7 @@ def variant(name: str):
         candidates.Folds = degrees.Folds
         ppa._Loop._choices, degrees.axis_significance = CHOICES, AXIS_SIGNIFICANCE
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
-        shrink.SHRINK = SHRINK
+        shrink.SHRINK, candidates.SHARES = SHRINK, True
 
 
 def rows(name: str, params: dict):

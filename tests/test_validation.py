@@ -15,12 +15,11 @@ from ppa_xr.datasets.synthetic import make_curved_mixture
 
 
 def as_chosen(model: PPA, X: np.ndarray, seed: int):
-    """The fixed fit of ``model``'s recorded configuration, its last curve shrunk by the recorded factor
-    (``ppa_xr.core.shrink``): the map the default fit must be."""
+    """The fit of ``model``'s recorded configuration, its curves keeping their axes' shares of signal (the default's
+    final fit), its last curve shrunk by the recorded factor (``ppa_xr.core.shrink``): the map the default fit must be."""
     choice = model.configuration_
     fixed = PPA(configuration="fixed", robust=choice["robust"], max_curved=choice["max_curved"], random_state=seed)
-    # the estimator's fixed fit as the core makes it, with its last curved step's basis moments (shrink.shrunk reads them)
-    return shrink.shrunk(X, core_fit(X, fixed._get_spec(), rng=checks.rng_of(seed)), choice["shrink"]).params
+    return shrink.shrunk(X, core_fit(X, fixed._get_spec(), rng=checks.rng_of(seed), shrink_outputs=True), choice["shrink"]).params
 
 
 @pytest.fixture(scope="module")
@@ -422,8 +421,10 @@ def test_options_that_fix_the_configuration_skip_the_validation(heavy_tailed, op
     expected = {"robust": options.get("robust", False), "max_curved": options.get("max_curved"), "validated": False, "shrink": 1.0}
     assert model.configuration_ == expected
     assert "(as given)" in repr(model)
-    same = PPA(random_state=0, **options | {"configuration": "fixed"}).fit(heavy_tailed[:1500])
-    np.testing.assert_array_equal(model.transform(heavy_tailed), same.transform(heavy_tailed))
+    # the fit as given; outside configuration="fixed" its curves keep their axes' shares of signal, as every default fit
+    spec = PPA(random_state=0, **options | {"configuration": "fixed"})._get_spec()
+    same = core_fit(heavy_tailed[:1500], spec, rng=checks.rng_of(0), shrink_outputs=options.get("configuration") != "fixed")
+    np.testing.assert_array_equal(model.transform(heavy_tailed), kernels.forward(heavy_tailed, same.params))
 
 
 def test_too_small_a_sample_is_fitted_as_given():

@@ -8,7 +8,7 @@ import xarray as xr
 
 import ppa_xr
 from ppa_xr import PPA
-from ppa_xr.core import candidates, errors, kernels
+from ppa_xr.core import candidates, checks, errors, kernels
 from ppa_xr.core.entropy import Histograms
 from ppa_xr.core.ppa import fit_params
 from ppa_xr.core.spec import Spec
@@ -182,12 +182,17 @@ def test_validation_weighs_rows_as_repeated_rows(seed):
     for key, verdict in weighted.verdicts.items():
         np.testing.assert_allclose(verdict.relative, repeated.verdicts[key].relative, rtol=1e-8)
         np.testing.assert_allclose(verdict.se, repeated.verdicts[key].se, rtol=1e-8)
-    # the same fit through the estimator, where the validation stays in the plain family
+    # the same fit through the estimator, where the validation stays in the plain family: the same configuration, and
+    # its fit as the repeated rows' (least squares; the default's curves keep their axes' shares of signal, which
+    # count rows as independent evidence, and repeated rows are not)
     model = PPA(random_state=seed).fit(X, groups=groups, sample_weight=w)
     if not model.configuration_["robust"]:
         again = PPA(random_state=seed).fit(np.repeat(X, w, axis=0), groups=np.repeat(groups, w))
         assert model.configuration_ == again.configuration_
-        np.testing.assert_allclose(model.transform(X), again.transform(X), rtol=1e-8, atol=1e-8)
+        spec = PPA(configuration="fixed", max_curved=model.configuration_["max_curved"])._get_spec()
+        weighted = fit_params(X, spec, groups=groups, rng=checks.rng_of(seed), weights=w.astype(float))
+        repeats = fit_params(np.repeat(X, w, axis=0), spec, groups=np.repeat(groups, w), rng=checks.rng_of(seed))
+        np.testing.assert_allclose(kernels.forward(X, weighted), kernels.forward(X, repeats), rtol=1e-8, atol=1e-8)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

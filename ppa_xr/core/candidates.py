@@ -160,6 +160,8 @@ LOOK = True
 #: an uncapped choice is fitted on the whole sample with as many curved steps as its half-size fit had (the curves the
 #: validation judged), not every curved step the whole sample supports (:func:`_counted`)
 COUNT = True
+#: the final fit's curves keep each axis's share of signal (:func:`~ppa_xr.core.steps.signal_shares`; off: least squares)
+SHARES = True
 
 
 def _correction(params: PPAParams, p: int, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -789,14 +791,17 @@ class _Starts:
 
 
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
-                 progress: Progress | None = None, weights: np.ndarray | None = None) -> tuple[Fitted, Choice]:
+                 progress: Progress | None = None, weights: np.ndarray | None = None,
+                 shrink_outputs: bool = False) -> tuple[Fitted, Choice]:
     """The fit of ``declared``, its configuration chosen by :func:`select` where ``configuration="validated"`` leaves it
     open: nothing is searched where ``robust=True`` or a ``max_curved`` fix it, a single degree leaves nothing to
     validate, or the sample is too small (:func:`feasible`). The validation draws from a child of ``rng``, so the
     final fit's folds are those of the same fit without it. Its fits are PCA-led whatever the leading vectors:
     a searched one (PPA-GD) is kept by its own held-out test at each step, and the configuration chosen for the
     PCA-led fit caps its steps; GD is never combined with the robust family. ``weights`` weigh the rows in
-    the validation and the fit alike.
+    the validation and the fit alike. ``shrink_outputs``: where ``configuration="validated"``, the final fit's
+    curves keep each axis's share of signal (:func:`~ppa_xr.core.ppa.fit`); the candidates are least squares,
+    so the configuration is judged on curves that take noise for signal, at least as harmful as the shrunk ones.
 
     Returns
     -------
@@ -827,4 +832,5 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
         if found is not None:
             choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
-    return fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights), choice
+    return fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights,
+               shrink_outputs=SHARES and shrink_outputs and declared.configuration == "validated"), choice

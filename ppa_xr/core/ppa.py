@@ -77,17 +77,15 @@ Progress = Callable[[int, int], None]
 @dataclass(frozen=True)
 class Fit:
     """A fitted map and its training error curve against its PCA, ``100 e_PPA(k) / e_PCA(k)`` for
-    ``k = 1..d-1`` on every row of the fitting sample (:func:`ppa_xr.core.errors.training_ratio`), and the
-    second moments of its last curved step's Legendre basis on those rows, ``B^T W B / n`` (:attr:`Step.gram`;
-    None where it has no curved step or they were not kept): :func:`ppa_xr.core.shrink.shrunk` reads them."""
+    ``k = 1..d-1`` on every row of the fitting sample (:func:`ppa_xr.core.errors.training_ratio`)."""
 
     params: PPAParams
     error_ratio: np.ndarray
-    last_gram: np.ndarray | None = None
 
 
 def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
-        progress: Progress | None = None, weights: np.ndarray | None = None, begun: Begun | None = None) -> Fit:
+        progress: Progress | None = None, weights: np.ndarray | None = None, begun: Begun | None = None,
+        shrink_outputs: bool = False) -> Fit:
     """Fit PPA on a finite float sample ``X`` (n x d) with the parameters of ``spec``.
 
     ``spec.standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features'
@@ -142,6 +140,10 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     begun : Begun, optional
         The start (:func:`begin`) of these rows, groups, weights and draws, with a ``spec`` that differs from
         this one at most in ``robust`` and ``max_curved``: the fit starts from it, ``rng`` unused.
+    shrink_outputs : bool
+        Each curve fitted on every axis keeps of each axis's least-squares correction its share of signal
+        (:func:`~ppa_xr.core.steps.signal_shares`), where the residual left still interlaces the sample's
+        PCA variances (Property 2); the validated default's final fit.
 
     Returns
     -------
@@ -154,7 +156,7 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     with blas.every_blas_on_one_thread():
         if begun is None:
             begun = begin(X, spec, groups=groups, rng=np.random.default_rng() if rng is None else rng, weights=weights, threads=threads)
-        return _fit(begun, spec, progress, threads)
+        return _fit(begun, spec, progress, threads, shrink_outputs)
 
 
 @dataclass
@@ -207,7 +209,7 @@ def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.rando
     return Begun(X, spec, folds, order, root, start, values, vectors, Z)
 
 
-def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1) -> Fit:
+def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1, shrink_outputs: bool = False) -> Fit:
     """``fit`` from its start, on one BLAS thread: the steps, their composition; the covariance's recomputes
     on ``threads`` threads (:meth:`Residual.renew`)."""
     folds, start, values, root = begun.folds, begun.start, begun.values, begun.root
@@ -215,11 +217,10 @@ def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1) 
     # the residual owns the sample now, and overwrites it
     res = Residual.start(begun.sample(), 0 if folds is None else int(folds.bounds[-1]), values, axes)
     loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root,
-                 _threads_for(res.Z, threads))
+                 _threads_for(res.Z, threads), shrink_outputs=shrink_outputs)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
-    grams = [step.gram for step in loop.steps if step.gram is not None]
-    return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total), grams[-1] if grams else None)
+    return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total))
 
 
 def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
@@ -356,6 +357,7 @@ class _Loop:
     progress: Progress | None
     root: np.ndarray | None = None  # square roots of the rows' weights (None: unweighted)
     threads: int = 1  # of the covariance's recomputes
+    shrink_outputs: bool = False  # each curve's axes scaled by their share of signal (fit's shrink_outputs)
     steps: list[Step] = field(default_factory=list)
     energies: list[float] = field(default_factory=list)  # tr(S_k) after each step: the training error keeping k components
 
@@ -397,7 +399,7 @@ class _Loop:
             res.to_principal_axes()
         choose = self._choices(size, top)
         for j in range(size):
-            step, curved = fit_step(res, partial(choose, j), self.designs_of, False)
+            step, curved = fit_step(res, partial(choose, j), self.designs_of, False, shrink=self._interlaced())
             self._record([step], curved)
             if curved or not res.principal:
                 return curved
@@ -424,13 +426,18 @@ class _Loop:
         res = self.res
         res.turn(e * orientation((res.frame @ e)[:, None]))
         guard = partial(interlaced, pca_variance=self.pca_variance, steps=len(self.steps) + 1)
-        fitted = fit_step(res, partial(self._choices(1, top), 0), self.designs_of, True, guard)
+        fitted = fit_step(res, partial(self._choices(1, top), 0), self.designs_of, True, guard, shrink=self._interlaced())
         if fitted is None:
             res.to_principal_axes()
-            fitted = fit_step(res, partial(self._choices(1, top), 0), self.designs_of, False)
+            fitted = fit_step(res, partial(self._choices(1, top), 0), self.designs_of, False, shrink=self._interlaced())
         step, curved = fitted
         self.searching = self.searching and curved
         return self._record([step], curved)
+
+    def _interlaced(self) -> Callable[[np.ndarray], bool] | None:
+        """Where curves keep their axes' shares of signal, the check that the next step's residual covariance
+        keeps Property 2 (:func:`~ppa_xr.core.steps.interlaced`); None: least squares."""
+        return partial(interlaced, pca_variance=self.pca_variance, steps=len(self.steps) + 1) if self.shrink_outputs else None
 
     def _choices(self, size: int, top: int) -> Callable[[int, np.ndarray], Choice | None]:
         return _degree_choices(self.res, size, self.spec.candidates, top, self.folds, self.designs_of, self.spec.robust)

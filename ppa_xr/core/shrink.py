@@ -40,9 +40,10 @@ unseen rows). Everything is read from the second moments of the curved
 steps' bases and ``z = W (x - mean)``, summed over the cells of groups that
 every halving puts on the same side (``2^HALVES`` cells), on at most ``rows``
 rows drawn at random: one ``O(rows d^2)`` product, then ``O(d^3)`` per
-halving and ``lambda``; the shrunk refit reads its basis's moments from the
-fit (:func:`shrunk`). At 200,000 x 198 (nine curved steps) both cost 0.16 s
-of CPU, 0.09 times the fixed fit.
+halving and ``lambda``; the shrunk refit reads its basis's moments and their
+products with the residual in one pass over the rows (:func:`shrunk`,
+``O(n d g)``). At 200,000 x 198 (nine curved steps) they cost 0.16 s and
+0.11 s of CPU, 0.15 times the fixed fit.
 
 A searched fit (PPA-GD) is not shrunk: its excess comes from earlier curves
 than its last (Pageblocks: its fourth of five). It keeps instead the count of
@@ -59,7 +60,6 @@ import numpy as np
 import scipy.linalg
 
 from . import blas, candidates
-from .basis import legendre_to_power
 from .candidates import EQUAL, KEPT, SWITCH, Choice, _basis, _coefficients, judge, truncation_errors
 from .degrees import PSEUDO_GROUPS
 from .errors import ALLOWANCE, training_ratio
@@ -108,7 +108,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
         of the last curve, 1 where it is as fitted).
     """
     start = copy.deepcopy(rng)  # the final fit's draws: a searched fit capped at its count is refitted from them
-    fitted, choice = candidates.fit_selected(X, declared, groups, rng, progress, weights)
+    fitted, choice = candidates.fit_selected(X, declared, groups, rng, progress, weights, shrink_outputs=shrink)
     choice = choice | {"shrink": 1.0}
     chosen = shrink and choice["validated"] and not choice["robust"] and bool(fitted.params.curved_steps())
     kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
@@ -121,7 +121,8 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             count = counted(fitted.params, X, groups, rng.spawn(1)[0], kept, declared.selection_samples)
         if count < len(fitted.params.curved_steps()):
             choice["max_curved"] = count
-            fitted = fit(X, declared.replace(robust=False, max_curved=count), groups=groups, rng=start, weights=weights)
+            fitted = fit(X, declared.replace(robust=False, max_curved=count), groups=groups, rng=start, weights=weights,
+                         shrink_outputs=candidates.SHARES)
     params = with_marginals(fitted.params, X, weights) if drawn is None else with_drawn_outputs(fitted.params, drawn, weights)
     return dataclasses.replace(fitted, params=params), choice
 
@@ -182,11 +183,11 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
     """``fitted`` (a map of ``X``, with curved steps) with its last curve scaled by ``lam`` and the later steps the PCA of
     the shrunk residual on every row of ``X`` (weighted by ``weights``), with its training error curve.
 
-    The residual of the fit's least squares, ``y = s - B F``, is orthogonal to the basis ``B`` on the fitting rows, and
-    its later outputs are its principal axes, so the shrunk residual ``y + (1 - lam) B F`` has the covariance
-    ``diag(v) + (1 - lam)^2 F^T (B^T W B / n) F`` (``v`` the fit's variances of those outputs): the basis's moments
-    are the fit's own (:attr:`~ppa_xr.core.ppa.Fit.last_gram`, turned from Legendre to power terms), or, where it did not
-    keep them, one pass over the rows (``O(n d C)``); no projection of the later outputs.
+    The fit's residual after the curve, ``y = s - B F``, has its later outputs as principal axes, so the shrunk
+    residual ``y + (1 - lam) B F`` has the covariance ``diag(v) + (1 - lam) (K F + F^T K^T) + (1 - lam)^2 F^T (B^T W B / n) F``
+    (``v`` the fit's variances of those outputs, ``K = y^T W B / n``, zero where ``F`` is least squares, not where the
+    curve kept its axes' shares of signal): ``B^T W B`` and ``K`` from one pass over the rows
+    (``O(n d g)``, :func:`_last_moments`); no projection of the later outputs.
 
     Parameters
     ----------
@@ -209,23 +210,14 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
         return fitted
     curved, d = params.curved_steps(), params.n_features
     p = curved[-1]
-    w = None if weights is None else unit_mean(np.asarray(weights, dtype=np.float64))
-    degree = max(int(params.degrees[p]), 1)
-    if fitted.last_gram is not None and fitted.last_gram.shape == (degree + 1, degree + 1):
-        # the fit's Legendre moments, B_L = B M^T (M: legendre_to_power): M^-1 (B_L^T W B_L) M^-T
-        legendre = legendre_to_power(degree)
-        half = scipy.linalg.solve_triangular(legendre, fitted.last_gram, lower=True, check_finite=False)
-        moments = scipy.linalg.solve_triangular(legendre, half.T, lower=True, check_finite=False)
-    else:
-        moments = np.zeros((degree + 1, degree + 1))
-        turn = params.rotation[curved].T
-        for start in range(0, len(X), PANEL):
-            design = _bases(params, params.to_fit_space(X[start:start + PANEL]) @ turn)[-1]
-            moments += (design if w is None else design * w[start:start + PANEL, None]).T @ design
-        moments /= len(X)
     unit = float(power_of_two(float(np.sqrt(np.sum(params.explained_variance)))))  # squares of data at 1e150 stay finite
+    moments, cross = _last_moments(params, X, weights, unit)
     coef = _coefficients(params, p) / unit
-    covariance = np.diag(params.explained_variance[p + 1:] / unit / unit) + (1 - lam) ** 2 * coef.T @ moments @ coef
+    # the residual y = s - B F is orthogonal to B where F is least squares; a curve that kept its axes' shares of
+    # signal (ppa.fit's shrink_outputs) leaves y^T B / n = ``cross``, and y + (1 - lam) B F has the cross terms
+    shift = (1 - lam) * cross @ coef
+    covariance = (np.diag(params.explained_variance[p + 1:] / unit / unit) + shift + shift.T
+                  + (1 - lam) ** 2 * coef.T @ moments @ coef)
     values, vectors = scipy.linalg.eigh(covariance, check_finite=False)
     values, vectors = values[::-1], vectors[:, ::-1]
     vectors = vectors * orientation(params.rotation[p + 1:].T @ vectors)
@@ -234,6 +226,31 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
     ratio = fitted.error_ratio.copy()
     ratio[p:] = training_ratio(energies, params.pca_variance, float(np.sum(params.pca_variance)))[p:]
     return Fit(_shear(params, lam, (variances, vectors)), ratio)
+
+
+def _last_moments(params: PPAParams, X: np.ndarray, weights: np.ndarray | None, unit: float) -> tuple[np.ndarray, np.ndarray]:
+    """``B^T W B / n`` of the last curved step's basis and ``y^T W B / n`` of the residual after it, ``y = s - B F`` in
+    the later outputs' coordinates (divided by ``unit``): ``s^T W B = A_{p+1:} z^T W B - sum_q F_q^T B_q^T W B``
+    over the earlier curved steps ``q``, ``z = W (x - mean)``; ``O(n d g)``, no later output projected."""
+    curved = params.curved_steps()
+    p, turn = curved[-1], params.rotation[curved].T
+    w = None if weights is None else unit_mean(np.asarray(weights, dtype=np.float64))
+    degrees = [max(int(params.degrees[q]), 1) + 1 for q in curved]
+    moments, inputs = np.zeros((degrees[-1], degrees[-1])), np.zeros((params.n_features, degrees[-1]))
+    earlier = [np.zeros((k, degrees[-1])) for k in degrees[:-1]]
+    for start in range(0, len(X), PANEL):
+        z = params.to_fit_space(X[start:start + PANEL])
+        bases = _bases(params, z @ turn)
+        z /= unit
+        design = bases[-1] if w is None else bases[-1] * w[start:start + PANEL, None]
+        moments += design.T @ bases[-1]
+        inputs += z.T @ design
+        for total, basis in zip(earlier, bases[:-1]):
+            total += basis.T @ design
+    later = params.rotation[p + 1:] @ inputs - sum((_coefficients(params, q)[:, p - q:] / unit).T @ total
+                                                    for q, total in zip(curved[:-1], earlier))
+    moments /= len(X)
+    return moments, later / len(X) - (_coefficients(params, p) / unit).T @ moments
 
 
 class _Cells:

@@ -40,8 +40,7 @@ from .linalg import (
 @dataclass(frozen=True)
 class Step:
     """One fitted step: its leading vector (input space) and, when curved, its Legendre coefficients
-    ``W_p E_p^T`` ((g+1) x d, input space; None: straight), their range, and the second moments of their basis
-    over the sample's rows, ``B^T W B / n`` ((g+1) x (g+1), weighted as the rows; None: straight)."""
+    ``W_p E_p^T`` ((g+1) x d, input space; None: straight) and their range."""
 
     lead: np.ndarray
     w: np.ndarray | None
@@ -49,7 +48,6 @@ class Step:
     center: float
     scale: float
     variance: float
-    gram: np.ndarray | None = None
 
     @classmethod
     def straight(cls, lead: np.ndarray, variance: float) -> Step:
@@ -233,11 +231,14 @@ Chooser = Callable[[np.ndarray], Choice | None]
 
 
 @overload
-def fit_step(res: Residual, choose: Chooser, designs_of: Designs, fit_linear: bool, guard: None = None) -> tuple[Step, bool]: ...
+def fit_step(res: Residual, choose: Chooser, designs_of: Designs, fit_linear: bool, guard: None = None,
+             shrink: Callable[[np.ndarray], bool] | None = None) -> tuple[Step, bool]: ...
 @overload
-def fit_step(res: Residual, choose: Chooser, designs_of: Designs, fit_linear: bool, guard: Callable[[np.ndarray], bool]) -> tuple[Step, bool] | None: ...
+def fit_step(res: Residual, choose: Chooser, designs_of: Designs, fit_linear: bool, guard: Callable[[np.ndarray], bool],
+             shrink: Callable[[np.ndarray], bool] | None = None) -> tuple[Step, bool] | None: ...
 def fit_step(
     res: Residual, choose: Chooser, designs_of: Designs, fit_linear: bool, guard: Callable[[np.ndarray], bool] | None = None,
+    shrink: Callable[[np.ndarray], bool] | None = None,
 ) -> tuple[Step, bool] | None:
     """One PPA step along the frame's first axis; updates ``res`` in place.
 
@@ -246,14 +247,18 @@ def fit_step(
     ``None`` is a plain rotation step, and so is degree 1 unless ``fit_linear``
     (a leading vector that is not an eigenvector leaves a linear trend). The
     polynomial is then fitted on the whole sample, on the axes the choice
-    names (the others get its lowest degree). Returns the step and whether it
-    is curved; ``None``, with ``res`` untouched, when ``guard(cov)`` refuses
-    the residual covariance the step would leave.
+    names (the others get its lowest degree). Where ``shrink`` is given, a
+    curve fitted on every axis has each axis's coefficients scaled by their
+    share of signal (:func:`signal_shares`), kept where ``shrink(cov)`` accepts
+    the covariance that leaves (Property 2's check), else as least squares.
+    Returns the step and whether it is curved; ``None``, with ``res``
+    untouched, when ``guard(cov)`` refuses the residual covariance the step
+    would leave.
     """
     variance = float(res.cov[0, 0])
     cov = res.cov[1:, 1:]
     choice = choose(cov)
-    w, degree, center, scale, design, moments = None, 1, 0.0, 1.0, None, None  # a straight step's (Step.straight)
+    w, degree, center, scale, design = None, 1, 0.0, 1.0, None  # a straight step's (Step.straight)
     if choice is not None and (choice.degree > 1 or fit_linear):
         designs, centers, scales = designs_of(res.projections()[None], choice.degree)
         if scales[0] > 0:
@@ -262,14 +267,67 @@ def fit_step(
             fitted, cross = _polynomial(res, design, gram, choice, fit_linear)
             removed = np.sum(fitted * (gram @ fitted))  # ||B W||^2, the residual energy the polynomial explains
             if removed > 1e-12 * np.trace(cov) * res.n:  # else numerically no curve (e.g. degree 1 on a PCA direction)
-                w, degree, center, scale, moments = fitted, choice.degree, float(centers[0]), float(scales[0]), gram / res.n
-                cov = cov - _explained(w, cross / res.n, gram / res.n, exact=choice.axes is None)
-                cov = (cov + cov.T) / 2
+                degree, center, scale = choice.degree, float(centers[0]), float(scales[0])
+                w, cov = _corrected(fitted, cov, cross / res.n, gram / res.n, choice, res.n, shrink)
     if guard is not None and not guard(cov):
         return None
     lead = res.frame[:, 0].copy()
     w_input = res.advance(cov, design, w)
-    return Step(lead, w_input, degree, center, scale, variance, moments), w is not None
+    return Step(lead, w_input, degree, center, scale, variance), w is not None
+
+
+def signal_shares(w: np.ndarray, cov: np.ndarray, gram: np.ndarray, n: int, degree: int) -> np.ndarray:
+    """Each axis's share of signal in a least-squares curve ``B W`` of ``g = degree`` terms beyond the constant, from
+    ``n`` rows: ``f_j = max(0, 1 - 1 / F_j)``, ``F_j = (Q_j / g) / ((n S_jj - Q_j) / (n - g - 1))`` the axis's
+    F statistic, ``Q_j = n (W^T G W)_jj`` its explained sum of squares, ``S`` the covariance before the curve,
+    ``G = B^T B / n``.
+
+    Least squares on ``g`` terms takes ``g sigma_j^2`` of an axis's noise for signal
+    (``E Q_j = ||B beta_j||^2 + g sigma_j^2``), and unseen rows pay it back: the
+    scaled correction ``f_j B W_j`` estimates the one of least expected squared
+    error (``||B beta_j||^2 / E Q_j``, plug-in; James and Stein). Axes the curve
+    explains no better than noise (``F_j <= 1``: most of a hyperspectral scene's
+    last components, fitted by a sparse tail of the projections) keep none of
+    it; axes of real curvature keep nearly all (``F_j`` in the hundreds).
+
+    Parameters
+    ----------
+    w : np.ndarray
+        ((g+1) x m) the least-squares coefficients.
+    cov : np.ndarray
+        (m x m) the covariance of the axes before the curve.
+    gram : np.ndarray
+        ((g+1) x (g+1)) ``G``.
+    n : int
+        The rows.
+    degree : int
+        ``g``.
+
+    Returns
+    -------
+    np.ndarray
+        (m,) the shares ``f_j`` in ``[0, 1]`` (1 where the curve explains nothing of an axis).
+    """
+    explained = n * np.einsum("ij,ij->j", w, gram @ w)
+    left = np.maximum(n * np.diagonal(cov) - explained, 0.0) / max(n - degree - 1, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = 1 - degree * left / explained
+    return np.where(explained > 0, np.clip(share, 0.0, 1.0), 1.0)
+
+
+def _corrected(w: np.ndarray, cov: np.ndarray, cross: np.ndarray, gram: np.ndarray, choice: Choice, n: int,
+               shrink: Callable[[np.ndarray], bool] | None) -> tuple[np.ndarray, np.ndarray]:
+    """The curve's coefficients ``W`` and the covariance left after it (``C = B^T Y / n``, ``G = B^T B / n``): the
+    least-squares ones, or, where ``shrink`` is given and the curve is fitted on every axis at one degree, each
+    axis scaled by :func:`signal_shares` if ``shrink`` accepts the covariance that leaves."""
+    left = cov - _explained(w, cross, gram, exact=choice.axes is None)
+    if shrink is not None and choice.axes is None and choice.degree > 1:
+        scaled = w * signal_shares(w, cov, gram, n, choice.degree)
+        shrunk = cov - _explained(scaled, cross, gram, exact=False)
+        shrunk = (shrunk + shrunk.T) / 2
+        if shrink(shrunk):
+            return scaled, shrunk
+    return w, (left + left.T) / 2
 
 
 def _polynomial(res: Residual, design: np.ndarray, gram: np.ndarray, choice: Choice, fit_linear: bool) -> tuple[np.ndarray, np.ndarray]:
