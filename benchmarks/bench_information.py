@@ -253,7 +253,7 @@ def chunk_cost(path: str | None) -> None:
     for name, cube, model in cubes:
         da, dim = model_features(cube, model, "band")
         sample, _, _ = _report_sample(da, dim, model, None, 0, True)
-        _, discrete, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+        _, discrete, _, measures, _, _ = _statistics(model.params_, sample, "spacing", 0)
         ppa, pca = measures["ppa"], measures["pca"]
         densities = MapDensities.of(ppa, pca, discrete)
         chunk = np.moveaxis(da.data.blocks[(0,) * da.ndim].compute(), da.get_axis_num(dim), -1)  # as map_blocks hands it over
@@ -302,7 +302,7 @@ def stage_cost() -> None:
         da, dim = model_features(cube, model, "band")
         params = model.params_
         sample, _, _ = _report_sample(da, dim, model, None, 0, True)
-        _, discrete, _, measures, _ = _statistics(params, sample, "spacing", 0)
+        _, discrete, _, measures, _, _ = _statistics(params, sample, "spacing", 0)
         R = {m: kernels.forward(sample, measures[m].params) for m in ("ppa", "pca")}
         densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
         ms = {key: 1e3 * _warm_process_seconds(fn) for key, fn in {
@@ -515,7 +515,7 @@ def grid_moves(path: str | None) -> None:
     for name, cube, model in cubes:
         da, dim = model_features(cube, model, "band")
         sample, _, _ = _report_sample(da, dim, model, None, 0, True)
-        _, discrete, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+        _, discrete, _, measures, _, _ = _statistics(model.params_, sample, "spacing", 0)
         densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
         chunk = np.moveaxis(da.data.blocks[(0,) * da.ndim].compute(), da.get_axis_num(dim), -1)
         maps = _pixel_block(chunk, measures["ppa"], measures["pca"], 3, 1, densities).reshape(-1, 4)

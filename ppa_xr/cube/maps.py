@@ -49,17 +49,21 @@ def _threads(da: xr.DataArray) -> int | None:
     return 1 if da.chunks is not None else None
 
 
-def _apply_block(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict) -> np.ndarray:
+def _apply_block(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict, located: bool = False,
+                 block_id: tuple[int, ...] | None = None) -> np.ndarray:
     """A kernel on one chunk whose features lie along ``axis``: a view with them last (no copy;
-    a band-first raster chunk is then feature-major, the kernels' fast layout), the result put back."""
+    a band-first raster chunk is then feature-major, the kernels' fast layout), the result put back.
+    ``located``: the kernel is also told which chunk it has, ``chunk``: its place along the other dimensions
+    (dask's ``block_id`` without the feature axis; all 0 for an array in memory)."""
+    if located:
+        kwargs = kwargs | {"chunk": tuple(i for d, i in enumerate(block_id or (0,) * block.ndim) if d != axis)}
     out = func(np.moveaxis(block, axis, -1), **kwargs)
     return np.moveaxis(out, -1, axis) if keep else out
 
 
-
 def map_kernel(
     func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, long_name: str | None,
-    units: str | None = None, **kwargs: Any,
+    units: str | None = None, located: bool = False, **kwargs: Any,
 ) -> xr.DataArray:
     """A kernel mapped over the chunks, ``in_dim`` replaced by ``out_dim`` (or dropped), other dims and chunks kept.
 
@@ -69,9 +73,10 @@ def map_kernel(
     the kernel and its parameters enter the graph once. With a ``long_name``
     the output holds other quantities than the input, so the input's value
     attributes (units, scale, band names) are replaced by it and ``units``.
+    ``located``: the kernel also takes ``chunk``, the chunk's place along the other dimensions (:func:`_apply_block`).
     """
     axis, keep = da.get_axis_num(in_dim), out_dim is not None
-    block = partial(_apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs})
+    block = partial(_apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs}, located=located)
     data = block(da.values) if da.chunks is None else _mapped_chunks(block, da, axis, size if keep else None)
     dims = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or keep]
     coords = {name: coord for name, coord in da.coords.items() if in_dim not in coord.dims}
