@@ -301,7 +301,7 @@ def test_the_maps_at_the_reports_own_pixels_come_from_its_sample_passes(seed):
             np.testing.assert_array_equal(again[name].values, got[name].values)
     da, dim = model_features(cube, model, None)
     sample, index, _ = _report_sample(da, dim, model, None, 0, True)
-    _, discrete, _, measures, _, outputs = _statistics(model.params_, sample, "spacing", 0, kept=k)
+    _, discrete, _, measures, _, outputs = _statistics(model.params_, sample, "spacing", 0, for_maps=k)
     densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
     at_sample = np.stack([got[name].values.ravel()[index] for name in maps])
     np.testing.assert_array_equal(at_sample, _sample_maps(sample, outputs, densities, np.dtype(np.float64)))

@@ -170,7 +170,7 @@ def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weigh
     X = np.multiply(X, c, order="F" if with_forward else "K")  # feature-major: the outputs come out so, each row written whole
     centred *= c  # = scaled(c).to_fit_space(X * c): W stays, the mean scales (exact, a power of two)
     floor = floor_of(np.mean(np.einsum("ij,ij->i", centred, centred)))
-    outputs: tuple[np.ndarray, ...] = ()
+    outputs: tuple[np.ndarray | None, ...] = ()
     if with_forward:
         (a, r_a), (b, r_b) = (kernels.error_curve(X, method.scaled(c), with_forward=True) for method in (params, baseline))
         outputs = (np.divide(r_a, c, out=r_a), np.divide(r_b, c, out=r_b))  # exact: c is a power of two (in place: no new pages)

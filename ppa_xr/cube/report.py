@@ -121,8 +121,7 @@ class SampleMaps:
         bounds = np.flatnonzero(np.diff(key[order])) + 1
         by_chunk = {}
         for group in np.split(order, bounds) if len(order) else []:
-            place = tuple(int(p[group[0]]) for p in places)
-            by_chunk[place] = (flat[group], np.ascontiguousarray(values[:, group]))
+            by_chunk[tuple(int(p[group[0]]) for p in places)] = (flat[group], np.ascontiguousarray(values[:, group]))
         return cls(by_chunk)
 
 
@@ -153,12 +152,13 @@ def _inputs(x: np.ndarray, reduced: PPAParams | None, dtype: np.dtype) -> tuple[
 
 
 def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_state: int | None,
-                weights: np.ndarray | None = None, kept: int | None = None) -> tuple:
+                weights: np.ndarray | None = None, for_maps: int | None = None) -> tuple:
     """What the report measures on its sample: the shift check's error curves, which inputs are quantized, the input
     densities, and per method (PPA, its PCA) the output densities and the curves; ``weights`` (n,) weigh the
     pixels in all of them (whether an input is quantized is a property of its values, not weighed). Last, where
-    ``kept`` is given, the model is not reduced and no input is quantized: the sample's own map inputs from the
-    same passes, PPA's and PCA's outputs (n, d) and squared errors with ``kept`` components (n,) (else None),
+    ``for_maps`` (the components the maps keep) is given, the model is not reduced and no input is quantized: what
+    the maps need of the sample from the same passes, PPA's and PCA's outputs (n, d) and squared errors with
+    ``for_maps`` components (n,) (else None),
     from which :func:`_sample_maps` makes the sample's maps.
 
     The inputs are the features, or a reduced model's span coordinates ``z = W (x - mean)``
@@ -200,8 +200,8 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
             comparison = pending.result()
         else:  # the error curves' passes give the outputs too: one pass per method over the sample
             smooth = coordinates
-            keep = kept is not None and not params.reduced
-            comparison, *shared = errors.compare_errors_and_forward(params, sample, weights, kept if keep else None)
+            keep = for_maps is not None and not params.reduced
+            comparison, *shared = errors.compare_errors_and_forward(params, sample, weights, for_maps if keep else None)
             done = {name: pool.submit(outputs, method, coordinates, R, keep) for (name, method), R in zip(methods.items(), shared)}
             sample_outputs = tuple(shared) if keep else None
         inputs = marginal_density(smooth, estimator, S, weights)
@@ -320,8 +320,7 @@ def information_report(
     k = min(REPORT_COMPONENTS, width - 1) if n_components is None else check_components(n_components, width)
     sample, index, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
     row_weights = None if weights is None else sampling.weights_at(da, dim, weights, index)
-    reuse = kernels.computed_dtype(da.dtype) == np.float64 and width >= REUSE_FEATURES  # where it pays (SampleMaps)
-    comparison, discrete, inputs, measures, curves, outputs = _statistics(params, sample, estimator, random_state, row_weights, k if reuse else None)
+    comparison, discrete, inputs, measures, curves, outputs = _statistics(params, sample, estimator, random_state, row_weights, _reused(da, width, k))
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
     rounding = _rank_warning(curves["pca"]["variance"], params)
@@ -401,6 +400,12 @@ _DESCRIPTIONS = {  # variable stem -> (long name, units)
     "total_mi_reduction": ("multi-information reduction (sample)", "bit"),
     "mi_reduction_per_dim": ("multi-information reduction per dimension (sample)", "bit"),
 }
+
+
+def _reused(da: xr.DataArray, width: int, k: int) -> int | None:
+    """``k`` where the maps reuse the outputs of the report's sample at its pixels (:class:`SampleMaps`: float64 maps
+    of at least :data:`REUSE_FEATURES` inputs, where it pays), else None."""
+    return k if kernels.computed_dtype(da.dtype) == np.float64 and width >= REUSE_FEATURES else None
 
 
 #: features from which a float64 cube's maps reuse the outputs of the report's sample at its pixels (:class:`SampleMaps`):
