@@ -299,6 +299,10 @@ def test_the_maps_at_the_reports_own_pixels_come_from_its_sample_passes(seed):
             again = other.ppa.information_report(model, n_components=k)[list(maps)].compute()
         for name in maps:
             np.testing.assert_array_equal(again[name].values, got[name].values)
+    weights = xr.DataArray(np.linspace(0.5, 2, side), dims="y")  # weighted statistics: the same maps in any chunks
+    one, two = (c.ppa.information_report(model, n_components=k, weights=weights)[list(maps)].compute() for c in (cube, cube.chunk({"y": 13})))
+    for name in maps:
+        np.testing.assert_array_equal(one[name].values, two[name].values)
     da, dim = model_features(cube, model, None)
     sample, index, _ = _report_sample(da, dim, model, None, 0, True)
     _, discrete, _, measures, _, outputs = _statistics(model.params_, sample, "spacing", 0, for_maps=k)
