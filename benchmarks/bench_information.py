@@ -253,7 +253,7 @@ def chunk_cost(path: str | None) -> None:
     for name, cube, model in cubes:
         da, dim = model_features(cube, model, "band")
         sample, _, _ = _report_sample(da, dim, model, None, 0, True)
-        _, discrete, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+        _, discrete, _, measures, _, _ = _statistics(model.params_, sample, "spacing", 0)
         ppa, pca = measures["ppa"], measures["pca"]
         densities = MapDensities.of(ppa, pca, discrete)
         chunk = np.moveaxis(da.data.blocks[(0,) * da.ndim].compute(), da.get_axis_num(dim), -1)  # as map_blocks hands it over
@@ -289,35 +289,45 @@ def stage_cost() -> None:
     from ppa_xr.core import kernels
     from ppa_xr.core.entropy import MapDensities, column_sorts
     from ppa_xr.cube.inputs import model_features
-    from ppa_xr.cube.report import _report_sample, _statistics
+    from ppa_xr.cube.report import SampleMaps, _reused, _report_sample, _sample_maps, _statistics
 
     names = ("10,000 px x 198", "Landsat B2-B7", "768^2 x 36")
     print(f"\n{machine()}")
     print("Where a report's CPU time goes: process CPU time (ms, best of 5) of the forward transform, the computed report, and its")
     print("stages; 'floor': the error curves' two passes over the sample, its three column sorts, and the maps' forward passes and")
-    print("look-ups over every chunk (thread CPU time summed), the arithmetic any report of this design does")
+    print("look-ups over every chunk (thread CPU time summed; the pixels the maps compute: without the sample's own where they")
+    print("reuse its outputs), the arithmetic any report of this design does")
     print("| cube | forward | report | sample pass | statistics (of which error curves; sorts) | grids | the rest, lazy | maps "
           "(of which forward passes; look-ups) | floor | report / forward | floor / forward |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for name, (_, cube, model) in zip(names, _report_cubes(large=False)):
         da, dim = model_features(cube, model, "band")
         params = model.params_
-        sample, _, _ = _report_sample(da, dim, model, None, 0, True)
-        _, discrete, _, measures, _ = _statistics(params, sample, "spacing", 0)
+        sample, index, _ = _report_sample(da, dim, model, None, 0, True)
+        reused = _reused(da, params.n_features, 3)
+        _, discrete, _, measures, _, outputs = _statistics(params, sample, "spacing", 0, for_maps=reused)
         R = {m: kernels.forward(sample, measures[m].params) for m in ("ppa", "pca")}
         densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
+        dtype = kernels.computed_dtype(da.dtype)
+        known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(sample, outputs, densities, dtype))
         ms = {key: 1e3 * _warm_process_seconds(fn) for key, fn in {
             "forward": lambda: cube.ppa.transform(model, check=False).compute(),
             "report": lambda: information_report(cube, model).compute(),
             "lazy": lambda: information_report(cube, model),
             "sample": lambda: _report_sample(da, dim, model, None, 0, True),
-            "statistics": lambda: _statistics(params, sample, "spacing", 0),
+            "statistics": lambda: _statistics(params, sample, "spacing", 0, for_maps=reused),
             "curves": lambda: [kernels.error_curve(sample, measures[m].params, with_forward=True) for m in ("ppa", "pca")],
             "sorts": lambda: [column_sorts(a) for a in (sample, R["ppa"], R["pca"])],
             "grids": lambda: MapDensities.of(measures["ppa"], measures["pca"], discrete),
         }.items()}
         forward_passes = lookups = 0.0
-        for block in (np.moveaxis(b, da.get_axis_num(dim), -1) for b in da.data.blocks.ravel()):
-            x = np.ascontiguousarray(block.compute().reshape(-1, block.shape[-1]).T, dtype=kernels.computed_dtype(block.dtype))
+        if outputs is not None:  # the sample's own pixels: their look-ups, on the outputs of the statistics' passes
+            columns = kernels.feature_major(sample, sample.dtype)
+            lookups += _thread_seconds(lambda: densities.gains(columns, outputs[0].T, outputs[1].T))
+        axis = da.get_axis_num(dim)
+        for place in np.ndindex(da.data.numblocks):
+            rows = np.moveaxis(da.data.blocks[place].compute(), axis, -1).reshape(-1, da.shape[axis])
+            positions, _ = (None, None) if known is None else known.at(place[:axis] + place[axis + 1:])
+            x = np.ascontiguousarray((rows if positions is None else np.delete(rows, positions, axis=0)).T, dtype=dtype)
             (r_ppa, _), (r_pca, _) = kernels.forward_error(x, measures["ppa"].params, 3), kernels.forward_error(x, measures["pca"].params, 3)
             forward_passes += _thread_seconds(lambda: [kernels.forward_error(x, measures[m].params, 3) for m in ("ppa", "pca")])
             lookups += _thread_seconds(lambda: densities.gains(x, r_ppa, r_pca))
@@ -515,7 +525,7 @@ def grid_moves(path: str | None) -> None:
     for name, cube, model in cubes:
         da, dim = model_features(cube, model, "band")
         sample, _, _ = _report_sample(da, dim, model, None, 0, True)
-        _, discrete, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+        _, discrete, _, measures, _, _ = _statistics(model.params_, sample, "spacing", 0)
         densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
         chunk = np.moveaxis(da.data.blocks[(0,) * da.ndim].compute(), da.get_axis_num(dim), -1)
         maps = _pixel_block(chunk, measures["ppa"], measures["pca"], 3, 1, densities).reshape(-1, 4)

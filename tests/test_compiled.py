@@ -323,7 +323,7 @@ def test_report_maps_of_the_bundled_scenes(scene):
     name, cube, model = scene
     da, dim = model_features(cube, model, None)
     sample, _, _ = _report_sample(da, dim, model, None, 0, True)
-    _, discrete, _, measures, _ = _statistics(model.params_, sample, "spacing", 0)
+    _, discrete, _, measures, _, _ = _statistics(model.params_, sample, "spacing", 0)
     assert discrete.all()  # every bundled scene is quantized: its inputs' densities are the step functions themselves
     ppa, pca = measures["ppa"], measures["pca"]
     densities = MapDensities.of(ppa, pca, discrete)
@@ -481,7 +481,7 @@ def test_error_curves_give_the_outputs_too(weighted):
     weights = np.random.default_rng(2).uniform(0.5, 2, len(X)) if weighted else None
     for scale in (1.0, 1e150):
         params = model.params_.scaled(scale)
-        comparison, r_ppa, r_pca = errors.compare_errors_and_forward(params, X * scale, weights)
+        comparison, r_ppa, r_pca, _, _ = errors.compare_errors_and_forward(params, X * scale, weights)
         alone = errors.compare_errors(params, X * scale, weights=weights)
         for field in ("ppa", "pca", "relative", "se"):
             np.testing.assert_allclose(getattr(comparison, field), getattr(alone, field), rtol=1e-9)

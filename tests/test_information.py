@@ -271,3 +271,47 @@ def test_the_whole_report_written_holds_a_few_chunks_of_maps(tmp_path):
     assert count["peak"] <= 6  # measured 2-3; every chunk's maps would be >= 30
     written = xr.open_zarr(tmp_path / "report.zarr")
     np.testing.assert_array_equal(written["error_pca"].values, report["error_pca"].values)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_maps_at_the_reports_own_pixels_come_from_its_sample_passes(seed):
+    """A float64 cube of ``REUSE_FEATURES`` features or more: at the pixels of the report's own sample the four maps
+    are those the statistics' passes over the sample gave (``_sample_maps``), copied bit for bit, so that the maps'
+    pass computes only the other pixels; they agree with the maps' own kernel up to rounding (the error maps to
+    1e-12 of their scale; a redundancy map moves where that rounding crosses a grid cell's edge, on a few pixels);
+    and the maps are the same bit for bit in memory, in any chunks and under any scheduler (which pixels the
+    sample holds does not depend on the chunks)."""
+    import dask
+
+    from ppa_xr.core.entropy import MapDensities
+    from ppa_xr.cube.inputs import model_features
+    from ppa_xr.cube.report import REUSE_FEATURES, _pixel_block, _report_sample, _sample_maps, _statistics
+
+    d, side = REUSE_FEATURES, 60
+    cube = xr.DataArray(curved_sample(side * side, d=d, seed=seed).reshape(side, side, d), dims=("y", "x", "band"))
+    model = cube.ppa.fit(n_samples=1500, random_state=seed)
+    k = 3
+    maps = ("mi_reduction_ppa", "mi_reduction_pca", "error_ppa", "error_pca")
+    got = cube.chunk({"y": 25, "x": 40}).ppa.information_report(model, n_components=k).compute()
+    assert got.attrs["estimated_on"].startswith("held out")
+    for other, scheduler in ((cube, None), (cube.chunk({"y": 7, "x": 60}), "threads"), (cube.chunk({"y": 30}), "synchronous")):
+        with dask.config.set(scheduler=scheduler or "threads"):
+            again = other.ppa.information_report(model, n_components=k)[list(maps)].compute()
+        for name in maps:
+            np.testing.assert_array_equal(again[name].values, got[name].values)
+    weights = xr.DataArray(np.linspace(0.5, 2, side), dims="y")  # weighted statistics: the same maps in any chunks
+    one, two = (c.ppa.information_report(model, n_components=k, weights=weights)[list(maps)].compute() for c in (cube, cube.chunk({"y": 13})))
+    for name in maps:
+        np.testing.assert_array_equal(one[name].values, two[name].values)
+    da, dim = model_features(cube, model, None)
+    sample, index, _ = _report_sample(da, dim, model, None, 0, True)
+    _, discrete, _, measures, _, outputs = _statistics(model.params_, sample, "spacing", 0, for_maps=k)
+    densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
+    at_sample = np.stack([got[name].values.ravel()[index] for name in maps])
+    np.testing.assert_array_equal(at_sample, _sample_maps(sample, outputs, densities, np.dtype(np.float64)))
+    own = _pixel_block(sample, measures["ppa"], measures["pca"], k, 1, densities).T  # the maps' own kernel on those pixels
+    for row in (2, 3):
+        np.testing.assert_allclose(at_sample[row], own[row], rtol=0, atol=1e-12 * own[row].max())
+    moved = np.abs(at_sample[:2] - own[:2]) > 1e-9 * np.abs(own[:2]).max()
+    assert moved.mean() < 0.02  # measured 0-1% (a cell's edge crossed by rounding)
+    assert len(index) > 0.3 * side * side  # the sample is much of the cube: most pixels came from it

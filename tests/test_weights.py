@@ -219,7 +219,7 @@ def test_weighted_report_variances_and_histograms_are_those_of_repeated_rows(see
     model = PPA(degree=2, configuration="fixed").fit(X)
     w = np.random.default_rng(seed).integers(0, 4, 2000)
     sample = curved_sample(2000, seed=seed + 10)
-    weighted = _statistics(model.params_, sample, "histogram", 0, w.astype(float))[-1]
+    weighted = _statistics(model.params_, sample, "histogram", 0, w.astype(float))[4]
     for method, params in (("ppa", model.params_), ("pca", model.params_.pca())):
         R = kernels.forward(sample, params)
         deviations = R - (w @ R) / w.sum()

@@ -124,13 +124,15 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
     ErrorComparison
         Both mean error curves, their ratio and its standard error.
     """
-    return _compare(params, X, baseline, weights, False)[0]
+    return _compare(params, X, baseline, weights, None)[0]
 
 
-def compare_errors_and_forward(params: PPAParams, X: np.ndarray, weights: np.ndarray | None = None
-                               ) -> tuple[ErrorComparison, np.ndarray, np.ndarray]:
+def compare_errors_and_forward(params: PPAParams, X: np.ndarray, weights: np.ndarray | None = None, kept: int | None = None
+                               ) -> tuple[ErrorComparison, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """:func:`compare_errors` against the PCA of the fitting sample, and the forward maps of both (PPA, PCA) on ``X``
-    from the same passes (:func:`~ppa_xr.core.kernels.error_curve` ``with_forward``: ``forward`` up to rounding).
+    from the same passes (:func:`~ppa_xr.core.kernels.error_curve` ``with_forward``: ``forward`` up to rounding),
+    and where ``kept`` is given each row's squared error with that many components kept, of both (the curves' column
+    ``kept - 1``: :func:`~ppa_xr.core.kernels.squared_error` up to rounding).
 
     Parameters
     ----------
@@ -140,19 +142,24 @@ def compare_errors_and_forward(params: PPAParams, X: np.ndarray, weights: np.nda
         (n, d) finite rows, as :func:`compare_errors` takes them.
     weights : np.ndarray, optional
         (n,) row weights, as :func:`compare_errors` weighs them.
+    kept : int, optional
+        Components kept (1..d) for the rows' squared errors.
 
     Returns
     -------
     tuple
-        The :class:`ErrorComparison`, then PPA's and PCA's outputs on ``X`` (n, d) each, float64.
+        The :class:`ErrorComparison`, then PPA's and PCA's outputs on ``X`` (n, d) each, float64, then PPA's and
+        PCA's squared errors (n,) with ``kept`` components kept (None without ``kept``).
     """
-    comparison, outputs = _compare(params, X, params.pca(), weights, True)
+    comparison, outputs = _compare(params, X, params.pca(), weights, kept or 0)
     return comparison, *outputs
 
 
 def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weights: np.ndarray | None,
-             with_forward: bool) -> tuple[ErrorComparison, tuple]:
-    """:func:`compare_errors`, and where ``with_forward`` the outputs of both maps from the same passes."""
+             kept: int | None) -> tuple[ErrorComparison, tuple]:
+    """:func:`compare_errors`, and where ``kept`` is not None the outputs of both maps from the same passes, and
+    where it is a number of components (not 0) the rows' squared errors with that many kept (else None)."""
+    with_forward = kept is not None
     baseline = params.pca() if baseline is None else baseline
     X = np.asarray(X, dtype=np.float64)
     weights = None if weights is None else checks.row_weights(weights, len(X))
@@ -163,10 +170,11 @@ def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weigh
     X = np.multiply(X, c, order="F" if with_forward else "K")  # feature-major: the outputs come out so, each row written whole
     centred *= c  # = scaled(c).to_fit_space(X * c): W stays, the mean scales (exact, a power of two)
     floor = floor_of(np.mean(np.einsum("ij,ij->i", centred, centred)))
-    outputs: tuple[np.ndarray, ...] = ()
+    outputs: tuple[np.ndarray | None, ...] = ()
     if with_forward:
         (a, r_a), (b, r_b) = (kernels.error_curve(X, method.scaled(c), with_forward=True) for method in (params, baseline))
         outputs = (np.divide(r_a, c, out=r_a), np.divide(r_b, c, out=r_b))  # exact: c is a power of two (in place: no new pages)
+        outputs += tuple(e[:, kept - 1] / c / c if kept else None for e in (a, b))
     else:
         a, b = (kernels.error_curve(X, method.scaled(c)) for method in (params, baseline))
     a, b = a[:, :-1], b[:, :-1]

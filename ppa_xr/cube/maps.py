@@ -56,10 +56,17 @@ def _apply_block(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict) -
     return np.moveaxis(out, -1, axis) if keep else out
 
 
+def _apply_block_located(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict, block_id: tuple[int, ...] | None = None) -> np.ndarray:
+    """:func:`_apply_block` for a kernel that is also told which chunk it has, ``chunk``: its place along the other
+    dimensions than ``axis`` (dask's ``block_id`` without the feature axis; all 0 for an array in memory). A function
+    of its own, so that dask hands ``block_id`` to these kernels only."""
+    chunk = tuple(i for d, i in enumerate(block_id or (0,) * block.ndim) if d != axis)
+    return _apply_block(block, func, axis, keep, kwargs | {"chunk": chunk})
+
 
 def map_kernel(
     func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, long_name: str | None,
-    units: str | None = None, **kwargs: Any,
+    units: str | None = None, located: bool = False, **kwargs: Any,
 ) -> xr.DataArray:
     """A kernel mapped over the chunks, ``in_dim`` replaced by ``out_dim`` (or dropped), other dims and chunks kept.
 
@@ -69,9 +76,10 @@ def map_kernel(
     the kernel and its parameters enter the graph once. With a ``long_name``
     the output holds other quantities than the input, so the input's value
     attributes (units, scale, band names) are replaced by it and ``units``.
+    ``located``: the kernel also takes ``chunk``, the chunk's place along the other dimensions (:func:`_apply_block_located`).
     """
     axis, keep = da.get_axis_num(in_dim), out_dim is not None
-    block = partial(_apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs})
+    block = partial(_apply_block_located if located else _apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs})
     data = block(da.values) if da.chunks is None else _mapped_chunks(block, da, axis, size if keep else None)
     dims = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or keep]
     coords = {name: coord for name, coord in da.coords.items() if in_dim not in coord.dims}
