@@ -343,3 +343,27 @@ def test_the_covariances_recompute_is_the_same_on_any_thread_count(project):
         res.renew(project, threads=threads)
         renewed.append((res.cov.tobytes(), res.Z.tobytes()))
     assert renewed[1] == renewed[0] and renewed[2] == renewed[0]
+
+
+@pytest.mark.parametrize("pixel_major", [False, True])
+def test_a_points_product_gives_each_point_the_same_bits_whatever_the_count(pixel_major):
+    """``matmul_into(..., points=1)``: a pixel's result does not depend on how many pixels share the call (BLAS
+    rounds a count's remainder with other kernels), so every chunking gives the same bits; with ``beta`` too."""
+    rng = np.random.default_rng(4)
+    a, x, c0 = rng.normal(size=(7, 15)), rng.normal(size=(15, 1000)) * 1e3, rng.normal(size=(7, 1000))
+    from ppa_xr.core import blas
+
+    if pixel_major:  # (rows, pixels) views of pixel-major arrays, as the kernels see row-major pixels
+        x, c0 = np.ascontiguousarray(x.T).T, np.ascontiguousarray(c0.T).T
+
+    def product(width: int) -> np.ndarray:
+        out = c0.copy(order="K")
+        with blas.single_thread:
+            for start in range(0, 1000, width):
+                blas.matmul_into(a, x[:, start : start + width], out[:, start : start + width], -1.0, 1.0, points=1)
+        return out
+
+    whole = product(1000)
+    np.testing.assert_allclose(whole, c0 - a @ x, rtol=1e-12, atol=1e-9)
+    for width in (1, 3, 53, 333, 640):
+        np.testing.assert_array_equal(product(width), whole)

@@ -14,6 +14,8 @@ import ppa_xr
 from ppa_xr.cube import shift as transfer
 from ppa_xr.datasets import open_rgb_byte
 
+from .conftest import curved_sample
+
 
 def _no_compute(*args, **kwargs):
     raise AssertionError("something was computed")
@@ -126,6 +128,21 @@ def test_values_match_numpy_core_for_any_chunking(landsat, model, chunks):
     np.testing.assert_allclose(rec, ref3, rtol=0, atol=1e-5 * np.abs(X).max())
     err = cube.ppa.reconstruction_error(model, 3).values.ravel()
     np.testing.assert_allclose(err, ((ref3 - X) ** 2).sum(1), rtol=1e-3, atol=1e-3 * np.abs(X).max())
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.float64])
+def test_integer_and_float64_cubes_transform_bit_for_bit_under_any_chunking(dtype):
+    """Integer and float64 cubes are computed in float64, whose products here do not depend on a pixel's place in
+    its chunk: every chunking gives the same bits. (float32 cubes agree to float32 rounding: BLAS's single-precision
+    kernels round a column by its position in the block.)"""
+    data = (curved_sample(91 * 83, d=6, seed=3) * 1000 + 20000).reshape(91, 83, 6).transpose(2, 0, 1).astype(dtype)
+    cube = xr.DataArray(data, dims=("band", "y", "x"))
+    model = cube.ppa.fit(n_samples=3000, random_state=0, degree=3, configuration="fixed")
+    outputs = lambda c: (c.ppa.transform(model).values, c.ppa.reconstruction_error(model, 2).values)  # noqa: E731
+    whole = outputs(cube)
+    for chunks in ({"y": 32, "x": 32}, {"y": 37, "x": 53}, {"y": 7}):
+        for got, ref in zip(outputs(cube.chunk(chunks)), whole):
+            np.testing.assert_array_equal(got, ref)
 
 
 def test_float64_in_float64_out(landsat, model):

@@ -212,12 +212,29 @@ def _operand(x: np.ndarray) -> tuple[np.ndarray, int, int]:
     return _operand(np.ascontiguousarray(x))
 
 
-def matmul_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0, beta: float = 0.0) -> None:
+POINT_GROUP = 64  # a multiple of every BLAS kernel's unroll: points counted in whole groups get one arithmetic
+
+
+def matmul_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0, beta: float = 0.0, points: int | None = None) -> None:
     """``c = alpha a @ b + beta c`` in place, for 2-D float arrays of one dtype with any strides that
-    BLAS can address (``c`` may be a strided view of a larger output). Releases the GIL."""
+    BLAS can address (``c`` may be a strided view of a larger output). Releases the GIL.
+
+    ``points``: the axis of ``c`` whose entries are independent points (pixels). BLAS rounds the
+    last ``count % unroll`` points of a call with other kernels, so the same point would get other
+    bits in another chunking; the count's remainder modulo :data:`POINT_GROUP` is computed in a
+    zero-padded group instead, and every point gets the bits of a whole group whatever the count
+    (exact for float64 at one BLAS thread, as the kernels run; single precision BLAS also rounds by
+    the call's size).
+    """
     m, n = c.shape
     k = a.shape[1]
     if m == 0 or n == 0:
+        return
+    if points == 0:  # points as rows: c^T = b^T a^T has them as columns
+        matmul_into(b.T, a.T, c.T, alpha, beta, points=1)
+        return
+    if points == 1 and n % POINT_GROUP:
+        _padded_columns(a, b, c, alpha, beta)
         return
     func = _cblas_gemm(c.dtype)
     if func is None:
@@ -234,3 +251,23 @@ def matmul_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0,
     a_op, a_trans, lda = _operand(a)
     b_op, b_trans, ldb = _operand(b)
     func(_ROW_MAJOR, a_trans, b_trans, m, n, k, alpha, a_op.ctypes.data, lda, b_op.ctypes.data, ldb, beta, c.ctypes.data, ldc)
+
+
+def _padded_columns(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> None:
+    """:func:`matmul_into` with the columns beyond the last whole :data:`POINT_GROUP` computed in a zero-padded
+    group (buffers in the operands' own memory order, so that BLAS takes the path of the whole groups)."""
+    n = c.shape[1]
+    whole = n - n % POINT_GROUP
+    if whole:
+        matmul_into(a, b[:, :whole], c[:, :whole], alpha, beta)
+    group, out = _zeros_like(b, POINT_GROUP), _zeros_like(c, POINT_GROUP)
+    group[:, : n - whole] = b[:, whole:]
+    if beta:
+        out[:, : n - whole] = c[:, whole:]
+    matmul_into(a, group, out, alpha, beta)
+    c[:, whole:] = out[:, : n - whole]
+
+
+def _zeros_like(x: np.ndarray, columns: int) -> np.ndarray:
+    """Zeros of ``x``'s rows and ``columns`` columns, in ``x``'s memory order (column-major where its first axis has a unit stride)."""
+    return np.zeros((x.shape[0], columns), x.dtype, order="F" if x.shape[0] > 1 and x.strides[0] == x.itemsize else "C")

@@ -205,9 +205,9 @@ def _map_fill(x: np.ndarray, out: np.ndarray, params: PPAParams) -> None:
     for start in range(0, len(x), CACHED_ROWS):
         n = min(CACHED_ROWS, len(x) - start)
         compiled.gaps_at(x[start : start + n], pca.mean, base[:n])
-        blas.matmul_into(base[:n], model[0], u[:n])
+        blas.matmul_into(base[:n], model[0], u[:n], points=0)
         u[:n] -= model[1]
-        blas.matmul_into(u[:n], model[3], wv[:n])
+        blas.matmul_into(u[:n], model[3], wv[:n], points=0)
         compiled.map_fill(x[start : start + n], part[:n], (u[:n], wv[:n], model[2]), fixed, plan, marginal, MAX_ITERATIONS, TOLERANCE,
                           HALVINGS, GUARD, scratch)
         out[start : start + n] = part[:n]

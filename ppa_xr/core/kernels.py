@@ -179,7 +179,7 @@ def _blockwise(
             n = block.shape[1]
             feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
             r = out_cols[r_at : r_at + rows, start : start + n] if r_buffer is None else r_buffer[: rows * n].reshape(rows, n)
-            blas.matmul_into(lin_t.T, block, r)
+            blas.matmul_into(lin_t.T, block, r, points=1)
             r -= bias
             body(prm, plan, r, feats, out_cols[:, start : start + n])
             _invalid_to_nan(out_cols[:, start : start + n])
@@ -195,7 +195,7 @@ def _rotation_into(out_cols: np.ndarray, cols: np.ndarray, lin_t: np.ndarray, bi
     def span(lo: int, hi: int) -> None:
         for start in range(lo, hi, BLOCK):  # block by block: the bias and the check read the GEMM's output from cache
             r = out_cols[:, start : min(start + BLOCK, hi)]
-            blas.matmul_into(lin_t.T, cols[:, start : start + r.shape[1]], r)
+            blas.matmul_into(lin_t.T, cols[:, start : start + r.shape[1]], r, points=1)
             r -= bias
             _invalid_to_nan(r)
 
@@ -209,10 +209,10 @@ def _forward_steps(prm: PPAParams, panels, r: np.ndarray, feats: np.ndarray, row
         for p, g, inside in steps:
             t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[offset : offset + g])
             if p + 1 < q1:  # r[p+1:q1] -= inside^T t
-                blas.matmul_into(inside.T, t, r[p + 1 : q1], -1.0, 1.0)
+                blas.matmul_into(inside.T, t, r[p + 1 : q1], -1.0, 1.0, points=1)
             offset += g
         if q1 < rows:
-            blas.matmul_into(rest.T, feats[:offset], r[q1:], -1.0, 1.0)
+            blas.matmul_into(rest.T, feats[:offset], r[q1:], -1.0, 1.0, points=1)
 
 
 def _map_forward(x, params: PPAParams, rows: int, n_steps: int, width: int, finish, threads: int | None) -> np.ndarray:
@@ -329,14 +329,14 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None, whiten
             block = cols[:, start : min(start + BLOCK, hi)]
             n = block.shape[1]
             x = out_cols[:, start : start + n]  # the GEMMs write straight into the output
-            blas.matmul_into(operator[:k].T, block, x)
+            blas.matmul_into(operator[:k].T, block, x, points=1)
             if used:  # the polynomials' part: a second GEMM on their features, added in place
                 feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
                 offset = 0
                 for p, g in used:
                     basis.powers(_scaled(prm, p, block[p]), g, prm.tails, feats[offset : offset + g])
                     offset += g
-                blas.matmul_into(operator[k:].T, feats, x, 1.0, 1.0)
+                blas.matmul_into(operator[k:].T, feats, x, 1.0, 1.0, points=1)
             x += bias[:, None]
             _invalid_to_nan(x)
 
@@ -432,7 +432,7 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
             n = block.shape[1]
             feats = feats_buffer[: n_feats * n].reshape(n_feats, n)
             r = out_cols[:, start : start + n] if r_buffer is None else r_buffer[: d * n].reshape(d, n)
-            blas.matmul_into(lin_t.T, block, r)
+            blas.matmul_into(lin_t.T, block, r, points=1)
             r -= bias
             _forward_steps(prm, plan, r, feats, d)
             np.einsum("ij,ij->j", r[k:], r[k:], out=error_cols[0, start : start + n])
@@ -494,7 +494,7 @@ def error_curve(x: np.ndarray, params: PPAParams, threads: int | None = None, wi
             if coef is not None:
                 t = basis.powers(_scaled(prm, p, r[p]), g, prm.tails, feats[:g])
                 r[p + 1 :] -= bias
-                blas.matmul_into(coef.T, t, r[p + 1 :], -1.0, 1.0)
+                blas.matmul_into(coef.T, t, r[p + 1 :], -1.0, 1.0, points=1)
             first = p + 1
         errors[d - 1] = 0
         if errors is not head:
