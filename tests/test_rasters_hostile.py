@@ -110,12 +110,21 @@ def test_ground_control_points_travel_to_every_output(tmp_path, landsat):
         assert_placed_by(tmp_path / name, gcps)
 
 
-def test_components_written_by_rioxarray_alone_are_described_one_by_one(tmp_path, landsat):
+def test_selected_components_are_never_described_as_others(tmp_path, landsat):
+    """A per-band long_name tuple does not follow a selection: rioxarray alone would describe bands 3, 2, 1 as 1, 2, 3
+    (and refuse a shorter selection); ppa_xr.to_raster numbers them by their component labels."""
     model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
     scores = landsat.chunk({"x": 160, "y": 160}).ppa.transform(model, n_components=3)
     scores.rio.to_raster(tmp_path / "c.tif")
     with rasterio.open(tmp_path / "c.tif") as src:
-        assert src.descriptions == ("PPA component 1", "PPA component 2", "PPA component 3")
+        assert src.descriptions == ("PPA component",) * 3
+    for selection, name in ((scores.sel(component=[3, 2, 1]), "r"), (scores.isel(component=[2, 0]), "s")):
+        selection.rio.to_raster(tmp_path / f"{name}_rio.tif")
+        with rasterio.open(tmp_path / f"{name}_rio.tif") as src:
+            assert set(src.descriptions) == {"PPA component"}
+        ppa_xr.to_raster(selection, tmp_path / f"{name}.tif")
+        with rasterio.open(tmp_path / f"{name}.tif") as src:
+            assert src.descriptions == tuple(f"PPA component {k}" for k in selection.component.values)
     reopened = rioxarray.open_rasterio(tmp_path / "c.tif").rename(band="component")
     np.testing.assert_allclose(reopened.ppa.inverse_transform(model).values, scores.ppa.inverse_transform(model).values, rtol=1e-6)
 

@@ -124,7 +124,7 @@ def transform(
     xr.DataArray
         Lazy components: ``component`` (1..k) in place of the feature dimension, other
         dimensions, chunks, CRS and transform (or ground control points) kept; ``long_name``
-        is ``("PPA component 1", ..., "PPA component k")``, the band descriptions ``rio.to_raster`` writes.
+        is ``"PPA component"`` (:func:`~ppa_xr.to_raster` describes each band by its ``component`` label, after any selection).
 
     Examples
     --------
@@ -137,8 +137,9 @@ def transform(
         warn_on_shift(da, dim, model, k)
     units = None if model.whiten else _component_units(da, model)  # whitened components have no unit
     out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", units, params=model.params_, n_components=k, whiten=model.whiten)
-    described = provenance(model, "components", k) | {"long_name": tuple(f"PPA component {i}" for i in range(1, k + 1))}  # rioxarray's band descriptions
-    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(described)
+    # one long_name for every band: a per-band tuple would not follow a selection (scores.sel(component=[3, 2, 1]) would keep
+    # 1, 2, 3); ppa_xr.to_raster numbers the bands from the component coordinate, which does
+    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
 
 
 def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
