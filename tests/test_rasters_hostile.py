@@ -235,3 +235,62 @@ def test_a_band_of_a_smaller_extent_is_nan_outside_it_not_zero(tmp_path, landsat
     stack = ppa_xr.open_band_stack([tmp_path / "L_B2.tif", tmp_path / "L_B3.tif"], resolution=30)
     b3 = stack.sel(band="B3").values
     assert np.isnan(b3[:, 100:]).all() and np.array_equal(b3[:, :100], cube.sel(band="B3").values[:, :100])
+
+
+def _packed_scene(tmp_path, scales, offsets):
+    """Six bands of the bundled scene as a uint16 GeoTIFF declaring a scale and offset per band (Landsat Collection 2
+    surface reflectance: DN * 2.75e-5 - 0.2), nodata 0, band descriptions B1..B6."""
+    raw = open_landsat8_sample().isel(band=slice(0, 6)).drop_vars("wavelength")
+    raw.attrs = {}
+    raw.rio.write_nodata(0).rio.to_raster(tmp_path / "packed.tif")
+    with rasterio.open(tmp_path / "packed.tif", "r+") as dst:
+        dst.scales, dst.offsets = scales, offsets
+        dst.descriptions = tuple(str(b) for b in raw.band.values)
+    return tmp_path / "packed.tif"
+
+
+def test_packed_values_are_unpacked_however_the_file_is_opened(tmp_path):
+    """A model fitted on the stored numbers of a packed file (rioxarray without mask_and_scale, as the CLI opens it, or
+    netCDF with mask_and_scale=False) is the model of its values: applied to the file opened with mask_and_scale=True it
+    gave components 4e4 times too large, silently."""
+    path = _packed_scene(tmp_path, (2.75e-5,) * 6, (-0.2,) * 6)
+    stored, values = rioxarray.open_rasterio(path), rioxarray.open_rasterio(path, mask_and_scale=True)
+    assert stored.attrs["scale_factor"] == 2.75e-5 and "scale_factor" not in values.attrs
+    on_stored, on_values = (cube.ppa.fit(n_samples=3000, random_state=0, degree=2) for cube in (stored, values))
+    np.testing.assert_allclose(on_stored.params_.mean, on_values.params_.mean, rtol=1e-6)
+    scores = values.ppa.transform(on_values, n_components=3).values
+    assert np.nanmax(np.abs(scores)) < 2
+    np.testing.assert_allclose(values.ppa.transform(on_stored, n_components=3).values, scores, atol=1e-5)
+    np.testing.assert_allclose(stored.ppa.transform(on_values, n_components=3).values, scores, atol=1e-5)
+    rebuilt = stored.ppa.reconstruct(on_stored, 6)
+    assert "scale_factor" not in rebuilt.attrs and "add_offset" not in rebuilt.attrs  # its values are unpacked
+    np.testing.assert_allclose(rebuilt.values, values.values, atol=1e-4, equal_nan=True)
+    ds = values.rename(band="b").assign_coords(b=np.arange(6)).drop_vars("spatial_ref").to_dataset(name="refl")
+    ds["refl"].encoding = {"dtype": "uint16", "scale_factor": 2.75e-5, "add_offset": -0.2, "_FillValue": 0}
+    ds.to_netcdf(tmp_path / "cf.nc")
+    with xr.open_dataset(tmp_path / "cf.nc") as decoded, xr.open_dataset(tmp_path / "cf.nc", mask_and_scale=False) as packed:
+        model = decoded["refl"].ppa.fit(dim="b", n_samples=3000, random_state=0, degree=2)
+        np.testing.assert_allclose(packed["refl"].ppa.transform(model, n_components=3).values,
+                                   decoded["refl"].ppa.transform(model, n_components=3).values, atol=1e-5)
+
+
+def test_a_scale_per_band_is_applied_or_refused(tmp_path):
+    path = _packed_scene(tmp_path, (1e-4, 2e-4, 1e-4, 1e-4, 1e-4, 1e-4), (0.0,) * 6)
+    with pytest.raises(ValueError, match="mask_and_scale=True"):
+        rioxarray.open_rasterio(path).ppa.fit(n_samples=3000, random_state=0)
+    values = rioxarray.open_rasterio(path, mask_and_scale=True)
+    for band in range(6):  # single-band files of unlike scales: each unpacked with its own, as rioxarray would
+        layer = values.isel(band=[band]).copy()
+        layer.attrs, layer.encoding = {}, {}
+        layer.rio.write_nodata(np.nan, encoded=False).rio.to_raster(tmp_path / f"b{band}.tif")
+    stacked = ppa_xr.open_band_stack([tmp_path / f"b{band}.tif" for band in range(6)])
+    for band in range(6):
+        layer = rioxarray.open_rasterio(path).isel(band=[band])
+        layer.attrs = {}
+        layer.rio.write_nodata(0).rio.to_raster(tmp_path / f"p{band}.tif")
+        with rasterio.open(tmp_path / f"p{band}.tif", "r+") as dst:
+            dst.scales, dst.offsets = ((1e-4, 2e-4)[band == 1],), (0.0,)
+    packed = ppa_xr.open_band_stack([tmp_path / f"p{band}.tif" for band in range(6)], bands=[f"b{band}" for band in range(6)])
+    np.testing.assert_allclose(packed.values, stacked.values, rtol=1e-6)
+    model = stacked.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    np.testing.assert_allclose(packed.ppa.transform(model).values, stacked.ppa.transform(model).values, atol=1e-6)

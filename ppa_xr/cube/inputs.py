@@ -112,21 +112,44 @@ def float_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArray:
-    """``da`` as floats with its declared nodata (rioxarray's ``nodata`` / ``_FillValue``) as NaN, a new
-    object without the nodata attributes; ``dtype`` by default float32 for 8/16-bit integers and float32
-    data, float64 otherwise (no value is rounded). The one nodata masking (cubes and band stacks)."""
+    """``da`` as floats with its declared nodata (rioxarray's ``nodata`` / ``_FillValue``) as NaN and its declared
+    packing applied, ``scale_factor * stored + add_offset`` (:func:`declared_packing`), a new object without those
+    attributes; ``dtype`` by default float32 for 8/16-bit integers and float32 data, float64 otherwise (no value
+    is rounded). The one nodata masking and unpacking (cubes and band stacks): a file opened with or without
+    ``mask_and_scale`` gives the same values."""
     import rioxarray  # noqa: F401  (registers .rio)
 
     if da.dtype.kind not in "iufb":
         raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
     if dtype is None:
         dtype = float_dtype(da.dtype)
-    nodata = declared_nodata(da)
+    nodata, (scale, offset) = declared_nodata(da), declared_packing(da)
     out = da.copy(deep=False) if da.dtype == dtype else da.astype(dtype)  # never the caller's object; +-inf become NaN in the kernels
     if nodata is not None and not np.isnan(nodata):
         out = out.where(da != nodata)
-    out.attrs = {k: v for k, v in da.attrs.items() if k not in ("_FillValue", "missing_value")}
+    if (scale, offset) != (1.0, 0.0):
+        out = out * np.dtype(dtype).type(scale) + np.dtype(dtype).type(offset)
+    out.attrs = {k: v for k, v in da.attrs.items() if k not in _PACKING}
     return out
+
+
+#: attributes that say how stored values map to data values (nodata and CF packing), gone once applied
+_PACKING = ("_FillValue", "missing_value", "scale_factor", "add_offset", "scales", "offsets")
+
+
+def declared_packing(da: xr.DataArray) -> tuple[float, float]:
+    """The ``(scale_factor, add_offset)`` a cube declares in its attributes and has not applied (CF packing, as
+    ``rioxarray.open_rasterio`` without ``mask_and_scale`` and ``xr.open_dataset(mask_and_scale=False)`` leave it),
+    ``(1.0, 0.0)`` for none; a scale or offset per band (rioxarray's ``scales`` / ``offsets``) raises."""
+    per_band = {key: tuple(da.attrs[key]) for key in ("scales", "offsets") if np.size(da.attrs.get(key, ())) > 1}
+    if any(len(set(values)) > 1 for values in per_band.values()):
+        raise ValueError(
+            f"the cube{'' if da.name is None else f' {da.name!r}'} declares a scale and offset per band "
+            f"(attributes {per_band}), which a band selection or reordering would not follow: open it with "
+            "rioxarray.open_rasterio(path, mask_and_scale=True), which applies each band's, or apply them and remove the attributes")
+    scale = da.attrs.get("scale_factor", per_band["scales"][0] if "scales" in per_band else 1.0)
+    offset = da.attrs.get("add_offset", per_band["offsets"][0] if "offsets" in per_band else 0.0)
+    return float(scale), float(offset)
 
 
 #: where a cube may declare its nodata (rioxarray's order: the encoding's ``_FillValue``, then the attributes)

@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from .._atomic import as_path, check_output, replace_atomically, special, suffix_of
-from .inputs import common_units, float_dtype, masked_float
+from .inputs import common_units, declared_packing, float_dtype, masked_float
 
 #: suffixes opened with xarray (netCDF, zarr stores); any other file is opened as a raster (rioxarray: GeoTIFF, VRT, JPEG 2000, ...)
 DATA_SUFFIXES = (".nc", ".zarr")
@@ -73,15 +73,15 @@ def open_band_stack(
     grid = None if resolution is None else _grid_at(files, resolution, resampling)
     layers = [read_raster(p, grid, chunks=chunks, masked=masked) for p in files]
     _check_grid(files, layers)
-    nodata = {layer.rio.nodata for layer in layers}
-    if len(nodata) > 1:  # one nodata per band: mask each with its own
+    each = len({layer.rio.nodata for layer in layers}) > 1 or len({declared_packing(layer) for layer in layers}) > 1
+    if each:  # one nodata or packing per band: mask and unpack each with its own (concat would drop the conflicting attributes)
         dtype = np.result_type(np.float32, *(layer.dtype for layer in layers))
         layers = [masked_float(layer, dtype) for layer in layers]
         for layer in layers:
             layer.encoding.pop("_FillValue", None)  # masked layers hold NaN; an integer fill value no longer applies
     cube = xr.concat([layer.squeeze("band", drop=True) for layer in layers], dim="band", combine_attrs="drop_conflicts")
     cube = cube.assign_coords(band=labels)
-    return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
+    return cube.rio.write_nodata(np.nan, encoded=False) if each else cube
 
 
 @dataclass(frozen=True)
