@@ -262,6 +262,11 @@ def test_packed_values_are_unpacked_however_the_file_is_opened(tmp_path):
     assert np.nanmax(np.abs(scores)) < 2
     np.testing.assert_allclose(values.ppa.transform(on_stored, n_components=3).values, scores, atol=1e-5)
     np.testing.assert_allclose(stored.ppa.transform(on_values, n_components=3).values, scores, atol=1e-5)
+    masked = rioxarray.open_rasterio(path, masked=True)  # floats still holding the stored numbers (the encoding says uint16)
+    np.testing.assert_allclose(masked.ppa.transform(on_values, n_components=3).values, scores, atol=1e-5)
+    manual = masked * 2.75e-5 - 0.2  # unpacked by hand: xarray keeps the attributes, drops the encoding
+    with pytest.warns(UserWarning, match="taken as unpacked already"):
+        np.testing.assert_allclose(manual.ppa.transform(on_values, n_components=3).values, scores, atol=1e-5)
     rebuilt = stored.ppa.reconstruct(on_stored, 6)
     assert "scale_factor" not in rebuilt.attrs and "add_offset" not in rebuilt.attrs  # its values are unpacked
     np.testing.assert_allclose(rebuilt.values, values.values, atol=1e-4, equal_nan=True)

@@ -140,16 +140,24 @@ _PACKING = ("_FillValue", "missing_value", "scale_factor", "add_offset", "scales
 def declared_packing(da: xr.DataArray) -> tuple[float, float]:
     """The ``(scale_factor, add_offset)`` a cube declares in its attributes and has not applied (CF packing, as
     ``rioxarray.open_rasterio`` without ``mask_and_scale`` and ``xr.open_dataset(mask_and_scale=False)`` leave it),
-    ``(1.0, 0.0)`` for none; a scale or offset per band (rioxarray's ``scales`` / ``offsets``) raises."""
+    ``(1.0, 0.0)`` for none; a scale or offset per band (rioxarray's ``scales`` / ``offsets``) raises. Only integers or floats
+    read from integers (the encoding's ``dtype``) are packed: floats computed since (which keep the attributes) get a warning."""
     per_band = {key: tuple(da.attrs[key]) for key in ("scales", "offsets") if np.size(da.attrs.get(key, ())) > 1}
     if any(len(set(values)) > 1 for values in per_band.values()):
         raise ValueError(
             f"the cube{'' if da.name is None else f' {da.name!r}'} declares a scale and offset per band "
             f"(attributes {per_band}), which a band selection or reordering would not follow: open it with "
             "rioxarray.open_rasterio(path, mask_and_scale=True), which applies each band's, or apply them and remove the attributes")
-    scale = da.attrs.get("scale_factor", per_band["scales"][0] if "scales" in per_band else 1.0)
-    offset = da.attrs.get("add_offset", per_band["offsets"][0] if "offsets" in per_band else 0.0)
-    return float(scale), float(offset)
+    scale = float(da.attrs.get("scale_factor", per_band["scales"][0] if "scales" in per_band else 1.0))
+    offset = float(da.attrs.get("add_offset", per_band["offsets"][0] if "offsets" in per_band else 0.0))
+    stored = np.dtype(da.encoding.get("dtype", da.encoding.get("rasterio_dtype", da.dtype)))
+    if (scale, offset) != (1.0, 0.0) and not (da.dtype.kind in "iu" or stored.kind in "iu"):
+        # floats no longer as read (arithmetic drops the encoding, keeps the attributes): the values may be unpacked already
+        warn_user(f"the cube{'' if da.name is None else f' {da.name!r}'} declares scale_factor {scale} and add_offset {offset} but "
+                  "holds floats computed since it was read, taken as unpacked already; if they are the stored numbers, unpack "
+                  "them (cube * scale_factor + add_offset), and remove the attributes either way", UserWarning)
+        return 1.0, 0.0
+    return scale, offset
 
 
 #: where a cube may declare its nodata (rioxarray's order: the encoding's ``_FillValue``, then the attributes)
