@@ -299,3 +299,22 @@ def test_a_scale_per_band_is_applied_or_refused(tmp_path):
     np.testing.assert_allclose(packed.values, stacked.values, rtol=1e-6)
     model = stacked.ppa.fit(n_samples=3000, random_state=0, degree=2)
     np.testing.assert_allclose(packed.ppa.transform(model).values, stacked.ppa.transform(model).values, atol=1e-6)
+
+
+def test_a_geotiff_of_components_in_another_order_is_inverted_as_what_it_holds(tmp_path, landsat):
+    """rioxarray labels a file's bands 1..n: components 2, 1, 3 written by ppa_xr.to_raster were inverted as 1, 2, 3
+    (by the CLI and by open_rasterio(...).rename(band="component")), off by up to 1.7e4, silently."""
+    from ppa_xr.cli import main
+
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = landsat.ppa.transform(model, n_components=3)
+    expected = scores.ppa.inverse_transform(model).values
+    ppa_xr.to_raster(scores.sel(component=[2, 1, 3]), tmp_path / "c.tif")
+    read = rioxarray.open_rasterio(tmp_path / "c.tif").rename(band="component")
+    np.testing.assert_allclose(read.ppa.inverse_transform(model).values, expected, rtol=1e-6)
+    model.save(tmp_path / "m.nc")
+    assert main(["inverse", str(tmp_path / "c.tif"), str(tmp_path / "m.nc"), str(tmp_path / "back.tif")]) == 0
+    np.testing.assert_allclose(rioxarray.open_rasterio(tmp_path / "back.tif").values, expected, rtol=1e-6)
+    ppa_xr.to_raster(scores.sel(component=[3, 1]), tmp_path / "gap.tif")
+    with pytest.raises(ValueError, match=r"labelled 1..2 along 'component', got \[3, 1\]"):
+        rioxarray.open_rasterio(tmp_path / "gap.tif").rename(band="component").ppa.inverse_transform(model)

@@ -13,6 +13,8 @@ from ..model import PPA
 from ..model.labels import FeatureLabels
 
 COMPONENT = "component"
+#: what a component band is called in files (``PPA component k``: ppa_xr.to_raster's band descriptions)
+COMPONENT_NAME = "PPA component"
 #: dimension names taken as a raster's spatial axes (spatial blocks of the sample, neighbours of the noise estimate)
 SPATIAL_DIMS = ("x", "y", "lon", "lat", "longitude", "latitude")
 
@@ -99,6 +101,18 @@ def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
     if default and isinstance(names, (tuple, list)) and len(names) == n and len({str(v) for v in names}) == n:
         da = da.assign_coords({dim: [str(v) for v in names]})
         da.attrs = {k: v for k, v in da.attrs.items() if k != "long_name"}
+    return da
+
+
+def described_components(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
+    """Components labelled by the band descriptions ``PPA component k`` (:func:`~ppa_xr.to_raster`'s) where rioxarray
+    left its default labels 1..n: a GeoTIFF of components 2, 1, 3 is read as those, not as 1, 2, 3."""
+    names = da.attrs.get("long_name")
+    n = da.sizes[dim]
+    default = dim not in da.coords or np.array_equal(da[dim].values, np.arange(1, n + 1))
+    numbers = [str(v).removeprefix(f"{COMPONENT_NAME} ") for v in names] if isinstance(names, (tuple, list)) and len(names) == n else []
+    if default and numbers and all(v.isdigit() for v in numbers):
+        da = da.assign_coords({dim: [int(v) for v in numbers]})
     return da
 
 

@@ -22,7 +22,8 @@ from ..core.checks import check_components
 from ..core.docstrings import shared
 from ..model import PPA
 from ..model.labels import FeatureLabels
-from .inputs import COMPONENT, _component_units, _one_chunk_along, check_model, common_units, masked_float, model_features
+from .inputs import (COMPONENT, COMPONENT_NAME, _component_units, _one_chunk_along, check_model, common_units, described_components, masked_float,
+                     model_features)
 from .shift import warn_on_shift
 
 # attributes that describe the values of the input bands, wrong for components or errors
@@ -136,7 +137,7 @@ def transform(
     if check:
         warn_on_shift(da, dim, model, k)
     units = None if model.whiten else _component_units(da, model)  # whitened components have no unit
-    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", units, params=model.params_, n_components=k, whiten=model.whiten)
+    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, COMPONENT_NAME, units, params=model.params_, n_components=k, whiten=model.whiten)
     # one long_name for every band: a per-band tuple would not follow a selection (scores.sel(component=[3, 2, 1]) would keep
     # 1, 2, 3); ppa_xr.to_raster numbers the bands from the component coordinate, which does
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
@@ -171,7 +172,7 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
         raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
     if scores.dtype.kind not in "iuf":
         raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
-    scores = masked_float(scores)  # integer components (rounded, or read from an integer file) as floats, nodata as NaN
+    scores = masked_float(described_components(scores, dim))  # labels from a file's descriptions; integers as floats, nodata as NaN
     k, d = check_components(scores.sizes[dim], model.params_.n_features, f"the number of components along {dim!r}"), model.n_features_in_
     if dim in scores.coords:  # matched by label, as bands are: components 1..k in any order
         labels = scores[dim].values
