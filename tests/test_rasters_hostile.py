@@ -318,3 +318,15 @@ def test_a_geotiff_of_components_in_another_order_is_inverted_as_what_it_holds(t
     ppa_xr.to_raster(scores.sel(component=[3, 1]), tmp_path / "gap.tif")
     with pytest.raises(ValueError, match=r"labelled 1..2 along 'component', got \[3, 1\]"):
         rioxarray.open_rasterio(tmp_path / "gap.tif").rename(band="component").ppa.inverse_transform(model)
+
+
+def test_a_boolean_cube_with_a_kept_nodata_is_refused(landsat):
+    """xarray keeps attributes through a comparison: cube > 10000 declared the scene's nodata 0, so every False was
+    missing (NaN in transforms, and a fit that found no valid pixel)."""
+    flags = landsat > 10000
+    assert flags.rio.nodata is not None  # kept from the uint16 scene
+    with pytest.raises(ValueError, match=r"boolean cube holds data in both its values.*del cube.attrs\['_FillValue'\]"):
+        flags.ppa.fit(n_samples=3000, random_state=0, degree=1)
+    del flags.attrs["_FillValue"]
+    model = flags.ppa.fit(n_samples=3000, random_state=0, degree=1)
+    assert np.isfinite(flags.ppa.transform(model, n_components=2).values).all()

@@ -183,7 +183,10 @@ def declared_nodata(da: xr.DataArray) -> float | None:
     cannot hold (a uint8 cube with nodata -9999, a uint16 one with 65535.5 or 'abc'), and what to do. NaN declared
     on integers (a float result's attributes kept by ``astype``) marks no value: None."""
     try:
-        nodata = da.rio.nodata
+        nodata = da.copy(deep=False).rio.nodata  # a fresh accessor: rioxarray caches the nodata it read on the object's
+        if nodata is not None and da.dtype.kind == "b" and not np.isnan(float(nodata)):
+            raise TypeError(f"a boolean cube holds data in both its values, and {nodata!r} would mark every such value missing "
+                            "(an attribute kept from the cube it was computed from?)")
         return nodata if nodata is None else _held(nodata, da.dtype)
     except (OverflowError, ValueError, TypeError) as err:
         found = [(f"{place}[{key!r}]", getattr(da, place)[key]) for place, key in _NODATA if getattr(da, place).get(key) is not None]
