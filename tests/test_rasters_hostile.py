@@ -330,3 +330,24 @@ def test_a_boolean_cube_with_a_kept_nodata_is_refused(landsat):
     del flags.attrs["_FillValue"]
     model = flags.ppa.fit(n_samples=3000, random_state=0, degree=1)
     assert np.isfinite(flags.ppa.transform(model, n_components=2).values).all()
+
+
+def test_a_cf_missing_value_beside_the_fill_value_marks_missing_values(tmp_path):
+    """CF lets a variable declare a _FillValue and another missing_value; opened with mask_and_scale=False, only the
+    first was masked, and the -9999 rows went into the outputs as values."""
+    import h5netcdf
+
+    cube = open_landsat8_sample().isel(band=slice(0, 4)).drop_vars(["wavelength", "spatial_ref"]).astype("int16")
+    values = cube.values.copy()
+    values[0, :10], values[1, 10:20] = -9999, -32768
+    ds = cube.copy(data=values).rename(band="b").assign_coords(b=np.arange(4)).to_dataset(name="t")
+    ds["t"].attrs, ds["t"].encoding = {}, {"_FillValue": np.int16(-32768)}
+    ds.to_netcdf(tmp_path / "mv.nc", engine="h5netcdf")
+    with h5netcdf.File(tmp_path / "mv.nc", "a") as nc:  # xarray refuses to write the two different values itself
+        nc.variables["t"].attrs["missing_value"] = np.int16(-9999)
+    with xr.open_dataset(tmp_path / "mv.nc")["t"] as decoded, xr.open_dataset(tmp_path / "mv.nc", mask_and_scale=False)["t"] as stored:
+        assert stored.attrs["missing_value"] == -9999 and stored.attrs["_FillValue"] == -32768
+        model = decoded.ppa.fit(dim="b", n_samples=3000, random_state=0, degree=2)
+        expected = decoded.ppa.transform(model, n_components=2).values
+        assert np.isnan(expected[:, :20]).all() and np.isfinite(expected[:, 20:]).all()
+        np.testing.assert_array_equal(stored.ppa.transform(model, n_components=2).values, expected)

@@ -126,8 +126,8 @@ def float_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArray:
-    """``da`` as floats with its declared nodata (rioxarray's ``nodata`` / ``_FillValue``) as NaN and its declared
-    packing applied, ``scale_factor * stored + add_offset`` (:func:`declared_packing`), a new object without those
+    """``da`` as floats with its declared nodata (rioxarray's ``nodata`` / ``_FillValue``, and a CF ``missing_value``)
+    as NaN and its declared packing applied, ``scale_factor * stored + add_offset`` (:func:`declared_packing`), a new object without those
     attributes; ``dtype`` by default float32 for 8/16-bit integers and float32 data, float64 otherwise (no value
     is rounded). The one nodata masking and unpacking (cubes and band stacks): a file opened with or without
     ``mask_and_scale`` gives the same values."""
@@ -139,8 +139,9 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
         dtype = float_dtype(da.dtype)
     nodata, (scale, offset) = declared_nodata(da), declared_packing(da)
     out = da.copy(deep=False) if da.dtype == dtype else da.astype(dtype)  # never the caller's object; +-inf become NaN in the kernels
-    if nodata is not None and not np.isnan(nodata):
-        out = out.where(da != nodata)
+    for marker in dict.fromkeys([nodata, *np.ravel(da.attrs.get("missing_value", [])).tolist()]):  # CF: both mark missing
+        if marker is not None and not np.isnan(float(marker)):
+            out = out.where(da != marker)
     if (scale, offset) != (1.0, 0.0):
         out = out * np.dtype(dtype).type(scale) + np.dtype(dtype).type(offset)
     out.attrs = {k: v for k, v in da.attrs.items() if k not in _PACKING}

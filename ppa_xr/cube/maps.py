@@ -22,8 +22,9 @@ from ..core.checks import check_components
 from ..core.docstrings import shared
 from ..model import PPA
 from ..model.labels import FeatureLabels
-from .inputs import (COMPONENT, COMPONENT_NAME, _component_units, _one_chunk_along, check_model, common_units, described_components, masked_float,
-                     model_features)
+from .inputs import (
+    COMPONENT, COMPONENT_NAME, _component_units, _one_chunk_along, check_model, common_units, described_components, masked_float, model_features,
+)
 from .shift import warn_on_shift
 
 # attributes that describe the values of the input bands, wrong for components or errors

@@ -165,7 +165,8 @@ class FeatureLabels:
             else:
                 continue
             if unlike.any():
-                pairs = ", ".join(f"{label}: {a} (model {b})" for label, a, b in zip(as_text(da[self.dim].values[unlike]), cube[unlike], values[unlike]))
+                labels = as_text(da[self.dim].values[unlike])
+                pairs = ", ".join(f"{label}: {a} (model {b})" for label, a, b in zip(labels, cube[unlike], values[unlike]))
                 warn_user(f"the cube's {name!r} differs from the model's at features the labels match along {self.dim!r}: {pairs}; "
                           f"check that they are the features the model was fitted on (another sensor's bands under the same "
                           f"labels?): outputs carry the model's {name!r}", UserWarning)
