@@ -351,3 +351,16 @@ def test_a_cf_missing_value_beside_the_fill_value_marks_missing_values(tmp_path)
         expected = decoded.ppa.transform(model, n_components=2).values
         assert np.isnan(expected[:, :20]).all() and np.isfinite(expected[:, 20:]).all()
         np.testing.assert_array_equal(stored.ppa.transform(model, n_components=2).values, expected)
+
+
+def test_components_along_another_dimension_are_refused_with_the_fix(tmp_path, landsat):
+    """A component GeoTIFF opened with rioxarray has its components along 'band': the message names the rename."""
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = landsat.ppa.transform(model, n_components=3)
+    ppa_xr.to_raster(scores, tmp_path / "c.tif")
+    read = rioxarray.open_rasterio(tmp_path / "c.tif")
+    with pytest.raises(ValueError, match=r"dims \('band', 'y', 'x'\): name their dimension: scores.rename\(band='component'\)"):
+        read.ppa.inverse_transform(model)
+    np.testing.assert_allclose(read.ppa.inverse_transform(model, dim="band").values, scores.ppa.inverse_transform(model).values, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"scores.to_dataarray\('component'\)"):
+        scores.to_dataset(dim="component").ppa.inverse_transform(model)

@@ -170,7 +170,7 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
     """
     check_model(model)
     if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
-        raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
+        raise ValueError(_not_components(scores, dim))
     if scores.dtype.kind not in "iuf":
         raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
     scores = masked_float(described_components(scores, dim))  # labels from a file's descriptions; integers as floats, nodata as NaN
@@ -284,6 +284,19 @@ def fill(
     mask = (missing & ~missing.all(dim)).transpose(*da.dims).rename(_name(obj, "filled_mask"))
     mask.attrs = {"long_name": "value filled by PPA"}
     return filled, mask
+
+
+def _not_components(scores: object, dim: Hashable) -> str:
+    """Why ``scores`` are not components along ``dim``, and how to make them so."""
+    if isinstance(scores, xr.Dataset):
+        fix = f"stack the variables into one: scores.to_dataarray({dim!r})"
+    elif isinstance(scores, xr.DataArray) and scores.ndim:
+        first = scores.dims[0]  # a GeoTIFF of components opened with rioxarray has them along 'band'
+        fix = f"name their dimension: scores.rename({first}={dim!r}), or pass dim={first!r}"
+    else:
+        fix = "pass the output of transform"
+    return f"expected a DataArray of components along a {dim!r} dimension (the output of transform), got {type(scores).__name__}" + (
+        f" with dims {tuple(scores.dims)}" if isinstance(scores, (xr.DataArray, xr.Dataset)) else "") + f": {fix}"
 
 
 def provenance(model: PPA, output: str, k: int) -> dict[str, str | int]:
