@@ -364,3 +364,15 @@ def test_components_along_another_dimension_are_refused_with_the_fix(tmp_path, l
     np.testing.assert_allclose(read.ppa.inverse_transform(model, dim="band").values, scores.ppa.inverse_transform(model).values, rtol=1e-6)
     with pytest.raises(ValueError, match=r"scores.to_dataarray\('component'\)"):
         scores.to_dataset(dim="component").ppa.inverse_transform(model)
+
+
+def test_components_stored_packed_are_inverted_unpacked(tmp_path, landsat):
+    """Components saved as int16 with a scale_factor (a common way to halve a file) and read back without
+    mask_and_scale were inverted as the stored integers, 1000 times too large."""
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = landsat.ppa.transform(model, n_components=3).drop_vars("spatial_ref").drop_attrs()
+    scale = float(abs(scores).max()) / 30_000  # int16 holds +-32767 steps
+    scores.to_dataset(name="c").to_netcdf(tmp_path / "c.nc", encoding={"c": {"dtype": "int16", "scale_factor": scale, "_FillValue": -32768}})
+    with xr.open_dataset(tmp_path / "c.nc", mask_and_scale=False)["c"] as stored, xr.open_dataset(tmp_path / "c.nc")["c"] as decoded:
+        assert stored.dtype == np.int16 and stored.attrs["scale_factor"] == scale
+        np.testing.assert_allclose(stored.ppa.inverse_transform(model).values, decoded.ppa.inverse_transform(model).values, rtol=1e-5)
