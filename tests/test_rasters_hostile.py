@@ -376,3 +376,19 @@ def test_components_stored_packed_are_inverted_unpacked(tmp_path, landsat):
     with xr.open_dataset(tmp_path / "c.nc", mask_and_scale=False)["c"] as stored, xr.open_dataset(tmp_path / "c.nc")["c"] as decoded:
         assert stored.dtype == np.int16 and stored.attrs["scale_factor"] == scale
         np.testing.assert_allclose(stored.ppa.inverse_transform(model).values, decoded.ppa.inverse_transform(model).values, rtol=1e-5)
+
+
+@pytest.mark.parametrize("view", ["coarsen", "step", "flip"])
+def test_a_resampled_cube_writes_the_transform_of_its_coordinates(tmp_path, landsat, view):
+    """isel with a step, coarsen or a flip keep the file's transform cached in spatial_ref; outputs carried it, and GDAL
+    read their netCDF at 30 m where the pixels are 60 m (half the scene's extent), or upside down."""
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    cube = {"coarsen": lambda: landsat.coarsen(x=2, y=2).mean(), "step": lambda: landsat.isel(x=slice(None, None, 2), y=slice(None, None, 2)),
+            "flip": lambda: landsat.isel(y=slice(None, None, -1))}[view]()
+    placed = cube.rio.transform(recalc=True)
+    assert cube.rio.transform() != placed  # rioxarray's stale cache, the case at hand
+    for out, name in ((cube.ppa.transform(model, n_components=2), "c.nc"), (cube.ppa.reconstruction_error(model, 2), "e.nc")):
+        assert out.rio.transform() == placed
+        ppa_xr.write_cube(out, tmp_path / name)
+        with rasterio.open(tmp_path / name) as src:  # GDAL's netCDF driver
+            assert src.transform == placed or src.transform == placed * rasterio.Affine.scale(1, -1) * rasterio.Affine.translation(0, -src.height)

@@ -9,6 +9,7 @@ as it lies in memory, and nothing is computed until asked for.
 from __future__ import annotations
 
 from collections.abc import Hashable
+import warnings
 from functools import partial
 from typing import Any
 
@@ -42,8 +43,21 @@ def _copy_geo(src: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
         return out
     if crs is None or not spatial <= set(out.dims):
         return out
-    placed = out.rio.write_gcps(gcps, crs) if gcps else out.rio.write_crs(crs).rio.write_transform(src.rio.transform(recalc=False))
+    placed = out.rio.write_gcps(gcps, crs) if gcps else out.rio.write_crs(crs).rio.write_transform(_transform(src))
     return placed.rio.write_nodata(np.nan, encoded=False)
+
+
+def _transform(src: xr.DataArray) -> Any:
+    """The transform of ``src``'s coordinates, not the one its ``spatial_ref`` cached: ``isel`` with a step, ``coarsen``
+    or a flip leave the file's, which a netCDF output would carry (GDAL then places it at the old resolution). A
+    rotated transform, or one pixel along x or y, keeps the cached one (the coordinates cannot give it), and so does one
+    the coordinates give within a millionth of a pixel (their rounding)."""
+    cached = src.rio.transform(recalc=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Transform that is non-rectilinear or with rotation found")
+        calculated = src.rio.transform(recalc=True)
+    same = np.allclose(tuple(cached)[:6], tuple(calculated)[:6], rtol=0, atol=1e-6 * min(abs(calculated.a), abs(calculated.e)))
+    return cached if same else calculated
 
 
 def _threads(da: xr.DataArray) -> int | None:
