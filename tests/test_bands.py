@@ -186,3 +186,17 @@ def test_other_wavelengths_under_the_model_labels_are_named(landsat):
     other = landsat.assign_coords(wavelength=("band", np.where(landsat.band == "B5", 1.65, landsat.wavelength)))
     with pytest.warns(UserWarning, match=r"'wavelength' differs from the model's .*B5: 1.65 \(model 0.865\)"):
         other.ppa.transform(model, n_components=2)
+
+
+def test_dates_match_at_any_resolution(landsat):
+    """A model with dates as features (T-mode) and a cube holding the same dates as datetime64[s] (xarray keeps a
+    file's resolution): the cube was said to lack every date."""
+    dates = np.array(["2020-01-01", "2020-02-01", "2020-03-01", "2020-04-01", "2020-05-01", "2020-06-01", "2020-07-01", "2020-08-01",
+                      "2020-09-01", "2020-10-01"], dtype="datetime64[ns]") + np.timedelta64(36_000, "s")
+    series = landsat.drop_vars("wavelength").rename(band="time").assign_coords(time=dates)
+    model = series.ppa.fit(dim="time", n_samples=3000, random_state=0, degree=2)
+    seconds = series.assign_coords(time=dates.astype("datetime64[s]")).isel(time=slice(None, None, -1))
+    assert seconds.time.dtype == np.dtype("datetime64[s]")
+    np.testing.assert_array_equal(seconds.ppa.transform(model, n_components=3).values, series.ppa.transform(model, n_components=3).values)
+    with pytest.raises(ValueError, match="lacks 1 of the model's time steps"):
+        seconds.drop_isel(time=0).ppa.transform(model)

@@ -134,7 +134,8 @@ class FeatureLabels:
         has more (the others named in a warning), or refused with what is missing."""
         if self.labels is not None and self.dim in da.coords:
             cube_labels = da[self.dim].values
-            have, want = cube_labels.tolist(), self.labels.tolist()
+            have, want = (labels.astype(np.result_type(cube_labels, self.labels)).tolist() if cube_labels.dtype.kind == self.labels.dtype.kind == "M"
+                          else labels.tolist() for labels in (cube_labels, self.labels))  # dates as dates at any resolution (s, ns)
             if dups := _duplicates(have):
                 raise ValueError(f"the cube's labels along {self.dim!r} repeat: {dups}; the model cannot tell those features apart")
             if have != want:
