@@ -153,3 +153,50 @@ def test_geotiffs_from_python_describe_bands_as_the_cli_does(tmp_path, landsat):
     ppa_xr.to_raster(landsat.ppa.reconstruction_error(model, 2), tmp_path / "e.tif")  # a single map
     with rasterio.open(tmp_path / "e.tif") as error:
         assert error.count == 1 and error.descriptions[0].startswith("squared reconstruction error")
+
+
+def test_per_band_attributes_follow_the_bands_a_model_reorders(tmp_path, landsat):
+    """A cube's band descriptions and units (rioxarray's per-band tuples) are put in the model's order with the bands:
+    they stayed in the cube's, so rio.to_raster described B1 as B11."""
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    names = [str(b) for b in landsat.band.values]
+    described = landsat.assign_attrs(long_name=tuple(f"{b} described" for b in names), units=tuple(f"{b} unit" for b in names))
+    flipped = described.isel(band=slice(None, None, -1)).assign_attrs(long_name=tuple(f"{b} described" for b in names[::-1]),
+                                                                     units=tuple(f"{b} unit" for b in names[::-1]))
+    for out in (flipped.ppa.reconstruct(model, 3), flipped.ppa.fill(model)):
+        assert [str(b) for b in out.band.values] == names
+        assert out.attrs["long_name"] == tuple(f"{b} described" for b in names) and out.attrs["units"] == tuple(f"{b} unit" for b in names)
+    flipped.ppa.reconstruct(model, 3).rio.to_raster(tmp_path / "r.tif")
+    with rasterio.open(tmp_path / "r.tif") as src:
+        assert src.descriptions == tuple(f"{b} described" for b in names)
+    extra = xr.concat([flipped, flipped.isel(band=[0]).assign_coords(band=["extra"])], dim="band", combine_attrs="override")
+    extra = extra.assign_attrs(long_name=flipped.attrs["long_name"] + ("extra described",))
+    with pytest.warns(UserWarning, match="left out"):
+        assert extra.ppa.fill(model).attrs["long_name"] == tuple(f"{b} described" for b in names)
+
+
+def test_other_wavelengths_under_the_model_labels_are_named(landsat):
+    """Landsat 7's B5 is not Landsat 8's: a cube whose per-band coordinate differs from the model's under the same labels
+    was transformed without a word."""
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        landsat.isel(band=slice(None, None, -1)).ppa.transform(model, n_components=2)
+        landsat.assign_coords(wavelength=landsat.wavelength * 1.001).ppa.transform(model, n_components=2)  # within 1%: one sensor's twins
+    other = landsat.assign_coords(wavelength=("band", np.where(landsat.band == "B5", 1.65, landsat.wavelength)))
+    with pytest.warns(UserWarning, match=r"'wavelength' differs from the model's .*B5: 1.65 \(model 0.865\)"):
+        other.ppa.transform(model, n_components=2)
+
+
+def test_dates_match_at_any_resolution(landsat):
+    """A model with dates as features (T-mode) and a cube holding the same dates as datetime64[s] (xarray keeps a
+    file's resolution): the cube was said to lack every date."""
+    dates = np.array(["2020-01-01", "2020-02-01", "2020-03-01", "2020-04-01", "2020-05-01", "2020-06-01", "2020-07-01", "2020-08-01",
+                      "2020-09-01", "2020-10-01"], dtype="datetime64[ns]") + np.timedelta64(36_000, "s")
+    series = landsat.drop_vars("wavelength").rename(band="time").assign_coords(time=dates)
+    model = series.ppa.fit(dim="time", n_samples=3000, random_state=0, degree=2)
+    seconds = series.assign_coords(time=dates.astype("datetime64[s]")).isel(time=slice(None, None, -1))
+    assert seconds.time.dtype == np.dtype("datetime64[s]")
+    np.testing.assert_array_equal(seconds.ppa.transform(model, n_components=3).values, series.ppa.transform(model, n_components=3).values)
+    with pytest.raises(ValueError, match="lacks 1 of the model's time steps"):
+        seconds.drop_isel(time=0).ppa.transform(model)

@@ -110,12 +110,21 @@ def test_ground_control_points_travel_to_every_output(tmp_path, landsat):
         assert_placed_by(tmp_path / name, gcps)
 
 
-def test_components_written_by_rioxarray_alone_are_described_one_by_one(tmp_path, landsat):
+def test_selected_components_are_never_described_as_others(tmp_path, landsat):
+    """A per-band long_name tuple does not follow a selection: rioxarray alone would describe bands 3, 2, 1 as 1, 2, 3
+    (and refuse a shorter selection); ppa_xr.to_raster numbers them by their component labels."""
     model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
     scores = landsat.chunk({"x": 160, "y": 160}).ppa.transform(model, n_components=3)
     scores.rio.to_raster(tmp_path / "c.tif")
     with rasterio.open(tmp_path / "c.tif") as src:
-        assert src.descriptions == ("PPA component 1", "PPA component 2", "PPA component 3")
+        assert src.descriptions == ("PPA component",) * 3
+    for selection, name in ((scores.sel(component=[3, 2, 1]), "r"), (scores.isel(component=[2, 0]), "s")):
+        selection.rio.to_raster(tmp_path / f"{name}_rio.tif")
+        with rasterio.open(tmp_path / f"{name}_rio.tif") as src:
+            assert set(src.descriptions) == {"PPA component"}
+        ppa_xr.to_raster(selection, tmp_path / f"{name}.tif")
+        with rasterio.open(tmp_path / f"{name}.tif") as src:
+            assert src.descriptions == tuple(f"PPA component {k}" for k in selection.component.values)
     reopened = rioxarray.open_rasterio(tmp_path / "c.tif").rename(band="component")
     np.testing.assert_allclose(reopened.ppa.inverse_transform(model).values, scores.ppa.inverse_transform(model).values, rtol=1e-6)
 
@@ -226,3 +235,160 @@ def test_a_band_of_a_smaller_extent_is_nan_outside_it_not_zero(tmp_path, landsat
     stack = ppa_xr.open_band_stack([tmp_path / "L_B2.tif", tmp_path / "L_B3.tif"], resolution=30)
     b3 = stack.sel(band="B3").values
     assert np.isnan(b3[:, 100:]).all() and np.array_equal(b3[:, :100], cube.sel(band="B3").values[:, :100])
+
+
+def _packed_scene(tmp_path, scales, offsets):
+    """Six bands of the bundled scene as a uint16 GeoTIFF declaring a scale and offset per band (Landsat Collection 2
+    surface reflectance: DN * 2.75e-5 - 0.2), nodata 0, band descriptions B1..B6."""
+    raw = open_landsat8_sample().isel(band=slice(0, 6)).drop_vars("wavelength")
+    raw.attrs = {}
+    raw.rio.write_nodata(0).rio.to_raster(tmp_path / "packed.tif")
+    with rasterio.open(tmp_path / "packed.tif", "r+") as dst:
+        dst.scales, dst.offsets = scales, offsets
+        dst.descriptions = tuple(str(b) for b in raw.band.values)
+    return tmp_path / "packed.tif"
+
+
+def test_packed_values_are_unpacked_however_the_file_is_opened(tmp_path):
+    """A model fitted on the stored numbers of a packed file (rioxarray without mask_and_scale, as the CLI opens it, or
+    netCDF with mask_and_scale=False) is the model of its values: applied to the file opened with mask_and_scale=True it
+    gave components 4e4 times too large, silently."""
+    path = _packed_scene(tmp_path, (2.75e-5,) * 6, (-0.2,) * 6)
+    stored, values = rioxarray.open_rasterio(path), rioxarray.open_rasterio(path, mask_and_scale=True)
+    assert stored.attrs["scale_factor"] == 2.75e-5 and "scale_factor" not in values.attrs
+    on_stored, on_values = (cube.ppa.fit(n_samples=3000, random_state=0, degree=2) for cube in (stored, values))
+    np.testing.assert_allclose(on_stored.params_.mean, on_values.params_.mean, rtol=1e-6)
+    scores = values.ppa.transform(on_values, n_components=3).values
+    assert np.nanmax(np.abs(scores)) < 2
+    np.testing.assert_allclose(values.ppa.transform(on_stored, n_components=3).values, scores, atol=1e-5)
+    np.testing.assert_allclose(stored.ppa.transform(on_values, n_components=3).values, scores, atol=1e-5)
+    masked = rioxarray.open_rasterio(path, masked=True)  # floats still holding the stored numbers (the encoding says uint16)
+    np.testing.assert_allclose(masked.ppa.transform(on_values, n_components=3).values, scores, atol=1e-5)
+    manual = masked * 2.75e-5 - 0.2  # unpacked by hand: xarray keeps the attributes, drops the encoding
+    with pytest.warns(UserWarning, match="taken as unpacked already"):
+        np.testing.assert_allclose(manual.ppa.transform(on_values, n_components=3).values, scores, atol=1e-5)
+    rebuilt = stored.ppa.reconstruct(on_stored, 6)
+    assert "scale_factor" not in rebuilt.attrs and "add_offset" not in rebuilt.attrs  # its values are unpacked
+    np.testing.assert_allclose(rebuilt.values, values.values, atol=1e-4, equal_nan=True)
+    ds = values.rename(band="b").assign_coords(b=np.arange(6)).drop_vars("spatial_ref").to_dataset(name="refl")
+    ds["refl"].encoding = {"dtype": "uint16", "scale_factor": 2.75e-5, "add_offset": -0.2, "_FillValue": 0}
+    ds.to_netcdf(tmp_path / "cf.nc")
+    with xr.open_dataset(tmp_path / "cf.nc") as decoded, xr.open_dataset(tmp_path / "cf.nc", mask_and_scale=False) as packed:
+        model = decoded["refl"].ppa.fit(dim="b", n_samples=3000, random_state=0, degree=2)
+        np.testing.assert_allclose(packed["refl"].ppa.transform(model, n_components=3).values,
+                                   decoded["refl"].ppa.transform(model, n_components=3).values, atol=1e-5)
+
+
+def test_a_scale_per_band_is_applied_or_refused(tmp_path):
+    path = _packed_scene(tmp_path, (1e-4, 2e-4, 1e-4, 1e-4, 1e-4, 1e-4), (0.0,) * 6)
+    with pytest.raises(ValueError, match="mask_and_scale=True"):
+        rioxarray.open_rasterio(path).ppa.fit(n_samples=3000, random_state=0)
+    values = rioxarray.open_rasterio(path, mask_and_scale=True)
+    for band in range(6):  # single-band files of unlike scales: each unpacked with its own, as rioxarray would
+        layer = values.isel(band=[band]).copy()
+        layer.attrs, layer.encoding = {}, {}
+        layer.rio.write_nodata(np.nan, encoded=False).rio.to_raster(tmp_path / f"b{band}.tif")
+    stacked = ppa_xr.open_band_stack([tmp_path / f"b{band}.tif" for band in range(6)])
+    for band in range(6):
+        layer = rioxarray.open_rasterio(path).isel(band=[band])
+        layer.attrs = {}
+        layer.rio.write_nodata(0).rio.to_raster(tmp_path / f"p{band}.tif")
+        with rasterio.open(tmp_path / f"p{band}.tif", "r+") as dst:
+            dst.scales, dst.offsets = ((1e-4, 2e-4)[band == 1],), (0.0,)
+    packed = ppa_xr.open_band_stack([tmp_path / f"p{band}.tif" for band in range(6)], bands=[f"b{band}" for band in range(6)])
+    np.testing.assert_allclose(packed.values, stacked.values, rtol=1e-6)
+    model = stacked.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    np.testing.assert_allclose(packed.ppa.transform(model).values, stacked.ppa.transform(model).values, atol=1e-6)
+
+
+def test_a_geotiff_of_components_in_another_order_is_inverted_as_what_it_holds(tmp_path, landsat):
+    """rioxarray labels a file's bands 1..n: components 2, 1, 3 written by ppa_xr.to_raster were inverted as 1, 2, 3
+    (by the CLI and by open_rasterio(...).rename(band="component")), off by up to 1.7e4, silently."""
+    from ppa_xr.cli import main
+
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = landsat.ppa.transform(model, n_components=3)
+    expected = scores.ppa.inverse_transform(model).values
+    ppa_xr.to_raster(scores.sel(component=[2, 1, 3]), tmp_path / "c.tif")
+    read = rioxarray.open_rasterio(tmp_path / "c.tif").rename(band="component")
+    np.testing.assert_allclose(read.ppa.inverse_transform(model).values, expected, rtol=1e-6)
+    model.save(tmp_path / "m.nc")
+    assert main(["inverse", str(tmp_path / "c.tif"), str(tmp_path / "m.nc"), str(tmp_path / "back.tif")]) == 0
+    np.testing.assert_allclose(rioxarray.open_rasterio(tmp_path / "back.tif").values, expected, rtol=1e-6)
+    ppa_xr.to_raster(scores.sel(component=[3, 1]), tmp_path / "gap.tif")
+    with pytest.raises(ValueError, match=r"labelled 1..2 along 'component', got \[3, 1\]"):
+        rioxarray.open_rasterio(tmp_path / "gap.tif").rename(band="component").ppa.inverse_transform(model)
+
+
+def test_a_boolean_cube_with_a_kept_nodata_is_refused(landsat):
+    """xarray keeps attributes through a comparison: cube > 10000 declared the scene's nodata 0, so every False was
+    missing (NaN in transforms, and a fit that found no valid pixel)."""
+    flags = landsat > 10000
+    assert flags.rio.nodata is not None  # kept from the uint16 scene
+    with pytest.raises(ValueError, match=r"boolean cube holds data in both its values.*del cube.attrs\['_FillValue'\]"):
+        flags.ppa.fit(n_samples=3000, random_state=0, degree=1)
+    del flags.attrs["_FillValue"]
+    model = flags.ppa.fit(n_samples=3000, random_state=0, degree=1)
+    assert np.isfinite(flags.ppa.transform(model, n_components=2).values).all()
+
+
+def test_a_cf_missing_value_beside_the_fill_value_marks_missing_values(tmp_path):
+    """CF lets a variable declare a _FillValue and another missing_value; opened with mask_and_scale=False, only the
+    first was masked, and the -9999 rows went into the outputs as values."""
+    import h5netcdf
+
+    cube = open_landsat8_sample().isel(band=slice(0, 4)).drop_vars(["wavelength", "spatial_ref"]).astype("int16")
+    values = cube.values.copy()
+    values[0, :10], values[1, 10:20] = -9999, -32768
+    ds = cube.copy(data=values).rename(band="b").assign_coords(b=np.arange(4)).to_dataset(name="t")
+    ds["t"].attrs, ds["t"].encoding = {}, {"_FillValue": np.int16(-32768)}
+    ds.to_netcdf(tmp_path / "mv.nc", engine="h5netcdf")
+    with h5netcdf.File(tmp_path / "mv.nc", "a") as nc:  # xarray refuses to write the two different values itself
+        nc.variables["t"].attrs["missing_value"] = np.int16(-9999)
+    with xr.open_dataset(tmp_path / "mv.nc")["t"] as decoded, xr.open_dataset(tmp_path / "mv.nc", mask_and_scale=False)["t"] as stored:
+        assert stored.attrs["missing_value"] == -9999 and stored.attrs["_FillValue"] == -32768
+        model = decoded.ppa.fit(dim="b", n_samples=3000, random_state=0, degree=2)
+        expected = decoded.ppa.transform(model, n_components=2).values
+        assert np.isnan(expected[:, :20]).all() and np.isfinite(expected[:, 20:]).all()
+        np.testing.assert_array_equal(stored.ppa.transform(model, n_components=2).values, expected)
+
+
+def test_components_along_another_dimension_are_refused_with_the_fix(tmp_path, landsat):
+    """A component GeoTIFF opened with rioxarray has its components along 'band': the message names the rename."""
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = landsat.ppa.transform(model, n_components=3)
+    ppa_xr.to_raster(scores, tmp_path / "c.tif")
+    read = rioxarray.open_rasterio(tmp_path / "c.tif")
+    with pytest.raises(ValueError, match=r"dims \('band', 'y', 'x'\): name their dimension: scores.rename\(band='component'\)"):
+        read.ppa.inverse_transform(model)
+    np.testing.assert_allclose(read.ppa.inverse_transform(model, dim="band").values, scores.ppa.inverse_transform(model).values, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"scores.to_dataarray\('component'\)"):
+        scores.to_dataset(dim="component").ppa.inverse_transform(model)
+
+
+def test_components_stored_packed_are_inverted_unpacked(tmp_path, landsat):
+    """Components saved as int16 with a scale_factor (a common way to halve a file) and read back without
+    mask_and_scale were inverted as the stored integers, 1000 times too large."""
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    scores = landsat.ppa.transform(model, n_components=3).drop_vars("spatial_ref").drop_attrs()
+    scale = float(abs(scores).max()) / 30_000  # int16 holds +-32767 steps
+    scores.to_dataset(name="c").to_netcdf(tmp_path / "c.nc", encoding={"c": {"dtype": "int16", "scale_factor": scale, "_FillValue": -32768}})
+    with xr.open_dataset(tmp_path / "c.nc", mask_and_scale=False)["c"] as stored, xr.open_dataset(tmp_path / "c.nc")["c"] as decoded:
+        assert stored.dtype == np.int16 and stored.attrs["scale_factor"] == scale
+        np.testing.assert_allclose(stored.ppa.inverse_transform(model).values, decoded.ppa.inverse_transform(model).values, rtol=1e-5)
+
+
+@pytest.mark.parametrize("view", ["coarsen", "step", "flip"])
+def test_a_resampled_cube_writes_the_transform_of_its_coordinates(tmp_path, landsat, view):
+    """isel with a step, coarsen or a flip keep the file's transform cached in spatial_ref; outputs carried it, and GDAL
+    read their netCDF at 30 m where the pixels are 60 m (half the scene's extent), or upside down."""
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    cube = {"coarsen": lambda: landsat.coarsen(x=2, y=2).mean(), "step": lambda: landsat.isel(x=slice(None, None, 2), y=slice(None, None, 2)),
+            "flip": lambda: landsat.isel(y=slice(None, None, -1))}[view]()
+    placed = cube.rio.transform(recalc=True)
+    assert cube.rio.transform() != placed  # rioxarray's stale cache, the case at hand
+    for out, name in ((cube.ppa.transform(model, n_components=2), "c.nc"), (cube.ppa.reconstruction_error(model, 2), "e.nc")):
+        assert out.rio.transform() == placed
+        ppa_xr.write_cube(out, tmp_path / name)
+        with rasterio.open(tmp_path / name) as src:  # GDAL's netCDF driver
+            assert src.transform == placed or src.transform == placed * rasterio.Affine.scale(1, -1) * rasterio.Affine.translation(0, -src.height)

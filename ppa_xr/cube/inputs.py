@@ -13,6 +13,8 @@ from ..model import PPA
 from ..model.labels import FeatureLabels
 
 COMPONENT = "component"
+#: what a component band is called in files (``PPA component k``: ppa_xr.to_raster's band descriptions)
+COMPONENT_NAME = "PPA component"
 #: dimension names taken as a raster's spatial axes (spatial blocks of the sample, neighbours of the noise estimate)
 SPATIAL_DIMS = ("x", "y", "lon", "lat", "longitude", "latitude")
 
@@ -102,6 +104,18 @@ def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
     return da
 
 
+def described_components(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
+    """Components labelled by the band descriptions ``PPA component k`` (:func:`~ppa_xr.to_raster`'s) where rioxarray
+    left its default labels 1..n: a GeoTIFF of components 2, 1, 3 is read as those, not as 1, 2, 3."""
+    names = da.attrs.get("long_name")
+    n = da.sizes[dim]
+    default = dim not in da.coords or np.array_equal(da[dim].values, np.arange(1, n + 1))
+    numbers = [str(v).removeprefix(f"{COMPONENT_NAME} ") for v in names] if isinstance(names, (tuple, list)) and len(names) == n else []
+    if default and numbers and all(v.isdigit() for v in numbers):
+        da = da.assign_coords({dim: [int(v) for v in numbers]})
+    return da
+
+
 def float_dtype(dtype: np.dtype) -> np.dtype:
     """The native floating dtype a cube of ``dtype`` is computed in, by kind and size whatever the byte order:
     float32 for floats of at most 4 bytes and 8/16-bit integers and booleans, float64 otherwise (no value rounded;
@@ -112,21 +126,53 @@ def float_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArray:
-    """``da`` as floats with its declared nodata (rioxarray's ``nodata`` / ``_FillValue``) as NaN, a new
-    object without the nodata attributes; ``dtype`` by default float32 for 8/16-bit integers and float32
-    data, float64 otherwise (no value is rounded). The one nodata masking (cubes and band stacks)."""
+    """``da`` as floats with its declared nodata (rioxarray's ``nodata`` / ``_FillValue``, and a CF ``missing_value``)
+    as NaN and its declared packing applied, ``scale_factor * stored + add_offset`` (:func:`declared_packing`), a new object without those
+    attributes; ``dtype`` by default float32 for 8/16-bit integers and float32 data, float64 otherwise (no value
+    is rounded). The one nodata masking and unpacking (cubes and band stacks): a file opened with or without
+    ``mask_and_scale`` gives the same values."""
     import rioxarray  # noqa: F401  (registers .rio)
 
     if da.dtype.kind not in "iufb":
         raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
     if dtype is None:
         dtype = float_dtype(da.dtype)
-    nodata = declared_nodata(da)
+    nodata, (scale, offset) = declared_nodata(da), declared_packing(da)
     out = da.copy(deep=False) if da.dtype == dtype else da.astype(dtype)  # never the caller's object; +-inf become NaN in the kernels
-    if nodata is not None and not np.isnan(nodata):
-        out = out.where(da != nodata)
-    out.attrs = {k: v for k, v in da.attrs.items() if k not in ("_FillValue", "missing_value")}
+    for marker in dict.fromkeys([nodata, *np.ravel(da.attrs.get("missing_value", [])).tolist()]):  # CF: both mark missing
+        if marker is not None and not np.isnan(float(marker)):
+            out = out.where(da != marker)
+    if (scale, offset) != (1.0, 0.0):
+        out = out * np.dtype(dtype).type(scale) + np.dtype(dtype).type(offset)
+    out.attrs = {k: v for k, v in da.attrs.items() if k not in _PACKING}
     return out
+
+
+#: attributes that say how stored values map to data values (nodata and CF packing), gone once applied
+_PACKING = ("_FillValue", "missing_value", "scale_factor", "add_offset", "scales", "offsets")
+
+
+def declared_packing(da: xr.DataArray) -> tuple[float, float]:
+    """The ``(scale_factor, add_offset)`` a cube declares in its attributes and has not applied (CF packing, as
+    ``rioxarray.open_rasterio`` without ``mask_and_scale`` and ``xr.open_dataset(mask_and_scale=False)`` leave it),
+    ``(1.0, 0.0)`` for none; a scale or offset per band (rioxarray's ``scales`` / ``offsets``) raises. Only integers or floats
+    read from integers (the encoding's ``dtype``) are packed: floats computed since (which keep the attributes) get a warning."""
+    per_band = {key: tuple(da.attrs[key]) for key in ("scales", "offsets") if np.size(da.attrs.get(key, ())) > 1}
+    if any(len(set(values)) > 1 for values in per_band.values()):
+        raise ValueError(
+            f"the cube{'' if da.name is None else f' {da.name!r}'} declares a scale and offset per band "
+            f"(attributes {per_band}), which a band selection or reordering would not follow: open it with "
+            "rioxarray.open_rasterio(path, mask_and_scale=True), which applies each band's, or apply them and remove the attributes")
+    scale = float(da.attrs.get("scale_factor", per_band["scales"][0] if "scales" in per_band else 1.0))
+    offset = float(da.attrs.get("add_offset", per_band["offsets"][0] if "offsets" in per_band else 0.0))
+    stored = np.dtype(da.encoding.get("dtype", da.encoding.get("rasterio_dtype", da.dtype)))
+    if (scale, offset) != (1.0, 0.0) and not (da.dtype.kind in "iu" or stored.kind in "iu"):
+        # floats no longer as read (arithmetic drops the encoding, keeps the attributes): the values may be unpacked already
+        warn_user(f"the cube{'' if da.name is None else f' {da.name!r}'} declares scale_factor {scale} and add_offset {offset} but "
+                  "holds floats computed since it was read, taken as unpacked already; if they are the stored numbers, unpack "
+                  "them (cube * scale_factor + add_offset), and remove the attributes either way", UserWarning)
+        return 1.0, 0.0
+    return scale, offset
 
 
 #: where a cube may declare its nodata (rioxarray's order: the encoding's ``_FillValue``, then the attributes)
@@ -138,7 +184,10 @@ def declared_nodata(da: xr.DataArray) -> float | None:
     cannot hold (a uint8 cube with nodata -9999, a uint16 one with 65535.5 or 'abc'), and what to do. NaN declared
     on integers (a float result's attributes kept by ``astype``) marks no value: None."""
     try:
-        nodata = da.rio.nodata
+        nodata = da.copy(deep=False).rio.nodata  # a fresh accessor: rioxarray caches the nodata it read on the object's
+        if nodata is not None and da.dtype.kind == "b" and not np.isnan(float(nodata)):
+            raise TypeError(f"a boolean cube holds data in both its values, and {nodata!r} would mark every such value missing "
+                            "(an attribute kept from the cube it was computed from?)")
         return nodata if nodata is None else _held(nodata, da.dtype)
     except (OverflowError, ValueError, TypeError) as err:
         found = [(f"{place}[{key!r}]", getattr(da, place)[key]) for place, key in _NODATA if getattr(da, place).get(key) is not None]

@@ -9,6 +9,7 @@ as it lies in memory, and nothing is computed until asked for.
 from __future__ import annotations
 
 from collections.abc import Hashable
+import warnings
 from functools import partial
 from typing import Any
 
@@ -22,7 +23,9 @@ from ..core.checks import check_components
 from ..core.docstrings import shared
 from ..model import PPA
 from ..model.labels import FeatureLabels
-from .inputs import COMPONENT, _component_units, _one_chunk_along, check_model, common_units, masked_float, model_features
+from .inputs import (
+    COMPONENT, COMPONENT_NAME, _component_units, _one_chunk_along, check_model, common_units, described_components, masked_float, model_features,
+)
 from .shift import warn_on_shift
 
 # attributes that describe the values of the input bands, wrong for components or errors
@@ -40,8 +43,21 @@ def _copy_geo(src: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
         return out
     if crs is None or not spatial <= set(out.dims):
         return out
-    placed = out.rio.write_gcps(gcps, crs) if gcps else out.rio.write_crs(crs).rio.write_transform(src.rio.transform(recalc=False))
+    placed = out.rio.write_gcps(gcps, crs) if gcps else out.rio.write_crs(crs).rio.write_transform(_transform(src))
     return placed.rio.write_nodata(np.nan, encoded=False)
+
+
+def _transform(src: xr.DataArray) -> Any:
+    """The transform of ``src``'s coordinates, not the one its ``spatial_ref`` cached: ``isel`` with a step, ``coarsen``
+    or a flip leave the file's, which a netCDF output would carry (GDAL then places it at the old resolution). A
+    rotated transform, or one pixel along x or y, keeps the cached one (the coordinates cannot give it), and so does one
+    the coordinates give within a millionth of a pixel (their rounding)."""
+    cached = src.rio.transform(recalc=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Transform that is non-rectilinear or with rotation found")
+        calculated = src.rio.transform(recalc=True)
+    same = np.allclose(tuple(cached)[:6], tuple(calculated)[:6], rtol=0, atol=1e-6 * min(abs(calculated.a), abs(calculated.e)))
+    return cached if same else calculated
 
 
 def _threads(da: xr.DataArray) -> int | None:
@@ -132,7 +148,7 @@ def transform(
     xr.DataArray
         Lazy components: ``component`` (1..k) in place of the feature dimension, other
         dimensions, chunks, CRS and transform (or ground control points) kept; ``long_name``
-        is ``("PPA component 1", ..., "PPA component k")``, the band descriptions ``rio.to_raster`` writes.
+        is ``"PPA component"`` (:func:`~ppa_xr.to_raster` describes each band by its ``component`` label, after any selection).
 
     Examples
     --------
@@ -144,9 +160,10 @@ def transform(
     if check:
         warn_on_shift(da, dim, model, k)
     units = None if model.whiten else _component_units(da, model)  # whitened components have no unit
-    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, "PPA component", units, params=model.params_, n_components=k, whiten=model.whiten)
-    described = provenance(model, "components", k) | {"long_name": tuple(f"PPA component {i}" for i in range(1, k + 1))}  # rioxarray's band descriptions
-    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(described)
+    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, COMPONENT_NAME, units, params=model.params_, n_components=k, whiten=model.whiten)
+    # one long_name for every band: a per-band tuple would not follow a selection (scores.sel(component=[3, 2, 1]) would keep
+    # 1, 2, 3); ppa_xr.to_raster numbers the bands from the component coordinate, which does
+    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
 
 
 def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
@@ -175,10 +192,10 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
     """
     check_model(model)
     if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
-        raise ValueError(f"expected a DataArray with a {dim!r} dimension (the output of transform)")
+        raise ValueError(_not_components(scores, dim))
     if scores.dtype.kind not in "iuf":
         raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
-    scores = masked_float(scores)  # integer components (rounded, or read from an integer file) as floats, nodata as NaN
+    scores = masked_float(described_components(scores, dim))  # labels from a file's descriptions; integers as floats, nodata as NaN
     k, d = check_components(scores.sizes[dim], model.params_.n_features, f"the number of components along {dim!r}"), model.n_features_in_
     if dim in scores.coords:  # matched by label, as bands are: components 1..k in any order
         labels = scores[dim].values
@@ -289,6 +306,19 @@ def fill(
     mask = (missing & ~missing.all(dim)).transpose(*da.dims).rename(_name(obj, "filled_mask"))
     mask.attrs = {"long_name": "value filled by PPA"}
     return filled, mask
+
+
+def _not_components(scores: object, dim: Hashable) -> str:
+    """Why ``scores`` are not components along ``dim``, and how to make them so."""
+    if isinstance(scores, xr.Dataset):
+        fix = f"stack the variables into one: scores.to_dataarray({dim!r})"
+    elif isinstance(scores, xr.DataArray) and scores.ndim:
+        first = scores.dims[0]  # a GeoTIFF of components opened with rioxarray has them along 'band'
+        fix = f"name their dimension: scores.rename({first}={dim!r}), or pass dim={first!r}"
+    else:
+        fix = "pass the output of transform"
+    return f"expected a DataArray of components along a {dim!r} dimension (the output of transform), got {type(scores).__name__}" + (
+        f" with dims {tuple(scores.dims)}" if isinstance(scores, (xr.DataArray, xr.Dataset)) else "") + f": {fix}"
 
 
 def provenance(model: PPA, output: str, k: int) -> dict[str, str | int]:

@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from .._atomic import as_path, check_output, replace_atomically, special, suffix_of
-from .inputs import common_units, float_dtype, masked_float
+from .inputs import COMPONENT_NAME, common_units, declared_packing, float_dtype, masked_float
 
 #: suffixes opened with xarray (netCDF, zarr stores); any other file is opened as a raster (rioxarray: GeoTIFF, VRT, JPEG 2000, ...)
 DATA_SUFFIXES = (".nc", ".zarr")
@@ -73,15 +73,15 @@ def open_band_stack(
     grid = None if resolution is None else _grid_at(files, resolution, resampling)
     layers = [read_raster(p, grid, chunks=chunks, masked=masked) for p in files]
     _check_grid(files, layers)
-    nodata = {layer.rio.nodata for layer in layers}
-    if len(nodata) > 1:  # one nodata per band: mask each with its own
+    each = len({layer.rio.nodata for layer in layers}) > 1 or len({declared_packing(layer) for layer in layers}) > 1
+    if each:  # one nodata or packing per band: mask and unpack each with its own (concat would drop the conflicting attributes)
         dtype = np.result_type(np.float32, *(layer.dtype for layer in layers))
         layers = [masked_float(layer, dtype) for layer in layers]
         for layer in layers:
             layer.encoding.pop("_FillValue", None)  # masked layers hold NaN; an integer fill value no longer applies
     cube = xr.concat([layer.squeeze("band", drop=True) for layer in layers], dim="band", combine_attrs="drop_conflicts")
     cube = cube.assign_coords(band=labels)
-    return cube.rio.write_nodata(np.nan, encoded=False) if len(nodata) > 1 else cube
+    return cube.rio.write_nodata(np.nan, encoded=False) if each else cube
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     da = _as_bands(obj)
     if da.ndim == 3:  # one description per band; a single map (an error map) keeps its long_name
         labels = da[da.dims[0]].values if da.dims[0] in da.coords else np.arange(1, da.shape[0] + 1)
-        names = [f"PPA component {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
+        names = [f"{COMPONENT_NAME} {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
         da = da.assign_attrs(long_name=tuple(names))
     options = {"tiled": True, "compress": "deflate", "driver": "GTiff", "lock": file_lock()} | kwargs
     with warnings.catch_warnings():

@@ -134,7 +134,8 @@ class FeatureLabels:
         has more (the others named in a warning), or refused with what is missing."""
         if self.labels is not None and self.dim in da.coords:
             cube_labels = da[self.dim].values
-            have, want = cube_labels.tolist(), self.labels.tolist()
+            have, want = (labels.astype(np.result_type(cube_labels, self.labels)).tolist() if cube_labels.dtype.kind == self.labels.dtype.kind == "M"
+                          else labels.tolist() for labels in (cube_labels, self.labels))  # dates as dates at any resolution (s, ns)
             if dups := _duplicates(have):
                 raise ValueError(f"the cube's labels along {self.dim!r} repeat: {dups}; the model cannot tell those features apart")
             if have != want:
@@ -144,10 +145,33 @@ class FeatureLabels:
                     raise ValueError(self._lacking(missing, extra, cube_labels, n_features))
                 if len(extra):
                     warn_user(f"the cube has {len(extra)} features along {self.dim!r} the model was not fitted on, left out: {shown(extra)}")
-                da = da.isel({self.dim: [have.index(label) for label in want]})  # the model's features, in its order
+                order = [have.index(label) for label in want]
+                da = da.isel({self.dim: order}).assign_attrs(_per_feature(da.attrs, order, len(have)))  # the model's features, in its order
+            self._warn_unlike(da)
         if da.sizes[self.dim] != n_features:
             raise ValueError(f"the model was fitted on {n_features} features, the cube has {da.sizes[self.dim]} along {self.dim!r}")
         return da
+
+    def _warn_unlike(self, da: xr.DataArray) -> None:
+        """Warn where a per-feature coordinate of the cube (e.g. ``wavelength``) differs from the model's under the same
+        labels (another sensor's ``B5``): outputs carry the model's, and the features may not be the model's."""
+        for name, values in self.coords.items():
+            if name not in da.coords or da[name].dims != (self.dim,) or da[name].chunks is not None:  # a lazy one is not computed here
+                continue
+            cube = da[name].values
+            if values.dtype.kind in "iuf" and cube.dtype.kind in "iuf":
+                unlike = ~np.isclose(cube, values, rtol=0.01, equal_nan=True)
+            elif values.dtype.kind in "US" and cube.dtype.kind in "US":  # names (common_name); not per-scene metadata (proj:transform)
+                unlike = cube != values
+            else:
+                continue
+            if unlike.any():
+                labels = as_text(da[self.dim].values[unlike])
+                pairs = ", ".join(f"{label}: {a} (model {b})" for label, a, b in zip(labels, cube[unlike], values[unlike]))
+                warn_user(f"the cube's {name!r} differs from the model's at features the labels match along {self.dim!r}: {pairs}; "
+                          f"check that they are the features the model was fitted on (another sensor's bands under the same "
+                          f"labels?): outputs carry the model's {name!r}", UserWarning)
+
 
     def _lacking(self, missing: np.ndarray, extra: np.ndarray, cube_labels: np.ndarray, n_features: int) -> str:
         """Why a cube that lacks some of the model's features cannot be transformed, and what to do."""
@@ -171,3 +195,15 @@ class FeatureLabels:
             else:
                 out = out.assign_coords({self.dim: self.labels})
         return out.assign_coords({name: (self.dim, values) for name, values in self.coords.items()})
+
+
+#: attributes that rioxarray reads and writes as one value per band (band descriptions, units)
+_PER_FEATURE_ATTRS = ("long_name", "units")
+
+
+def _per_feature(attrs: dict, order: list[int], n: int) -> dict:
+    """The per-band attributes (:data:`_PER_FEATURE_ATTRS`, a tuple with one value per feature) taken in ``order``, as the
+    features are: a reordered or reduced cube otherwise keeps them in the old order (``rio.to_raster`` would describe
+    each band as another)."""
+    return {key: tuple(attrs[key][i] for i in order) for key in _PER_FEATURE_ATTRS
+            if isinstance(attrs.get(key), (tuple, list)) and len(attrs[key]) == n}
