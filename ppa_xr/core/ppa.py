@@ -414,7 +414,7 @@ class _Loop:
         after = np.cumsum(variances[::-1])[::-1][1:]  # tr(S) after each step
         low = np.flatnonzero(after < 1e-6 * self.reference)
         k = int(low[0]) + 1 if len(low) else len(after)
-        steps = [Step.straight(lead, float(v)) for lead, v in zip(res.frame[:, :k].T.copy(), variances[:k])]
+        steps = [Step.straight(lead, float(v)) for lead, v in zip(res.frame[:, :k].T, variances[:k])]
         res.drop(k)
         return self._record(steps, energies=after[:k].tolist())
 
@@ -630,10 +630,12 @@ def _compose(mean: np.ndarray, steps: list[Step], last_axis: np.ndarray, last_va
             inverse_bias[p], inverse[p, : step.degree] = w[0], w[1:]
             fw = w @ rotation[p + 1:].T
             forward_bias[p, p + 1:], forward[p, : step.degree, p + 1:] = fw[0], fw[1:]
-    return PPAParams(
+    params = PPAParams(
         mean=mean, rotation=rotation, degrees=np.array([s.degree for s in steps], dtype=np.int64),
         center=np.array([s.center for s in steps]), scale=np.array([s.scale for s in steps]),
         forward_bias=forward_bias, forward=forward, inverse_bias=inverse_bias, inverse=inverse,
         explained_variance=np.array([s.variance for s in steps] + [last_variance]),
         pca_rotation=np.ascontiguousarray(pca[0]), pca_variance=pca[1], tails=tails,
     )
+    params.written_steps([p for p, step in enumerate(steps) if step.w is not None])  # the others' rows stay 0, unread
+    return params
