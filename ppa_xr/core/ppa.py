@@ -414,7 +414,7 @@ class _Loop:
         after = np.cumsum(variances[::-1])[::-1][1:]  # tr(S) after each step
         low = np.flatnonzero(after < 1e-6 * self.reference)
         k = int(low[0]) + 1 if len(low) else len(after)
-        steps = [Step.straight(lead, float(v)) for lead, v in zip(res.frame[:, :k].T, variances[:k])]
+        steps = [Step.straight(lead, float(v)) for lead, v in zip(res.frame[:, :k].T.copy(), variances[:k])]
         res.drop(k)
         return self._record(steps, energies=after[:k].tolist())
 
@@ -569,12 +569,12 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
 def _centred_rows(X: np.ndarray, threads: int) -> tuple[np.ndarray, np.ndarray, float]:
     """:func:`_centred` of the rows ``X`` as they are (row-major), in two passes on ``threads`` threads: the
     columns' sums (``X.mean(axis=0)``'s, bit for bit) and extremes, whose differences from the mean are the
-    largest deviations (rounding is monotone); then ``Z = (X - mean) * (1 / f)`` written once, a block of rows
-    per thread."""
+    largest deviations (rounding is monotone), in one thread's pass over the rows (threads that share the
+    columns stream every row all the same, and a slice of the columns loops 2.5x slower: the pass took 17 ms of
+    CPU on two threads against 4.2 ms on one at 20,000 x 425); then ``Z = (X - mean) * (1 / f)`` written once, a
+    block of rows per thread."""
     threads = _threads_for(X, threads)
-    cuts = np.linspace(0, X.shape[1], threads + 1).astype(int)
-    moments = list(blas.in_order(lambda j: compiled.column_moments(X[:, cuts[j]:cuts[j + 1]]), range(threads), threads))
-    sums, low, high = (np.concatenate(part) for part in zip(*moments))
+    sums, low, high = compiled.column_moments(X)
     mean = sums / len(X)
     factor = power_of_two(max(float((high - mean).max()), float((mean - low).max()), 0.0))
     Z: np.ndarray = np.empty(X.shape)
