@@ -43,7 +43,7 @@ reconstruction error (:meth:`PPAParams.outside_error`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,7 +244,7 @@ class PPAParams:
         rows = self.written_steps()
         return self.cached("curved_steps", lambda: np.flatnonzero(_nonzero_rows(self.forward, rows) | _nonzero_rows(self.forward_bias, rows)).tolist())
 
-    def written_steps(self, steps: np.ndarray | None = None) -> np.ndarray | None:
+    def written_steps(self, steps: Sequence[int] | np.ndarray | None = None) -> np.ndarray | None:
         """The steps outside which ``forward_bias``, ``forward``, ``inverse_bias`` and ``inverse`` hold only zeros, where
         known: ``steps`` (recorded by whoever wrote them, as a fit's composition does, or a map derived from these) on the
         first call; None where not recorded. The rows of no other step are read then (a fit of straight steps reads
@@ -306,7 +306,7 @@ def _nonzero_rows(a: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
     """Whether each step's row of ``a`` (an array of per-step rows) is not all 0, (len(a),) bool; with ``rows``, only
     those are read (the others are known to be 0: :meth:`PPAParams.written_steps`)."""
     if rows is None:
-        return a.reshape(len(a), -1).any(axis=1)
+        return np.asarray(a.reshape(len(a), -1).any(axis=1))
     out = np.zeros(len(a), bool)
     out[rows] = a[rows].reshape(len(rows), a[0].size).any(axis=1)
     return out
