@@ -570,8 +570,8 @@ def _centred_rows(X: np.ndarray, threads: int) -> tuple[np.ndarray, np.ndarray, 
     """:func:`_centred` of the rows ``X`` as they are (row-major), in two passes on ``threads`` threads: the
     columns' sums (``X.mean(axis=0)``'s, bit for bit) and extremes, whose differences from the mean are the
     largest deviations (rounding is monotone), in one thread's pass over the rows (threads that share the
-    columns stream every row all the same, and a slice of the columns loops 2.5x slower: the pass took 17 ms of
-    CPU on two threads against 4.2 ms on one at 20,000 x 425); then ``Z = (X - mean) * (1 / f)`` written once, a
+    columns stream every row all the same, and a slice of the columns loops 2.5x slower: the pass took 16.5 ms
+    of CPU on two threads against 4.2 ms on one at 20,000 x 425); then ``Z = (X - mean) * (1 / f)`` written once, a
     block of rows per thread."""
     threads = _threads_for(X, threads)
     sums, low, high = compiled.column_moments(X)
