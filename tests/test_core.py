@@ -327,6 +327,42 @@ def test_the_fit_centres_as_numpy_does_bit_for_bit_on_any_thread_count(seed, dty
         assert f == factor and m.tobytes() == mean.tobytes() and Z.tobytes() == expected.tobytes()
 
 
+def test_the_centrings_moments_read_whole_rows_on_any_thread_count():
+    """The columns' sums and extremes are one pass over whole rows, whatever the threads: a share of the columns per
+    thread is another array type for the compiled pass (a second version, loaded at its first call) whose loop
+    reads 2.5x slower, and every thread streams every row all the same."""
+    from ppa_xr.core import compiled
+    from ppa_xr.core.ppa import THREADED_WORK, _centred
+
+    X = np.random.default_rng(0).standard_normal((20_000, 60))
+    assert len(X) * X.shape[1] ** 2 >= THREADED_WORK  # large enough to take the threads
+    for threads in (1, 2, 3):
+        _centred(X, None, threads=threads)
+    assert {arg.layout for sig in compiled.column_moments.signatures for arg in sig[:1]} == {"C"}
+
+
+@pytest.mark.parametrize("options", [{"degree": 1}, {"configuration": "fixed"}])
+def test_a_fits_map_records_the_steps_it_wrote_polynomials_for(options):
+    """The composition records the steps whose polynomial rows it wrote (none at ``degree=1``, a superset of the
+    curved steps otherwise): the rows of the others are 0, and scaling the map or finding its curves reads none of
+    them. The scaled map keeps the record and is the map scaled without it, bit for bit."""
+    from ppa_xr.core.params import PPAParams
+    from ppa_xr.core.ppa import fit_params
+
+    params = fit_params(curved_sample(3000, d=8, seed=1), PPA(**options)._get_spec(), rng=np.random.default_rng(0))
+    written = params.written_steps()
+    assert written is not None and set(params.curved_steps()) <= set(written.tolist())
+    assert (len(written) == 0) == (options == {"degree": 1}) and params.written_steps(np.arange(3)) is written
+    others = np.setdiff1d(np.arange(params.n_features - 1), written)
+    for name in ("forward_bias", "forward", "inverse_bias", "inverse"):
+        assert not getattr(params, name)[others].any()
+    scaled, plain = params.scaled(2.0**-7), PPAParams(**params.arrays(), tails=params.tails).scaled(2.0**-7)
+    assert plain.written_steps() is None and scaled.written_steps() is written
+    assert scaled.curved_steps() == plain.curved_steps() == params.curved_steps()
+    for name, value in plain.arrays().items():
+        assert getattr(scaled, name).tobytes() == value.tobytes(), name
+
+
 @pytest.mark.parametrize("project", [True, False])
 def test_the_covariances_recompute_is_the_same_on_any_thread_count(project):
     """The recompute's panels on 1, 2 or 3 threads, added in panel order: the same covariance (and projected rows),

@@ -43,7 +43,7 @@ reconstruction error (:meth:`PPAParams.outside_error`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -241,8 +241,17 @@ class PPAParams:
 
     def curved_steps(self) -> list[int]:
         """Steps with a polynomial; the others are exact rotations and cost the kernels nothing."""
-        return self.cached("curved_steps", lambda: np.flatnonzero(self.forward.reshape(len(self.forward), -1).any(axis=1)
-                                                                 | self.forward_bias.any(axis=1)).tolist())
+        rows = self.written_steps()
+        return self.cached("curved_steps", lambda: np.flatnonzero(_nonzero_rows(self.forward, rows) | _nonzero_rows(self.forward_bias, rows)).tolist())
+
+    def written_steps(self, steps: Sequence[int] | np.ndarray | None = None) -> np.ndarray | None:
+        """The steps outside which ``forward_bias``, ``forward``, ``inverse_bias`` and ``inverse`` hold only zeros, where
+        known: ``steps`` (recorded by whoever wrote them, as a fit's composition does, or a map derived from these) on the
+        first call; None where not recorded. The rows of no other step are read then (a fit of straight steps reads
+        none: its pages of zeros stay unread)."""
+        if steps is not None:
+            self.cached("written_steps", lambda: np.asarray(steps, np.int64))
+        return self._cache.get("written_steps")
 
     def pca(self) -> PPAParams:
         """The PCA map of the same fitting sample, as PPA parameters with no polynomial."""
@@ -263,18 +272,20 @@ class PPAParams:
 
         The polynomials act on the scale-free ``t = (alpha - c) / s``, so rotations and degrees stay.
         """
-        arrays = self.arrays()
+        arrays, written = self.arrays(), self.written_steps()
         for name in ("mean", "center"):
             arrays[name] = arrays[name] * factor
         for name in ("forward_bias", "forward", "inverse_bias", "inverse"):  # per step; a straight step's rows are 0
-            arrays[name] = _rows_scaled(arrays[name], factor)
+            arrays[name] = _rows_scaled(arrays[name], factor, written)
         curved = np.isin(np.arange(self.n_features - 1), self.curved_steps())
         arrays["scale"] = np.where(curved, self.scale * factor, self.scale)  # straight steps have no polynomial to scale
         for name in ("explained_variance", "pca_variance"):
             arrays[name] = arrays[name] * factor * factor  # not factor**2, which overflows for factor 2^600 when the product does not
         if self.marginal is not None:  # the densities' points are lengths; log f_p + r^2 / (2 Lambda_p) keeps its values
             arrays["marginal_range"] = self.marginal_range * factor
-        return PPAParams(**arrays, tails=self.tails)
+        out = PPAParams(**arrays, tails=self.tails)
+        out.written_steps(written)  # scaling writes no other rows
+        return out
 
     def with_whitening(self, whitening: np.ndarray) -> PPAParams:
         """The map of ``W (x - mean)`` fitted on whitened data ``W x`` (whose mean is ``W mean``), as parameters on raw ``x``."""
@@ -291,10 +302,21 @@ class PPAParams:
             **{k: (v if k == "degrees" else v.astype(dtype)) for k, v in self.arrays().items()}, tails=self.tails))
 
 
-def _rows_scaled(a: np.ndarray, factor: float) -> np.ndarray:
+def _nonzero_rows(a: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """Whether each step's row of ``a`` (an array of per-step rows) is not all 0, (len(a),) bool; with ``rows``, only
+    those are read (the others are known to be 0: :meth:`PPAParams.written_steps`)."""
+    if rows is None:
+        return np.asarray(a.reshape(len(a), -1).any(axis=1))
+    out = np.zeros(len(a), bool)
+    out[rows] = a[rows].reshape(len(rows), a[0].size).any(axis=1)
+    return out
+
+
+def _rows_scaled(a: np.ndarray, factor: float, rows: np.ndarray | None = None) -> np.ndarray:
     """``a * factor`` for an array of per-step rows, computed on the rows that are not all 0 (the curved steps'):
-    the others stay 0, and a fit of straight steps (``degree=1``) writes no ``(d-1) d`` products."""
-    used = a.reshape(len(a), -1).any(axis=1)
+    the others stay 0, and a fit of straight steps (``degree=1``) writes no ``(d-1) d`` products; with ``rows``
+    (:func:`_nonzero_rows`), no other row is read either."""
+    used = _nonzero_rows(a, rows)
     out = np.zeros(a.shape, a.dtype)  # pages of zeros, not written
     out[used] = a[used] * factor
     return out

@@ -576,12 +576,12 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
 def _centred_rows(X: np.ndarray, threads: int) -> tuple[np.ndarray, np.ndarray, float]:
     """:func:`_centred` of the rows ``X`` as they are (row-major), in two passes on ``threads`` threads: the
     columns' sums (``X.mean(axis=0)``'s, bit for bit) and extremes, whose differences from the mean are the
-    largest deviations (rounding is monotone); then ``Z = (X - mean) * (1 / f)`` written once, a block of rows
-    per thread."""
+    largest deviations (rounding is monotone), in one thread's pass over the rows (threads that share the
+    columns stream every row all the same, and a slice of the columns loops 2.5x slower: the pass took 16.5 ms
+    of CPU on two threads against 4.2 ms on one at 20,000 x 425); then ``Z = (X - mean) * (1 / f)`` written once, a
+    block of rows per thread."""
     threads = _threads_for(X, threads)
-    cuts = np.linspace(0, X.shape[1], threads + 1).astype(int)
-    moments = list(blas.in_order(lambda j: compiled.column_moments(X[:, cuts[j]:cuts[j + 1]]), range(threads), threads))
-    sums, low, high = (np.concatenate(part) for part in zip(*moments))
+    sums, low, high = compiled.column_moments(X)
     mean = sums / len(X)
     factor = power_of_two(max(float((high - mean).max()), float((mean - low).max()), 0.0))
     Z: np.ndarray = np.empty(X.shape)
@@ -637,10 +637,12 @@ def _compose(mean: np.ndarray, steps: list[Step], last_axis: np.ndarray, last_va
             inverse_bias[p], inverse[p, : step.degree] = w[0], w[1:]
             fw = w @ rotation[p + 1:].T
             forward_bias[p, p + 1:], forward[p, : step.degree, p + 1:] = fw[0], fw[1:]
-    return PPAParams(
+    params = PPAParams(
         mean=mean, rotation=rotation, degrees=np.array([s.degree for s in steps], dtype=np.int64),
         center=np.array([s.center for s in steps]), scale=np.array([s.scale for s in steps]),
         forward_bias=forward_bias, forward=forward, inverse_bias=inverse_bias, inverse=inverse,
         explained_variance=np.array([s.variance for s in steps] + [last_variance]),
         pca_rotation=np.ascontiguousarray(pca[0]), pca_variance=pca[1], tails=tails,
     )
+    params.written_steps([p for p, step in enumerate(steps) if step.w is not None])  # the others' rows stay 0, unread
+    return params
