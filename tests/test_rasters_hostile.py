@@ -368,9 +368,10 @@ def test_components_along_another_dimension_are_refused_with_the_fix(tmp_path, l
 
 def test_components_stored_packed_are_inverted_unpacked(tmp_path, landsat):
     """Components saved as int16 with a scale_factor (a common way to halve a file) and read back without
-    mask_and_scale were inverted as the stored integers, 1000 times too large."""
+    mask_and_scale were inverted as the stored integers, 1000 times too large. The outputs declare their NaN in the
+    encoding, so the user's own _FillValue is written (in the attributes, xarray refused it)."""
     model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
-    scores = landsat.ppa.transform(model, n_components=3).drop_vars("spatial_ref").drop_attrs()
+    scores = landsat.ppa.transform(model, n_components=3)
     scale = float(abs(scores).max()) / 30_000  # int16 holds +-32767 steps
     scores.to_dataset(name="c").to_netcdf(tmp_path / "c.nc", encoding={"c": {"dtype": "int16", "scale_factor": scale, "_FillValue": -32768}})
     with xr.open_dataset(tmp_path / "c.nc", mask_and_scale=False)["c"] as stored, xr.open_dataset(tmp_path / "c.nc")["c"] as decoded:
@@ -392,3 +393,13 @@ def test_a_resampled_cube_writes_the_transform_of_its_coordinates(tmp_path, land
         ppa_xr.write_cube(out, tmp_path / name)
         with rasterio.open(tmp_path / name) as src:  # GDAL's netCDF driver
             assert src.transform == placed or src.transform == placed * rasterio.Affine.scale(1, -1) * rasterio.Affine.translation(0, -src.height)
+
+
+def test_a_result_with_a_time_dimension_is_refused_as_a_geotiff_with_the_ways_out(tmp_path, landsat):
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    series = xr.concat([landsat, landsat], dim="time")
+    scores = series.ppa.transform(model, n_components=2)
+    with pytest.raises(ValueError, match=r"one GeoTIFF per time \(result.isel\(time=0\)\), or the whole result as .nc or .zarr"):
+        ppa_xr.to_raster(scores, tmp_path / "c.tif")
+    assert not list(tmp_path.iterdir())  # nothing written
+    ppa_xr.to_raster(scores.isel(time=0), tmp_path / "c.tif")

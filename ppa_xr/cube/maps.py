@@ -34,7 +34,8 @@ _VALUE_ATTRS = ("long_name", "units", "scale_factor", "add_offset", "valid_range
 
 def _copy_geo(src: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
     """Carry rioxarray's CRS and its transform, or its ground control points (GCPs) where the raster is
-    georeferenced by them (never an identity transform in their place); NaN marks invalid pixels of ``out``."""
+    georeferenced by them (never an identity transform in their place); NaN marks invalid pixels of ``out``, declared in
+    the encoding (as a file opened with ``mask_and_scale`` has it), so ``to_netcdf(encoding={..: {"_FillValue": ..}})`` may set another."""
     from rioxarray.exceptions import RioXarrayError
 
     try:
@@ -44,7 +45,7 @@ def _copy_geo(src: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
     if crs is None or not spatial <= set(out.dims):
         return out
     placed = out.rio.write_gcps(gcps, crs) if gcps else out.rio.write_crs(crs).rio.write_transform(_transform(src))
-    return placed.rio.write_nodata(np.nan, encoded=False)
+    return placed.rio.write_nodata(np.nan, encoded=True)
 
 
 def _transform(src: xr.DataArray) -> Any:

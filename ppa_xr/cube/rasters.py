@@ -421,6 +421,8 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
     suffix = path.suffix.lower()
     if raster_options and suffix not in (".tif", ".tiff"):
         raise TypeError(f"options {sorted(raster_options)} are a GeoTIFF's; {path} is written as {suffix[1:]}")
+    if suffix in (".tif", ".tiff"):
+        _check_raster_dims(_as_bands(da))
 
     def write(tmp: Path) -> None:
         with _finishing_tasks():
@@ -434,6 +436,15 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
     one_file = suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
         return replace_atomically(path, write, da.nbytes)  # at most its uncompressed size
+
+
+def _check_raster_dims(da: xr.DataArray) -> None:
+    """A GeoTIFF holds bands of one y/x grid: a result with more dimensions (time, ...) is refused with the ways out."""
+    if da.ndim > 3:
+        extra = [d for d in da.dims[:-2] if d not in ("component", "band")] or list(da.dims[:-3])
+        pick = ", ".join(f"{d}=0" for d in extra)
+        raise ValueError(f"a GeoTIFF holds bands of one y/x grid; this result has dims {tuple(da.dims)}: write one GeoTIFF per "
+                         f"{' and '.join(map(str, extra))} (result.isel({pick})), or the whole result as .nc or .zarr")
 
 
 def _as_dataset(obj: xr.DataArray | xr.Dataset) -> xr.Dataset:
