@@ -3,7 +3,8 @@
 Wraps ``../shared/bench/scenes.py`` (its loaders and ``user_k_metrics``: the kept k are those where PCA's held-out
 error is at least 0.1% of the held-out variance; ratio = 100 x PPA's held-out error / its own PCA's). Scenes: random
 halves and 10 x 10-tile checkerboards, seeds 0 and 1; UCI tables (normalised to [0, 1]): random halves, seeds 0..2.
-One JSON line per split: scene, variant, split, seed, worst kept k, worst any k, mean kept k, number of kept k.
+One JSON line per split: scene, variant, split, seed, worst kept k, worst any k, mean kept k, number of kept k; on random
+halves also where the excess at the worst k sits (:func:`edge_rows`). ``--seeds 3,4,5``: other seeds than those.
 
 Variants: ``base`` (the default ``PPA()``), ``fenced`` (every step's polynomial fitted on its projections' Tukey
 far-out fences, ``ppa_xr.core.basis.fences``, the tails beyond them, plain fits included), ``coarseQ`` (the whole-fit
@@ -43,6 +44,7 @@ import scenes  # noqa: E402
 
 from ppa_xr import PPA  # noqa: E402
 from ppa_xr.core import basis, candidates, degrees, ppa, shrink, steps  # noqa: E402
+from ppa_xr.core.errors import compare_errors_and_forward  # noqa: E402
 from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 
 
@@ -102,22 +104,43 @@ def variant(name: str):
         shrink.SHRINK, candidates.SHARES = SHRINK, True
 
 
-def rows(name: str, params: dict):
+def edge_rows(model: PPA, held: np.ndarray, scale: np.ndarray | None = None) -> dict:
+    """Where the excess over PCA sits at the worst k of ``scenes.user_k_metrics`` (a random-halves fit): the worst k,
+    whether it is kept, the share of the excess at that k carried by the 1, 3 and 10 unseen rows of most excess, the top
+    row's PCA error over the mean one (an anomalous row: hundreds), and the ratio at that k without those 3 rows."""
+    z = held if scale is None else held / scale  # a standardizing model's errors are in standardized units
+    e, ep = np.asarray(model.reconstruction_mse(held))[:-1], np.asarray(model.pca_.reconstruction_mse(held))[:-1]
+    total = np.mean(np.sum((z - z.mean(0)) ** 2, 1))
+    floor = 1e-9 * total
+    k = int(np.argmax(np.maximum(e, floor) / np.maximum(ep, floor))) + 1
+    _, _, _, ppa_rows, pca_rows = compare_errors_and_forward(model.params_, held, kept=k)
+    excess = ppa_rows - pca_rows
+    order = np.argsort(-excess)
+    rest = np.delete(held, order[:3], 0)
+    without = 100 * max(float(np.asarray(model.reconstruction_mse(rest))[k - 1]), floor) / max(float(np.asarray(model.pca_.reconstruction_mse(rest))[k - 1]), floor)
+    return {"k": k, "k_kept": bool(ep[k - 1] >= 1e-3 * total),
+            "share_of_top": [round(float(excess[order[:m]].sum() / excess.sum()), 2) if excess.sum() > 0 else None for m in (1, 3, 10)],
+            "top_pca_error_over_mean": round(float(pca_rows[order[0]] / pca_rows.mean()), 1), "without_top3": round(without, 2)}
+
+
+def rows(name: str, params: dict, seeds: list[int] | None = None):
     if name in UCI_TABLES:
         X = load_table(name).normalised()
-        for seed in range(3):
+        for seed in range(3) if seeds is None else seeds:
             tr, te = scenes.random_halves(X, seed)
-            yield "halves", seed, scenes.user_k_metrics(PPA(random_state=0, **params).fit(tr), te)
+            model = PPA(random_state=0, **params).fit(tr)
+            yield "halves", seed, scenes.user_k_metrics(model, te), edge_rows(model, te)
         return
     cube = scenes.SCENES[name]()
     X = scenes.pixels(cube)
     std = name in scenes.STANDARDIZE
     kw = dict(params, **({"standardize": True} if std else {}))
-    for seed in (0, 1):
+    for seed in (0, 1) if seeds is None else seeds:
         tr, te = scenes.random_halves(X, seed)
-        yield "halves", seed, scenes.user_k_metrics(PPA(random_state=0, **kw).fit(tr), te, tr.std(0) if std else None)
+        model = PPA(random_state=0, **kw).fit(tr)
+        yield "halves", seed, scenes.user_k_metrics(model, te, tr.std(0) if std else None), edge_rows(model, te, tr.std(0) if std else None)
         m, te = scenes.fit_checkerboard(cube, seed, **kw)
-        yield "checkerboard", seed, scenes.user_k_metrics(m, te, X.std(0) if std else None)
+        yield "checkerboard", seed, scenes.user_k_metrics(m, te, X.std(0) if std else None), {}
 
 
 def summary(paths: list[str]) -> None:
@@ -148,6 +171,7 @@ def main() -> None:
     parser.add_argument("scenes", nargs="+", help="scene names, or with --summary the JSON-lines files to summarise")
     parser.add_argument("--variants", default="base,fenced")
     parser.add_argument("--summary", action="store_true")
+    parser.add_argument("--seeds", default=None, help="comma-separated seeds (default: 0,1,2 for UCI tables, 0,1 for scenes)")
     args = parser.parse_args()
     if args.summary:
         return summary(args.scenes)
@@ -157,9 +181,10 @@ def main() -> None:
             with contextlib.ExitStack() as stack:
                 for part in v.split("+"):  # variants combine: fenced+rounds2
                     stack.enter_context(variant(part))
-                for split, seed, (worst_kept, worst_any, mean_kept, kept) in rows(name, {}):
+                seeds = None if args.seeds is None else [int(s) for s in args.seeds.split(",")]
+                for split, seed, (worst_kept, worst_any, mean_kept, kept), edges in rows(name, {}, seeds):
                     print(json.dumps({"scene": name, "variant": v, "split": split, "seed": seed, "worst_kept": round(worst_kept, 2),
-                                      "worst_any": round(worst_any, 2), "mean_kept": round(mean_kept, 2), "kept": kept}), flush=True)
+                                      "worst_any": round(worst_any, 2), "mean_kept": round(mean_kept, 2), "kept": kept} | edges), flush=True)
 
 
 if __name__ == "__main__":

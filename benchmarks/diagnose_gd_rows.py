@@ -5,7 +5,7 @@ of ``bench_defaults.held_out_curve``, the worst over the kept k, whether PCA's e
 the share of the excess over PCA at that k carried by the 1, 3 and 10 unseen rows of most excess, the top row's
 PCA error over the mean PCA error (an anomalous row: hundreds), and the ratio at that k without the 3 rows.
 
-``pca``: as ``rows``, for the PCA-led default (``PPA()``), shares on only.
+``pca``: as ``rows``, for the PCA-led default (``PPA()``), shares on and off.
 
 ``objective``: the default PPA-GD with the search's objective replaced by the energy the shrunk correction removes
 in sample, ``sum_j (Q_j - a_j^2 / Q_j)`` over the axes with ``Q_j > a_j = g RSS_j / (n - g - 1)`` (0 elsewhere;
@@ -105,7 +105,7 @@ def main() -> None:
         core_ppa._validated_lead = paired_lead
     if mode == "halves":
         shrink.HALVES = 16
-    for shares in (True, False) if mode == "rows" else (True,):
+    for shares in (True, False) if mode in ("rows", "pca") else (True,):
         candidates.SHARES = shares
         for seed, fit, unseen in random_halves(table, max(seeds) + 1):
             if seed in seeds:
