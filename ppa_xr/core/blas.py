@@ -28,6 +28,8 @@ import numpy as np
 import scipy
 from scipy.linalg import blas as scipy_blas
 
+from . import compiled
+
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _AFFIXES = list(itertools.product(("", "scipy_"), ("", "64_", "_64")))
 
@@ -233,6 +235,9 @@ def matmul_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0,
     if points == 0:  # points as rows: c^T = b^T a^T has them as columns
         matmul_into(b.T, a.T, c.T, alpha, beta, points=1)
         return
+    if points == 1 and c.dtype == np.float32:
+        _point_product(a, b, c, alpha, beta)
+        return
     if points == 1 and n % POINT_GROUP:
         _padded_columns(a, b, c, alpha, beta)
         return
@@ -251,6 +256,37 @@ def matmul_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0,
     a_op, a_trans, lda = _operand(a)
     b_op, b_trans, ldb = _operand(b)
     func(_ROW_MAJOR, a_trans, b_trans, m, n, k, alpha, a_op.ctypes.data, lda, b_op.ctypes.data, ldb, beta, c.ctypes.data, ldc)
+
+
+def _point_product(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> None:
+    """:func:`matmul_into` of float32 points: the compiled product (:func:`compiled.point_product`), whose bits of a
+    point do not depend on the others; operands whose points are not a unit stride apart are copied first."""
+    if a.shape[1] == 0:  # an empty sum
+        c[...] = beta * c if beta else 0
+        return
+    b_flat, ldb = _flat_rows(b)
+    if b_flat is None:
+        b_flat, ldb = _flat_rows(np.ascontiguousarray(b))
+    c_flat, ldc = _flat_rows(c)
+    if c_flat is None:
+        out = np.ascontiguousarray(c) if beta else np.empty(c.shape, c.dtype)
+        _point_product(a, b, out, alpha, beta)
+        c[...] = out
+        return
+    one = np.float32
+    compiled.point_product(np.ascontiguousarray(a), b_flat, ldb, c_flat, ldc, c.shape[1], one(alpha), one(beta))
+
+
+def _flat_rows(x: np.ndarray) -> tuple[np.ndarray | None, int]:
+    """``x`` (rows, columns) as one flat view of the memory from its first to its last entry, and the distance of
+    its rows there; (None, 0) where its columns are not adjacent or its rows not apart in order."""
+    rows, cols = x.shape
+    item = x.itemsize
+    lead = x.strides[0] // item if rows > 1 else cols
+    if (cols > 1 and x.strides[1] != item) or (rows > 1 and (x.strides[0] % item or lead < cols)):
+        return None, 0
+    size = (rows - 1) * lead + cols if rows and cols else 0
+    return np.lib.stride_tricks.as_strided(x, shape=(size,), strides=(item,)), lead
 
 
 def _padded_columns(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> None:

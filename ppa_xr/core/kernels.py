@@ -71,32 +71,6 @@ def _as_columns(x: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.dt
     return moved.reshape(width, -1).astype(dtype, copy=False), dtype, feature_major
 
 
-def _single(x) -> bool:
-    """Whether ``x`` is computed in float32 (:func:`computed_dtype`): such points go through :func:`_via_float64`."""
-    return computed_dtype(np.asarray(x).dtype) == np.float32
-
-
-def _via_float64(kernel: Callable[[np.ndarray], np.ndarray], x, width: int | None, threads: int | None) -> np.ndarray:
-    """``kernel`` (a float64 kernel on one thread) of float32 points ``x`` (``...`` x d), rounded to float32 once:
-    each block of :data:`BLOCK` points is upcast into float64, mapped, and its (``n`` x ``width``, or ``n`` where
-    ``width`` is None) result rounded into the float32 output. Single-precision BLAS rounds a point by the size of
-    the product and the point's place in it (measured: 0.3-38% of the values of a 36 x 36 product change with
-    the count or the start), so float32 kernels would give other bits in another chunking; float64's products
-    do not (:func:`blas.matmul_into`), and one rounding of each result to float32 keeps that."""
-    x = np.asarray(x)
-    cols, _, feature_major = _as_columns(x, x.shape[-1], "x")
-    out, out_cols = _output(x.shape[:-1], width or 1, np.dtype(np.float32), feature_major)
-
-    def span(lo: int, hi: int) -> None:
-        for start in range(lo, hi, BLOCK):
-            part = cols[:, start : min(start + BLOCK, hi)].astype(np.float64)  # (d, n): a band-major block
-            result = kernel(part.T)
-            out_cols[:, start : start + part.shape[1]] = result.T if width else result
-
-    run_spans(cols.shape[1], span, threads)
-    return out if width else out[..., 0]
-
-
 def _output(shape: tuple[int, ...], width: int, dtype: np.dtype, feature_major: bool) -> tuple[np.ndarray, np.ndarray]:
     """An output of ``shape + (width,)`` in the input's layout, and its (width, pixels) view."""
     if feature_major:
@@ -287,8 +261,6 @@ def forward(x: np.ndarray, params: PPAParams, n_components: int | None = None, t
     """
     d = params.n_features
     k = d if n_components is None else check_components(n_components, d)
-    if _single(x):
-        return _via_float64(lambda part: forward(part, params, k, 1, whiten), x, k, threads)
     out = _map_forward(x, params, k, d - 1, k, _copy, threads)
     if whiten:
         out /= whitening(params, k, out.dtype)
@@ -342,8 +314,6 @@ def inverse(r: np.ndarray, params: PPAParams, threads: int | None = None, whiten
     if r.ndim < 1:
         raise ValueError(f"components must be an array (... x k), got a scalar {r!r}")
     k = check_components(r.shape[-1], d, "the number of components along the last axis")
-    if _single(r):
-        return _via_float64(lambda part: inverse(part, params, 1, whiten), r, params.n_inputs, threads)
     if whiten:
         r = r * whitening(params, k, computed_dtype(r.dtype))
     cols, dtype, feature_major = _as_columns(r, k, "components")
@@ -423,8 +393,6 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
     """
     d = params.n_features
     k = check_components(n_components, d)
-    if _single(x):
-        return _via_float64(lambda part: squared_error(part, params, k, 1), x, None, threads)
 
     def norm(r: np.ndarray, out: np.ndarray) -> None:
         np.einsum("ij,ij->j", r[k:], r[k:], out=out[0])
