@@ -6,9 +6,9 @@ the call's column count and the column's start (the shift): the dependence that 
 kernels give other bits in another chunking. float64 rows for contrast.
 
 Part 2: the lazy transform of ``bench_parallel.py``'s cube (36 bands x side^2 float32, 512^2
-chunks in memory, dask's threaded scheduler) three ways (:func:`path`): float32 kernels on sgemm
-(the previous path), each block upcast and computed in float64 then rounded once, and float32
-kernels on the compiled point product; interleaved in one process against a ``map_blocks``
+chunks in memory, dask's threaded scheduler) three ways: float32 kernels on sgemm (the previous
+path, :func:`path`), each block upcast and computed in float64 then rounded once
+(:func:`float64_blocks`), and float32 kernels on the compiled point product (the library's); interleaved in one process against a ``map_blocks``
 projection: wall and process CPU seconds. Models: degree=1, PPA (1..5) and degree=5 (a
 polynomial on every step, ``bench_xarray.py lazy``'s worst case).
 
@@ -63,17 +63,30 @@ def _blas_points(a, b, c, alpha, beta):
 
 @contextlib.contextmanager
 def path(name: str):
-    """``"sgemm"``: the float32 kernels on single-precision BLAS (the previous path); ``"float64"``: each block
-    upcast and computed in float64; ``"compiled"``: the float32 kernels on the compiled product."""
-    single, product = kernels._single, blas._point_product
-    if name != "float64":
-        kernels._single = lambda x: False
+    """``"sgemm"``: float32 points through single-precision BLAS (the previous path); else the compiled product."""
+    product = blas._point_product
     if name == "sgemm":
         blas._point_product = _blas_points
     try:
         yield
     finally:
-        kernels._single, blas._point_product = single, product
+        blas._point_product = product
+
+
+def float64_blocks(model, data: dsa.Array) -> dsa.Array:
+    """The float64 alternative: each block of ``kernels.BLOCK`` pixels of a (band, y, x) chunk upcast, mapped by
+    the float64 kernel and rounded to float32 once."""
+    params, k = model.params_, model.n_components_
+
+    def chunk(b: np.ndarray) -> np.ndarray:
+        cols = b.reshape(b.shape[0], -1)
+        out = np.empty((k, cols.shape[1]), np.float32)
+        for start in range(0, cols.shape[1], kernels.BLOCK):
+            part = cols[:, start : start + kernels.BLOCK].astype(np.float64)
+            out[:, start : start + part.shape[1]] = kernels.forward(part.T, params, k, threads=1).T
+        return out.reshape((k,) + b.shape[1:])
+
+    return data.map_blocks(chunk, chunks=((k,),) + data.chunks[1:], dtype=np.float32)
 
 
 def main() -> None:
@@ -95,20 +108,25 @@ def main() -> None:
     def projection():
         return dsa.map_blocks(lambda b: np.tensordot(V, b, axes=(1, 0)) - offset[:, None, None], data.data, dtype=np.float32).compute()
 
-    def transform(model, name: str):
+    def transform(model, name: str, cube=data):
         def run():
+            if name == "float64":
+                return float64_blocks(model, cube.data).compute()
             with path(name):
-                return data.ppa.transform(model, check=False).data.compute()
+                return cube.ppa.transform(model, check=False).data.compute()
         return run
 
     cases = {"projection": projection}
     for label, model in models.items():
         cases |= {f"{label} {name}": transform(model, name) for name in PATHS}
-    print()
+    print("\nEach path against itself in 333 x 500 chunks (share of values with other bits), and against the sgemm path")
+    odd = cube.chunk({"y": 333, "x": 500})
     for label, model in models.items():  # the paths agree to float32 rounding
         ref = cases[f"{label} sgemm"]()
-        for name in PATHS[1:]:
-            print(f"{label}: {name} vs sgemm, max |diff| / max |output| = {np.abs(cases[f'{label} {name}']() - ref).max() / np.abs(ref).max():.1e}")
+        for name in PATHS:
+            got = cases[f"{label} {name}"]()
+            print(f"{label}, {name}: other chunks {np.mean(transform(model, name, odd)() != got):.2%}; "
+                  f"max |diff| / max |output| against sgemm {np.abs(got - ref).max() / np.abs(ref).max():.1e}")
     print(f"\n{cube.sizes['band']} x {args.side}^2 float32, 512^2 chunks in memory, threaded scheduler; "
           "every interleaved run, ratio: best (worst round)")
     with dask.config.set(scheduler="threads"):

@@ -264,29 +264,28 @@ def _point_product(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, be
     if a.shape[1] == 0:  # an empty sum
         c[...] = beta * c if beta else 0
         return
-    b_flat, ldb = _flat_rows(b)
-    if b_flat is None:
-        b_flat, ldb = _flat_rows(np.ascontiguousarray(b))
-    c_flat, ldc = _flat_rows(c)
-    if c_flat is None:
+    b_rows = _rows(b)
+    if b_rows is None:
+        b_rows = _rows(np.ascontiguousarray(b))
+    c_rows = _rows(c)
+    if c_rows is None:
         out = np.ascontiguousarray(c) if beta else np.empty(c.shape, c.dtype)
         _point_product(a, b, out, alpha, beta)
         c[...] = out
         return
-    one = np.float32
-    compiled.point_product(np.ascontiguousarray(a), b_flat, ldb, c_flat, ldc, c.shape[1], one(alpha), one(beta))
+    compiled.point_product(np.ascontiguousarray(a), b_rows, c_rows, c.shape[1], np.float32(alpha), np.float32(beta))
 
 
-def _flat_rows(x: np.ndarray) -> tuple[np.ndarray | None, int]:
-    """``x`` (rows, columns) as one flat view of the memory from its first to its last entry, and the distance of
-    its rows there; (None, 0) where its columns are not adjacent or its rows not apart in order."""
+def _rows(x: np.ndarray) -> np.ndarray | None:
+    """``x`` (rows, columns) as a C-contiguous (rows, lead) view from its first entry, ``lead`` its rows' distance (the
+    entries past ``columns`` are never touched: the last row's may lie past the memory); None where its columns are
+    not adjacent or its rows not apart in order."""
     rows, cols = x.shape
     item = x.itemsize
     lead = x.strides[0] // item if rows > 1 else cols
     if (cols > 1 and x.strides[1] != item) or (rows > 1 and (x.strides[0] % item or lead < cols)):
-        return None, 0
-    size = (rows - 1) * lead + cols if rows and cols else 0
-    return np.lib.stride_tricks.as_strided(x, shape=(size,), strides=(item,)), lead
+        return None
+    return np.lib.stride_tricks.as_strided(x, shape=(rows, lead), strides=(lead * item, item))
 
 
 def _padded_columns(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> None:

@@ -1277,59 +1277,47 @@ def centred_into(X, mean, inv, out):
             out[i, j] = (np.float64(X[i, j]) - mean[j]) * inv
 
 
-#: points per tile of :func:`point_product`: four rows of accumulators and a row of the input stay in L1
+#: points per tile of :func:`point_product`: four output rows and a row of the input stay in L1
 PRODUCT_TILE = 512
 
 
 @_jit
-def _tile_sums(a, b, ldb, acc, i, rows, j0, w):
-    """``acc[r, :w] = sum_q a[i + r, q] b[q, j0:j0 + w]``, ``r < rows``, summed in ``q``'s order (``b``: flat, rows ``ldb`` apart)."""
-    acc[:rows, :w] = 0
-    if rows == 4:
-        c0, c1, c2, c3 = acc[0, :w], acc[1, :w], acc[2, :w], acc[3, :w]
-        for q in range(a.shape[1]):
-            a0, a1, a2, a3 = a[i, q], a[i + 1, q], a[i + 2, q], a[i + 3, q]
-            bq = b[q * ldb + j0 : q * ldb + j0 + w]
-            for j in range(w):
-                x = bq[j]
-                c0[j] += a0 * x
-                c1[j] += a1 * x
-                c2[j] += a2 * x
-                c3[j] += a3 * x
-        return
-    for r in range(rows):
-        cr = acc[r, :w]
-        for q in range(a.shape[1]):
-            ar = a[i + r, q]
-            bq = b[q * ldb + j0 : q * ldb + j0 + w]
-            for j in range(w):
-                cr[j] += ar * bq[j]
+def point_product(a, b, c, n, alpha, beta):
+    """``C = beta C + sum_q (alpha A_iq) B_qj`` for float32 ``A`` (m x k), ``B`` (k x n) and ``C`` (m x n) whose ``n``
+    columns are independent points; ``b`` and ``c`` are C-contiguous (rows x lead) views whose first ``n``
+    columns are ``B`` and ``C`` (the kernels' blocks are row slices of wider arrays).
 
-
-@_jit
-def point_product(a, b, ldb, c, ldc, n, alpha, beta):
-    """``C = alpha A B + beta C`` for float32 ``A`` (m x k), ``B`` (k x n) and ``C`` (m x n) whose columns are
-    independent points (``n`` of them): ``b`` and ``c`` flat, their rows ``ldb`` and ``ldc`` apart.
-
-    Each entry is ``sum_q A_iq B_qj`` in ``q``'s order with one rounding per multiply and add (no fused
-    multiply-add, no reassociation: numba without ``fastmath``), so a point's bits do not depend on the
-    other points, their count or its place among them; single-precision BLAS does not promise that
-    (its kernels round a point by the product's size and its place). Vectorised across the points of
-    a tile of :data:`PRODUCT_TILE`; about the time of OpenBLAS's ``sgemm`` at 36 rows.
+    Each entry starts at ``beta C_ij`` (0 where ``beta`` is 0: ``C`` may hold anything, as BLAS allows) and
+    adds its terms in ``q``'s order, one rounding per multiply and add (no fused multiply-add, no
+    reassociation: numba without ``fastmath``), so a point's bits do not depend on the other points, their
+    count or its place among them; single-precision BLAS does not promise that (its kernels round a point
+    by the product's size and its place). Vectorised across the points of a tile of :data:`PRODUCT_TILE`,
+    four rows at a time.
     """
-    m = a.shape[0]
-    acc = np.empty((4, PRODUCT_TILE), np.float32)
+    m, k = a.shape
+    scaled = a * alpha
     for j0 in range(0, n, PRODUCT_TILE):
-        w = min(PRODUCT_TILE, n - j0)
-        for i in range(0, m, 4):
-            rows = min(4, m - i)
-            _tile_sums(a, b, ldb, acc, i, rows, j0, w)
-            for r in range(rows):
-                ci = c[(i + r) * ldc + j0 : (i + r) * ldc + j0 + w]
-                ar = acc[r, :w]
-                if beta == 0:  # c may hold anything (BLAS's rule): never read
-                    for j in range(w):
-                        ci[j] = alpha * ar[j]
-                else:
-                    for j in range(w):
-                        ci[j] = alpha * ar[j] + beta * ci[j]
+        j1 = min(j0 + PRODUCT_TILE, n)
+        for i in range(m):
+            if beta == 0:
+                c[i, j0:j1] = 0
+            elif beta != 1:
+                c[i, j0:j1] *= beta
+        for i in range(0, m - 3, 4):
+            c0, c1, c2, c3 = c[i, j0:j1], c[i + 1, j0:j1], c[i + 2, j0:j1], c[i + 3, j0:j1]
+            for q in range(k):
+                a0, a1, a2, a3 = scaled[i, q], scaled[i + 1, q], scaled[i + 2, q], scaled[i + 3, q]
+                bq = b[q, j0:j1]
+                for j in range(j1 - j0):
+                    x = bq[j]
+                    c0[j] += a0 * x
+                    c1[j] += a1 * x
+                    c2[j] += a2 * x
+                    c3[j] += a3 * x
+        for i in range(m - m % 4, m):
+            ci = c[i, j0:j1]
+            for q in range(k):
+                aiq = scaled[i, q]
+                bq = b[q, j0:j1]
+                for j in range(j1 - j0):
+                    ci[j] += aiq * bq[j]
