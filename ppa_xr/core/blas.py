@@ -225,8 +225,9 @@ def matmul_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0,
     last ``count % unroll`` points of a call with other kernels, so the same point would get other
     bits in another chunking; the count's remainder modulo :data:`POINT_GROUP` is computed in a
     zero-padded group instead, and every point gets the bits of a whole group whatever the count
-    (exact for float64 at one BLAS thread, as the kernels run; single precision BLAS also rounds by
-    the call's size).
+    (float64, at one BLAS thread as the kernels run). Single-precision BLAS also rounds a point by
+    the call's size and the point's place in it, so float32 points go to a compiled product
+    instead (:func:`_point_product`).
     """
     m, n = c.shape
     k = a.shape[1]

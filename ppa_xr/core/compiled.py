@@ -1291,8 +1291,8 @@ def point_product(a, b, c, n, alpha, beta):
     adds its terms in ``q``'s order, one rounding per multiply and add (no fused multiply-add, no
     reassociation: numba without ``fastmath``), so a point's bits do not depend on the other points, their
     count or its place among them; single-precision BLAS does not promise that (its kernels round a point
-    by the product's size and its place). Vectorised across the points of a tile of :data:`PRODUCT_TILE`,
-    four rows at a time.
+    by the product's size and its place). Tiles of :data:`PRODUCT_TILE` points, four rows at a time (LLVM keeps
+    this loop scalar: measured 1.8-1.9x ``sgemm`` at 36 x 36 x 16384, 1.0-1.2x in a whole transform).
     """
     m, k = a.shape
     scaled = a * alpha
