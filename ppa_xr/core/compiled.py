@@ -1275,3 +1275,49 @@ def centred_into(X, mean, inv, out):
     for i in range(X.shape[0]):
         for j in range(X.shape[1]):
             out[i, j] = (np.float64(X[i, j]) - mean[j]) * inv
+
+
+#: points per tile of :func:`point_product`: four output rows and a row of the input stay in L1
+PRODUCT_TILE = 512
+
+
+@_jit
+def point_product(a, b, c, n, alpha, beta):
+    """``C = beta C + sum_q (alpha A_iq) B_qj`` for float32 ``A`` (m x k), ``B`` (k x n) and ``C`` (m x n) whose ``n``
+    columns are independent points; ``b`` and ``c`` are C-contiguous (rows x lead) views whose first ``n``
+    columns are ``B`` and ``C`` (the kernels' blocks are row slices of wider arrays).
+
+    Each entry starts at ``beta C_ij`` (0 where ``beta`` is 0: ``C`` may hold anything, as BLAS allows) and
+    adds its terms in ``q``'s order, one rounding per multiply and add (no fused multiply-add, no
+    reassociation: numba without ``fastmath``), so a point's bits do not depend on the other points, their
+    count or its place among them; single-precision BLAS does not promise that (its kernels round a point
+    by the product's size and its place). Tiles of :data:`PRODUCT_TILE` points, four rows at a time (LLVM keeps
+    this loop scalar: measured 1.8-1.9x ``sgemm`` at 36 x 36 x 16384, 1.0-1.2x in a whole transform).
+    """
+    m, k = a.shape
+    scaled = a * alpha
+    for j0 in range(0, n, PRODUCT_TILE):
+        j1 = min(j0 + PRODUCT_TILE, n)
+        for i in range(m):
+            if beta == 0:
+                c[i, j0:j1] = 0
+            elif beta != 1:
+                c[i, j0:j1] *= beta
+        for i in range(0, m - 3, 4):
+            c0, c1, c2, c3 = c[i, j0:j1], c[i + 1, j0:j1], c[i + 2, j0:j1], c[i + 3, j0:j1]
+            for q in range(k):
+                a0, a1, a2, a3 = scaled[i, q], scaled[i + 1, q], scaled[i + 2, q], scaled[i + 3, q]
+                bq = b[q, j0:j1]
+                for j in range(j1 - j0):
+                    x = bq[j]
+                    c0[j] += a0 * x
+                    c1[j] += a1 * x
+                    c2[j] += a2 * x
+                    c3[j] += a3 * x
+        for i in range(m - m % 4, m):
+            ci = c[i, j0:j1]
+            for q in range(k):
+                aiq = scaled[i, q]
+                bq = b[q, j0:j1]
+                for j in range(j1 - j0):
+                    ci[j] += aiq * bq[j]
