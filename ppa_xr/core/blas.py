@@ -28,8 +28,6 @@ import numpy as np
 import scipy
 from scipy.linalg import blas as scipy_blas
 
-from . import compiled
-
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _AFFIXES = list(itertools.product(("", "scipy_"), ("", "64_", "_64")))
 
@@ -225,9 +223,8 @@ def matmul_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0,
     last ``count % unroll`` points of a call with other kernels, so the same point would get other
     bits in another chunking; the count's remainder modulo :data:`POINT_GROUP` is computed in a
     zero-padded group instead, and every point gets the bits of a whole group whatever the count
-    (float64, at one BLAS thread as the kernels run). Single-precision BLAS also rounds a point by
-    the call's size and the point's place in it, so float32 points go to a compiled product
-    instead (:func:`_point_product`).
+    (exact for float64 at one BLAS thread, as the kernels run; single precision BLAS also rounds by
+    the call's size).
     """
     m, n = c.shape
     k = a.shape[1]
@@ -235,9 +232,6 @@ def matmul_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0,
         return
     if points == 0:  # points as rows: c^T = b^T a^T has them as columns
         matmul_into(b.T, a.T, c.T, alpha, beta, points=1)
-        return
-    if points == 1 and c.dtype == np.float32:
-        _point_product(a, b, c, alpha, beta)
         return
     if points == 1 and n % POINT_GROUP:
         _padded_columns(a, b, c, alpha, beta)
@@ -257,36 +251,6 @@ def matmul_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0,
     a_op, a_trans, lda = _operand(a)
     b_op, b_trans, ldb = _operand(b)
     func(_ROW_MAJOR, a_trans, b_trans, m, n, k, alpha, a_op.ctypes.data, lda, b_op.ctypes.data, ldb, beta, c.ctypes.data, ldc)
-
-
-def _point_product(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> None:
-    """:func:`matmul_into` of float32 points: the compiled product (:func:`compiled.point_product`), whose bits of a
-    point do not depend on the others; operands whose points are not a unit stride apart are copied first."""
-    if a.shape[1] == 0:  # an empty sum
-        c[...] = beta * c if beta else 0
-        return
-    b_rows = _rows(b)
-    if b_rows is None:
-        b_rows = _rows(np.ascontiguousarray(b))
-    c_rows = _rows(c)
-    if c_rows is None:
-        out = np.ascontiguousarray(c) if beta else np.empty(c.shape, c.dtype)
-        _point_product(a, b, out, alpha, beta)
-        c[...] = out
-        return
-    compiled.point_product(np.ascontiguousarray(a), b_rows, c_rows, c.shape[1], np.float32(alpha), np.float32(beta))
-
-
-def _rows(x: np.ndarray) -> np.ndarray | None:
-    """``x`` (rows, columns) as a C-contiguous (rows, lead) view from its first entry, ``lead`` its rows' distance (the
-    entries past ``columns`` are never touched: the last row's may lie past the memory); None where its columns are
-    not adjacent or its rows not apart in order."""
-    rows, cols = x.shape
-    item = x.itemsize
-    lead = x.strides[0] // item if rows > 1 else cols
-    if (cols > 1 and x.strides[1] != item) or (rows > 1 and (x.strides[0] % item or lead < cols)):
-        return None
-    return np.lib.stride_tricks.as_strided(x, shape=(rows, lead), strides=(lead * item, item))
 
 
 def _padded_columns(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> None:
