@@ -425,8 +425,7 @@ class _Loop:
         (:func:`interlaced`), else the step is PCA-led; a search goes on while it finds curves."""
         res = self.res
         res.turn(e * orientation((res.frame @ e)[:, None]))
-        guard = partial(interlaced, pca_variance=self.pca_variance, steps=len(self.steps) + 1)
-        fitted = fit_step(res, partial(self._choices(1, top), 0), self.designs_of, True, guard, shrink=self._interlaced())
+        fitted = fit_step(res, partial(self._choices(1, top), 0), self.designs_of, True, self._property_two(), shrink=self._interlaced())
         if fitted is None:
             res.to_principal_axes()
             fitted = fit_step(res, partial(self._choices(1, top), 0), self.designs_of, False, shrink=self._interlaced())
@@ -434,10 +433,14 @@ class _Loop:
         self.searching = self.searching and curved
         return self._record([step], curved)
 
+    def _property_two(self) -> Callable[[np.ndarray], bool]:
+        """The check that the next step's residual covariance keeps Property 2 (:func:`~ppa_xr.core.steps.interlaced`)."""
+        return partial(interlaced, pca_variance=self.pca_variance, steps=len(self.steps) + 1)
+
     def _interlaced(self) -> Callable[[np.ndarray], bool] | None:
-        """Where curves keep their axes' shares of signal, the check that the next step's residual covariance
-        keeps Property 2 (:func:`~ppa_xr.core.steps.interlaced`); None: least squares."""
-        return partial(interlaced, pca_variance=self.pca_variance, steps=len(self.steps) + 1) if self.shrink_outputs else None
+        """Where curves keep their axes' shares of signal, :meth:`_property_two`, which the shrunk curve's residual must
+        pass; None: least squares."""
+        return self._property_two() if self.shrink_outputs else None
 
     def _choices(self, size: int, top: int) -> Callable[[int, np.ndarray], Choice | None]:
         return _degree_choices(self.res, size, self.spec.candidates, top, self.folds, self.designs_of, self.spec.robust)

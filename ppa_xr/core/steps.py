@@ -320,14 +320,16 @@ def _corrected(w: np.ndarray, cov: np.ndarray, cross: np.ndarray, gram: np.ndarr
     """The curve's coefficients ``W`` and the covariance left after it (``C = B^T Y / n``, ``G = B^T B / n``): the
     least-squares ones, or, where ``shrink`` is given and the curve is fitted on every axis at one degree, each
     axis scaled by :func:`signal_shares` if ``shrink`` accepts the covariance that leaves."""
-    left = cov - _explained(w, cross, gram, exact=choice.axes is None)
+    def left(coef: np.ndarray, exact: bool) -> np.ndarray:
+        out = cov - _explained(coef, cross, gram, exact=exact)
+        return (out + out.T) / 2
+
     if shrink is not None and choice.axes is None and choice.degree > 1:
         scaled = w * signal_shares(w, cov, gram, n, choice.degree)
-        shrunk = cov - _explained(scaled, cross, gram, exact=False)
-        shrunk = (shrunk + shrunk.T) / 2
+        shrunk = left(scaled, False)
         if shrink(shrunk):
             return scaled, shrunk
-    return w, (left + left.T) / 2
+    return w, left(w, choice.axes is None)
 
 
 def _polynomial(res: Residual, design: np.ndarray, gram: np.ndarray, choice: Choice, fit_linear: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from .._atomic import as_path, check_output, replace_atomically, special, suffix_of
-from .inputs import COMPONENT_NAME, common_units, declared_packing, float_dtype, masked_float
+from .inputs import COMPONENT, COMPONENT_NAME, common_units, declared_packing, float_dtype, masked_float
 
 #: suffixes opened with xarray (netCDF, zarr stores); any other file is opened as a raster (rioxarray: GeoTIFF, VRT, JPEG 2000, ...)
 DATA_SUFFIXES = (".nc", ".zarr")
@@ -306,7 +306,7 @@ def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     da = _as_bands(obj)
     if da.ndim == 3:  # one description per band; a single map (an error map) keeps its long_name
         labels = da[da.dims[0]].values if da.dims[0] in da.coords else np.arange(1, da.shape[0] + 1)
-        names = [f"{COMPONENT_NAME} {v}" for v in labels] if da.dims[0] == "component" else [str(v) for v in labels]
+        names = [f"{COMPONENT_NAME} {v}" for v in labels] if da.dims[0] == COMPONENT else [str(v) for v in labels]
         da = da.assign_attrs(long_name=tuple(names))
     options = {"tiled": True, "compress": "deflate", "driver": "GTiff", "lock": file_lock()} | kwargs
     with warnings.catch_warnings():
@@ -441,7 +441,7 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
 def _check_raster_dims(da: xr.DataArray) -> None:
     """A GeoTIFF holds bands of one y/x grid: a result with more dimensions (time, ...) is refused with the ways out."""
     if da.ndim > 3:
-        extra = [d for d in da.dims[:-2] if d not in ("component", "band")] or list(da.dims[:-3])
+        extra = [d for d in da.dims[:-2] if d not in (COMPONENT, "band")] or list(da.dims[:-3])
         pick = ", ".join(f"{d}=0" for d in extra)
         raise ValueError(f"a GeoTIFF holds bands of one y/x grid; this result has dims {tuple(da.dims)}: write one GeoTIFF per "
                          f"{' and '.join(map(str, extra))} (result.isel({pick})), or the whole result as .nc or .zarr")
