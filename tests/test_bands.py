@@ -47,6 +47,24 @@ def test_dataset_in_dataset_out(landsat):
     np.testing.assert_allclose(back["B4"].values, ds["B4"].values, rtol=5e-6)  # float32 round trip: measured 4.4e-7
 
 
+def test_a_datasets_reconstruction_and_fill_come_back_as_its_variables(landsat):
+    ds = landsat.drop_vars("wavelength").to_dataset(dim="band")
+    ds["B4"].attrs = {"units": "reflectance", "scale_factor": 1.0}
+    ds = ds[["B5", *[name for name in ds.data_vars if name != "B5"]]]  # not the model's order
+    model = landsat.ppa.fit(n_samples=5000, random_state=0)  # fitted on the DataArray: the input's form decides
+    rebuilt = ds.ppa.reconstruct(model, 3)
+    assert isinstance(rebuilt, xr.Dataset) and set(rebuilt.data_vars) == set(ds.data_vars)
+    assert rebuilt["B4"].attrs == {"units": "reflectance"} and "scale_factor" not in rebuilt.attrs  # unpacked floats
+    np.testing.assert_array_equal(rebuilt["B5"].values, landsat.ppa.reconstruct(model, 3).sel(band="B5").values)
+    clear = ds["B2"] < ds["B2"].quantile(0.9)
+    cloudy = ds.assign(B4=ds["B4"].where(clear), B5=ds["B5"].where(clear))  # two bands missing at a tenth of the pixels
+    filled, mask = cloudy.ppa.fill(model, return_mask=True)
+    assert isinstance(filled, xr.Dataset) and isinstance(mask, xr.Dataset) and set(mask.data_vars) == set(ds.data_vars)
+    assert int(mask["B4"].sum()) == int((~clear).sum()) > 0 and int(mask["B3"].sum()) == 0
+    assert not filled["B4"].isnull().any()
+    np.testing.assert_array_equal(filled["B4"].values[~mask["B4"].values], cloudy["B4"].values[~mask["B4"].values])
+
+
 def test_cli_band_stacks_travel_between_scenes_and_outputs_describe_bands(tmp_path, capsys):
     cube = open_landsat8_sample()
     for scene in ("LC08_TEST", "LC08_OTHER"):

@@ -251,6 +251,10 @@ def test_wrong_dimension_name(landsat, model):
         landsat.ppa.fit(dim="wavelength_dim")
     with pytest.raises(ValueError, match="'component' dimension"):
         landsat.ppa.inverse_transform(model)
+    # the model's own components given back to transform: pointed to the inverse, not to dim='component'
+    with pytest.raises(ValueError, match=r"holds a model's components .*inverse_transform\(model\)") as caught:
+        landsat.ppa.transform(model).ppa.transform(model)
+    assert "dim='component'" not in str(caught.value)
 
 
 def test_time_cube_and_extra_dims(model, landsat):

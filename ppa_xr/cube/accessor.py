@@ -75,7 +75,7 @@ class _PPAAccessor:
         return maps.inverse_transform(self._obj, model, dim)
 
     @_delegates_to(maps.reconstruct)
-    def reconstruct(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
+    def reconstruct(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray | xr.Dataset:
         """Lazy ``n_components`` reconstruction; see :func:`ppa_xr.cube.reconstruct`."""
         return maps.reconstruct(self._obj, model, n_components, dim)
 

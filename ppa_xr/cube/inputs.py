@@ -74,7 +74,7 @@ def _stacked_variables(ds: xr.Dataset, dim: Hashable) -> xr.DataArray:
                     f"ds.drop_vars({along!r}), or") if along else ";"
         raise ValueError(f"the Dataset already has a dimension {dim!r}{leftover} pass another dim for its variables")
     stacked = ds.map(masked_float, keep_attrs=True).to_dataarray(dim=dim)
-    stacked.attrs = dict(ds.attrs)
+    stacked.attrs = unpacked_attrs(ds.attrs)  # no packing declared on the unpacked floats
     return stacked
 
 
@@ -82,6 +82,9 @@ def _dim_advice(da: xr.DataArray, dim: Hashable) -> str:
     """What to pass instead of a ``dim`` the cube lacks: one of its dims, or the stacked dims as one."""
     if isinstance(dim, tuple) and set(dim) <= set(da.dims):
         return f"several dimensions as features are one stacked dimension: cube.stack(feature={dim!r}) with dim='feature'"
+    if COMPONENT in da.dims:  # a model's own output: its components are not features of any model
+        return (f"this cube holds a model's components (dimension {COMPONENT!r}): map them back to features with "
+                f"cube.ppa.inverse_transform(model), or transform the cube they came from")
     others = [d for d in da.dims if d not in SPATIAL_DIMS] or list(da.dims)
     return f"pass dim= naming the feature dimension, e.g. dim={others[0]!r}"
 
@@ -144,8 +147,13 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
             out = out.where(da != marker)
     if (scale, offset) != (1.0, 0.0):
         out = out * np.dtype(dtype).type(scale) + np.dtype(dtype).type(offset)
-    out.attrs = {k: v for k, v in da.attrs.items() if k not in _PACKING}
+    out.attrs = unpacked_attrs(da.attrs)
     return out
+
+
+def unpacked_attrs(attrs: dict) -> dict:
+    """``attrs`` without those that say how stored values map to data values (:data:`_PACKING`): an unpacked float's."""
+    return {k: v for k, v in attrs.items() if k not in _PACKING}
 
 
 #: attributes that say how stored values map to data values (nodata and CF packing), gone once applied

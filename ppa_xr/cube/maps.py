@@ -25,6 +25,7 @@ from ..model import PPA
 from ..model.labels import FeatureLabels
 from .inputs import (
     COMPONENT, COMPONENT_NAME, _component_units, _one_chunk_along, check_model, common_units, described_components, masked_float, model_features,
+    unpacked_attrs,
 )
 from .shift import warn_on_shift
 
@@ -215,7 +216,7 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
 
 
 @shared
-def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
+def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray | xr.Dataset:
     """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk).
 
     The same values as ``inverse_transform(transform(obj, model, k), model)``
@@ -229,13 +230,14 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
 
     Returns
     -------
-    xr.DataArray
-        The reconstruction, the cube's layout and labels, lazy.
+    xr.DataArray or xr.Dataset
+        The reconstruction, the cube's layout and labels, lazy (a Dataset's variables for a Dataset).
     """
     da, dim = model_features(obj, model, dim)
     k = check_components(n_components, model.params_.n_features)
     out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
-    return (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction")).assign_attrs(provenance(model, "reconstruction", k))
+    out = (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction")).assign_attrs(provenance(model, "reconstruction", k))
+    return as_given(obj, out, dim)
 
 
 @shared
@@ -268,7 +270,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
 @shared
 def fill(
     obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None, return_mask: bool = False,
-) -> xr.DataArray | tuple[xr.DataArray, xr.DataArray]:
+) -> xr.DataArray | xr.Dataset | tuple[xr.DataArray | xr.Dataset, xr.DataArray | xr.Dataset]:
     """Lazy gap filling: each pixel's missing values (NaN, inf or nodata) estimated from its observed ones on the fitted map.
 
     The core kernel (:func:`ppa_xr.core.fill.fill`, :meth:`~ppa_xr.PPA.fill`) mapped over the
@@ -289,7 +291,8 @@ def fill(
     -------
     xr.DataArray or tuple of xr.DataArray
         The filled cube (the cube's dims, coords, chunks and labels; float32 stays float32, integers become
-        floats), and with ``return_mask=True`` a boolean cube of the same shape, True where a value was filled.
+        floats; a Dataset's variables for a Dataset), and with ``return_mask=True`` a boolean cube of the same shape
+        (a Dataset for a Dataset), True where a value was filled.
 
     Examples
     --------
@@ -300,13 +303,24 @@ def fill(
     out = map_kernel(fill_kernel, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     kept = model.params_.n_features if k is None else k
     labels = {name: coord for name, coord in da.coords.items() if dim in coord.dims}  # the cube's own, in the model's order
-    filled = out.assign_coords(labels).rename(_name(obj, "filled")).assign_attrs(provenance(model, "fill", kept))
+    filled = as_given(obj, out.assign_coords(labels).rename(_name(obj, "filled")).assign_attrs(provenance(model, "fill", kept)), dim)
     if not return_mask:
         return filled
     missing = ~xr.apply_ufunc(np.isfinite, da, dask="allowed")
     mask = (missing & ~missing.all(dim)).transpose(*da.dims).rename(_name(obj, "filled_mask"))
     mask.attrs = {"long_name": "value filled by PPA"}
-    return filled, mask
+    return filled, as_given(obj, mask, dim, {"long_name": mask.attrs["long_name"]})
+
+
+def as_given(obj: xr.DataArray | xr.Dataset, out: xr.DataArray, dim: Hashable, attrs: dict | None = None) -> xr.DataArray | xr.Dataset:
+    """``out`` (features along ``dim``) in the form ``obj`` came in: a Dataset's features as its variables again, each
+    with its own attributes unpacked (or ``attrs``), ``out``'s as the Dataset's; a DataArray as it is."""
+    if not isinstance(obj, xr.Dataset):
+        return out
+    ds = out.to_dataset(dim=dim)
+    for name in ds.data_vars:
+        ds[name].attrs = unpacked_attrs(obj[name].attrs) if attrs is None else dict(attrs)
+    return ds
 
 
 def _not_components(scores: object, dim: Hashable) -> str:
