@@ -89,6 +89,14 @@ def _dim_advice(da: xr.DataArray, dim: Hashable) -> str:
     return f"pass dim= naming the feature dimension, e.g. dim={others[0]!r}"
 
 
+def _descriptions(da: xr.DataArray, dim: Hashable, absent: bool) -> list[str] | None:
+    """The band descriptions (``long_name``, one per position along ``dim``) where ``dim`` holds rioxarray's default
+    labels 1..n (or, with ``absent``, no labels at all), else None."""
+    names, n = da.attrs.get("long_name"), da.sizes[dim]
+    default = np.array_equal(da[dim].values, np.arange(1, n + 1)) if dim in da.coords else absent
+    return [str(v) for v in names] if default and isinstance(names, (tuple, list)) and len(names) == n else None
+
+
 def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
     """Bands labelled by the file's band descriptions where rioxarray left its default labels 1..n.
 
@@ -98,11 +106,9 @@ def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
     labelled by name. Using the descriptions makes a model fitted either way
     apply to the other.
     """
-    names = da.attrs.get("long_name")
-    n = da.sizes[dim]
-    default = dim in da.coords and np.array_equal(da[dim].values, np.arange(1, n + 1))
-    if default and isinstance(names, (tuple, list)) and len(names) == n and len({str(v) for v in names}) == n:
-        da = da.assign_coords({dim: [str(v) for v in names]})
+    names = _descriptions(da, dim, absent=False)
+    if names is not None and len(set(names)) == len(names):
+        da = da.assign_coords({dim: names})
         da.attrs = {k: v for k, v in da.attrs.items() if k != "long_name"}
     return da
 
@@ -110,11 +116,8 @@ def described_bands(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
 def described_components(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
     """Components labelled by the band descriptions ``PPA component k`` (:func:`~ppa_xr.to_raster`'s) where rioxarray
     left its default labels 1..n: a GeoTIFF of components 2, 1, 3 is read as those, not as 1, 2, 3."""
-    names = da.attrs.get("long_name")
-    n = da.sizes[dim]
-    default = dim not in da.coords or np.array_equal(da[dim].values, np.arange(1, n + 1))
-    numbers = [str(v).removeprefix(f"{COMPONENT_NAME} ") for v in names] if isinstance(names, (tuple, list)) and len(names) == n else []
-    if default and numbers and all(v.isdigit() for v in numbers):
+    numbers = [v.removeprefix(f"{COMPONENT_NAME} ") for v in _descriptions(da, dim, absent=True) or []]
+    if numbers and all(v.isdigit() for v in numbers):
         da = da.assign_coords({dim: [int(v) for v in numbers]})
     return da
 
