@@ -13,6 +13,8 @@ halves dealt over 5 x 5 regions of the accessor's 10 x 10 spatial blocks, ``roun
   point of held-out mean for a point of excess at the worst kept k); the default offers curved candidates only.
 * ``shrinkcoarseQ``: the shrinkage's four halvings (``shrink.choose``) dealt over Q x Q regions of the 10 x 10
   spatial blocks instead of the blocks.
+* ``lookse``: as ``lookpca``, but PCA only where the mean it gives up is within the excess at the worst kept k less one
+  standard error of it (``candidates.SWITCH``).
 * ``degrees``: the whole sample's fit keeps its curves at most as curved as the judged ones: degree candidates up to
   the highest degree among the chosen candidate's curved steps in its half-size fit (the count cap of
   ``candidates._counted`` extended to the degrees).
@@ -61,6 +63,19 @@ def _look_with_pca(admitted: dict, chosen: tuple) -> tuple | None:
         return None
     safe = {key: v for key, v in admitted.items() if v.worst <= limit and v.mean - verdict.mean <= verdict.worst - 100}
     return min(safe, key=candidates._order(safe)) if safe else chosen
+
+
+def _look_with_pca_on_evidence(admitted: dict, chosen: tuple) -> tuple | None:
+    """``_look_with_pca`` where PCA's mean given up is within the excess minus one standard error of it at the worst kept
+    k (the ``SWITCH`` burden of proof on the excess); the curved candidates as the default."""
+    limit, verdict = 100 * (1 + candidates.ALLOWANCE), admitted[chosen]
+    if verdict.worst <= limit:
+        return None
+    se = float(verdict.se[np.flatnonzero(verdict.relative == verdict.worst)[0]])
+    pca = (False, 0)
+    if pca in admitted and 100 - verdict.mean <= verdict.worst - candidates.SWITCH * se - 100:
+        return _look_with_pca(admitted, chosen)
+    return LOOK(admitted, chosen)
 
 
 @contextlib.contextmanager
@@ -124,8 +139,8 @@ def main() -> None:
     for v in variants:
         with contextlib.ExitStack() as stack:
             for part in v.split("+"):
-                if part == "lookpca":
-                    candidates._where_users_look = _look_with_pca
+                if part in ("lookpca", "lookse"):
+                    candidates._where_users_look = _look_with_pca if part == "lookpca" else _look_with_pca_on_evidence
                     stack.callback(setattr, candidates, "_where_users_look", LOOK)
                 elif part == "degrees":
                     stack.enter_context(_degrees())
