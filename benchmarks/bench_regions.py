@@ -15,6 +15,8 @@ halves dealt over 5 x 5 regions of the accessor's 10 x 10 spatial blocks, ``roun
   spatial blocks instead of the blocks.
 * ``lookse``: as ``lookpca``, but PCA only where the mean it gives up is within the excess at the worst kept k less one
   standard error of it (``candidates.SWITCH``).
+* ``backward``: where the shrinkage drops the last curve (factor 0), the curve before it becomes the last and is
+  shrunk by the same rule (the fit refitted capped there), until a factor is above 0 or no curve is left.
 * ``degrees``: the whole sample's fit keeps its curves at most as curved as the judged ones: degree candidates up to
   the highest degree among the chosen candidate's curved steps in its half-size fit (the count cap of
   ``candidates._counted`` extended to the degrees).
@@ -25,6 +27,8 @@ Run by hand: ``PYTHONPATH=. python benchmarks/bench_regions.py SCENE SEEDS VARIA
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import json
 import sys
 import warnings
@@ -33,11 +37,30 @@ import numpy as np
 from bench_scenes import scenes, variant
 
 from ppa_xr import PPA
-from ppa_xr.core import candidates, shrink
+from ppa_xr.core import candidates, fill, ppa, shrink
+from ppa_xr.model import estimator
 from ppa_xr.datasets import UCI_TABLES, load_table
 
 LOOK, FIT, SELECT, FINAL = candidates._where_users_look, candidates._Validation._fit, candidates.select, candidates.fit
-CHOOSE = shrink.choose
+CHOOSE, SELECTED = shrink.choose, estimator.fit_selected
+
+
+def _backward(X, declared, groups, rng, progress=None, weights=None, shrink_curves=True, drawn=None):
+    """``shrink.fit_selected``, then, while the last curve's factor is 0 (the curve dropped), the curve before it is
+    the last: the fit refitted capped there (the final fit's draws) and its factor chosen by the same halvings."""
+    start = copy.deepcopy(rng)
+    fitted, choice = SELECTED(X, declared, groups, rng, progress, weights, shrink_curves, drawn)
+    kept = declared.n_components if isinstance(declared.n_components, int) else None
+    while (shrink_curves and drawn is None and choice["validated"] and not choice["robust"] and choice["shrink"] == 0.0
+           and declared.leading == "pca" and fitted.params.curved_steps()):
+        count = len(fitted.params.curved_steps())
+        refit = ppa.fit(X, declared.replace(robust=False, max_curved=count), groups=groups, rng=copy.deepcopy(start),
+                        weights=weights, shrink_outputs=candidates.SHARES)
+        lam = CHOOSE(refit.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)
+        fitted = shrink.shrunk(X, refit, lam, weights)
+        fitted = dataclasses.replace(fitted, params=fill.with_marginals(fitted.params, X, weights))
+        choice = choice | {"max_curved": count, "shrink": lam}
+    return fitted, choice
 
 
 @contextlib.contextmanager
@@ -144,6 +167,9 @@ def main() -> None:
                     stack.callback(setattr, candidates, "_where_users_look", LOOK)
                 elif part == "degrees":
                     stack.enter_context(_degrees())
+                elif part == "backward":
+                    estimator.fit_selected = _backward
+                    stack.callback(setattr, estimator, "fit_selected", SELECTED)
                 elif part.startswith("shrinkcoarse"):
                     stack.enter_context(_shrink_regions(int(part[len("shrinkcoarse"):])))
                 else:
