@@ -639,7 +639,7 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
         return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands
     uncapped, plain = validation.verdicts[(False, None)], validation.candidates()
     stands = uncapped.admitted and not any(v.beats(uncapped) for v in plain.values())
-    holds = _holds(uncapped)
+    holds = uncapped.admitted and _where_users_look({(False, None): uncapped}, (False, None)) is None
     if stands and holds:
         return Selection(_counted((False, None), validation.curved, count), validation.verdicts, validation.curved)  # the uncapped fit stands
     if escalate and not _truncation_answers(plain, holds):  # curvature shown to harm: the robust family joins
@@ -647,11 +647,6 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     admitted = validation.candidates()
     chosen = (False, None) if stands else min(admitted, key=_order(admitted))
     return Selection(_counted(_where_users_look(admitted, chosen) or chosen, validation.curved, count), validation.verdicts, validation.curved)
-
-
-def _holds(uncapped: Verdict) -> bool:
-    """Whether the uncapped plain fit is admitted and within the allowance where users look."""
-    return uncapped.admitted and _where_users_look({(False, None): uncapped}, (False, None)) is None
 
 
 def _truncation_answers(plain: dict[tuple[bool, int | None], Verdict], holds: bool) -> bool:
