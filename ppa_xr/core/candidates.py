@@ -637,22 +637,17 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
                              _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)), components)
     if not validation.family(False):
         return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands
-    uncapped, plain = validation.verdicts[(False, None)], validation.candidates()
+    uncapped = validation.verdicts[(False, None)]
+    plain = validation.candidates()
     stands = uncapped.admitted and not any(v.beats(uncapped) for v in plain.values())
     holds = uncapped.admitted and _where_users_look({(False, None): uncapped}, (False, None)) is None
     if stands and holds:
         return Selection(_counted((False, None), validation.curved, count), validation.verdicts, validation.curved)  # the uncapped fit stands
-    if escalate and not _truncation_answers(plain, holds):  # curvature shown to harm: the robust family joins
+    if escalate and not (holds and min(plain, key=_order(plain))[1] != 0):  # curvature shown to harm: the robust family joins
         validation.family(True)
     admitted = validation.candidates()
     chosen = (False, None) if stands else min(admitted, key=_order(admitted))
     return Selection(_counted(_where_users_look(admitted, chosen) or chosen, validation.curved, count), validation.verdicts, validation.curved)
-
-
-def _truncation_answers(plain: dict[tuple[bool, int | None], Verdict], holds: bool) -> bool:
-    """Whether an uncapped plain fit that ``holds`` (admitted, within the allowance where users look) is beaten only
-    by a curved truncation of its own, the lowest of the admitted ``plain`` means: its curvature pays up to there."""
-    return holds and min(plain, key=_order(plain))[1] != 0
 
 
 def _counted(key: tuple[bool, int | None], curved: dict[bool, int], count: bool = True) -> dict:
