@@ -55,14 +55,7 @@ many curved steps to keep (``max_curved``) from them:
   where users look (below), the robust family's fit and truncations
   (``robust=True``: per-axis validation, fences) join, and the admitted
   candidate with the lowest held-out mean is chosen (on a tie, fewer curved
-  steps), or the uncapped fit where only its worst kept ``k`` failed.
-  Not where an admitted uncapped fit that holds where users look is beaten
-  only by a curved truncation of its own: that is evidence that its
-  curvature pays up to that step, and the truncation is the answer (at
-  200,000 x 198 a 9-step truncation's mean 98.635 beat the uncapped 98.638
-  by more than its paired errors, and the robust family cost 1.8 s of a 5.9 s
-  fit to lose; on 55 scene and table splits 2 choices changed, by 0.2-0.4
-  points of mean either way);
+  steps), or the uncapped fit where only its worst kept ``k`` failed;
 * **where users look** (:func:`_where_users_look`): users keep the ``k``
   at which PCA's held-out error is at least :data:`KEPT` (0.1%) of the
   held-out energy (``k = 1 .. n_components`` where the user gives that
@@ -638,12 +631,10 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     if not validation.family(False):
         return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands
     uncapped = validation.verdicts[(False, None)]
-    plain = validation.candidates()
-    stands = uncapped.admitted and not any(v.beats(uncapped) for v in plain.values())
-    holds = uncapped.admitted and _where_users_look({(False, None): uncapped}, (False, None)) is None
-    if stands and holds:
+    stands = uncapped.admitted and not any(v.beats(uncapped) for v in validation.candidates().values())
+    if stands and _where_users_look({(False, None): uncapped}, (False, None)) is None:
         return Selection(_counted((False, None), validation.curved, count), validation.verdicts, validation.curved)  # the uncapped fit stands
-    if escalate and not (holds and min(plain, key=_order(plain))[1] != 0):  # curvature shown to harm: the robust family joins
+    if escalate:  # refused, beaten or above PCA where users look: the robust family joins
         validation.family(True)
     admitted = validation.candidates()
     chosen = (False, None) if stands else min(admitted, key=_order(admitted))
