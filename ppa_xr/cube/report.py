@@ -20,7 +20,7 @@ from ..core.params import PPAParams
 from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from . import sampling
-from .inputs import model_features
+from .inputs import model_features, output_dtype
 from .maps import map_kernel, provenance
 
 
@@ -326,7 +326,7 @@ def information_report(
     rounding = _rank_warning(curves["pca"]["variance"], params)
     densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
     known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(sample, outputs, densities, kernels.computed_dtype(da.dtype)))
-    maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", located=True, ppa=measures["ppa"], pca=measures["pca"], k=k,
+    maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", located=True, dtype=output_dtype(obj), ppa=measures["ppa"], pca=measures["pca"], k=k,
                       densities=densities, reduced=params if params.reduced else None, known=known)
     variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
