@@ -93,8 +93,8 @@ def _weighted_rows(X: np.ndarray, weights: np.ndarray | None, sorted_columns: np
         raise ValueError(f"expected a 2-D (samples, features) array, got shape {X.shape}")
     if weights is not None:
         weights = checks.row_weights(weights, len(X))
-    known = sorted_columns is not None and len(sorted_columns) == len(X) and len(X) > 0
-    if not (known and np.isfinite(sorted_columns[0]).all() and np.isfinite(sorted_columns[-1]).all()):
+    S = sorted_columns if sorted_columns is not None and len(sorted_columns) == len(X) > 0 else None
+    if S is None or not (np.isfinite(S[0]).all() and np.isfinite(S[-1]).all()):
         finite = np.isfinite(X).all(axis=1)
         if not finite.all():
             X, weights = X[finite], None if weights is None else weights[finite]
