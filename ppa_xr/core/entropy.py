@@ -413,7 +413,7 @@ def discrete_columns(X: np.ndarray, sorted_columns: np.ndarray | None = None) ->
     """
     S = column_sorts(X) if sorted_columns is None else sorted_columns  # NaN and +-inf sort to the ends
     distinct = np.empty(S.shape[1], np.int64)
-    compiled.distinct_finite(S.T if S.T.flags.c_contiguous else np.ascontiguousarray(S.T), distinct)  # column_sorts' rows: no copy
+    compiled.distinct_finite(np.ascontiguousarray(S.T, dtype=np.float64), distinct)  # column_sorts' own rows: no copy
     return distinct <= QUANTIZED_SHARE * len(S)
 
 
