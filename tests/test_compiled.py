@@ -532,6 +532,47 @@ def test_suffix_squares_are_numpys_sums(dtype, seed):
         np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_distinct_values_counted_in_one_pass_as_the_numpy_definition(seed):
+    """``discrete_columns``'s count (one compiled pass over the sorted rows) is that of its numpy definition: a
+    finite value, and a step up between two finite neighbours, with NaN, +-inf, signed zeros, all-NaN, one row."""
+    from ppa_xr.core.entropy import column_sorts
+
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        n, d = int(rng.integers(1, 60)), int(rng.integers(1, 6))
+        X = rng.integers(-4, int(rng.integers(1, 30)), size=(n, d)) * 0.5
+        mask = rng.random((n, d))
+        X[mask < 0.1], X[(mask > 0.1) & (mask < 0.15)], X[(mask > 0.15) & (mask < 0.2)] = np.nan, np.inf, -np.inf
+        X[(mask > 0.2) & (mask < 0.25)] = -0.0
+        if rng.random() < 0.1:
+            X[:, 0] = np.nan
+        S = column_sorts(X)
+        finite = np.isfinite(S)
+        with np.errstate(invalid="ignore"):
+            expected = ((np.diff(S, axis=0) > 0) & finite[1:] & finite[:-1]).sum(axis=0) + finite.any(axis=0)
+        got = np.empty(d, np.int64)
+        compiled.distinct_finite(np.ascontiguousarray(S.T), got)
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_densities_read_finiteness_off_the_sorted_columns():
+    """Where the sorted columns' first and last rows are finite every row is kept without testing each; a NaN or an
+    inf anywhere still drops its row (the same densities as from the complete rows alone)."""
+    from ppa_xr.core.entropy import EqualMassBins, column_sorts
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(5000, 3))
+    fitted = EqualMassBins.fit(X, sorted_columns=column_sorts(X))
+    np.testing.assert_array_equal(fitted.edges, EqualMassBins.fit(X).edges)
+    for bad in (np.nan, np.inf, -np.inf):
+        Y = X.copy()
+        Y[17, 1] = bad
+        fitted = EqualMassBins.fit(Y, sorted_columns=column_sorts(Y))
+        assert fitted.n == 4999
+        np.testing.assert_array_equal(fitted.edges, EqualMassBins.fit(np.delete(Y, 17, axis=0)).edges)
+
+
 def test_one_sort_serves_the_quantization_test_and_the_densities():
     from ppa_xr.core.entropy import (
         EqualMassBins,

@@ -333,7 +333,7 @@ def _merge_tree(graph: HighLevelGraph, layer: str, keys: list, n: int, rows: int
 def _drawn(result: tuple, seed: int, layout: _Layout) -> Sample:
     keys, values, groups, index, count = result
     order = np.argsort(keys)  # the keys of one cube are distinct (a bijection of the pixel index): one order
-    values, keys, index = values[order], keys[order], index[order]
+    values, keys, index = np.take(values, order, axis=0), keys[order], index[order]  # take: rows gathered 3-4x faster than values[order]
     witness = (int(index[0]), row_digest(values[0])) if len(keys) else None
     return Sample(values, keys, groups[order], index, count, PixelSample(seed, int(keys.max(initial=0)), len(keys), layout.shape, witness))
 
