@@ -38,8 +38,8 @@ def feature_array(obj: xr.DataArray | xr.Dataset, dim: Hashable) -> xr.DataArray
     A Dataset's data variables become the features, in ``obj.data_vars`` order,
     with their names as the labels of ``dim``. Values equal to a declared
     nodata (rioxarray's ``nodata`` / ``_FillValue`` of a file opened unmasked)
-    become NaN. Values are computed in :func:`computed_float`'s dtype: float32
-    cubes (not read from integers) stay float32, anything else becomes float64.
+    become NaN. Floats stay as they are; 8/16-bit integers become float32 and
+    wider integers float64, so no value is rounded.
     """
     if isinstance(obj, xr.Dataset):
         return _stacked_variables(obj, dim)
@@ -123,48 +123,26 @@ def described_components(da: xr.DataArray, dim: Hashable) -> xr.DataArray:
 
 
 def float_dtype(dtype: np.dtype) -> np.dtype:
-    """The native floating dtype that holds the values of ``dtype`` unrounded, by kind and size whatever the byte order:
-    float32 for floats of at most 4 bytes and 8/16-bit integers and booleans, float64 otherwise (a big-endian ``'>f8'``
-    cube is float64, ``'>f4'`` float32). It is the dtype of a cube's outputs (:func:`output_dtype`) and of a resampled file."""
+    """The native floating dtype a cube of ``dtype`` is computed in, by kind and size whatever the byte order:
+    float32 for floats of at most 4 bytes and 8/16-bit integers and booleans, float64 otherwise (no value rounded;
+    a big-endian ``'>f8'`` cube is float64, ``'>f4'`` float32)."""
     dtype = np.dtype(dtype)
     wide = dtype.itemsize > 4 if dtype.kind == "f" else dtype.kind in "iu" and dtype.itemsize > 2
     return np.dtype(np.float64 if wide else np.float32)
 
 
-def stored_dtype(da: xr.DataArray) -> np.dtype:
-    """The dtype ``da``'s values were stored in where it was read (the encoding's ``dtype``, rioxarray's ``rasterio_dtype``:
-    a uint16 file opened with ``masked=True`` holds float32 integers), else its own."""
-    return np.dtype(da.encoding.get("dtype", da.encoding.get("rasterio_dtype", da.dtype)))
-
-
-def computed_float(da: xr.DataArray) -> np.dtype:
-    """The floating dtype a cube's values are computed in: float32 for floats of at most 4 bytes not stored as
-    integers, float64 for anything else, 8- and 16-bit integers too (read as they are or as float32), so that their
-    outputs are the same bits under any chunking (double-precision products, padded to whole groups of points, do not
-    depend on a pixel's place in its chunk; single-precision ones do) and are then rounded to :func:`output_dtype`."""
-    computed = float_dtype(da.dtype)
-    return computed if computed == np.float64 or stored_dtype(da).kind == "f" else np.dtype(np.float64)
-
-
-def output_dtype(obj: xr.DataArray | xr.Dataset) -> np.dtype:
-    """The dtype of a cube's outputs (components, reconstructions, errors, fills, report maps): :func:`float_dtype` of its
-    values, float32 for float32 cubes and 8/16-bit integers (whatever :func:`computed_float` computes them in), of a
-    Dataset's variables together."""
-    arrays = obj.data_vars.values() if isinstance(obj, xr.Dataset) else [obj]
-    return np.dtype(np.result_type(*(float_dtype(a.dtype) for a in arrays)))
-
-
 def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArray:
     """``da`` as floats with its declared nodata (rioxarray's ``nodata`` / ``_FillValue``, and a CF ``missing_value``)
     as NaN and its declared packing applied, ``scale_factor * stored + add_offset`` (:func:`declared_packing`), a new object without those
-    attributes; ``dtype`` by default :func:`computed_float`'s (no value is rounded). The one nodata masking and unpacking (cubes and band stacks): a file opened with or without
+    attributes; ``dtype`` by default float32 for 8/16-bit integers and float32 data, float64 otherwise (no value
+    is rounded). The one nodata masking and unpacking (cubes and band stacks): a file opened with or without
     ``mask_and_scale`` gives the same values."""
     import rioxarray  # noqa: F401  (registers .rio)
 
     if da.dtype.kind not in "iufb":
         raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
     if dtype is None:
-        dtype = computed_float(da)
+        dtype = float_dtype(da.dtype)
     nodata, (scale, offset) = declared_nodata(da), declared_packing(da)
     out = da.copy(deep=False) if da.dtype == dtype else da.astype(dtype)  # never the caller's object; +-inf become NaN in the kernels
     for marker in dict.fromkeys([nodata, *np.ravel(da.attrs.get("missing_value", [])).tolist()]):  # CF: both mark missing
@@ -198,7 +176,7 @@ def declared_packing(da: xr.DataArray) -> tuple[float, float]:
             "rioxarray.open_rasterio(path, mask_and_scale=True), which applies each band's, or apply them and remove the attributes")
     scale = float(da.attrs.get("scale_factor", per_band["scales"][0] if "scales" in per_band else 1.0))
     offset = float(da.attrs.get("add_offset", per_band["offsets"][0] if "offsets" in per_band else 0.0))
-    stored = stored_dtype(da)
+    stored = np.dtype(da.encoding.get("dtype", da.encoding.get("rasterio_dtype", da.dtype)))
     if (scale, offset) != (1.0, 0.0) and not (da.dtype.kind in "iu" or stored.kind in "iu"):
         # floats no longer as read (arithmetic drops the encoding, keeps the attributes): the values may be unpacked already
         warn_user(f"the cube{'' if da.name is None else f' {da.name!r}'} declares scale_factor {scale} and add_offset {offset} but "

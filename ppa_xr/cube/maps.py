@@ -25,7 +25,7 @@ from ..model import PPA
 from ..model.labels import FeatureLabels
 from .inputs import (
     COMPONENT, COMPONENT_NAME, _component_units, _one_chunk_along, check_model, common_units, described_components, masked_float, model_features,
-    output_dtype, unpacked_attrs,
+    unpacked_attrs,
 )
 from .shift import warn_on_shift
 
@@ -67,27 +67,24 @@ def _threads(da: xr.DataArray) -> int | None:
     return 1 if da.chunks is not None else None
 
 
-def _apply_block(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict, dtype: np.dtype) -> np.ndarray:
+def _apply_block(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict) -> np.ndarray:
     """A kernel on one chunk whose features lie along ``axis``: a view with them last (no copy;
-    a band-first raster chunk is then feature-major, the kernels' fast layout), the result put back, rounded to ``dtype``
-    (its layout kept: a float64 computation of an 8/16-bit integer cube gives float32 outputs)."""
+    a band-first raster chunk is then feature-major, the kernels' fast layout), the result put back."""
     out = func(np.moveaxis(block, axis, -1), **kwargs)
-    out = out.astype(dtype, order="K", copy=False)
     return np.moveaxis(out, -1, axis) if keep else out
 
 
-def _apply_block_located(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict, dtype: np.dtype,
-                         block_id: tuple[int, ...] | None = None) -> np.ndarray:
+def _apply_block_located(block: np.ndarray, func, axis: int, keep: bool, kwargs: dict, block_id: tuple[int, ...] | None = None) -> np.ndarray:
     """:func:`_apply_block` for a kernel that is also told which chunk it has, ``chunk``: its place along the other
     dimensions than ``axis`` (dask's ``block_id`` without the feature axis; all 0 for an array in memory). A function
     of its own, so that dask hands ``block_id`` to these kernels only."""
     chunk = tuple(i for d, i in enumerate(block_id or (0,) * block.ndim) if d != axis)
-    return _apply_block(block, func, axis, keep, kwargs | {"chunk": chunk}, dtype)
+    return _apply_block(block, func, axis, keep, kwargs | {"chunk": chunk})
 
 
 def map_kernel(
     func, da: xr.DataArray, in_dim: Hashable, out_dim: Hashable | None, size: int, long_name: str | None,
-    units: str | None = None, located: bool = False, dtype: np.dtype | None = None, **kwargs: Any,
+    units: str | None = None, located: bool = False, **kwargs: Any,
 ) -> xr.DataArray:
     """A kernel mapped over the chunks, ``in_dim`` replaced by ``out_dim`` (or dropped), other dims and chunks kept.
 
@@ -98,14 +95,10 @@ def map_kernel(
     the output holds other quantities than the input, so the input's value
     attributes (units, scale, band names) are replaced by it and ``units``.
     ``located``: the kernel also takes ``chunk``, the chunk's place along the other dimensions (:func:`_apply_block_located`).
-    ``dtype``: what the outputs are rounded to (:func:`~ppa_xr.cube.inputs.output_dtype` of the cube as given); default
-    the dtype the kernels compute (:func:`~ppa_xr.core.kernels.computed_dtype`: integer components invert to floats).
     """
     axis, keep = da.get_axis_num(in_dim), out_dim is not None
-    dtype = kernels.computed_dtype(da.dtype) if dtype is None else np.dtype(dtype)
-    block = partial(_apply_block_located if located else _apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs},
-                    dtype=dtype)
-    data = block(da.values) if da.chunks is None else _mapped_chunks(block, da, axis, size if keep else None, dtype)
+    block = partial(_apply_block_located if located else _apply_block, func=func, axis=axis, keep=keep, kwargs={"threads": _threads(da), **kwargs})
+    data = block(da.values) if da.chunks is None else _mapped_chunks(block, da, axis, size if keep else None)
     dims = [out_dim if d == in_dim else d for d in da.dims if d != in_dim or keep]
     coords = {name: coord for name, coord in da.coords.items() if in_dim not in coord.dims}
     attrs = dict(da.attrs)
@@ -114,8 +107,10 @@ def map_kernel(
     return _copy_geo(da, xr.DataArray(data, dims=dims, coords=coords, attrs=attrs, name=da.name))
 
 
-def _mapped_chunks(block: partial, da: xr.DataArray, axis: int, size: int | None, dtype: np.dtype) -> Any:
-    """``block`` over the dask chunks of ``da``: the axis becomes ``size`` long (None: dropped), of ``dtype``."""
+def _mapped_chunks(block: partial, da: xr.DataArray, axis: int, size: int | None) -> Any:
+    """``block`` over the dask chunks of ``da``: the axis becomes ``size`` long (None: dropped), declared as the
+    floating dtype the kernels compute (:func:`~ppa_xr.core.kernels.computed_dtype`: integer components invert to floats)."""
+    dtype = kernels.computed_dtype(da.dtype)
     keep = size is not None
     chunks = tuple((size,) if i == axis else c for i, c in enumerate(da.data.chunks)) if keep else None
     return da.data.map_blocks(block, dtype=dtype, chunks=chunks, drop_axis=[] if keep else axis,
@@ -167,8 +162,7 @@ def transform(
     if check:
         warn_on_shift(da, dim, model, k)
     units = None if model.whiten else _component_units(da, model)  # whitened components have no unit
-    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, COMPONENT_NAME, units, dtype=output_dtype(obj), params=model.params_, n_components=k,
-                     whiten=model.whiten)
+    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, COMPONENT_NAME, units, params=model.params_, n_components=k, whiten=model.whiten)
     # one long_name for every band: a per-band tuple would not follow a selection (scores.sel(component=[3, 2, 1]) would keep
     # 1, 2, 3); ppa_xr.to_raster numbers the bands from the component coordinate, which does
     return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
@@ -203,7 +197,6 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
         raise ValueError(_not_components(scores, dim))
     if scores.dtype.kind not in "iuf":
         raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
-    dtype = output_dtype(scores)
     scores = masked_float(described_components(scores, dim))  # labels from a file's descriptions; integers as floats, nodata as NaN
     k, d = check_components(scores.sizes[dim], model.params_.n_features, f"the number of components along {dim!r}"), model.n_features_in_
     if dim in scores.coords:  # matched by label, as bands are: components 1..k in any order
@@ -216,8 +209,8 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
         scores = scores.sortby(dim)
     scores = _one_chunk_along(scores, dim)
     features = model.features_ or FeatureLabels("band")
-    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), dtype=dtype,
-                                     params=model.params_, whiten=model.whiten).drop_vars([dim], errors="ignore"))
+    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_,
+                                         whiten=model.whiten).drop_vars([dim], errors="ignore"))
     out = out.assign_attrs(provenance(model, "inverse transform", k))
     return out.to_dataset(dim=features.dim) if features.variables else out
 
@@ -242,7 +235,7 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
     """
     da, dim = model_features(obj, model, dim)
     k = check_components(n_components, model.params_.n_features)
-    out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, dtype=output_dtype(obj), params=model.params_, n_components=k)
+    out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     out = (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction")).assign_attrs(provenance(model, "reconstruction", k))
     return as_given(obj, out, dim)
 
@@ -270,8 +263,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
     k = check_components(n_components, model.params_.n_features)
     name = f"squared reconstruction error summed over bands, {k} PPA components"
     units = _component_units(da, model)
-    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", dtype=output_dtype(obj), params=model.params_,
-                     n_components=k)
+    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)
     return out.rename(_name(obj, "reconstruction_error")).assign_attrs(provenance(model, "squared reconstruction error", k))
 
 
@@ -308,7 +300,7 @@ def fill(
     """
     da, dim = model_features(obj, model, dim)
     k = None if n_components is None else check_components(n_components, model.params_.n_features)
-    out = map_kernel(fill_kernel, da, dim, dim, model.n_features_in_, None, dtype=output_dtype(obj), params=model.params_, n_components=k)
+    out = map_kernel(fill_kernel, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     kept = model.params_.n_features if k is None else k
     labels = {name: coord for name, coord in da.coords.items() if dim in coord.dims}  # the cube's own, in the model's order
     filled = as_given(obj, out.assign_coords(labels).rename(_name(obj, "filled")).assign_attrs(provenance(model, "fill", kept)), dim)

@@ -20,13 +20,13 @@ from ..core.params import PPAParams
 from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from . import sampling
-from .inputs import model_features, output_dtype
+from .inputs import model_features
 from .maps import map_kernel, provenance
 
 
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None,
                  densities: MapDensities, reduced: PPAParams | None = None, known: SampleMaps | None = None,
-                 chunk: tuple[int, ...] = (), pass_dtype: np.dtype | None = None) -> np.ndarray:
+                 chunk: tuple[int, ...] = ()) -> np.ndarray:
     """The four per-pixel maps of a report over a chunk: (..., 4).
 
     Each map's outputs and squared error ``||r[k:]||^2`` after its first
@@ -42,11 +42,10 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
     (:meth:`~ppa_xr.core.PPAParams.outside_error`) adds to both errors.
     The pixels of the report's own sample in this ``chunk`` (``known``) have their maps already, from the
     statistics' passes over the sample (:class:`SampleMaps`): they are copied, and only the others computed.
-    ``pass_dtype``: the float type of the pass (:func:`_maps_dtype`; default the kernels' for ``x``).
     """
     d = x.shape[-1]
     flat = x.reshape(-1, d)  # a view, also of a band-first chunk (its pixels are one strided axis)
-    dtype = kernels.computed_dtype(x.dtype) if pass_dtype is None else pass_dtype
+    dtype = kernels.computed_dtype(x.dtype)
     out = np.empty((4, len(flat)), dtype)  # map-major: each map's plane is contiguous where it is written out
     positions, values = (None, None) if known is None else known.at(chunk)
     rows, computed = flat, out
@@ -327,9 +326,8 @@ def information_report(
     rounding = _rank_warning(curves["pca"]["variance"], params)
     densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
     known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(sample, outputs, densities, kernels.computed_dtype(da.dtype)))
-    out = output_dtype(obj)
-    maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", located=True, dtype=out, ppa=measures["ppa"], pca=measures["pca"], k=k,
-                      densities=densities, reduced=params if params.reduced else None, known=known, pass_dtype=_maps_dtype(da, out, params))
+    maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", located=True, ppa=measures["ppa"], pca=measures["pca"], k=k,
+                      densities=densities, reduced=params if params.reduced else None, known=known)
     variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
     for i, (stem, method) in enumerate((("mi_reduction", "ppa"), ("mi_reduction", "pca"), ("error", "ppa"), ("error", "pca"))):
         _add(variables, stem, method, maps.isel(map=i, drop=True), model.whitened_units_, k=k)
@@ -402,15 +400,6 @@ _DESCRIPTIONS = {  # variable stem -> (long name, units)
     "total_mi_reduction": ("multi-information reduction (sample)", "bit"),
     "mi_reduction_per_dim": ("multi-information reduction per dimension (sample)", "bit"),
 }
-
-
-def _maps_dtype(da: xr.DataArray, out: np.dtype, params: PPAParams) -> np.dtype:
-    """The float type of the maps' pass: the outputs' ``out`` (float32 for an 8/16-bit integer cube, which is computed in
-    float64) where the pass is compiled (:func:`~ppa_xr.core.kernels.forward_error`: up to
-    :data:`~ppa_xr.core.kernels.COMPILED_FEATURES` features, a model that is not reduced), which gives the same bits in
-    any chunks in either type and costs 2/3 in float32 (18 against 28 ms on a 512^2 chunk of big_cube.py's 12 uint16
-    bands); else the cube's (a GEMM in float32 rounds a pixel by its place in the chunk)."""
-    return out if params.n_features <= kernels.COMPILED_FEATURES and not params.reduced else kernels.computed_dtype(da.dtype)
 
 
 def _reused(da: xr.DataArray, width: int, k: int) -> int | None:
