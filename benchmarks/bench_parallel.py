@@ -15,8 +15,13 @@ process, best (worst round).
 Thread scaling, last: 1 -> 2 dask threads with every BLAS at one thread,
 so that the projection cannot use the second core inside its one task.
 
+``--dtype uint16`` (or another integer type): the same cube with each band scaled to 1,000..60,000 of
+uint16 and rounded, the realistic case of digital numbers; ppa_xr computes it in float64 and gives float32.
+Two projections then: ``V`` in float32 (numpy computes ``uint16 @ float32`` in float32, float32 out) and
+``V`` in float64 as scikit-learn fits it (``uint16 @ float64`` is float64, float64 out).
+
 Run by hand: ``python benchmarks/bench_parallel.py [--side 1536] [--repeat 3] [--sources memory zarr GeoTIFF]
-[--schedulers threads "threads 1" sync cluster] [--no-scaling]``.
+[--schedulers threads "threads 1" sync cluster] [--no-scaling] [--dtype uint16]``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import argparse
 import contextlib
 import tempfile
 import warnings
+from functools import partial
 from pathlib import Path
 
 import dask
@@ -36,11 +42,15 @@ from common import interleaved, machine, ratio, runs
 from ppa_xr import PPA
 
 
-def curved_cube(side: int, d: int = 36) -> xr.DataArray:
+def curved_cube(side: int, d: int = 36, dtype: str = "float32") -> xr.DataArray:
     rng = np.random.default_rng(0)
     data = rng.normal(size=(d, side, side)).astype(np.float32)
     data[1:] += (data[0] ** 2)[None] * rng.normal(size=(d - 1, 1, 1)).astype(np.float32)
     data[1:] += 0.3 * (data[0] ** 3)[None] * rng.normal(size=(d - 1, 1, 1)).astype(np.float32)
+    if np.dtype(dtype).kind in "iu":  # digital numbers: each band scaled to 1,000..60,000 (of uint16) and rounded
+        low, high = data.min(axis=(1, 2), keepdims=True), data.max(axis=(1, 2), keepdims=True)
+        top = min(60_000, np.iinfo(dtype).max)
+        data = np.round(top // 60 + (data - low) / (high - low) * (top - top // 60)).astype(dtype)
     coords = {"band": np.arange(1, d + 1), "y": np.arange(side, 0, -1.0), "x": np.arange(side, dtype=float)}
     return xr.DataArray(data, dims=("band", "y", "x"), coords=coords, name="cube")
 
@@ -115,35 +125,53 @@ def main() -> None:
     parser.add_argument("--sources", nargs="+", default=["memory", "zarr", "GeoTIFF"], help="cube sources to run (first word)")
     parser.add_argument("--schedulers", nargs="+", default=list(SCHEDULERS), choices=SCHEDULERS)
     parser.add_argument("--no-scaling", action="store_true", help="skip the thread-scaling section")
+    parser.add_argument("--dtype", default="float32", help="the cube's dtype: float32, or an integer type (digital numbers)")
     args = parser.parse_args()
     print(machine())
-    cube = curved_cube(args.side)
+    cube = curved_cube(args.side, dtype=args.dtype)
     sample = cube.ppa.sample(n_samples=50_000, random_state=0)
     models = {"degree=1": PPA(degree=1).fit(sample), "PPA (1..5)": PPA(degree=(1, 2, 3, 4, 5), random_state=0).fit(sample)}
     pca = models["degree=1"].pca_
     V, offset = pca.components_.astype(np.float32), (pca.components_ @ pca.mean_).astype(np.float32)
-    print(f"{cube.sizes['band']} x {args.side} x {args.side} float32, chunks 512 x 512; PPA curved steps: "
+    print(f"{cube.sizes['band']} x {args.side} x {args.side} {args.dtype}, chunks 512 x 512; PPA curved steps: "
           f"{int((models['PPA (1..5)'].degrees_ > 1).sum())}")
+    V64, offset64 = pca.components_, pca.components_ @ pca.mean_  # the projection a float64 PCA gives an integer cube
+    integer = np.dtype(args.dtype).kind in "iu"
     print("\nSeconds of each interleaved run; ratio to the projection: best (worst round)")
-    print("| source | scheduler | projection (s) | degree=1 (s) | ratio | PPA (1..5) (s) | ratio |")
-    print("|---|---|---|---|---|---|---|")
+    extra = " projection, V float64 (s) | degree=1 / it | PPA / it |" if integer else ""
+    print(f"| source | scheduler | projection (s) | degree=1 (s) | ratio | PPA (1..5) (s) | ratio |{extra}")
+    print("|---|---|---|---|---|---|---|" + "---|---|---|" * integer)
     with tempfile.TemporaryDirectory() as tmp:
         for name, source in sources(cube, Path(tmp)).items():
             if name.split()[0] not in args.sources:
                 continue
             data = source.transpose("band", "y", "x").data
 
-            def projection(data=data):
-                return dsa.map_blocks(lambda b: np.tensordot(V, b, axes=(1, 0)) - offset[:, None, None], data, dtype=np.float32).compute()
+            def projection(data=data, V=V, offset=offset):
+                return dsa.map_blocks(lambda b: np.tensordot(V, b, axes=(1, 0)) - offset[:, None, None], data,
+                                      dtype=np.result_type(V, data)).compute()
 
             cases = {"projection": projection} | {label: (lambda m=m, s=source: s.ppa.transform(m, check=False).data.compute())
                                                   for label, m in models.items()}
+            if integer:
+                cases["projection64"] = partial(projection, V=V64, offset=offset64)
             for scheduler in args.schedulers:
+                cpu: dict[str, list[float]] = {}
                 with scheduled(scheduler):
-                    times = interleaved(cases, args.repeat)  # every run sees the same machine state as its baseline
+                    times = interleaved(cases, args.repeat, cpu)  # every run sees the same machine state as its baseline
                 base = times["projection"]
-                print(f"| {name} | {scheduler} | {runs(base)} | {runs(times['degree=1'])} | {ratio(times['degree=1'], base)} "
-                      f"| {runs(times['PPA (1..5)'])} | {ratio(times['PPA (1..5)'], base)} |", flush=True)
+                if integer:  # process CPU time (this process's threads; not a cluster's workers), which other load sways less
+                    cpu = {case: values[-args.repeat:] for case, values in cpu.items()}
+                    print(f"CPU s, {name}, {scheduler}: " + "; ".join(f"{case} {runs(values)}" for case, values in cpu.items())
+                          + f"; degree=1 / projection {ratio(cpu['degree=1'], cpu['projection'])}, PPA / projection "
+                          f"{ratio(cpu['PPA (1..5)'], cpu['projection'])}, degree=1 / V float64 {ratio(cpu['degree=1'], cpu['projection64'])}, "
+                          f"PPA / V float64 {ratio(cpu['PPA (1..5)'], cpu['projection64'])}", flush=True)
+                row = (f"| {name} | {scheduler} | {runs(base)} | {runs(times['degree=1'])} | {ratio(times['degree=1'], base)} "
+                       f"| {runs(times['PPA (1..5)'])} | {ratio(times['PPA (1..5)'], base)} |")
+                if integer:
+                    base64 = times["projection64"]
+                    row += f" {runs(base64)} | {ratio(times['degree=1'], base64)} | {ratio(times['PPA (1..5)'], base64)} |"
+                print(row, flush=True)
     if not args.no_scaling:
         scaling(cube, models, V, offset, args.repeat)
 
