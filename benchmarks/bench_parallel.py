@@ -16,7 +16,7 @@ Thread scaling, last: 1 -> 2 dask threads with every BLAS at one thread,
 so that the projection cannot use the second core inside its one task.
 
 ``--dtype uint16`` (or another integer type): the same cube with each band scaled to 1,000..60,000 of
-uint16 and rounded, the realistic case of digital numbers; ppa_xr computes it in float64 and gives float32.
+uint16 and rounded, the realistic case of digital numbers; ppa_xr computes it in float32 and gives float32.
 Two projections then: ``V`` in float32 (numpy computes ``uint16 @ float32`` in float32, float32 out) and
 ``V`` in float64 as scikit-learn fits it (``uint16 @ float64`` is float64, float64 out).
 
