@@ -194,6 +194,22 @@ def test_an_s_mode_model_asks_for_its_cells_stacked_as_fitted(anomalies):
             apply(model)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cells_stacked_with_their_levels_in_another_order_are_matched_by_level_name(seed):
+    """A cube stacked cell=(x, y) for a model of cell=(y, x): on a square grid with the same labels along both the
+    tuples match, so they were taken as they came, transposed, silently. Levels are matched by name."""
+    rng = np.random.default_rng(seed)
+    n = 6
+    grid = xr.DataArray(rng.normal(size=(30, n, n)).cumsum(0), dims=("time", "y", "x"),
+                        coords={"time": np.arange(30), "y": np.arange(n), "x": np.arange(n)})
+    as_fitted, swapped = grid.stack(cell=("y", "x")), grid.stack(cell=("x", "y"))
+    model = as_fitted.ppa.fit(dim="cell", degree=1)
+    expected = as_fitted.ppa.transform(model, n_components=3)
+    np.testing.assert_allclose(swapped.ppa.transform(model, n_components=3), expected, rtol=0, atol=1e-9)
+    back = swapped.ppa.reconstruct(model, 3).unstack("cell").transpose(*grid.dims)
+    np.testing.assert_allclose(back, as_fitted.ppa.reconstruct(model, 3).unstack("cell").transpose(*grid.dims), rtol=0, atol=1e-9)
+
+
 def test_t_mode_says_why_other_months_cannot_be_projected(sst, model):
     later = sst.assign_coords(time=sst.time.to_index() + np.timedelta64(3 * 365, "D"))
     with pytest.raises(ValueError, match=r"lacks 36 .*months are the model.s features \(T-mode\).*S-mode.*stack\(cell="):

@@ -133,7 +133,7 @@ class FeatureLabels:
         """``da``'s features in the fitted order: reordered by label, the model's bands taken from a cube that
         has more (the others named in a warning), or refused with what is missing."""
         if self.labels is not None and self.dim in da.coords:
-            cube_labels = da[self.dim].values
+            cube_labels = self._cube_labels(da)
             have, want = (labels.astype(np.result_type(cube_labels, self.labels)).tolist() if cube_labels.dtype.kind == self.labels.dtype.kind == "M"
                           else labels.tolist() for labels in (cube_labels, self.labels))  # dates as dates at any resolution (s, ns)
             if dups := _duplicates(have):
@@ -151,6 +151,15 @@ class FeatureLabels:
         if da.sizes[self.dim] != n_features:
             raise ValueError(f"the model was fitted on {n_features} features, the cube has {da.sizes[self.dim]} along {self.dim!r}")
         return da
+
+    def _cube_labels(self, da: xr.DataArray) -> np.ndarray:
+        """The cube's labels along the feature dimension; a stacked one's tuples with their levels in the model's order
+        (``cell = (x, y)`` for a model of ``cell = (y, x)``: on a square grid the tuples would match, transposed)."""
+        index = da.indexes.get(self.dim)
+        if (self.levels and isinstance(index, pd.MultiIndex) and list(map(str, index.names)) != list(self.levels)
+                and sorted(map(str, index.names)) == sorted(self.levels)):
+            return index.reorder_levels(list(self.levels)).to_numpy()
+        return da[self.dim].values
 
     def _warn_unlike(self, da: xr.DataArray) -> None:
         """Warn where a per-feature coordinate of the cube (e.g. ``wavelength``) differs from the model's under the same
