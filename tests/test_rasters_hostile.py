@@ -403,3 +403,17 @@ def test_a_result_with_a_time_dimension_is_refused_as_a_geotiff_with_the_ways_ou
         ppa_xr.to_raster(scores, tmp_path / "c.tif")
     assert not list(tmp_path.iterdir())  # nothing written
     ppa_xr.to_raster(scores.isel(time=0), tmp_path / "c.tif")
+
+
+def test_components_of_another_model_are_refused_by_the_inverse(tmp_path, landsat):
+    """Components inverted by a model that did not make them came back far from the cube, silently; their provenance
+    (ppa_xr_model, kept by netCDF and GeoTIFF tags) names the parameters that made them."""
+    cube = landsat.isel(x=slice(0, 100), y=slice(0, 100))
+    made, other = (cube.ppa.fit(n_samples=3000, random_state=0, degree=1, standardize=flag) for flag in (False, True))
+    scores = cube.ppa.transform(made, n_components=3)
+    ppa_xr.to_raster(scores, tmp_path / "c.tif")
+    for given in (scores, rioxarray.open_rasterio(tmp_path / "c.tif").rename(band="component")):
+        with pytest.raises(ValueError, match="made by another model"):
+            given.ppa.inverse_transform(other)
+        np.testing.assert_allclose(given.ppa.inverse_transform(made), cube.ppa.reconstruct(made, 3), rtol=1e-5)
+    assert np.isfinite(scores.drop_attrs().ppa.inverse_transform(other).values).any()  # without provenance: as given

@@ -203,6 +203,7 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
         raise ValueError(_not_components(scores, dim))
     if scores.dtype.kind not in "iuf":
         raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
+    _check_made_by(scores, model)
     dtype = output_dtype(scores)
     scores = masked_float(described_components(scores, dim))  # labels from a file's descriptions; integers as floats, nodata as NaN
     k, d = check_components(scores.sizes[dim], model.params_.n_features, f"the number of components along {dim!r}"), model.n_features_in_
@@ -342,6 +343,19 @@ def _not_components(scores: object, dim: Hashable) -> str:
         fix = "pass the output of transform"
     return f"expected a DataArray of components along a {dim!r} dimension (the output of transform), got {type(scores).__name__}" + (
         f" with dims {tuple(scores.dims)}" if isinstance(scores, (xr.DataArray, xr.Dataset)) else "") + f": {fix}"
+
+
+def _check_made_by(scores: xr.DataArray, model: PPA) -> None:
+    """Refuse components whose :func:`provenance` names other parameters than ``model``'s: inverted by a model that did
+    not make them, they give values far from the cube's (on a Landsat crop, a mean absolute error 5,700 times that of
+    the model that made them), without any error."""
+    made_by = scores.attrs.get("ppa_xr_model")
+    if scores.attrs.get("ppa_xr_output") != "components" or not isinstance(made_by, str):
+        return
+    named = made_by.rstrip(")").rsplit("parameters ", 1)[-1]
+    if named != model.params_.digest:
+        raise ValueError(f"these components were made by another model ({made_by}, as their attribute ppa_xr_model says), not "
+                         f"by this one (parameters {model.params_.digest}): invert them with the model that made them")
 
 
 def provenance(model: PPA, output: str, k: int) -> dict[str, str | int]:
