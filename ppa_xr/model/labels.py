@@ -37,7 +37,10 @@ def shown(labels: Any) -> str:
 
 def kinds(labels: Any) -> str:
     """The Python types of labels, e.g. ``int`` or ``int, str``: what tells labels of the same text apart."""
-    return ", ".join(sorted({type(v).__name__ for v in np.ravel(np.asarray(labels, dtype=object)).tolist()}))
+    values = np.asarray(labels)
+    if values.dtype.kind == "M":  # as objects, nanoseconds would read as int
+        return "datetime64"
+    return ", ".join(sorted({type(v).__name__ for v in np.ravel(values.astype(object)).tolist()}))
 
 
 def uniform(values: Any) -> np.ndarray:
@@ -59,7 +62,8 @@ def uniform(values: Any) -> np.ndarray:
 
 def _new_times(dim: Hashable, missing: np.ndarray, labels: np.ndarray, cube_labels: np.ndarray) -> str:
     """Why a model with time steps as features (T-mode) cannot take a cube of other time steps, and what can."""
-    return (f"the cube lacks {len(missing)} of the model's time steps along {dim!r}: {shown(missing)}. The {len(labels)} months "
+    return (f"the cube lacks {len(missing)} of the model's time steps along {dim!r}: {shown(missing)} (the cube has "
+            f"{shown(cube_labels)}). The {len(labels)} months "
             f"are the model's features (T-mode), so it cannot project others. To project new time steps, fit in S-mode (maps as "
             f"samples): model = cube.stack(cell=('lat', 'lon')).ppa.fit(dim='cell'), then new.stack(cell=('lat', 'lon')).ppa.transform(model)")
 
@@ -185,9 +189,9 @@ class FeatureLabels:
     def _lacking(self, missing: np.ndarray, extra: np.ndarray, cube_labels: np.ndarray, n_features: int) -> str:
         """Why a cube that lacks some of the model's features cannot be transformed, and what to do."""
         assert self.labels is not None  # only labelled models miss labels
-        if self.labels.dtype.kind == "M":
+        if self.labels.dtype.kind == "M" and np.asarray(cube_labels).dtype.kind == "M":
             return _new_times(self.dim, missing, self.labels, cube_labels)
-        same_text = {str(v) for v in missing.tolist()} & {str(v) for v in extra.tolist()}
+        same_text = set(as_text(missing)) & set(as_text(extra))
         types = (f" (the same text, other types: the model's labels are {kinds(self.labels)}, the cube's {kinds(cube_labels)})"
                  if same_text else "")
         return (f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
