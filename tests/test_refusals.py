@@ -193,3 +193,10 @@ def test_dates_as_features_the_cube_holds_otherwise_are_named_as_such():
         cube.assign_coords(time=[str(m)[:10] for m in months]).ppa.transform(model)
     with pytest.raises(ValueError, match=r"\(the cube has \[2001-01-01T12:00, "):
         cube.assign_coords(time=months + np.timedelta64(12, "h")).ppa.transform(model)
+
+
+def test_evaluate_says_it_read_random_chunks_only_where_it_did(small):
+    """max_chunks at or above the cube's chunk count reads every chunk: the attribute said "from 100 random chunks"."""
+    cube, model = small  # 4 chunks
+    assert cube.ppa.evaluate(model, max_chunks=100).attrs["pixels"] == "held out: valid pixels outside the model's fitting sample"
+    assert cube.ppa.evaluate(model, max_chunks=3).attrs["pixels"].endswith(", from 3 random chunks")

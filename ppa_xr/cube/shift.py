@@ -74,6 +74,7 @@ def evaluate(
         raise ValueError(message)
     row_weights = None if weights is None else weights_at(da, dim, weights, sample.index)
     comparison = errors.compare_errors(model.params_, sample.values, weights=row_weights)
+    chunks = int(np.prod([len(sizes) for d, sizes in zip(da.dims, da.chunks) if d != dim])) if da.chunks else 1  # every one read where fewer
     units = _component_units(da, model)
     k = xr.DataArray(np.arange(1, model.params_.n_features), dims=COMPONENT, attrs={"long_name": "components kept"})
     squared = f"({units})^2" if units else f"squared {model.whitened_units_ or 'feature units'}"  # whitened, or no unit given
@@ -92,7 +93,7 @@ def evaluate(
         },
         coords={COMPONENT: k},
         attrs={"n_pixels": comparison.n, "worse_at": comparison.worse_at().tolist(),
-               "pixels": "held out: valid pixels outside the model's fitting sample" + (f", from {max_chunks} random chunks" if max_chunks else "")},
+               "pixels": "held out: valid pixels outside the model's fitting sample" + (f", from {max_chunks} random chunks" if max_chunks and max_chunks < chunks else "")},
     )
 
 
