@@ -233,3 +233,12 @@ def test_cli_band_options_name_the_variables_of_a_netcdf(tmp_path, landsat):
     expected = cube.assign_coords(band=["a", "b", "c", "d"]).ppa.transform(model).values
     np.testing.assert_allclose(rioxarray.open_rasterio(tmp_path / "p.tif").values, expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())
     assert main(["transform", str(tmp_path / "vars.nc"), str(tmp_path / "m.nc"), str(tmp_path / "q.tif"), "--bands", "a", "b"]) == 2
+
+
+def test_dataset_variables_with_their_dimensions_in_another_order_are_features(landsat):
+    """Variables over the same dims in another order (one transposed) were refused as not sharing their dimensions."""
+    ds = landsat.isel(band=slice(0, 4)).drop_vars("wavelength").to_dataset(dim="band")
+    transposed = ds.assign(B2=ds["B2"].transpose("x", "y"))
+    model = ds.ppa.fit(n_samples=3000, random_state=0)
+    np.testing.assert_array_equal(transposed.ppa.transform(model).values, ds.ppa.transform(model).values)
+    np.testing.assert_array_equal(transposed.ppa.fit(n_samples=3000, random_state=0).components_, model.components_)
