@@ -147,6 +147,10 @@ def fit_pooled(
     declared = Spec(random_state=random_state, **ppa_params, noise_cov=np.eye(2) if estimated else noise)
     arrays = [feature_array(obj, dim) for obj in scenes]
     d = arrays[0].sizes[dim]
+    if isinstance(noise, xr.DataArray) and noise.shape == (d, d):
+        raise ValueError(f"noise_cov as a DataArray is a noise sample (the pixels of a dark frame or a uniform area, bands along "
+                         f"{dim!r}), and this one is ({d}, {d}), the shape of a covariance: pass a covariance as a numpy array in "
+                         f"the cube's band order (noise_cov=cov.values)")
     if not estimated:
         declared.for_data(None, d)
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
