@@ -417,6 +417,12 @@ def test_components_of_another_model_are_refused_by_the_inverse(tmp_path, landsa
             given.ppa.inverse_transform(other)
         np.testing.assert_allclose(given.ppa.inverse_transform(made), cube.ppa.reconstruct(made, 3), rtol=1e-5)
     assert np.isfinite(scores.drop_attrs().ppa.inverse_transform(other).values).any()  # without provenance: as given
+    whitening = cube.ppa.fit(n_samples=3000, random_state=0, degree=1, whiten=True)  # the same parameters, whitened outputs
+    assert whitening.params_.digest == made.params_.digest
+    with pytest.raises(ValueError, match=r"are whitened .*this model has whiten=False"):
+        cube.ppa.transform(whitening, n_components=3).ppa.inverse_transform(made)
+    with pytest.raises(ValueError, match=r"are not whitened .*this model has whiten=True"):
+        scores.ppa.inverse_transform(whitening)
 
 
 @pytest.mark.parametrize("where", ["gap", "repeat"])

@@ -171,7 +171,8 @@ def transform(
                      whiten=model.whiten)
     # one long_name for every band: a per-band tuple would not follow a selection (scores.sel(component=[3, 2, 1]) would keep
     # 1, 2, 3); ppa_xr.to_raster numbers the bands from the component coordinate, which does
-    return out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
+    out = out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
+    return out.assign_attrs(ppa_xr_whitened=int(model.whiten))  # whitened or not: models of the same parameters invert either
 
 
 def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
@@ -356,6 +357,10 @@ def _check_made_by(scores: xr.DataArray, model: PPA) -> None:
     if named != model.params_.digest:
         raise ValueError(f"these components were made by another model ({made_by}, as their attribute ppa_xr_model says), not "
                          f"by this one (parameters {model.params_.digest}): invert them with the model that made them")
+    whitened = scores.attrs.get("ppa_xr_whitened")
+    if whitened is not None and bool(int(whitened)) != bool(model.whiten):
+        raise ValueError(f"these components are {'' if int(whitened) else 'not '}whitened (their attribute ppa_xr_whitened), and "
+                         f"this model has whiten={model.whiten}: invert them with the model that made them (whiten={not model.whiten})")
 
 
 def provenance(model: PPA, output: str, k: int) -> dict[str, str | int]:
