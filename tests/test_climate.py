@@ -210,6 +210,21 @@ def test_cells_stacked_with_their_levels_in_another_order_are_matched_by_level_n
     np.testing.assert_allclose(back, as_fitted.ppa.reconstruct(model, 3).unstack("cell").transpose(*grid.dims), rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_feature_weights_stacked_with_their_levels_in_another_order_are_matched_by_level_name(seed):
+    """Weights over cell=(x, y) for a cube of cell=(y, x): on a square grid with the same labels along both, the tuples
+    matched transposed, and every cell took another cell's weight, silently."""
+    rng = np.random.default_rng(seed)
+    n = 6
+    grid = xr.DataArray(rng.normal(size=(30, n, n)).cumsum(0), dims=("time", "y", "x"),
+                        coords={"time": np.arange(30), "y": np.arange(n), "x": np.arange(n)})
+    weights = xr.DataArray(rng.uniform(0.1, 1, size=(n, n)), dims=("y", "x"), coords={"y": np.arange(n), "x": np.arange(n)})
+    cells = grid.stack(cell=("y", "x"))
+    expected = cells.ppa.fit(dim="cell", degree=1, weights=weights).explained_variance_
+    swapped = cells.ppa.fit(dim="cell", degree=1, weights=weights.stack(cell=("x", "y"))).explained_variance_
+    np.testing.assert_allclose(swapped, expected, rtol=1e-12)
+
+
 def test_t_mode_says_why_other_months_cannot_be_projected(sst, model):
     later = sst.assign_coords(time=sst.time.to_index() + np.timedelta64(3 * 365, "D"))
     with pytest.raises(ValueError, match=r"lacks 36 .*months are the model.s features \(T-mode\).*S-mode.*stack\(cell="):

@@ -27,6 +27,7 @@ from ..core import checks, compiled
 from ..core.checks import warn_user
 from ..core.spec import RANDOM_STATE
 from ..core.keys import FitSample, PixelSample, exclusion, row_digest, row_digests, same_row
+from ..model.labels import in_levels
 from .inputs import feature_array, spatial_dims
 
 #: pixels a fit samples when ``n_samples`` is not given, at most :data:`FIT_SHARE` of the valid pixels
@@ -420,7 +421,7 @@ def feature_weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray) -
     for d in weights.dims:
         labels = da[d].values if d in da.coords else np.arange(da.sizes[dim])
         if d in weights.indexes:
-            found = np.asarray(weights.indexes[d].get_indexer(labels))
+            found = np.asarray(in_levels(weights.indexes[d], getattr(da.indexes.get(d), "names", None)).get_indexer(labels))
             if (missing := found < 0).any():
                 raise ValueError(f"feature weights lack {int(missing.sum())} of the cube's {d!r} labels (e.g. "
                                  f"{', '.join(map(str, np.asarray(labels)[missing][:3]))}): weights are matched by label, as xarray "

@@ -68,6 +68,16 @@ def _new_times(dim: Hashable, missing: np.ndarray, labels: np.ndarray, cube_labe
             f"samples): model = cube.stack(cell=('lat', 'lon')).ppa.fit(dim='cell'), then new.stack(cell=('lat', 'lon')).ppa.transform(model)")
 
 
+def in_levels(index: pd.Index, levels: Any) -> pd.Index:
+    """A stacked ``index`` with its levels in the order of ``levels`` (names) where it stacks the same levels in another
+    order (``cell = (x, y)`` beside ``(y, x)``), so that tuples are compared level by level, by name: on a grid with the
+    same labels along both, the tuples would match, transposed. Any other index as it is."""
+    if (isinstance(index, pd.MultiIndex) and levels is not None and list(map(str, index.names)) != list(map(str, levels))
+            and sorted(map(str, index.names)) == sorted(map(str, levels))):
+        return index.reorder_levels([str(name) for name in levels])
+    return index
+
+
 def _duplicates(labels) -> list:
     values, counts = np.unique(np.asarray([str(v) for v in labels]), return_counts=True)
     return values[counts > 1].tolist()
@@ -158,12 +168,9 @@ class FeatureLabels:
 
     def _cube_labels(self, da: xr.DataArray) -> np.ndarray:
         """The cube's labels along the feature dimension; a stacked one's tuples with their levels in the model's order
-        (``cell = (x, y)`` for a model of ``cell = (y, x)``: on a square grid the tuples would match, transposed)."""
+        (:func:`in_levels`)."""
         index = da.indexes.get(self.dim)
-        if (self.levels and isinstance(index, pd.MultiIndex) and list(map(str, index.names)) != list(self.levels)
-                and sorted(map(str, index.names)) == sorted(self.levels)):
-            return index.reorder_levels(list(self.levels)).to_numpy()
-        return da[self.dim].values
+        return in_levels(index, self.levels).to_numpy() if self.levels and isinstance(index, pd.MultiIndex) else da[self.dim].values
 
     def _warn_unlike(self, da: xr.DataArray) -> None:
         """Warn where a per-feature coordinate of the cube (e.g. ``wavelength``) differs from the model's under the same
