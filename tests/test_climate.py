@@ -223,6 +223,10 @@ def test_feature_weights_stacked_with_their_levels_in_another_order_are_matched_
     expected = cells.ppa.fit(dim="cell", degree=1, weights=weights).explained_variance_
     swapped = cells.ppa.fit(dim="cell", degree=1, weights=weights.stack(cell=("x", "y"))).explained_variance_
     np.testing.assert_allclose(swapped, expected, rtol=1e-12)
+    # the same over stacked pixels (T-mode: cells as samples), weights matched to each sampled pixel
+    as_pixels = cells.ppa.fit(dim="time", degree=1, n_samples=30, weights=weights.stack(cell=("y", "x"))).explained_variance_
+    swapped = cells.ppa.fit(dim="time", degree=1, n_samples=30, weights=weights.stack(cell=("x", "y"))).explained_variance_
+    np.testing.assert_allclose(swapped, as_pixels, rtol=1e-12)
 
 
 def test_t_mode_says_why_other_months_cannot_be_projected(sst, model):

@@ -445,7 +445,8 @@ def _label_positions(da: xr.DataArray, weights: xr.DataArray, d: Hashable) -> np
                              f"be matched by label ({'the cube' if d not in da.indexes else 'the weights'} have no {d!r} coordinate): "
                              f"give weights over the cube's own {d!r}, e.g. computed from its coordinates")
         return np.arange(da.sizes[d])
-    ours, theirs = da.indexes[d], weights.indexes[d]
+    ours = da.indexes[d]
+    theirs = in_levels(weights.indexes[d], getattr(ours, "names", None))  # a stacked dim's levels by name
     if not theirs.is_unique:
         raise ValueError(f"the weights' {d!r} labels repeat (e.g. {', '.join(map(str, theirs[theirs.duplicated()][:3]))}): each "
                          f"pixel needs one weight; drop the repeats, e.g. weights.drop_duplicates({d!r})")
