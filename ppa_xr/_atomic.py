@@ -76,7 +76,26 @@ def check_output(path: str | os.PathLike, suffixes: Iterable[str], inputs: Itera
         raise FileNotFoundError(f"the directory of {what} {path} ({parent}) {state}")
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise FileExistsError(f"{what} {path} exists; choose another path or allow replacing it (overwrite=True, CLI: --overwrite)")
+    _check_replaceable(path, what)
     return path
+
+
+#: what marks a folder as a zarr store (version 3, version 2 group or array)
+_ZARR_MARKS = ("zarr.json", ".zgroup", ".zarray")
+
+
+def _check_replaceable(path: Path, what: str) -> None:
+    """Refuse to overwrite what an output of that kind is not: a folder where a file goes, or at a ``.zarr`` path a file or a
+    folder that is not a zarr store (a folder of other files would be replaced whole, and lost)."""
+    if not path.exists():
+        return
+    if path.suffix.lower() == ".zarr":
+        if path.is_dir() and any((path / mark).exists() for mark in _ZARR_MARKS):
+            return
+        held = "a file" if not path.is_dir() else f"a folder holding {', '.join(sorted(os.listdir(path))[:3]) or 'nothing'}"
+        raise FileExistsError(f"{what} {path} is not a zarr store ({held}); overwriting replaces only a zarr store: choose another path")
+    if path.is_dir():
+        raise FileExistsError(f"{what} {path} is a folder; overwriting replaces only a file: choose another path")
 
 
 def refuse_inputs(path: Path, inputs: Iterable[str | os.PathLike], what: str = "output") -> None:

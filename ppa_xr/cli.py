@@ -34,19 +34,24 @@ from .model.labels import shown
 
 
 def _cube(args: argparse.Namespace, model: PPA | None = None) -> xr.DataArray | xr.Dataset:
-    """The input cube with the band labels the options ask for (``--bands``, ``--match-bands position``)."""
+    """The input cube with the band labels the options ask for (``--bands``, ``--match-bands position``); a netCDF or
+    zarr of variables (its bands) gets them as its variables' names, in order."""
     cube = open_cube(args.inputs, args.chunks, args.variable)
     bands, dim = getattr(args, "bands", None), (model.feature_dim_ if model is not None and model.feature_dim_ else getattr(args, "dim", "band"))
-    if isinstance(cube, xr.DataArray) and dim in cube.dims:
-        if bands:
-            if len(bands) != cube.sizes[dim]:
-                raise ValueError(f"--bands names {len(bands)} bands, the input has {cube.sizes[dim]}")
-            cube = cube.assign_coords({dim: bands})
-        elif model is not None and args.match_bands == "position" and model.feature_labels_ is not None:
-            if cube.sizes[dim] != model.n_features_in_:
-                raise ValueError(f"--match-bands position: the model has {model.n_features_in_} bands, the input {cube.sizes[dim]}")
-            cube = cube.assign_coords({dim: model.feature_labels_})
-    return cube
+    variables = list(cube.data_vars) if isinstance(cube, xr.Dataset) else None
+    if variables is None and dim not in cube.dims:
+        return cube
+    count = cube.sizes[dim] if variables is None else len(variables)
+    if bands:
+        if len(bands) != count:
+            raise ValueError(f"--bands names {len(bands)} bands, the input has {count}")
+    elif model is not None and args.match_bands == "position" and model.feature_labels_ is not None:
+        if count != model.n_features_in_:
+            raise ValueError(f"--match-bands position: the model has {model.n_features_in_} bands, the input {count}")
+        bands = list(model.feature_labels_)
+    if not bands:
+        return cube
+    return cube.assign_coords({dim: bands}) if variables is None else cube.rename(dict(zip(variables, bands)))
 
 
 def _output(args: argparse.Namespace, path: str) -> Path:

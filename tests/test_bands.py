@@ -218,3 +218,27 @@ def test_dates_match_at_any_resolution(landsat):
     np.testing.assert_array_equal(seconds.ppa.transform(model, n_components=3).values, series.ppa.transform(model, n_components=3).values)
     with pytest.raises(ValueError, match="lacks 1 of the model's time steps"):
         seconds.drop_isel(time=0).ppa.transform(model)
+
+
+def test_cli_band_options_name_the_variables_of_a_netcdf(tmp_path, landsat):
+    """--bands and --match-bands position on a netCDF of variables (its bands): they were ignored, so a fit asked for
+    bands a..d kept the variables' names, silently. They name the variables, in order."""
+    cube = landsat.isel(band=slice(0, 4), x=slice(0, 120), y=slice(0, 120)).drop_vars("wavelength")
+    cube.to_dataset(dim="band").to_netcdf(tmp_path / "vars.nc")
+    args = ["--n-samples", "3000", "--degree", "1"]
+    assert main(["fit", str(tmp_path / "vars.nc"), str(tmp_path / "m.nc"), "--bands", "a", "b", "c", "d", *args]) == 0
+    model = ppa_xr.load_model(tmp_path / "m.nc")
+    assert list(model.feature_labels_) == ["a", "b", "c", "d"]
+    assert main(["transform", str(tmp_path / "vars.nc"), str(tmp_path / "m.nc"), str(tmp_path / "p.tif"), "--match-bands", "position"]) == 0
+    expected = cube.assign_coords(band=["a", "b", "c", "d"]).ppa.transform(model).values
+    np.testing.assert_allclose(rioxarray.open_rasterio(tmp_path / "p.tif").values, expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())
+    assert main(["transform", str(tmp_path / "vars.nc"), str(tmp_path / "m.nc"), str(tmp_path / "q.tif"), "--bands", "a", "b"]) == 2
+
+
+def test_dataset_variables_with_their_dimensions_in_another_order_are_features(landsat):
+    """Variables over the same dims in another order (one transposed) were refused as not sharing their dimensions."""
+    ds = landsat.isel(band=slice(0, 4)).drop_vars("wavelength").to_dataset(dim="band")
+    transposed = ds.assign(B2=ds["B2"].transpose("x", "y"))
+    model = ds.ppa.fit(n_samples=3000, random_state=0)
+    np.testing.assert_array_equal(transposed.ppa.transform(model).values, ds.ppa.transform(model).values)
+    np.testing.assert_array_equal(transposed.ppa.fit(n_samples=3000, random_state=0).components_, model.components_)

@@ -194,6 +194,41 @@ def test_an_s_mode_model_asks_for_its_cells_stacked_as_fitted(anomalies):
             apply(model)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cells_stacked_with_their_levels_in_another_order_are_matched_by_level_name(seed):
+    """A cube stacked cell=(x, y) for a model of cell=(y, x): on a square grid with the same labels along both the
+    tuples match, so they were taken as they came, transposed, silently. Levels are matched by name."""
+    rng = np.random.default_rng(seed)
+    n = 6
+    grid = xr.DataArray(rng.normal(size=(30, n, n)).cumsum(0), dims=("time", "y", "x"),
+                        coords={"time": np.arange(30), "y": np.arange(n), "x": np.arange(n)})
+    as_fitted, swapped = grid.stack(cell=("y", "x")), grid.stack(cell=("x", "y"))
+    model = as_fitted.ppa.fit(dim="cell", degree=1)
+    expected = as_fitted.ppa.transform(model, n_components=3)
+    np.testing.assert_allclose(swapped.ppa.transform(model, n_components=3), expected, rtol=0, atol=1e-9)
+    back = swapped.ppa.reconstruct(model, 3).unstack("cell").transpose(*grid.dims)
+    np.testing.assert_allclose(back, as_fitted.ppa.reconstruct(model, 3).unstack("cell").transpose(*grid.dims), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_feature_weights_stacked_with_their_levels_in_another_order_are_matched_by_level_name(seed):
+    """Weights over cell=(x, y) for a cube of cell=(y, x): on a square grid with the same labels along both, the tuples
+    matched transposed, and every cell took another cell's weight, silently."""
+    rng = np.random.default_rng(seed)
+    n = 6
+    grid = xr.DataArray(rng.normal(size=(30, n, n)).cumsum(0), dims=("time", "y", "x"),
+                        coords={"time": np.arange(30), "y": np.arange(n), "x": np.arange(n)})
+    weights = xr.DataArray(rng.uniform(0.1, 1, size=(n, n)), dims=("y", "x"), coords={"y": np.arange(n), "x": np.arange(n)})
+    cells = grid.stack(cell=("y", "x"))
+    expected = cells.ppa.fit(dim="cell", degree=1, weights=weights).explained_variance_
+    swapped = cells.ppa.fit(dim="cell", degree=1, weights=weights.stack(cell=("x", "y"))).explained_variance_
+    np.testing.assert_allclose(swapped, expected, rtol=1e-12)
+    # the same over stacked pixels (T-mode: cells as samples), weights matched to each sampled pixel
+    as_pixels = cells.ppa.fit(dim="time", degree=1, n_samples=30, weights=weights.stack(cell=("y", "x"))).explained_variance_
+    swapped = cells.ppa.fit(dim="time", degree=1, n_samples=30, weights=weights.stack(cell=("x", "y"))).explained_variance_
+    np.testing.assert_allclose(swapped, as_pixels, rtol=1e-12)
+
+
 def test_t_mode_says_why_other_months_cannot_be_projected(sst, model):
     later = sst.assign_coords(time=sst.time.to_index() + np.timedelta64(3 * 365, "D"))
     with pytest.raises(ValueError, match=r"lacks 36 .*months are the model.s features \(T-mode\).*S-mode.*stack\(cell="):

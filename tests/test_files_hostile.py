@@ -419,3 +419,22 @@ def test_an_input_nc_that_is_text_or_a_fifo_is_named(tmp_path, capsys):
     cube.to_netcdf(tmp_path / "classic.nc", engine="scipy")
     for name in ("h5.nc", "classic.nc"):
         assert ppa_xr.open_cube([tmp_path / name])["c"].shape == (2, 3, 3)
+
+
+def test_overwrite_replaces_only_what_the_output_would_be(tmp_path, cube_model):
+    """overwrite=True at a .zarr path that is a folder of other files replaced it whole (they were lost, silently); at a
+    .tif path that is a folder it failed with "Is a directory". Both are refused, naming what is there; a zarr store
+    and a file are replaced as before."""
+    cube, model = cube_model
+    scores = cube.ppa.transform(model)
+    (tmp_path / "notes.zarr").mkdir()
+    (tmp_path / "notes.zarr" / "notes.txt").write_text("precious")
+    (tmp_path / "folder.tif").mkdir()
+    with pytest.raises(FileExistsError, match=r"notes.zarr is not a zarr store \(a folder holding notes.txt\)"):
+        ppa_xr.write_cube(scores, tmp_path / "notes.zarr", overwrite=True)
+    with pytest.raises(FileExistsError, match=r"folder.tif is a folder; overwriting replaces only a file"):
+        ppa_xr.write_cube(scores, tmp_path / "folder.tif", overwrite=True)
+    assert (tmp_path / "notes.zarr" / "notes.txt").read_text() == "precious" and (tmp_path / "folder.tif").is_dir()
+    for name in ("out.zarr", "out.tif"):
+        ppa_xr.write_cube(scores, tmp_path / name)
+        ppa_xr.write_cube(scores, tmp_path / name, overwrite=True)

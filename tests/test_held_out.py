@@ -39,3 +39,22 @@ def test_cli_report_with_defaults_is_held_out(tmp_path, capsys):
     assert main(["fit", landsat8_sample_path(), str(tmp_path / "m.nc"), "--degree", "1", "2"]) == 0
     assert main(["report", landsat8_sample_path(), str(tmp_path / "m.nc"), str(tmp_path / "rep")]) == 0
     assert "held out: pixels outside the model's fitting sample" in (tmp_path / "rep" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_rearranged_fitting_cube_warns_that_its_fitting_pixels_count_as_held_out(seed):
+    """The months of an S-mode fit reversed (or cropped): the record of the fitting sample no longer finds them, so the
+    24 fitting months counted as held out beside the 12 others, silently (evaluate's error 20% lower). The witness
+    pixel of the fitting sample, found among the drawn ones, says so: in evaluate, the report and the shift check."""
+    cells = open_ersst_sample()["sst"].load().stack(cell=("lat", "lon"))
+    model = cells.ppa.fit(dim="cell", degree=1, n_samples=24, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cells.ppa.evaluate(model, n_samples=None).attrs["n_pixels"] == 12  # as fitted: silent
+        cells.isel(time=slice(24, 36)).ppa.evaluate(model, n_samples=None)  # another year the fit never saw: silent
+    witness = model.sample_.cubes[0].witness[0]  # the month whose values the record keeps
+    for moved in (cells.isel(time=slice(None, None, -1)), cells.drop_isel(time=1 if witness == 0 else 0)):
+        with pytest.warns(UserWarning, match="holds a pixel of the model's fitting sample, but not where"):
+            moved.ppa.evaluate(model, n_samples=None)
+        with pytest.warns(UserWarning, match="holds a pixel of the model's fitting sample, but not where"):
+            moved.ppa.information_report(model)

@@ -163,3 +163,13 @@ def test_a_noise_sample_gives_the_covariance(scene):
     np.testing.assert_allclose(model.noise_cov_, expected, rtol=1e-12)
     with pytest.raises(ValueError, match="valid pixels for 40 bands.*more pixels than bands"):
         scene.cube.ppa.fit(noise_cov=dark.isel(x=slice(0, 1), y=slice(0, 20)), degree=1)
+
+
+def test_a_covariance_given_as_a_dataarray_is_named_as_such(scene):
+    """A (d, d) covariance as a DataArray is read as a noise sample: the messages spoke of a dark frame too small, or
+    advised dim='dim_0'. It says to pass the covariance as a numpy array."""
+    cov = np.diag(scene.noise_std**2)
+    bands = scene.cube.band.values
+    for given in (xr.DataArray(cov, dims=("band", "band2"), coords={"band": bands, "band2": bands}), xr.DataArray(cov)):
+        with pytest.raises(ValueError, match=r"the shape of a covariance: pass a covariance as a numpy array.*noise_cov=cov.values"):
+            scene.cube.ppa.fit(noise_cov=given, degree=1, n_samples=1000)

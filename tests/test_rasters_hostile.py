@@ -403,3 +403,42 @@ def test_a_result_with_a_time_dimension_is_refused_as_a_geotiff_with_the_ways_ou
         ppa_xr.to_raster(scores, tmp_path / "c.tif")
     assert not list(tmp_path.iterdir())  # nothing written
     ppa_xr.to_raster(scores.isel(time=0), tmp_path / "c.tif")
+
+
+def test_components_of_another_model_are_refused_by_the_inverse(tmp_path, landsat):
+    """Components inverted by a model that did not make them came back far from the cube, silently; their provenance
+    (ppa_xr_model, kept by netCDF and GeoTIFF tags) names the parameters that made them."""
+    cube = landsat.isel(x=slice(0, 100), y=slice(0, 100))
+    made, other = (cube.ppa.fit(n_samples=3000, random_state=0, degree=1, standardize=flag) for flag in (False, True))
+    scores = cube.ppa.transform(made, n_components=3)
+    ppa_xr.to_raster(scores, tmp_path / "c.tif")
+    for given in (scores, rioxarray.open_rasterio(tmp_path / "c.tif").rename(band="component")):
+        with pytest.raises(ValueError, match="made by another model"):
+            given.ppa.inverse_transform(other)
+        np.testing.assert_allclose(given.ppa.inverse_transform(made), cube.ppa.reconstruct(made, 3), rtol=1e-5)
+    assert np.isfinite(scores.drop_attrs().ppa.inverse_transform(other).values).any()  # without provenance: as given
+    whitening = cube.ppa.fit(n_samples=3000, random_state=0, degree=1, whiten=True)  # the same parameters, whitened outputs
+    assert whitening.params_.digest == made.params_.digest
+    with pytest.raises(ValueError, match=r"are whitened .*this model has whiten=False"):
+        cube.ppa.transform(whitening, n_components=3).ppa.inverse_transform(made)
+    with pytest.raises(ValueError, match=r"are not whitened .*this model has whiten=True"):
+        scores.ppa.inverse_transform(whitening)
+
+
+@pytest.mark.parametrize("where", ["gap", "repeat"])
+def test_a_result_on_an_uneven_grid_is_refused_as_a_geotiff(tmp_path, landsat, where):
+    """y with a 7 m gap mid-grid, or x with a repeated first label: rioxarray wrote the transform of the first and last
+    coordinates (30.14 m or 29.39 m pixels), placing the pixels between them up to 3.4 m or a pixel off, silently."""
+    cube = landsat.isel(x=slice(0, 50), y=slice(0, 50))
+    if where == "gap":
+        cube = cube.assign_coords(y=np.r_[cube.y.values[:25], cube.y.values[25:] - 7.0])
+    else:
+        cube = cube.assign_coords(x=np.r_[cube.x.values[:1], cube.x.values[:49]])
+    model = cube.ppa.fit(n_samples=1000, random_state=0, degree=1)
+    scores = cube.ppa.transform(model, n_components=2)
+    with pytest.raises(ValueError, match="coordinates are not evenly spaced.*write it as .nc or .zarr"):
+        ppa_xr.to_raster(scores, tmp_path / "c.tif")
+    assert not list(tmp_path.iterdir())
+    ppa_xr.write_cube(scores, tmp_path / "c.nc")
+    ppa_xr.to_raster(landsat.isel(x=slice(0, 50), y=slice(0, 50)).astype("float32").assign_coords(
+        y=landsat.y.values[:50].astype("float32")), tmp_path / "float32_coordinates.tif")  # their rounding: accepted

@@ -181,3 +181,22 @@ def test_single_messages_for_odd_inputs(small):
         ppa_xr.fit_pooled(cube)
     pooled = ppa_xr.fit_pooled((part for part in (cube.isel(y=slice(0, 32)), cube.isel(y=slice(32, None)))), degree=1, random_state=0)
     assert len(pooled.sample_.cubes) == 2  # a generator of cubes is a sequence of cubes (once "has no len()")
+
+
+def test_dates_as_features_the_cube_holds_otherwise_are_named_as_such():
+    """A T-mode model's months given as text, or at another time of day: the message named only the model's months
+    and said the model could not project others (it can: they are the same months), or called the dates int."""
+    months = np.arange("2001-01", "2002-01", dtype="datetime64[M]").astype("datetime64[ns]")
+    cube = xr.DataArray(np.random.default_rng(0).normal(size=(12, 20, 20)).cumsum(0), dims=("time", "y", "x"), coords={"time": months})
+    model = cube.ppa.fit(dim="time", degree=1, n_samples=200)
+    with pytest.raises(ValueError, match=r"the same text, other types: the model's labels are datetime64, the cube's str"):
+        cube.assign_coords(time=[str(m)[:10] for m in months]).ppa.transform(model)
+    with pytest.raises(ValueError, match=r"\(the cube has \[2001-01-01T12:00, "):
+        cube.assign_coords(time=months + np.timedelta64(12, "h")).ppa.transform(model)
+
+
+def test_evaluate_says_it_read_random_chunks_only_where_it_did(small):
+    """max_chunks at or above the cube's chunk count reads every chunk: the attribute said "from 100 random chunks"."""
+    cube, model = small  # 4 chunks
+    assert cube.ppa.evaluate(model, max_chunks=100).attrs["pixels"] == "held out: valid pixels outside the model's fitting sample"
+    assert cube.ppa.evaluate(model, max_chunks=3).attrs["pixels"].endswith(", from 3 random chunks")

@@ -147,6 +147,7 @@ def fit_pooled(
     declared = Spec(random_state=random_state, **ppa_params, noise_cov=np.eye(2) if estimated else noise)
     arrays = [feature_array(obj, dim) for obj in scenes]
     d = arrays[0].sizes[dim]
+    _check_noise_sample(noise, dim, d)
     if not estimated:
         declared.for_data(None, d)
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
@@ -180,6 +181,14 @@ def _sampled(arrays: list[xr.DataArray], dim: Hashable, n_samples: int | None, r
     if filling:
         pooled.values[~np.isfinite(pooled.values)] = np.nan  # an infinite value is a gap too
     return pooled
+
+
+def _check_noise_sample(noise: Any, dim: Hashable, d: int) -> None:
+    """Refuse a (d, d) DataArray as ``noise_cov``: a DataArray is read as a noise sample, and this one is a covariance."""
+    if isinstance(noise, xr.DataArray) and noise.shape == (d, d):
+        raise ValueError(f"noise_cov as a DataArray is a noise sample (the pixels of a dark frame or a uniform area, bands along "
+                         f"{dim!r}), and this one is ({d}, {d}), the shape of a covariance: pass a covariance as a numpy array in "
+                         f"the cube's band order (noise_cov=cov.values)")
 
 
 def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray | None, Any]:

@@ -60,7 +60,7 @@ def _stacked_variables(ds: xr.Dataset, dim: Hashable) -> xr.DataArray:
     if not ds.data_vars:
         raise ValueError("the Dataset has no data variables to use as features")
     shapes = {name: ds[name].dims for name in ds.data_vars}
-    if len(set(shapes.values())) > 1:
+    if len({frozenset(dims) for dims in shapes.values()}) > 1:  # the same dims in another order are stacked as xarray broadcasts
         widest = max(shapes, key=lambda name: len(shapes[name]))
         raise ValueError(
             f"a Dataset's data variables are its features, and these do not share their dimensions: "

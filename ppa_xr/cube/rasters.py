@@ -423,6 +423,7 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
         raise TypeError(f"options {sorted(raster_options)} are a GeoTIFF's; {path} is written as {suffix[1:]}")
     if suffix in (".tif", ".tiff"):
         _check_raster_dims(_as_bands(da))
+        _check_regular_grid(_as_bands(da))
 
     def write(tmp: Path) -> None:
         with _finishing_tasks():
@@ -445,6 +446,24 @@ def _check_raster_dims(da: xr.DataArray) -> None:
         pick = ", ".join(f"{d}=0" for d in extra)
         raise ValueError(f"a GeoTIFF holds bands of one y/x grid; this result has dims {tuple(da.dims)}: write one GeoTIFF per "
                          f"{' and '.join(map(str, extra))} (result.isel({pick})), or the whole result as .nc or .zarr")
+
+
+def _check_regular_grid(da: xr.DataArray) -> None:
+    """A GeoTIFF places its pixels by one affine transform: a result whose y or x coordinates are not evenly spaced (a
+    gap, a repeated label) is refused, with the ways out; rioxarray would write the transform of the first and last
+    coordinates, placing the pixels between them elsewhere. Rounding of the coordinates' own precision is allowed."""
+    for d in list(da.dims)[-2:]:
+        if d not in da.coords or da.sizes[d] < 3 or da[d].dtype.kind not in "iuf":
+            continue
+        values = np.asarray(da[d].values, dtype=np.float64)
+        if not np.isfinite(values).all():
+            continue
+        step = (values[-1] - values[0]) / (len(values) - 1)
+        off = float(np.abs(values - (values[0] + step * np.arange(len(values)))).max())
+        if off > 0.01 * abs(step) + 4 * float(np.spacing(np.abs(values).max().astype(da[d].dtype))):
+            raise ValueError(f"a GeoTIFF places its pixels on a regular grid, and the result's {d!r} coordinates are not evenly "
+                             f"spaced (up to {off:.3g} from the grid of step {step:.6g} between the first and the last): write "
+                             f"it as .nc or .zarr, which keep the coordinates, or put the cube on a regular grid first")
 
 
 def _as_dataset(obj: xr.DataArray | xr.Dataset) -> xr.Dataset:

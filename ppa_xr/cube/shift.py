@@ -12,7 +12,7 @@ from ..core.checks import warn_user
 from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from .inputs import COMPONENT, _component_units, model_features
-from .sampling import min_held_out, weights_at, fitted_shares, held_out, shortfall
+from .sampling import min_held_out, weights_at, fitted_shares, held_out, shortfall, witnessed
 
 #: pixels the shift check compares PPA and PCA on, and the chunks it reads them from at most
 CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
@@ -69,11 +69,12 @@ def evaluate(
     >>> curves.relative_error.plot()  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
-    sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), n_samples, random_state, max_chunks)
+    sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), n_samples, random_state, max_chunks, fitted=witnessed(model.sample_, model.params_.s_mode))
     if message := shortfall(sample, max_chunks, min_held_out(model.params_.s_mode)):
         raise ValueError(message)
     row_weights = None if weights is None else weights_at(da, dim, weights, sample.index)
     comparison = errors.compare_errors(model.params_, sample.values, weights=row_weights)
+    chunks = int(np.prod([len(sizes) for d, sizes in zip(da.dims, da.chunks) if d != dim])) if da.chunks else 1  # every one read where fewer
     units = _component_units(da, model)
     k = xr.DataArray(np.arange(1, model.params_.n_features), dims=COMPONENT, attrs={"long_name": "components kept"})
     squared = f"({units})^2" if units else f"squared {model.whitened_units_ or 'feature units'}"  # whitened, or no unit given
@@ -92,14 +93,14 @@ def evaluate(
         },
         coords={COMPONENT: k},
         attrs={"n_pixels": comparison.n, "worse_at": comparison.worse_at().tolist(),
-               "pixels": "held out: valid pixels outside the model's fitting sample" + (f", from {max_chunks} random chunks" if max_chunks else "")},
+               "pixels": "held out: valid pixels outside the model's fitting sample" + (f", from {max_chunks} random chunks" if max_chunks and max_chunks < chunks else "")},
     )
 
 
 def warn_on_shift(da: xr.DataArray, dim: Hashable, model: PPA, k: int) -> None:
     """:class:`~ppa_xr.ShiftWarning` when PPA is worse than its PCA at some ``k' <= k`` on a quick held-out sample
     (silent where too few pixels are held out to tell)."""
-    sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), CHECK_SAMPLES, 0, CHECK_CHUNKS)
+    sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), CHECK_SAMPLES, 0, CHECK_CHUNKS, fitted=witnessed(model.sample_, model.params_.s_mode))
     if not shortfall(sample):
         comparison = errors.compare_errors(model.params_, sample.values)
         message = errors.shift_message(comparison, k, f"{comparison.n} pixels checked")

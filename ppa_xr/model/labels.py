@@ -37,7 +37,10 @@ def shown(labels: Any) -> str:
 
 def kinds(labels: Any) -> str:
     """The Python types of labels, e.g. ``int`` or ``int, str``: what tells labels of the same text apart."""
-    return ", ".join(sorted({type(v).__name__ for v in np.ravel(np.asarray(labels, dtype=object)).tolist()}))
+    values = np.asarray(labels)
+    if values.dtype.kind == "M":  # as objects, nanoseconds would read as int
+        return "datetime64"
+    return ", ".join(sorted({type(v).__name__ for v in np.ravel(values.astype(object)).tolist()}))
 
 
 def uniform(values: Any) -> np.ndarray:
@@ -59,9 +62,20 @@ def uniform(values: Any) -> np.ndarray:
 
 def _new_times(dim: Hashable, missing: np.ndarray, labels: np.ndarray, cube_labels: np.ndarray) -> str:
     """Why a model with time steps as features (T-mode) cannot take a cube of other time steps, and what can."""
-    return (f"the cube lacks {len(missing)} of the model's time steps along {dim!r}: {shown(missing)}. The {len(labels)} months "
+    return (f"the cube lacks {len(missing)} of the model's time steps along {dim!r}: {shown(missing)} (the cube has "
+            f"{shown(cube_labels)}). The {len(labels)} months "
             f"are the model's features (T-mode), so it cannot project others. To project new time steps, fit in S-mode (maps as "
             f"samples): model = cube.stack(cell=('lat', 'lon')).ppa.fit(dim='cell'), then new.stack(cell=('lat', 'lon')).ppa.transform(model)")
+
+
+def in_levels(index: pd.Index, levels: Any) -> pd.Index:
+    """A stacked ``index`` with its levels in the order of ``levels`` (names) where it stacks the same levels in another
+    order (``cell = (x, y)`` beside ``(y, x)``), so that tuples are compared level by level, by name: on a grid with the
+    same labels along both, the tuples would match, transposed. Any other index as it is."""
+    if (isinstance(index, pd.MultiIndex) and levels is not None and list(map(str, index.names)) != list(map(str, levels))
+            and sorted(map(str, index.names)) == sorted(map(str, levels))):
+        return index.reorder_levels([str(name) for name in levels])
+    return index
 
 
 def _duplicates(labels) -> list:
@@ -133,7 +147,7 @@ class FeatureLabels:
         """``da``'s features in the fitted order: reordered by label, the model's bands taken from a cube that
         has more (the others named in a warning), or refused with what is missing."""
         if self.labels is not None and self.dim in da.coords:
-            cube_labels = da[self.dim].values
+            cube_labels = self._cube_labels(da)
             have, want = (labels.astype(np.result_type(cube_labels, self.labels)).tolist() if cube_labels.dtype.kind == self.labels.dtype.kind == "M"
                           else labels.tolist() for labels in (cube_labels, self.labels))  # dates as dates at any resolution (s, ns)
             if dups := _duplicates(have):
@@ -151,6 +165,12 @@ class FeatureLabels:
         if da.sizes[self.dim] != n_features:
             raise ValueError(f"the model was fitted on {n_features} features, the cube has {da.sizes[self.dim]} along {self.dim!r}")
         return da
+
+    def _cube_labels(self, da: xr.DataArray) -> np.ndarray:
+        """The cube's labels along the feature dimension; a stacked one's tuples with their levels in the model's order
+        (:func:`in_levels`)."""
+        index = da.indexes.get(self.dim)
+        return in_levels(index, self.levels).to_numpy() if self.levels and isinstance(index, pd.MultiIndex) else da[self.dim].values
 
     def _warn_unlike(self, da: xr.DataArray) -> None:
         """Warn where a per-feature coordinate of the cube (e.g. ``wavelength``) differs from the model's under the same
@@ -176,9 +196,9 @@ class FeatureLabels:
     def _lacking(self, missing: np.ndarray, extra: np.ndarray, cube_labels: np.ndarray, n_features: int) -> str:
         """Why a cube that lacks some of the model's features cannot be transformed, and what to do."""
         assert self.labels is not None  # only labelled models miss labels
-        if self.labels.dtype.kind == "M":
+        if self.labels.dtype.kind == "M" and np.asarray(cube_labels).dtype.kind == "M":
             return _new_times(self.dim, missing, self.labels, cube_labels)
-        same_text = {str(v) for v in missing.tolist()} & {str(v) for v in extra.tolist()}
+        same_text = set(as_text(missing)) & set(as_text(extra))
         types = (f" (the same text, other types: the model's labels are {kinds(self.labels)}, the cube's {kinds(cube_labels)})"
                  if same_text else "")
         return (f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
