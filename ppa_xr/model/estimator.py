@@ -33,7 +33,7 @@ from ..core.spec import Spec
 from . import display, file
 from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, output_names,
                        set_outputs, validate_data)
-from .labels import FeatureLabels
+from .labels import FeatureLabels, shown
 
 #: features whose standard deviations differ by more than this make PPA (and PCA) describe only the largest
 SCALE_RATIO_WARNING = 1e3
@@ -184,7 +184,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             X, groups, weights = _weighed(X, groups, weights, declared)
         fitting, curves_worse, drawn = declared, None, None
         if check_missing(missing) == "fill":
-            X, groups, weights, curves_worse, drawn = _gaps_filled(X, groups, weights, declared)
+            X, groups, weights, curves_worse, drawn = _gaps_filled(X, groups, weights, declared, features)
             fitting = declared.pca() if curves_worse else declared
         X, groups, weights = _complete(X, groups, weights)
         fitted, configuration = _fitted_map(X, fitting, groups, progress, weights, shrink=curves_worse is None, drawn=drawn)
@@ -826,8 +826,8 @@ def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[n
     return X[~bad], None if groups is None else np.asarray(groups)[~bad], None if weights is None else weights[~bad]
 
 
-def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None,
-                 declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None, bool | None, np.ndarray | None]:
+def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declared: Spec,
+                 features: FeatureLabels | None = None) -> tuple[np.ndarray, Any, np.ndarray | None, bool | None, np.ndarray | None]:
     """``missing="fill"``: the rows with at least one observed value, their gaps filled by the EM-style loop of
     :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype;
     for a curved map only those with the fewest gaps (:func:`~ppa_xr.core.fill.fewest_gaps`, what it is fitted on; a
@@ -843,8 +843,9 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None,
         finite = finite[kept]
     if len(X) < 2 or not finite.any(axis=0).all():
         empty = [j for j in range(X.shape[1]) if not finite[:, j].any()] if len(X) else list(range(X.shape[1]))
+        named = f" ({features.dim!r} {shown(features.labels[empty])})" if features is not None and features.labels is not None else ""
         raise ValueError(f"missing='fill' needs at least 2 rows with an observed value and every feature observed somewhere; "
-                         f"{len(X)} rows have one, and features {empty} are never observed: drop those features")
+                         f"{len(X)} rows have one, and features {empty}{named} are never observed: drop those features")
     if finite.all():
         return X, groups, weights, None, None
     rng_seed = declared.random_state
@@ -928,7 +929,6 @@ def _check_component_columns(X: Any, names: list[str], k: int) -> None:
         return
     given = list(columns)
     if given != names[:k]:
-        shown = lambda values: ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")  # noqa: E731
         raise ValueError(f"the components' columns are {shown(given)}, and inverse_transform reads the first {k} components "
                          f"in their order, {shown(names[:k])}: select them so, X[model.get_feature_names_out()[:{k}]] (a subset "
                          "other than the leading components, or another order, cannot be inverted)")
