@@ -353,3 +353,18 @@ def test_principal_curves_are_drawn_over_the_models_features_only():
         plot_principal_curves(model, X[["b", "a", "c"]])
     with pytest.raises(ValueError, match="3 features"):
         plot_principal_curves(PPA(degree=2, configuration="fixed").fit(X.values), np.c_[X.values, X.values[:, :1]])
+
+
+def test_the_reduction_of_a_model_reads_a_table_as_the_model_does():
+    """``multi_information_reduction(X, model)`` took a DataFrame's columns by position: a table of the model's
+    features in another order was measured through the map as if in order, silently."""
+    import pandas as pd
+
+    X = pd.DataFrame(curved_sample(4000, d=3), columns=["a", "b", "c"])
+    model = PPA(degree=2, configuration="fixed").fit(X[:2000])
+    held = X[2000:]
+    from ppa_xr.core.entropy import multi_information_reduction as of_parameters
+
+    assert multi_information_reduction(held, model).total == of_parameters(held.values, model.params_).total
+    with pytest.raises(ValueError, match="same order"):
+        multi_information_reduction(held[["c", "a", "b"]], model)
