@@ -40,7 +40,7 @@ def derivatives(model: PPA, X: Any, component: int = 1, order: int | None = None
     {{model_x}}
     {{component}}
     order : int, optional
-        Derivatives 1..order (default d, the inputs: what the full Frenet-Serret frame needs).
+        Derivatives 1..order, at most d (default: the components, d, what the full Frenet-Serret frame needs; r reduced).
 
     Returns
     -------

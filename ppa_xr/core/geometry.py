@@ -36,16 +36,16 @@ from .params import PPAParams
 def derivatives(params: PPAParams, X: np.ndarray, component: int = 1, order: int | None = None) -> np.ndarray:
     """``d^k x / d r_q^k`` along the ``component``-th curvilinear feature through each point, k = 1..order -> (n, order, d).
 
-    ``order`` (1..d, the inputs) defaults to ``d``, what the full Frenet-Serret
-    frame needs (a reduced model's curves lie in the span of its ``r``
-    components, and their derivatives beyond ``r`` are 0 unless a step's degree
-    is higher). The curves are those of the map in input space and units: a
-    whitening model's curves (standardized or noise-whitened units) are
-    carried back to input units.
+    ``order`` (1..d, the inputs) defaults to the number of components: ``d``,
+    what the full Frenet-Serret frame needs, or a reduced model's ``r`` (its
+    frame asks for ``d``; the derivatives beyond a step's degree are 0). The
+    curves are those of the map in input space and units: a whitening model's
+    curves (standardized or noise-whitened units) are carried back to input
+    units.
     """
     d = params.n_features
     q = check_components(component, d, "component") - 1
-    order = params.n_inputs if order is None else integer(order, "order (1: the tangent c')", 1, params.n_inputs)
+    order = d if order is None else integer(order, "order (1: the tangent c')", 1, params.n_inputs)
     out = np.zeros((len(X), order, d))
     out[:, 0] = params.rotation[q]
     if q < d - 1 and q in params.curved_steps():
@@ -58,7 +58,7 @@ def derivatives(params: PPAParams, X: np.ndarray, component: int = 1, order: int
 
 
 def _frame_and_diagonal(params: PPAParams, X: np.ndarray, component: int) -> tuple[np.ndarray, np.ndarray]:
-    D = np.transpose(derivatives(params, X, component), (0, 2, 1))  # columns c', c'', ...
+    D = np.transpose(derivatives(params, X, component, params.n_inputs), (0, 2, 1))  # columns c', c'', ... (square)
     valid = np.isfinite(D).all(axis=(1, 2))
     E, diag = np.full(D.shape, np.nan), np.full(D.shape[:2], np.nan)
     E[valid], R = np.linalg.qr(D[valid])
