@@ -17,6 +17,7 @@ import numpy as np
 from .core import geometry
 from .core.docstrings import shared
 from .model import PPA
+from .model._sklearn import check_is_fitted
 from .view import plot_principal_curves
 
 __all__ = ["curvatures", "derivatives", "frenet_frame", "metric", "plot_principal_curves", "principal_grid"]
@@ -39,7 +40,7 @@ def derivatives(model: PPA, X: Any, component: int = 1, order: int | None = None
     {{model_x}}
     {{component}}
     order : int, optional
-        Derivatives 1..order (default d, what the full Frenet-Serret frame needs).
+        Derivatives 1..order, at most d (default: the components, d, what the full Frenet-Serret frame needs; r reduced).
 
     Returns
     -------
@@ -108,7 +109,7 @@ def metric(model: PPA, X: Any) -> np.ndarray:
     Returns
     -------
     np.ndarray
-        (n, d, d) symmetric positive definite matrices; NaN for invalid points.
+        (n, d, d) symmetric positive definite matrices (of rank r for a reduced model); NaN for invalid points.
     """
     return geometry.metric(model.params_, _points(model, X))
 
@@ -138,5 +139,5 @@ def principal_grid(model: PPA, n_components: int = 1, points: int = 25, spread: 
     np.ndarray
         ``(points,) * n_components + (d,)`` points in input space.
     """
-    model._check_input(np.zeros((1, model.n_features_in_)))  # fitted
+    check_is_fitted(model)
     return geometry.principal_grid(model.params_, n_components, points, spread)

@@ -65,5 +65,6 @@ def multi_information_reduction(
 
     {{mi_reduction}}
     """
-    the_map: Any = R.params_ if isinstance(R, PPA) else R
-    return entropy.multi_information_reduction(X, the_map, estimator, log2_det_jacobian)
+    if isinstance(R, PPA):  # X as the model reads it: its width, a table's columns by name and order
+        return entropy.multi_information_reduction(R._check_input(X), R.params_, estimator, log2_det_jacobian)
+    return entropy.multi_information_reduction(X, R, estimator, log2_det_jacobian)

@@ -60,19 +60,29 @@ def summary_table(report: xr.Dataset) -> SummaryTable:
         f"| multi-information reduction (bits) | {get('total_mi_reduction_pca'):.4f} | {get('total_mi_reduction_ppa'):.4f} |",
         f"| per dimension (bits) | {get('mi_reduction_per_dim_pca'):.4f} | {get('mi_reduction_per_dim_ppa'):.4f} |",
     ]
-    pca, ppa = report["mse_pca"].values[:-1], report["mse_ppa"].values[:-1]  # k = 1..d-1 (k = d keeps everything)
+    ks = _kept(report)
+    pca, ppa = report["mse_pca"].sel(component=ks).values, report["mse_ppa"].sel(component=ks).values
     for j in range(min(len(pca), SUMMARY_ROWS)):
-        lines.append(f"| reconstruction error per pixel, k = {j + 1} | {pca[j]:.6g} | {ppa[j]:.6g} |")
+        lines.append(f"| reconstruction error per pixel, k = {ks[j]} | {pca[j]:.6g} | {ppa[j]:.6g} |")
     ratio = 100 * ppa / np.where(pca > 0, pca, np.inf)
     if len(pca) > SUMMARY_ROWS:
-        lines.append(f"| ... k = {SUMMARY_ROWS + 1} to {len(pca)} | (report['mse_pca']) | (report['mse_ppa']) |")
-    lines.append(f"| 100 x PPA / PCA error: mean over k = 1..{len(pca)}, worst k | 100 | {ratio.mean():.1f}, "
-                 f"{ratio.max():.1f} (k = {int(np.argmax(ratio)) + 1}) |")
+        lines.append(f"| ... k = {ks[SUMMARY_ROWS]} to {ks[-1]} | (report['mse_pca']) | (report['mse_ppa']) |")
+    every = f"1..{len(ks)}" if np.array_equal(ks, np.arange(1, len(ks) + 1)) else ", ".join(map(str, ks))
+    lines.append(f"| 100 x PPA / PCA error: mean over k = {every}, worst k | 100 | {ratio.mean():.1f}, "
+                 f"{ratio.max():.1f} (k = {ks[int(np.argmax(ratio))]}) |")
     lines.append(f"| mean of the error map, k = {k} | {float(report['error_pca'].mean()):.6g} | {float(report['error_ppa'].mean()):.6g} |")
     lines.append(f"\nReconstruction errors: squared error summed over bands, mean over pixels ({report['mse_ppa'].attrs.get('units', 'squared input units')}).")
     if "span" in report.dims:  # a reduced (S-mode) model's report: say what its multi-information is of
         lines.append(f"Multi-information of {report.attrs['inputs']}.")
     return SummaryTable("\n".join(lines))
+
+
+def _kept(report: xr.Dataset) -> np.ndarray:
+    """The report's ``component`` labels that are counts of components kept below ``d`` (the inputs measured,
+    ``entropy_input``; ``k = d`` keeps everything), in the report's order: its error curves' ``k``, also after a
+    selection (``report.sel(component=[3, 4, 5])``)."""
+    ks = report["component"].values
+    return ks[ks < report["entropy_input"].size]
 
 
 def require_matplotlib(what: str) -> None:
@@ -164,13 +174,12 @@ def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: A
             bound = float(np.nanpercentile(np.abs(difference.values), 98)) or 1.0
             better = "green: PPA removes more" if stem == "mi_reduction" else "blue: PPA better"
             _map(fig, grid[0, 2 * i + 1], difference, f"{label}, PPA minus PCA\n({better})", units, vmin=-bound, vmax=bound, cmap=cmap)
-    comp = report["component"].values
-    curves = (("entropy", "marginal entropy (bit)", "component", comp),
-              ("mse", "error per pixel (squared, summed over bands)", "components kept k", comp[:-1]))
+    curves = (("entropy", "marginal entropy (bit)", "component", report["component"].values),
+              ("mse", "error per pixel (squared, summed over bands)", "components kept k", _kept(report)))
     for i, (stem, label, xlabel, ks) in enumerate(curves):
         ax = fig.add_subplot(grid[-1, 2 * i : 2 * i + 2])
         for method in ("pca", "ppa"):
-            ax.plot(ks, report[f"{stem}_{method}"].values[: len(ks)], marker="o" if len(ks) <= 40 else None, label=method.upper())
+            ax.plot(ks, report[f"{stem}_{method}"].sel(component=ks).values, marker="o" if len(ks) <= 40 else None, label=method.upper())
         ax.set_xlabel(xlabel)
         ax.set_ylabel(label)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -212,7 +221,7 @@ def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: An
     require_matplotlib("plot_principal_curves")
     from matplotlib.figure import Figure
 
-    X = np.asarray(X, dtype=np.float64)
+    X = model._check_input(X).astype(np.float64)  # the model's features, in its order (a table's columns checked by name)
     labels = list(labels) if labels is not None else [f"feature {i}" for i in range(X.shape[1])]
     shown = X[np.random.default_rng(0).permutation(len(X))[:max_points]]
     curve = principal_grid(model.params_, 1, points=200)

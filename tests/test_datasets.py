@@ -37,3 +37,22 @@ def test_normalised_spans_unit_interval():
     X = load_table("Pageblocks").normalised()
     np.testing.assert_allclose(X.min(0), 0)
     np.testing.assert_allclose(X.max(0), 1)
+
+
+def test_the_ndvi_series_variables_carry_its_crs(tmp_path):
+    """The NDVI series declares EPSG:32633 on the Dataset only: ``ds.ndvi`` (and its fill, its components) had no CRS,
+    and a GeoTIFF of them was written unplaced, silently. Each variable now carries it."""
+    import rioxarray
+
+    import ppa_xr
+    from ppa_xr.datasets import open_ndvi_series
+
+    ds = open_ndvi_series()
+    assert ds.ndvi.rio.crs == ds.clear.rio.crs == "EPSG:32633"
+    learnt = ((ds.clear == 1).mean(("y", "x")) >= 0.05).values  # dates clear somewhere, as docs/gaps.md takes them
+    series = ds.ndvi.where(ds.clear == 1).isel(time=np.flatnonzero(learnt)[:4])
+    model = series.ppa.fit(dim="time", degree=1, missing="fill", random_state=0)
+    path = ppa_xr.to_raster(series.ppa.fill(model), tmp_path / "filled.tif")
+    with rioxarray.open_rasterio(path) as written:
+        assert written.rio.crs == "EPSG:32633"
+        np.testing.assert_allclose(written.x.values, series.x.values)

@@ -429,3 +429,46 @@ def test_n_components_as_a_share_of_the_variance_and_north_errors(seed):
     assert weighted.n_effective_ == pytest.approx(w.sum() ** 2 / (w**2).sum())
     with pytest.raises(ValueError, match=r"share of the variance in \(0, 1\)"):
         PPA(1.5).fit(X)
+
+
+def test_components_as_a_table_are_inverted_only_in_the_order_they_were_made(curved):
+    """A DataFrame of components (``set_output(transform="pandas")``) whose columns are not the leading ones in order
+    (``Z[["ppa1", "ppa0", ...]]``, ``Z[["ppa0", "ppa2"]]``) is refused: they were inverted by position, far from the
+    data, silently. The leading ones in order, and columns not named by the model, are read as before."""
+    model = PPA(degree=2, random_state=0).set_output(transform="pandas").fit(curved)
+    Z = model.transform(curved[:50])
+    np.testing.assert_allclose(model.inverse_transform(Z), curved[:50], atol=1e-9)
+    np.testing.assert_allclose(model.inverse_transform(Z[["ppa0", "ppa1"]]), model.reconstruct(curved[:50], 2), atol=1e-9)
+    np.testing.assert_array_equal(model.inverse_transform(Z.set_axis(["a", "b", "c", "d"], axis=1)), model.inverse_transform(Z.values))
+    for columns in (["ppa1", "ppa0", "ppa2", "ppa3"], ["ppa0", "ppa2"], ["ppa1"]):
+        with pytest.raises(ValueError, match=r"inverse_transform reads the first \d components in their order.*get_feature_names_out"):
+            model.inverse_transform(Z[columns])
+
+
+@pytest.mark.parametrize("changed", [{"n_components": 2}, {"degree": 2}, {"standardize": True}])
+def test_a_model_saved_after_set_params_is_refused_naming_the_parameter(curved, tmp_path, changed):
+    """A parameter changed after the fit (``set_params``) is not the fitted map's: the file recorded it beside the old
+    map, so a model loaded with ``n_components=2`` gave 2 components where the one saved gave 4, a ``standardize=True``
+    said its units were standardized, and ``degree=2`` beside a degree-3 map loaded as corrupt. Saving says which
+    parameter, and ``whiten`` (read when transforming) may change."""
+    model = PPA(degree=3, configuration="fixed", random_state=0).fit(curved)
+    name = next(iter(changed))
+    with pytest.raises(ValueError, match=f"the parameters {name} were changed after the fit.*{name}={getattr(model, name)!r}"):
+        model.set_params(**changed).save(tmp_path / "model.nc")
+    assert not (tmp_path / "model.nc").exists()
+    model.set_params(**{name: getattr(PPA(degree=3, configuration="fixed"), name)}, whiten=True)
+    loaded = PPA.load(model.save(tmp_path / "model.nc"))
+    np.testing.assert_array_equal(loaded.transform(curved[:20]), model.transform(curved[:20]))
+    assert loaded.whiten and loaded.n_components_ == model.n_components_ == 4
+
+
+def test_evaluate_of_a_reduced_model_keeps_rows_whose_only_gaps_are_its_dropped_features():
+    """A model fitted in the span of its samples leaves out a feature NaN in every sample (land): ``evaluate`` of
+    such samples dropped every row as incomplete and gave NaN curves of 0 rows."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 30)) * np.linspace(3, 0.1, 30)
+    X[:, 7] = np.nan
+    model = PPA(degree=1, configuration="fixed").fit(X[:10])
+    comparison = model.evaluate(X[10:])
+    assert comparison.n == 10 and np.isfinite(comparison.ppa).all()
+    np.testing.assert_allclose(comparison.ppa, model.reconstruction_mse(X[10:])[:-1], rtol=1e-10)

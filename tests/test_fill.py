@@ -534,3 +534,14 @@ def test_fit_with_missing_fill_fits_its_curves_on_the_rows_with_fewest_gaps(seed
     curved = PPA(random_state=0).fit(gappy, missing="fill")
     assert curved.degrees_.max() > 1 and curved.n_effective_ == (~two).sum()
     assert PPA(degree=1, random_state=0).fit(gappy, missing="fill").n_effective_ == 3000
+
+
+def test_a_date_observed_nowhere_is_named_by_its_label():
+    """``missing='fill'`` refuses a feature observed in no sampled pixel: the message gave its position only (features
+    [1, 2]), where a cube's user knows the dates; it names them too."""
+    rng = np.random.default_rng(0)
+    times = np.array(["2020-01-01", "2020-02-01", "2020-03-01", "2020-04-01"], dtype="datetime64[ns]")
+    cube = xr.DataArray(rng.normal(size=(4, 30, 30)), dims=("time", "y", "x"), coords={"time": times})
+    cube[1] = np.nan
+    with pytest.raises(ValueError, match=r"features \[1\] \('time' \[2020-02-01\]\) are never observed"):
+        cube.ppa.fit(dim="time", missing="fill", degree=1)

@@ -3,6 +3,7 @@ the PPA metric and k-NN with it."""
 
 import runpy
 import sys
+import warnings
 from pathlib import Path
 from unittest import mock
 
@@ -181,3 +182,45 @@ def test_noisy_helix_within_10_percent(helices):
     chi = helices["estimate"](helix(2000, 0.1, 1))
     assert chi[:, 0].mean() == pytest.approx(A / (A**2 + B**2), rel=0.10)
     assert np.median(chi[:, 1]) == pytest.approx(B / (A**2 + B**2), rel=0.10)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_geometry_of_a_model_fitted_in_the_span_of_its_samples(seed):
+    """A reduced model (S-mode: 12 maps of 30 cells, one cell NaN in every map, as land) has frames and curvatures in
+    its 30 inputs: they failed with a shape mismatch, and every derivative was NaN where a cell was left out."""
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(-1, 1, 12)
+    X = np.outer(t, rng.normal(size=30)) + np.outer(t**2, rng.normal(size=30)) + 0.01 * rng.normal(size=(12, 30))
+    X[:, 4] = np.nan
+    model = PPA(degree=2, configuration="fixed").fit(X)
+    assert model.params_.reduced
+    points = (X[:5] + X[5:10]) / 2  # inside the fitted range (a fitting sample's extreme sits on the tails' kink)
+    D = derivatives(model, points, component=1)
+    assert D.shape == (5, model.n_components_, 30) and np.isfinite(D).all() and not D[:, :, 4].any() and not D[:, 2:].any()
+    h, R = 1e-4, model.transform(points)
+    f = lambda s: model.inverse_transform(R + s * np.eye(R.shape[1])[0])  # noqa: E731
+    used = np.arange(30) != 4
+    np.testing.assert_allclose(D[:, 0, used], ((f(h) - f(-h)) / (2 * h))[:, used], atol=1e-6)
+    frame = frenet_frame(model, points)
+    np.testing.assert_allclose(frame @ np.transpose(frame, (0, 2, 1)), np.broadcast_to(np.eye(30), (5, 30, 30)), atol=1e-10)
+    np.testing.assert_allclose(frame[:, 0], D[:, 0] / np.linalg.norm(D[:, 0], axis=1, keepdims=True), atol=1e-12)
+    chi = curvatures(model, points)
+    speed, bend = D[:, 0], D[:, 1]
+    kappa = np.sqrt((speed**2).sum(1) * (bend**2).sum(1) - (speed * bend).sum(1) ** 2) / np.linalg.norm(speed, axis=1) ** 3
+    assert chi.shape == (5, 29)
+    np.testing.assert_allclose(chi[:, 0], kappa, rtol=1e-6)
+    np.testing.assert_allclose(chi[:, 1:], 0.0, atol=1e-12)  # a parabola: no torsion
+
+
+def test_the_principal_grid_of_a_model_fitted_on_a_dataframe_warns_of_nothing():
+    """The fitted check of ``principal_grid`` passed an unnamed array to a model fitted on named columns: scikit-learn's
+    "X does not have valid feature names" warning, about an array the caller never gave."""
+    import pandas as pd
+
+    from ppa_xr.geometry import principal_grid
+
+    X = pd.DataFrame(curved_sample(1000, d=3), columns=["a", "b", "c"])
+    model = PPA(degree=2, configuration="fixed").fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert principal_grid(model, 2, points=3).shape == (3, 3, 3)

@@ -315,3 +315,56 @@ def test_the_maps_at_the_reports_own_pixels_come_from_its_sample_passes(seed):
     moved = np.abs(at_sample[:2] - own[:2]) > 1e-9 * np.abs(own[:2]).max()
     assert moved.mean() < 0.02  # measured 0-1% (a cell's edge crossed by rounding)
     assert len(index) > 0.3 * side * side  # the sample is much of the cube: most pixels came from it
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_summary_and_figure_of_a_selection_of_components_label_each_k(seed):
+    """A report narrowed to some components (``report.sel(component=[3, 4, 5])``) is summarised and drawn at their own
+    k: the rows were numbered 1, 2, ... by position, and the last selected k was dropped as if it were k = d."""
+    X = curved_sample(4000, d=6, seed=seed)
+    model = PPA(degree=(1, 2), random_state=0).fit(X[:2000])
+    report = information_report(X[2000:], model, n_components=2).compute()
+    part = report.sel(component=[3, 4, 5])
+    table = summary_table(part)
+    for k in (3, 4, 5):
+        assert f"| reconstruction error per pixel, k = {k} | {float(report.mse_pca.sel(component=k)):.6g} |" in table
+    assert "k = 1 |" not in table and "mean over k = 3, 4, 5, worst k" in table
+    ratio = 100 * report.mse_ppa.sel(component=[3, 4, 5]) / report.mse_pca.sel(component=[3, 4, 5])
+    assert f"(k = {int(ratio.component[int(np.argmax(ratio.values))])}) |" in table
+    assert summary_table(report) == summary_table(report.sel(component=slice(None)))  # the whole report: as before
+    curve = next(ax for ax in plot_report(part).axes if ax.get_xlabel() == "components kept k")
+    for line in curve.get_lines():
+        assert list(line.get_xdata()) == [3, 4, 5]
+        method = "ppa" if line.get_label() == "PPA" else "pca"
+        np.testing.assert_array_equal(line.get_ydata(), report[f"mse_{method}"].sel(component=[3, 4, 5]).values)
+
+
+def test_principal_curves_are_drawn_over_the_models_features_only():
+    """``plot_principal_curves`` drew any table under the model's curves: another column count, or a DataFrame's
+    columns in another order, silently. It reads the data as ``transform`` does."""
+    import pandas as pd
+
+    from ppa_xr.geometry import plot_principal_curves
+
+    X = pd.DataFrame(curved_sample(1000, d=3), columns=["a", "b", "c"])
+    model = PPA(degree=2, configuration="fixed").fit(X)
+    plot_principal_curves(model, X)
+    with pytest.raises(ValueError, match="same order"):
+        plot_principal_curves(model, X[["b", "a", "c"]])
+    with pytest.raises(ValueError, match="3 features"):
+        plot_principal_curves(PPA(degree=2, configuration="fixed").fit(X.values), np.c_[X.values, X.values[:, :1]])
+
+
+def test_the_reduction_of_a_model_reads_a_table_as_the_model_does():
+    """``multi_information_reduction(X, model)`` took a DataFrame's columns by position: a table of the model's
+    features in another order was measured through the map as if in order, silently."""
+    import pandas as pd
+
+    X = pd.DataFrame(curved_sample(4000, d=3), columns=["a", "b", "c"])
+    model = PPA(degree=2, configuration="fixed").fit(X[:2000])
+    held = X[2000:]
+    from ppa_xr.core.entropy import multi_information_reduction as of_parameters
+
+    assert multi_information_reduction(held, model).total == of_parameters(held.values, model.params_).total
+    with pytest.raises(ValueError, match="same order"):
+        multi_information_reduction(held[["c", "a", "b"]], model)

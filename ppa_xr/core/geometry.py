@@ -36,14 +36,16 @@ from .params import PPAParams
 def derivatives(params: PPAParams, X: np.ndarray, component: int = 1, order: int | None = None) -> np.ndarray:
     """``d^k x / d r_q^k`` along the ``component``-th curvilinear feature through each point, k = 1..order -> (n, order, d).
 
-    ``order`` (1..d) defaults to ``d``, what the full Frenet-Serret frame
-    needs. The curves are those of the map in input space and units: a
-    whitening model's curves (standardized or noise-whitened units) are
-    carried back to input units.
+    ``order`` (1..d, the inputs) defaults to the number of components: ``d``,
+    what the full Frenet-Serret frame needs, or a reduced model's ``r`` (its
+    frame asks for ``d``; the derivatives beyond a step's degree are 0). The
+    curves are those of the map in input space and units: a whitening model's
+    curves (standardized or noise-whitened units) are carried back to input
+    units.
     """
     d = params.n_features
     q = check_components(component, d, "component") - 1
-    order = d if order is None else integer(order, "order (1: the tangent c')", 1, d)
+    order = d if order is None else integer(order, "order (1: the tangent c')", 1, params.n_inputs)
     out = np.zeros((len(X), order, d))
     out[:, 0] = params.rotation[q]
     if q < d - 1 and q in params.curved_steps():
@@ -51,12 +53,12 @@ def derivatives(params: PPAParams, X: np.ndarray, component: int = 1, order: int
         t = (kernels.forward(X, params, q + 1)[:, q] - params.center[q]) / params.scale[q]
         for k in range(1, min(order, g) + 1):
             out[:, k - 1] += basis.power_derivatives(t, g, k, params.tails).T @ params.inverse[q, :g] / params.scale[q] ** k
-    out[~np.isfinite(X).all(axis=1)] = np.nan
+    out[~np.isfinite(params.inputs(X)).all(axis=1)] = np.nan  # a reduced model's dropped inputs (land) are not gaps
     return out @ params.unwhitening().T if params.whitened else out  # x = mean + W^-1 z: curves in input units
 
 
 def _frame_and_diagonal(params: PPAParams, X: np.ndarray, component: int) -> tuple[np.ndarray, np.ndarray]:
-    D = np.transpose(derivatives(params, X, component), (0, 2, 1))  # columns c', c'', ...
+    D = np.transpose(derivatives(params, X, component, params.n_inputs), (0, 2, 1))  # columns c', c'', ... (square)
     valid = np.isfinite(D).all(axis=(1, 2))
     E, diag = np.full(D.shape, np.nan), np.full(D.shape[:2], np.nan)
     E[valid], R = np.linalg.qr(D[valid])

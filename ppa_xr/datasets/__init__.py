@@ -285,8 +285,10 @@ def open_ndvi_series(chunks=None):
     xarray.Dataset
         ``ndvi`` (time, y, x; float32, every value as delivered, clouds included) and
         ``clear`` (time, y, x; 1 where the value is valid and cloud-free: eo-learn's
-        ``IS_VALID`` and not its cloud mask ``CLM``).
+        ``IS_VALID`` and not its cloud mask ``CLM``), each with its CRS (``ds.ndvi.rio.crs``: EPSG:32633).
     """
+    import rioxarray  # noqa: F401  (the .rio accessor)
     from xarray import open_dataset
 
-    return open_dataset(_DATA / "ndvi_series_eolearn.nc", engine="h5netcdf", chunks=chunks)
+    ds = open_dataset(_DATA / "ndvi_series_eolearn.nc", engine="h5netcdf", chunks=chunks)
+    return ds.rio.write_crs(ds.attrs["crs"])  # on each variable: ds.ndvi and what is made of it (fill, transform) are placed

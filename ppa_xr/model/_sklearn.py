@@ -17,7 +17,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 __all__ = ["BaseEstimator", "ClassNamePrefixFeaturesOutMixin", "NotFittedError", "TransformerMixin", "check_is_fitted",
-           "html_widget", "set_outputs", "validate_data"]
+           "html_widget", "output_names", "set_outputs", "validate_data"]
 
 
 def html_widget(estimator: BaseEstimator) -> str:
@@ -28,3 +28,9 @@ def html_widget(estimator: BaseEstimator) -> str:
 def set_outputs(estimator: Any, count: int) -> None:
     """How many outputs ``get_feature_names_out`` names (``_n_features_out``)."""
     estimator._n_features_out = count
+
+
+def output_names(estimator: Any, count: int) -> list[str]:
+    """The names ``get_feature_names_out`` gives the first ``count`` outputs: the class name in lower case and the
+    output's position (``ppa0``, ``ppa1``, ...), as ``ClassNamePrefixFeaturesOutMixin`` makes them."""
+    return [f"{type(estimator).__name__.lower()}{i}" for i in range(count)]

@@ -31,9 +31,9 @@ from ..core.ppa import fit_memory
 from ..core.linalg import unit_mean
 from ..core.spec import Spec
 from . import display, file
-from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, set_outputs,
-                       validate_data)
-from .labels import FeatureLabels
+from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, output_names,
+                       set_outputs, validate_data)
+from .labels import FeatureLabels, shown
 
 #: features whose standard deviations differ by more than this make PPA (and PCA) describe only the largest
 SCALE_RATIO_WARNING = 1e3
@@ -184,7 +184,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             X, groups, weights = _weighed(X, groups, weights, declared)
         fitting, curves_worse, drawn = declared, None, None
         if check_missing(missing) == "fill":
-            X, groups, weights, curves_worse, drawn = _gaps_filled(X, groups, weights, declared)
+            X, groups, weights, curves_worse, drawn = _gaps_filled(X, groups, weights, declared, features)
             fitting = declared.pca() if curves_worse else declared
         X, groups, weights = _complete(X, groups, weights)
         fitted, configuration = _fitted_map(X, fitting, groups, progress, weights, shrink=curves_worse is None, drawn=drawn)
@@ -240,7 +240,23 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.n_effective_ = float(n)
         self.explained_variance_error_ = self.explained_variance_ * np.sqrt(2 / self.n_effective_)
 
+    def _fitted_spec(self) -> Spec:
+        """The parameters, as they were when the model was fitted: a parameter set since (``set_params``) but
+        ``whiten`` (which ``transform`` and its inverse read when called) is refused, saying which, as the fitted
+        map is not that parameter's (a file would record it beside the old map: a changed ``n_components`` loaded
+        with that many components, a ``standardize`` labelled the units wrong)."""
+        now, fitted = self._get_spec(), getattr(self, "_fit_spec", None)
+        if fitted is None:
+            return now
+        changed = [name for name in spec.names() if name != "whiten" and not _same(getattr(now, name), getattr(fitted, name))]
+        if changed:
+            raise ValueError(f"the parameters {', '.join(changed)} were changed after the fit (set_params), and the fitted map is that "
+                             f"of {', '.join(f'{name}={getattr(fitted, name)!r}' for name in changed)}: fit again with the new "
+                             "values, or set them back")
+        return now
+
     def _set_fitted(self, params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None) -> None:
+        self._fit_spec = declared
         self.params_ = params
         self.features_, self.sample_ = features, sample
         self.mean_ = params.mean
@@ -360,7 +376,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         size = (self.n_effective_, self.weighted_samples_) if hasattr(self, "n_effective_") else None
-        return file.to_dataset(self.params_, self._get_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None),
+        return file.to_dataset(self.params_, self._fitted_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None),
                                getattr(self, "configuration_", None), size)
 
     @classmethod
@@ -515,6 +531,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if R.ndim != 2:
             raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
         checks.check_components(R.shape[1], self.params_.n_features, "the number of components per row")
+        _check_component_columns(X, output_names(self, self.params_.n_features), R.shape[1])
         if R.dtype.kind not in "iuf":
             raise TypeError(f"components must be real numbers, got dtype {R.dtype}")
         if R.dtype.kind != "f":
@@ -522,7 +539,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return kernels.inverse(R, self.params_, whiten=self.whiten)
 
     def jacobian(self, X: Any) -> np.ndarray:
-        """Analytic Jacobian ``dr/dx`` at every sample.
+        """Analytic Jacobian ``dr/dx`` at every sample, of the components as the map gives them (``whiten=True``
+        divides :meth:`transform`'s by ``sqrt(explained_variance_)``, rows of this Jacobian alike).
 
         Parameters
         ----------
@@ -622,7 +640,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             worse beyond sampling noise.
         """
         X = self._check_input(X)
-        complete = np.isfinite(X).all(axis=1)
+        complete = np.isfinite(self.params_.inputs(X)).all(axis=1)  # a reduced model's dropped inputs (land) are not gaps
         weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
         return errors.compare_errors(self.params_, X[complete], weights=weights)
 
@@ -808,8 +826,8 @@ def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[n
     return X[~bad], None if groups is None else np.asarray(groups)[~bad], None if weights is None else weights[~bad]
 
 
-def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None,
-                 declared: Spec) -> tuple[np.ndarray, Any, np.ndarray | None, bool | None, np.ndarray | None]:
+def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declared: Spec,
+                 features: FeatureLabels | None = None) -> tuple[np.ndarray, Any, np.ndarray | None, bool | None, np.ndarray | None]:
     """``missing="fill"``: the rows with at least one observed value, their gaps filled by the EM-style loop of
     :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype;
     for a curved map only those with the fewest gaps (:func:`~ppa_xr.core.fill.fewest_gaps`, what it is fitted on; a
@@ -825,8 +843,9 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None,
         finite = finite[kept]
     if len(X) < 2 or not finite.any(axis=0).all():
         empty = [j for j in range(X.shape[1]) if not finite[:, j].any()] if len(X) else list(range(X.shape[1]))
+        named = f" ({features.dim!r} {shown(features.labels[empty])})" if features is not None and features.labels is not None else ""
         raise ValueError(f"missing='fill' needs at least 2 rows with an observed value and every feature observed somewhere; "
-                         f"{len(X)} rows have one, and features {empty} are never observed: drop those features")
+                         f"{len(X)} rows have one, and features {empty}{named} are never observed: drop those features")
     if finite.all():
         return X, groups, weights, None, None
     rng_seed = declared.random_state
@@ -890,6 +909,29 @@ def _patterns(params: PPAParams) -> np.ndarray:
     if params.used is not None:
         patterns[:, ~params.used] = np.nan
     return patterns
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two parameter values are the same: arrays (a noise covariance) by their values, anything else by ``==``
+    (a Generator or a callable: the same object)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    return bool(a == b)
+
+
+def _check_component_columns(X: Any, names: list[str], k: int) -> None:
+    """Refuse a table of components (a pandas DataFrame of ``set_output(transform="pandas")``) whose columns named as
+    the model names its outputs (``ppa0``, ``ppa1``, ...) are not the first ``k`` in order: the inverse reads its
+    columns by position, so ``Z[["ppa1", "ppa0"]]`` would be inverted as components 1 and 2. Columns named otherwise
+    are read by position."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not any(isinstance(c, str) and c in names for c in columns):
+        return
+    given = list(columns)
+    if given != names[:k]:
+        raise ValueError(f"the components' columns are {shown(given)}, and inverse_transform reads the first {k} components "
+                         f"in their order, {shown(names[:k])}: select them so, X[model.get_feature_names_out()[:{k}]] (a subset "
+                         "other than the leading components, or another order, cannot be inverted)")
 
 
 def _unmasked(X: Any) -> Any:
