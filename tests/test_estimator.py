@@ -209,6 +209,22 @@ def test_reconstruction_mse_curve(curved):
     for k in (1, 3):
         assert curve[k - 1] == pytest.approx(np.mean(np.sum((model.inverse_transform(R[:, :k]) - curved) ** 2, axis=1)), rel=1e-12)
     assert curve[-1] < 1e-20 and np.all(np.diff(curve) <= 1e-12)
+    gappy = curved.copy()
+    gappy[[3, 50], [1, 0]] = np.nan  # left out, as evaluate leaves them: one gap made the whole curve NaN
+    np.testing.assert_array_equal(model.reconstruction_mse(gappy), model.reconstruction_mse(np.delete(curved, [3, 50], axis=0)))
+    with pytest.raises(ValueError, match="none of the 2 rows is complete.*model.fill"):
+        model.reconstruction_mse(gappy[[3, 50]])
+
+
+def test_a_share_of_the_variance_is_read_as_transform_reads_it_by_reconstruct_and_fill(curved):
+    model = PPA(random_state=0).fit(curved)
+    k = model.kept(0.95)
+    assert 1 <= k < curved.shape[1]
+    np.testing.assert_array_equal(model.reconstruct(curved, 0.95), model.reconstruct(curved, k))
+    gappy = np.where(np.random.default_rng(1).random(curved.shape) < 0.2, np.nan, curved)
+    np.testing.assert_array_equal(model.fill(gappy, n_components=0.95), model.fill(gappy, n_components=k))
+    with pytest.raises(ValueError, match=r"n_components must be an integer in \[1, 4\], got 1.0"):
+        model.reconstruct(curved, 1.0)
 
 
 def test_features_of_very_different_scales_warn():

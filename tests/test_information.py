@@ -368,3 +368,14 @@ def test_the_reduction_of_a_model_reads_a_table_as_the_model_does():
     assert multi_information_reduction(held, model).total == of_parameters(held.values, model.params_).total
     with pytest.raises(ValueError, match="same order"):
         multi_information_reduction(held[["c", "a", "b"]], model)
+
+
+def test_an_unknown_entropy_estimator_is_refused_before_the_sampling_pass(landsat):
+    from dask.callbacks import Callback
+
+    model = landsat.ppa.fit(n_samples=2000, random_state=0, configuration="fixed")
+    started = []
+    with Callback(start=lambda dsk: started.append(len(dsk))):
+        with pytest.raises(ValueError, match=r"estimator must be one of \['histogram', 'spacing'\], got 'knn'"):
+            landsat.chunk({"x": 160}).ppa.information_report(model, estimator="knn")
+    assert started == []  # nothing read: the pass over the cube's chunks would have come first

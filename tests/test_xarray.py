@@ -244,6 +244,15 @@ def test_datetime_features_are_named_as_dates(tmp_path):
         sst.ppa.fit(dim=("lat", "lon"))
 
 
+def test_a_share_of_the_variance_keeps_what_transform_keeps_in_reconstruct_error_and_fill(landsat, model):
+    k = landsat.ppa.transform(model, n_components=0.99).sizes["component"]
+    assert k == model.kept(0.99)
+    np.testing.assert_array_equal(landsat.ppa.reconstruct(model, 0.99).values, landsat.ppa.reconstruct(model, k).values)
+    np.testing.assert_array_equal(landsat.ppa.reconstruction_error(model, 0.99).values, landsat.ppa.reconstruction_error(model, k).values)
+    cloudy = landsat.where(landsat.band != "B4")  # one band missing everywhere: filled from the others
+    np.testing.assert_array_equal(cloudy.ppa.fill(model, n_components=0.99).values, cloudy.ppa.fill(model, n_components=k).values)
+
+
 def test_wrong_dimension_name(landsat, model):
     with pytest.raises(ValueError, match=r"no dimension 'band' \(its dims are \('bands', 'y', 'x'\)\); pass dim= .* dim='bands'"):
         landsat.rename(band="bands").ppa.transform(model)

@@ -30,6 +30,10 @@ threads : int, optional
     "kept": """
 n_components : int
     Components kept, 1..d.""",
+    "kept_or_share": """
+n_components : int or float
+    Components kept, 1..d, or a share of the variance in (0, 1) (``0.95``: the fewest leading components whose
+    ``explained_variance_ratio_`` sum to 95%), as :meth:`~ppa_xr.PPA.transform` reads it.""",
     "cube_model": """
 obj : xr.DataArray or xr.Dataset
     A cube with the model's features.

@@ -327,6 +327,13 @@ class Histograms:
 ESTIMATORS = {"spacing": EqualMassBins, "histogram": Histograms}
 
 
+def check_estimator(estimator: str) -> str:
+    """``estimator`` if it names one of :data:`ESTIMATORS`, else a ValueError listing them."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got {estimator!r}")
+    return estimator
+
+
 def marginal_density(X: np.ndarray, estimator: str = "spacing", sorted_columns: np.ndarray | None = None,
                      weights: np.ndarray | None = None) -> EqualMassBins | Histograms:
     """The marginal densities of a sample, by ``"spacing"`` (default) or ``"histogram"``.
@@ -347,9 +354,7 @@ def marginal_density(X: np.ndarray, estimator: str = "spacing", sorted_columns: 
     EqualMassBins or Histograms
         Densities with ``entropy()`` and ``log2_density(values)``.
     """
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got {estimator!r}")
-    if estimator == "spacing":
+    if check_estimator(estimator) == "spacing":
         return EqualMassBins.fit(X, sorted_columns=sorted_columns, weights=weights)
     return Histograms.fit(X, weights=weights)
 

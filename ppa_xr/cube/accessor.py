@@ -75,17 +75,17 @@ class _PPAAccessor:
         return maps.inverse_transform(self._obj, model, dim)
 
     @_delegates_to(maps.reconstruct)
-    def reconstruct(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray | xr.Dataset:
+    def reconstruct(self, model: PPA, n_components: int | float, dim: Hashable | None = None) -> xr.DataArray | xr.Dataset:
         """Lazy ``n_components`` reconstruction; see :func:`ppa_xr.cube.reconstruct`."""
         return maps.reconstruct(self._obj, model, n_components, dim)
 
     @_delegates_to(maps.reconstruction_error)
-    def reconstruction_error(self, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
+    def reconstruction_error(self, model: PPA, n_components: int | float, dim: Hashable | None = None) -> xr.DataArray:
         """Lazy per-pixel squared error map; see :func:`ppa_xr.cube.reconstruction_error`."""
         return maps.reconstruction_error(self._obj, model, n_components, dim)
 
     @_delegates_to(maps.fill)
-    def fill(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, return_mask: bool = False):
+    def fill(self, model: PPA, n_components: int | float | None = None, dim: Hashable | None = None, return_mask: bool = False):
         """Lazy gap filling on the fitted map; see :func:`ppa_xr.cube.fill`."""
         return maps.fill(self._obj, model, n_components, dim, return_mask)
 

@@ -218,7 +218,7 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
 
 
 @shared
-def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray | xr.Dataset:
+def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | float, dim: Hashable | None = None) -> xr.DataArray | xr.Dataset:
     """Lazy reconstruction from the first ``n_components`` components (fused: one task per chunk).
 
     The same values as ``inverse_transform(transform(obj, model, k), model)``
@@ -227,7 +227,7 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
     Parameters
     ----------
     {{cube_model}}
-    {{kept}}
+    {{kept_or_share}}
     {{fitted_dim}}
 
     Returns
@@ -236,14 +236,14 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, d
         The reconstruction, the cube's layout and labels, lazy (a Dataset's variables for a Dataset).
     """
     da, dim = model_features(obj, model, dim)
-    k = check_components(n_components, model.params_.n_features)
+    k = model.kept(n_components)
     out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     out = (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction")).assign_attrs(provenance(model, "reconstruction", k))
     return as_given(obj, out, dim)
 
 
 @shared
-def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int, dim: Hashable | None = None) -> xr.DataArray:
+def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | float, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy per-pixel squared reconstruction error ``sum_b (x_b - x^_b)^2`` with ``n_components`` kept.
 
     Its area-weighted mean is xarray's: ``error.weighted(np.cos(np.deg2rad(error.lat))).mean()``, the
@@ -252,7 +252,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
     Parameters
     ----------
     {{cube_model}}
-    {{kept}}
+    {{kept_or_share}}
     {{fitted_dim}}
 
     Returns
@@ -262,7 +262,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
         units (whitened units for a standardizing or noise-whitening model), lazy.
     """
     da, dim = model_features(obj, model, dim)
-    k = check_components(n_components, model.params_.n_features)
+    k = model.kept(n_components)
     name = f"squared reconstruction error summed over bands, {k} PPA components"
     units = _component_units(da, model)
     out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)
@@ -271,7 +271,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
 
 @shared
 def fill(
-    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | None = None, dim: Hashable | None = None, return_mask: bool = False,
+    obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | float | None = None, dim: Hashable | None = None, return_mask: bool = False,
 ) -> xr.DataArray | xr.Dataset | tuple[xr.DataArray | xr.Dataset, xr.DataArray | xr.Dataset]:
     """Lazy gap filling: each pixel's missing values (NaN, inf or nodata) estimated from its observed ones on the fitted map.
 
@@ -283,8 +283,9 @@ def fill(
     Parameters
     ----------
     {{cube_model}}
-    n_components : int, optional
-        Fill from the first k components' manifold (1..d, 1..r for a reduced model); default: every component.
+    n_components : int or float, optional
+        Fill from the first k components' manifold (1..d, 1..r for a reduced model, or a share of the variance in (0, 1)
+        as :meth:`~ppa_xr.PPA.transform` reads it); default: every component.
     {{fitted_dim}}
     return_mask : bool
         Also return where values were filled.
@@ -301,7 +302,7 @@ def fill(
     >>> filled, mask = cube.ppa.fill(model, return_mask=True)  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
-    k = None if n_components is None else check_components(n_components, model.params_.n_features)
+    k = None if n_components is None else model.kept(n_components)
     out = map_kernel(fill_kernel, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     kept = model.params_.n_features if k is None else k
     labels = {name: coord for name, coord in da.coords.items() if dim in coord.dims}  # the cube's own, in the model's order

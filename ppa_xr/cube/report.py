@@ -13,7 +13,7 @@ import xarray as xr
 
 from ..core import errors, kernels
 from ..core.checks import check_components, warn_user
-from ..core.entropy import (DEGENERATE, LN2, MapDensities, PointwiseReduction, column_sorts, degenerate, dequantized, discrete_columns,
+from ..core.entropy import (DEGENERATE, LN2, MapDensities, PointwiseReduction, check_estimator, column_sorts, degenerate, dequantized, discrete_columns,
                              marginal_density, reduction)
 from ..core.linalg import unit_mean
 from ..core.params import PPAParams
@@ -315,6 +315,7 @@ def information_report(
             raise ValueError(f"a numpy table must be 2-D (samples, features), got shape {obj.shape}; reshape it, e.g. x.reshape(1, -1) for one sample")
         obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
     da, dim = model_features(obj, model, dim)
+    check_estimator(estimator)  # before the sampling pass
     params = model.params_
     width = params.n_features  # the inputs the entropies are measured on: the features, or a reduced model's r span coordinates
     k = min(REPORT_COMPONENTS, width - 1) if n_components is None else check_components(n_components, width)

@@ -554,22 +554,22 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         return kernels.jacobian(self._check_input(X), self.params_)
 
-    def reconstruct(self, X: Any, n_components: int) -> np.ndarray:
+    def reconstruct(self, X: Any, n_components: int | float) -> np.ndarray:
         """Reconstruction of ``X`` from its first ``n_components`` PPA components (see :meth:`inverse_transform`).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Samples.
-        n_components : int
-            Components kept, 1..d.
+        n_components : int or float
+            Components kept, 1..d, or a share of the variance in (0, 1), as :meth:`kept` reads it.
 
         Returns
         -------
         np.ndarray
             (n_samples, n_features) reconstructions.
         """
-        return kernels.reconstruct(self._check_input(X), self.params_, n_components)
+        return kernels.reconstruct(self._check_input(X), self.params_, self.kept(n_components))
 
     def reconstruction_mse(self, X: Any) -> np.ndarray:
         """Reconstruction error keeping ``k = 1..d`` components, from one forward pass.
@@ -582,16 +582,17 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Samples.
+            Samples; rows with NaN or inf are left out, as :meth:`evaluate` leaves them.
 
         Returns
         -------
         np.ndarray
             (d,) mean squared errors, in squared input units (whitened units for a whitening model).
         """
-        return np.mean(kernels.error_curve(self._check_input(X), self.params_), axis=0)
+        X, complete = self._complete(X)
+        return np.mean(kernels.error_curve(X[complete], self.params_), axis=0)
 
-    def fill(self, X: Any, n_components: int | None = None) -> np.ndarray:
+    def fill(self, X: Any, n_components: int | float | None = None) -> np.ndarray:
         """``X`` with its missing values (NaN or inf) estimated from each row's observed ones on the fitted map.
 
         The fill is the most probable completion under the model
@@ -611,8 +612,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
             Samples, NaN (or inf) where a value is missing.
-        n_components : int, optional
-            Fill from the first k components' manifold (1..d, 1..r for a reduced model); default: every component.
+        n_components : int or float, optional
+            Fill from the first k components' manifold (1..d, 1..r for a reduced model, or a share of the variance in
+            (0, 1) as :meth:`kept` reads it); default: every component.
 
         Returns
         -------
@@ -620,7 +622,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             (n_samples, n_features): observed values unchanged (bit for bit), missing ones filled; a row with
             no observed value stays NaN. float32 stays float32.
         """
-        return fill_gaps(self._check_input(X), self.params_, n_components)
+        return fill_gaps(self._check_input(X), self.params_, None if n_components is None else self.kept(n_components))
 
     def evaluate(self, X: Any, sample_weight: Any = None) -> errors.ErrorComparison:
         """PPA against its own PCA (:attr:`pca_`) on the samples ``X``, ideally not used to fit.
@@ -639,10 +641,19 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             wins), its standard error, ``low()`` its lower confidence bound and ``worse_at()`` the k where PPA is
             worse beyond sampling noise.
         """
-        X = self._check_input(X)
-        complete = np.isfinite(self.params_.inputs(X)).all(axis=1)  # a reduced model's dropped inputs (land) are not gaps
+        X, complete = self._complete(X)
         weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
         return errors.compare_errors(self.params_, X[complete], weights=weights)
+
+    def _complete(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``X`` checked, and which of its rows are complete: every input the model reads finite (a reduced model's
+        dropped inputs, such as land cells, are not gaps)."""
+        X = self._check_input(X)
+        complete = np.isfinite(self.params_.inputs(X)).all(axis=1)
+        if not complete.any():
+            raise ValueError(f"none of the {len(X)} rows is complete (every one has NaN or inf where the model reads it): "
+                             "fill the gaps first (model.fill(X)) or pass rows without them")
+        return X, complete
 
     def __repr__(self, N_CHAR_MAX: int = 700) -> str:
         """scikit-learn's repr of the parameters, and for a fitted model its summary (:mod:`ppa_xr.model.display`)."""
