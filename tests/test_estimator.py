@@ -1,5 +1,6 @@
 """PPA follows scikit-learn's estimator contract and refuses bad input clearly."""
 
+import time
 import warnings
 
 import numpy as np
@@ -227,6 +228,21 @@ def test_a_share_of_the_variance_is_read_as_transform_reads_it_by_reconstruct_an
         model.reconstruct(curved, 1.0)
 
 
+def test_the_process_own_share_of_the_load_is_its_cpu_time_damped_as_the_load_average():
+    """A constant rate r of cores over the last T seconds is r (1 - exp(-T / 60)) of the 1-minute load average,
+    however the span is sampled; CPU time before the span does not count."""
+    from ppa_xr.core.blas import LOAD_TAU, own_load
+
+    now = 1000.0
+    for rate, span in ((2.0, 60.0), (1.0, 15.0), (0.5, 300.0)):
+        expected = rate * (1 - np.exp(-span / LOAD_TAU))
+        for marks in (1, 3, 10):
+            times = np.linspace(now - span, now, marks, endpoint=False)
+            samples = [(t, rate * (t - (now - span))) for t in times]
+            assert own_load(samples, now, rate * span) == pytest.approx(expected, rel=1e-12)
+    assert own_load([(now - 200.0, 0.0), (now - 100.0, 100.0)], now, 100.0) == pytest.approx(np.exp(-100 / 60) - np.exp(-200 / 60))
+
+
 def test_features_of_very_different_scales_warn():
     rng = np.random.default_rng(0)
     z, u, v = rng.normal(5500, 100, 2000), rng.normal(0, 0.01, 2000), rng.normal(0, 0.01, 2000)
@@ -280,6 +296,11 @@ def test_the_covariance_takes_the_callers_threads_only_where_cores_are_idle(monk
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     with threadpool_limits(2, user_api="blas"):
         assert blas.product_threads() == min(2, cores + 1)
+        # a load this process's own last minute explains (two cores busy) is not another's: the caller's threads
+        monkeypatch.setattr(blas, "_OWN", [(time.monotonic() - 60, time.process_time() - 120)])
+        monkeypatch.setattr(os, "getloadavg", lambda: (min(2, cores) * (1 - np.exp(-1)) + 0.9, 0.0, 0.0))
+        assert blas.product_threads() == min(2, cores + 1)
+        monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
         with blas.single_thread:
             assert blas.product_threads() == 1
         seen = []

@@ -19,6 +19,7 @@ import ctypes
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -50,21 +51,43 @@ def every_blas_on_one_thread():
 def product_threads() -> int:
     """The BLAS threads for one large product of a fit (its covariance, which ``PCA()`` makes at the default
     threads too): the caller's count (the user's ``threadpool_limits``, else numpy's default), at most the
-    cores that the machine's load leaves to this process (``cores - load + 1``, the load average counting
-    this process's own thread), where the fit runs in the process's main thread while no kernel holds the
-    BLAS (:data:`single_thread`); 1 elsewhere (a dask task, whose siblings share the cores). A busy machine
-    gets one thread: threads that wait for cores spin (measured: 2.5x the wall time of one thread at load
-    8 on 2 cores). The product's rounding does not depend on the count (GEMM and SYRK split their output
-    among the threads, not their sums)."""
+    cores that the other processes' load leaves to this one (``cores - (load - own) + 1``, ``own`` this process's
+    share of the load average, :func:`own_load`, and the 1 its own thread), where the fit runs in the process's main
+    thread while no kernel holds the BLAS (:data:`single_thread`); 1 elsewhere (a dask task, whose siblings share
+    the cores). A busy machine gets one thread: threads that wait for cores spin (measured: 2.5x the wall time of
+    one thread at load 8 on 2 cores). The product's rounding does not depend on the count (GEMM and SYRK split
+    their output among the threads, not their sums)."""
     if threading.current_thread() is not threading.main_thread() or not single_thread.idle():
         return 1
     caller = min((lib.num_threads for lib in _controller().select(user_api="blas").lib_controllers), default=1)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    now, cpu = time.monotonic(), time.process_time()
     try:
-        idle = int(cores - os.getloadavg()[0] + 1.5)
+        others = os.getloadavg()[0] - own_load(_OWN, now, cpu)
     except (AttributeError, OSError):  # no load average (Windows has no os.getloadavg)
-        idle = cores
-    return max(1, min(caller, idle))
+        others = 0.0
+    _OWN[:] = [(t, c) for t, c in _OWN if now - t < 5 * LOAD_TAU][-64:] + [(now, cpu)]
+    return max(1, min(caller, int(cores - max(others, 0.0) + 1.5)))
+
+
+#: the time constant of the 1-minute load average (Linux averages the runnable tasks with weight ``exp(-t / 60 s)``)
+LOAD_TAU = 60.0
+
+#: this process's CPU time (all its threads) at moments since ppa_xr was imported: (monotonic s, CPU s)
+_OWN: list[tuple[float, float]] = [(time.monotonic(), time.process_time())]
+
+
+def own_load(samples: Sequence[tuple[float, float]], now: float, cpu: float) -> float:
+    """This process's share of the 1-minute load average: the cores its threads kept busy (CPU time over wall
+    time) between the ``samples`` ``(t, cpu)`` and ``(now, cpu)``, weighted as the load average weighs them,
+    ``sum_i rate_i (exp(-(now - t_(i+1)) / tau) - exp(-(now - t_i) / tau))``. Without it, a fit right after the
+    process's own work (the fit before, a benchmark's warm-up) read that work as another process's and took one
+    thread: ``degree=1`` at 1.9x ``PCA()`` instead of 1.4x, at load 1.6 with nothing else running."""
+    times = np.array([t for t, _ in samples] + [now])
+    spent = np.diff([c for _, c in samples] + [cpu])
+    rates = spent / np.maximum(np.diff(times), 1e-9)
+    weights = np.exp(-(now - times) / LOAD_TAU)
+    return float(np.sum(rates * np.diff(weights)))
 
 
 def in_order(func: Callable[[int], object], starts: Sequence[int], threads: int) -> Iterator:
