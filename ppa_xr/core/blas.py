@@ -82,7 +82,7 @@ def own_load(samples: Sequence[tuple[float, float]], now: float, cpu: float) -> 
     time) between the ``samples`` ``(t, cpu)`` and ``(now, cpu)``, weighted as the load average weighs them,
     ``sum_i rate_i (exp(-(now - t_(i+1)) / tau) - exp(-(now - t_i) / tau))``. Without it, a fit right after the
     process's own work (the fit before, a benchmark's warm-up) read that work as another process's and took one
-    thread: ``degree=1`` at 1.9x ``PCA()`` instead of 1.4x, at load 1.6 with nothing else running."""
+    thread: ``degree=1`` at 1.9x ``PCA()`` instead of 1.5x, at load 1.6-1.9 with nothing else running."""
     times = np.array([t for t, _ in samples] + [now])
     spent = np.diff([c for _, c in samples] + [cpu])
     rates = spent / np.maximum(np.diff(times), 1e-9)

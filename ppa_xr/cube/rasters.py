@@ -422,8 +422,9 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
     if raster_options and suffix not in (".tif", ".tiff"):
         raise TypeError(f"options {sorted(raster_options)} are a GeoTIFF's; {path} is written as {suffix[1:]}")
     if suffix in (".tif", ".tiff"):
-        _check_raster_dims(_as_bands(da))
-        _check_regular_grid(_as_bands(da))
+        bands = _as_bands(da)
+        _check_raster_dims(bands)
+        _check_regular_grid(bands)
 
     def write(tmp: Path) -> None:
         with _finishing_tasks():

@@ -589,7 +589,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         np.ndarray
             (d,) mean squared errors, in squared input units (whitened units for a whitening model).
         """
-        X, complete = self._complete(X)
+        X, complete = self._complete_rows(X)
         return np.mean(kernels.error_curve(X[complete], self.params_), axis=0)
 
     def fill(self, X: Any, n_components: int | float | None = None) -> np.ndarray:
@@ -641,11 +641,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             wins), its standard error, ``low()`` its lower confidence bound and ``worse_at()`` the k where PPA is
             worse beyond sampling noise.
         """
-        X, complete = self._complete(X)
+        X, complete = self._complete_rows(X)
         weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
         return errors.compare_errors(self.params_, X[complete], weights=weights)
 
-    def _complete(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _complete_rows(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """``X`` checked, and which of its rows are complete: every input the model reads finite (a reduced model's
         dropped inputs, such as land cells, are not gaps)."""
         X = self._check_input(X)
