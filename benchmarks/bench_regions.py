@@ -35,6 +35,8 @@ halves dealt over 5 x 5 regions of the accessor's 10 x 10 spatial blocks, ``roun
 * ``judged``: the whole sample's fit curves only the steps its validated half fit curved and judged (the chosen
   candidate's curved steps, by step index); every other step is straight. Where the validation found no curve in the
   half fit, the final fit is straight throughout.
+* ``judgedboth``: the whole sample's fit as today where its curved steps are among the judged ones (by index);
+  otherwise refitted (the same draws) curving only the steps both it and the half fit curved.
 * ``judgeddir``: as ``judged``, a step matched by direction rather than index: the final fit's next step (the
   residual's leading principal axis) may curve where its |cos| with one of the judged curved steps' leading vectors
   exceeds 1/sqrt(2) (closer to that axis than to all the others together).
@@ -274,7 +276,7 @@ GUARD: dict = {}
 
 
 @contextlib.contextmanager
-def _judged(by_direction: bool = False):
+def _judged(by_direction: bool = False, both: bool = False):
     """The final fit curves only the steps the chosen candidate's half fit curved: by index, or (``by_direction``) a
     step along an axis closer to one of those steps' leading vectors than to its orthogonal complement (|cos| > 1/sqrt 2)."""
     half: dict[bool, list[int]] = {}
@@ -305,6 +307,18 @@ def _judged(by_direction: bool = False):
             print(json.dumps({"judged_steps": sorted(ALLOWED["steps"])}), file=sys.stderr, flush=True)
         chosen.clear()
         try:
+            if not both or "steps" not in ALLOWED:
+                return FINAL(X, spec, **kwargs)
+            allowed = ALLOWED.pop("steps")
+            rng = kwargs["rng"]
+            saved = copy.deepcopy(rng.bit_generator.state)
+            fitted = FINAL(X, spec, **kwargs)  # the whole sample's own choice of steps
+            own = set(fitted.params.curved_steps())
+            if own <= allowed:
+                return fitted
+            rng.bit_generator.state = saved
+            ALLOWED["steps"] = own & allowed
+            print(json.dumps({"own": sorted(own), "kept": sorted(ALLOWED["steps"])}), file=sys.stderr, flush=True)
             return FINAL(X, spec, **kwargs)
         finally:
             ALLOWED.clear()
@@ -375,8 +389,8 @@ def main() -> None:
                     stack.enter_context(_fields(part == "fieldsu", float(np.exp(-1)) if part == "fieldse" else 0.0))
                 elif part in ("fieldguard", "fieldguardb"):
                     stack.enter_context(_field_guard(part == "fieldguardb"))
-                elif part in ("judged", "judgeddir"):
-                    stack.enter_context(_judged(part == "judgeddir"))
+                elif part in ("judged", "judgeddir", "judgedboth"):
+                    stack.enter_context(_judged(part == "judgeddir", part == "judgedboth"))
                 elif part == "degrees":
                     stack.enter_context(_degrees())
                 elif part == "backward":
