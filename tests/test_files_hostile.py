@@ -438,3 +438,20 @@ def test_overwrite_replaces_only_what_the_output_would_be(tmp_path, cube_model):
     for name in ("out.zarr", "out.tif"):
         ppa_xr.write_cube(scores, tmp_path / name)
         ppa_xr.write_cube(scores, tmp_path / name, overwrite=True)
+
+
+# --------------------------------------------------------------------------- labels of any resolution and origin
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+@pytest.mark.parametrize("unit", ["s", "ms", "ns"])
+def test_dates_as_features_at_any_resolution_save_and_reload(tmp_path, name, unit):
+    """Months as features held as ``datetime64[s]`` (a file's resolution, which xarray keeps) come back from the file as
+    ``datetime64[ns]``: their checksum is of the dates, not of their resolution (the file was refused as corrupt)."""
+    times = np.array([f"2000-{m:02d}-01" for m in range(1, 7)], dtype=f"datetime64[{unit}]")
+    rng = np.random.default_rng(2)
+    cube = xr.DataArray(rng.normal(size=(6, 12, 12)), dims=("time", "y", "x"), coords={"time": times})
+    model = cube.ppa.fit(dim="time", degree=1, random_state=0)
+    loaded = load_model(model.save(tmp_path / name))
+    assert (loaded.feature_labels_ == times).all()
+    np.testing.assert_array_equal(cube.ppa.transform(loaded).values, cube.ppa.transform(model).values)

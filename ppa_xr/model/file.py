@@ -85,12 +85,13 @@ _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose",
 
 def _digest(values: Any, integer: bool = False) -> str:
     """SHA-256 of values in a canonical form: numbers as little-endian int64 (``integer``) or float64, anything
-    else (labels: strings, datetimes, tuples) as the JSON of their text."""
+    else (labels: strings, datetimes, tuples) as the JSON of their text, dates at nanoseconds whatever their resolution (a
+    cube's ``datetime64[s]`` labels are read back from the file as ``datetime64[ns]``)."""
     values = np.asarray(values)
     if values.dtype.kind in "iufb":
         return hashlib.sha256(np.ascontiguousarray(values, dtype="<i8" if integer else "<f8").tobytes()).hexdigest()
     if values.dtype.kind == "M":
-        values = np.datetime_as_string(values)
+        values = np.datetime_as_string(values, unit="ns")
     return hashlib.sha256(json.dumps([str(v) for v in values.ravel().tolist()]).encode()).hexdigest()
 
 
