@@ -455,3 +455,18 @@ def test_dates_as_features_at_any_resolution_save_and_reload(tmp_path, name, uni
     loaded = load_model(model.save(tmp_path / name))
     assert (loaded.feature_labels_ == times).all()
     np.testing.assert_array_equal(cube.ppa.transform(loaded).values, cube.ppa.transform(model).values)
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+def test_a_dataframe_models_column_names_survive_a_save(tmp_path, name):
+    """A model fitted on a DataFrame keeps ``feature_names_in_`` through its file, so a DataFrame of its columns in
+    another order is refused after a load as before it (it went through the map by position, silently)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    table = pd.DataFrame(rng.normal(size=(300, 4)) * [1, 2, 3, 4], columns=["a", "b", "c", "d"])
+    model = PPA(degree=1, random_state=0).fit(table)
+    loaded = load_model(model.save(tmp_path / name))
+    assert loaded.feature_names_in_.tolist() == ["a", "b", "c", "d"]
+    np.testing.assert_array_equal(loaded.transform(table), model.transform(table))
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        loaded.transform(table[["d", "c", "b", "a"]])

@@ -1,10 +1,12 @@
 """Model files: a fitted PPA as data (netCDF or zarr), written atomically and verified on load; never a pickle.
 
-Layout (format version 10): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
+Layout (format version 11): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
 ``power`` (max degree); the feature labels as the ``feature`` coordinate
 (or, for a stacked dimension, one ``feature_level_<name>`` variable per
 level) and other per-feature coordinates as ``feature_coord_<name>``; the
+column names of a DataFrame fitted on (scikit-learn's ``feature_names_in_``)
+as ``feature_names``; the
 fitting sample's error curve against its PCA as ``fit_error_ratio``; the
 estimator's parameters (JSON), the fitting sample (JSON, one record per
 cube), the feature dimension, the format name and version, the ppa_xr
@@ -48,13 +50,14 @@ from .._atomic import as_path, check_output, locked, recover_interrupted, remove
 from .labels import FeatureLabels, kinds, uniform
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 10  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+FORMAT_VERSION = 11  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
 # 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits);
 # 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov; 8: validation retired, checksums of
 # labels and attributes, the fitting sample's error curve, the configuration fitted (configuration_); 9: one checksum
 # over the whole record (record_sha256); reduced models (S-mode, feature weights): the map's own dimension "map" (r)
-# beside the inputs' "feature" (d), basis, feature_root; 10: the outputs' marginal densities (marginal, marginal_range)
-READABLE = (2, 3, 4, 5, 6, 7, 8, 9, 10)  # a version 2 file is a model without standardization
+# beside the inputs' "feature" (d), basis, feature_root; 10: the outputs' marginal densities (marginal, marginal_range);
+# 11: a DataFrame's column names (feature_names)
+READABLE = (2, 3, 4, 5, 6, 7, 8, 9, 10, 11)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "map"), "degrees": ("step",), "center": ("step",),
@@ -68,7 +71,7 @@ _REDUCTION = {"basis": ("feature", "whitened"), "feature_root": ("feature",)}
 _MARGINAL = {"marginal": ("output", "marginal_point"), "marginal_range": ("output", "bound")}
 #: variables that appeared in a format version after the first
 SINCE = {"whitening": 7, "noise_cov": 7, "fit_error_ratio": 8, "basis": 9, "feature_root": 9, "sample_size": 9, "marginal": 10,
-         "marginal_range": 10}
+         "marginal_range": 10, "feature_names": 11}
 #: arrays of older formats: the standardizing scales ``D`` (versions 3-6), read as ``whitening = diag(1 / D)``
 LEGACY = {"feature_scale": (3, 6)}
 #: the noise covariance of a noise-whitening model (the estimator's ``noise_cov``; absent otherwise)
@@ -76,6 +79,8 @@ _NOISE = "noise_cov"
 _CURVE = "fit_error_ratio"
 #: the fitting sample's effective size and whether it was weighted: North's errors after a load
 _SIZE = "sample_size"
+#: the column names of a DataFrame the model was fitted on (``feature_names_in_``): transform matches columns by them
+_NAMES = "feature_names"
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
 #: attributes that define the model (checksummed from format 8 on)
 _DEFINING = ("tails", "estimator_params", "feature_dim", "feature_levels", "feature_variables", "fit_sample", "configuration")
@@ -130,7 +135,7 @@ def _json_parameters(declared: Spec) -> dict[str, Any]:
 
 def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None = None,
                error_ratio: np.ndarray | None = None, configuration: dict[str, Any] | None = None,
-               sample_size: tuple[float, bool] | None = None) -> xr.Dataset:
+               sample_size: tuple[float, bool] | None = None, feature_names: np.ndarray | None = None) -> xr.Dataset:
     """The model as an xarray Dataset: parameters, labels and record (the fitting sample, its error curve
     against PCA, the configuration fitted), each with its checksum, and provenance."""
     init = _json_parameters(declared)
@@ -139,6 +144,8 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
         ds[_NOISE] = (("noise", "feature"), declared.noise_cov)
     if error_ratio is not None:
         ds[_CURVE] = ("step", np.asarray(error_ratio, dtype=np.float64), {"long_name": "100 x PPA error / PCA error on the fitting sample"})
+    if feature_names is not None:
+        ds[_NAMES] = ("feature", _portable(feature_names, "feature_names"))
     if sample_size is not None:
         ds[_SIZE] = ((), np.float64(sample_size[0]), {"long_name": "effective size of the fitting sample", "weighted": int(sample_size[1])})
     ds = _with_labels(ds, features)
@@ -200,7 +207,7 @@ def _dims_of(params: PPAParams) -> dict[str, tuple[str, ...]]:
 
 def _allowed(name: str) -> bool:
     """Whether a variable is one a model writes."""
-    return name in _DIMS or name in _REDUCTION or name in _MARGINAL or name in LEGACY or name in (_NOISE, _CURVE, _SIZE, "feature") or name.startswith((_COORD, _LEVEL))
+    return name in _DIMS or name in _REDUCTION or name in _MARGINAL or name in LEGACY or name in (_NOISE, _CURVE, _SIZE, _NAMES, "feature") or name.startswith((_COORD, _LEVEL))
 
 
 def _version(ds: xr.Dataset, source: str) -> int:
@@ -338,6 +345,16 @@ def sample_size(ds: xr.Dataset, source: str = "dataset") -> tuple[float, bool] |
     if not n >= 1 or ds[_SIZE].attrs.get("weighted") not in (0, 1):
         raise ValueError(f"{source} is corrupt: its sample size {n} is not readable")
     return n, bool(ds[_SIZE].attrs["weighted"])
+
+
+def feature_names(ds: xr.Dataset, source: str = "dataset") -> np.ndarray | None:
+    """The column names of the DataFrame a model was fitted on (None where it was not, or the file is older)."""
+    if _NAMES not in ds:
+        return None
+    names = _verified(ds, _NAMES, source)
+    if not all(isinstance(v, str) for v in names.tolist()) or names.shape != (ds.sizes["feature"],):
+        raise ValueError(f"{source} is corrupt: its {_NAMES} are not one string per feature")
+    return names.astype(object)
 
 
 def _noise(ds: xr.Dataset, flag: Any, source: str) -> np.ndarray | None:
