@@ -470,3 +470,23 @@ def test_a_dataframe_models_column_names_survive_a_save(tmp_path, name):
     np.testing.assert_array_equal(loaded.transform(table), model.transform(table))
     with pytest.raises(ValueError, match="Feature names must be in the same order"):
         loaded.transform(table[["d", "c", "b", "a"]])
+
+
+def _months(calendar: str, count: int = 6):
+    """``count`` month starts of a cftime calendar (cftime is optional: tests needing it skip without it)."""
+    pytest.importorskip("cftime")
+    return xr.date_range("2000-01-01", periods=count, freq="MS", calendar=calendar, use_cftime=True).values
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+@pytest.mark.parametrize("calendar", ["noleap", "360_day", "standard"])
+def test_a_model_of_cftime_dates_as_features_saves_and_reloads(tmp_path, name, calendar):
+    """Months of a model calendar (cftime dates) as features are stored as their text and calendar, and read back as the
+    same dates: the save was refused, suggesting string labels."""
+    times = _months(calendar)
+    cube = xr.DataArray(np.random.default_rng(4).normal(size=(6, 12, 12)), dims=("time", "y", "x"), coords={"time": times})
+    model = cube.ppa.fit(dim="time", degree=1, random_state=0)
+    loaded = load_model(model.save(tmp_path / name))
+    assert loaded.feature_labels_.tolist() == times.tolist() and {v.calendar for v in loaded.feature_labels_} == {times[0].calendar}
+    np.testing.assert_array_equal(cube.ppa.transform(loaded).values, cube.ppa.transform(model).values)
+    xr.testing.assert_identical(cube.ppa.reconstruct(loaded, 2).time, cube.time)

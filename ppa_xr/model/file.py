@@ -47,7 +47,7 @@ from ..core.keys import FitSample, PixelSample
 from ..core.params import PPAParams
 from ..core.spec import Spec
 from .._atomic import as_path, check_output, locked, recover_interrupted, remove_stale, replace_atomically, special, suffix_of
-from .labels import FeatureLabels, kinds, uniform
+from .labels import FeatureLabels, calendar, kinds, uniform
 
 FORMAT = "ppa_xr.model"
 FORMAT_VERSION = 11  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
@@ -162,12 +162,47 @@ def _with_labels(ds: xr.Dataset, features: FeatureLabels | None) -> xr.Dataset:
         return ds
     if features.labels is not None and features.levels:
         for i, level in enumerate(features.levels):
-            ds[_LEVEL + level] = ("feature", _portable([label[i] for label in features.labels], str(features.dim)))
+            ds[_LEVEL + level] = ("feature", *_stored([label[i] for label in features.labels], str(features.dim)))
     elif features.labels is not None:
-        ds = ds.assign_coords(feature=_portable(features.labels, str(features.dim)))
+        ds = ds.assign_coords(feature=("feature", *_stored(features.labels, str(features.dim))))
     for name, values in features.coords.items():
-        ds[_COORD + name] = ("feature", _portable(values, name))
+        ds[_COORD + name] = ("feature", *_stored(values, name))
     return ds
+
+
+#: the attributes of labels that are cftime dates (stored as ISO text): their calendar and whether it has a year 0
+_CALENDAR, _YEAR_ZERO = "ppa_xr_calendar", "ppa_xr_has_year_zero"
+_ISO = re.compile(r"(-?\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(?:\.(\d{6}))?")
+
+
+def _stored(values: Any, dim: str) -> tuple[np.ndarray, dict[str, Any]]:
+    """Labels or coordinates as a file stores them (:func:`_portable`) and their attributes: cftime dates (a noleap or
+    360_day calendar) as their ISO text, with the calendar to read them back by."""
+    found = calendar(np.array(values, dtype=object) if isinstance(values, list) else values)
+    if found is None or not found[1]:
+        return _portable(values, dim), {}
+    items = np.ravel(values).tolist()
+    return (np.array([v.isoformat() for v in items], dtype=object),
+            {_CALENDAR: found[0], _YEAR_ZERO: int(all(v.has_year_zero for v in items))})
+
+
+def _restored(ds: xr.Dataset, name: str, values: np.ndarray, source: str) -> np.ndarray:
+    """Labels or coordinates as stored, cftime dates (:func:`_stored`) as dates again."""
+    if _CALENDAR not in ds[name].attrs:
+        return values
+    try:
+        import cftime
+
+        fields = [_ISO.fullmatch(str(v)) for v in values.tolist()]
+        if not all(fields):
+            raise ValueError("not ISO dates")
+        return np.array([cftime.datetime(*(int(g or 0) for g in match.groups()), calendar=str(ds[name].attrs[_CALENDAR]),
+                                         has_year_zero=bool(ds[name].attrs.get(_YEAR_ZERO, 0))) for match in fields if match], dtype=object)
+    except ImportError as err:
+        raise ImportError(f"{source} labels its features with dates of the {ds[name].attrs[_CALENDAR]!r} calendar, which need "
+                          "the cftime package to read: pip install cftime") from err
+    except (AttributeError, TypeError, ValueError) as err:
+        raise ValueError(f"{source} is corrupt: its {name} are not dates of the {ds[name].attrs[_CALENDAR]!r} calendar ({err})") from err
 
 
 def _attributes(params: PPAParams, init: dict[str, Any], features: FeatureLabels | None, sample: FitSample | None) -> dict[str, Any]:
@@ -428,7 +463,7 @@ def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None
     if dim is None:
         return None
     levels = _levels(ds, source)
-    read = (lambda name: _verified(ds, name, source)) if version >= 8 else (lambda name: ds[name].values)
+    read = (lambda name: _restored(ds, name, _verified(ds, name, source) if version >= 8 else ds[name].values, source))
     labels: np.ndarray | None
     if levels:
         labels = np.empty(ds.sizes["feature"], dtype=object)

@@ -68,6 +68,27 @@ def _new_times(dim: Hashable, missing: np.ndarray, labels: np.ndarray, cube_labe
             f"samples): model = cube.stack(cell=('lat', 'lon')).ppa.fit(dim='cell'), then new.stack(cell=('lat', 'lon')).ppa.transform(model)")
 
 
+def calendar(labels: Any) -> tuple[str, bool] | None:
+    """The calendar of dates as labels and whether they are cftime objects: ``("standard", False)`` for numpy's
+    datetime64, ``(calendar, True)`` for cftime dates of one calendar; None for other labels."""
+    values = np.asarray(labels)
+    if values.dtype.kind == "M":
+        return "standard", False
+    found = {getattr(v, "calendar", None) for v in values.ravel().tolist()} if values.dtype == object and values.size else {None}
+    return (str(found.pop()), True) if len(found) == 1 and None not in found else None
+
+
+def _other_calendar(dim: Hashable, model: tuple[str, bool], cube: tuple[str, bool]) -> str:
+    """Why dates of another calendar (or other date objects) cannot be matched to the model's, and how to convert them."""
+    def said(cal: tuple[str, bool]) -> str:
+        return f"the {cal[0]!r} calendar as {'cftime dates' if cal[1] else 'numpy datetime64'}"
+    align = ", align_on='date'" if "360_day" in (model[0], cube[0]) else ""
+    return (f"the model's labels along {dim!r} are dates of {said(model)}, the cube's of {said(cube)}: a date printed alike "
+            f"is another day in each (or another type), so none can be matched. Convert the cube to the model's calendar: "
+            f"cube.convert_calendar({model[0]!r}, dim={str(dim)!r}, use_cftime={model[1]}{align}) (xarray; dates the model's "
+            f"calendar lacks are dropped), or fit the model on the cube's calendar")
+
+
 def in_levels(index: pd.Index, levels: Any) -> pd.Index:
     """A stacked ``index`` with its levels in the order of ``levels`` (names) where it stacks the same levels in another
     order (``cell = (x, y)`` beside ``(y, x)``), so that tuples are compared level by level, by name: on a grid with the
@@ -148,6 +169,8 @@ class FeatureLabels:
         has more (the others named in a warning), or refused with what is missing."""
         if self.labels is not None and self.dim in da.coords:
             cube_labels = self._cube_labels(da)
+            if (ours := calendar(self.labels)) and (theirs := calendar(cube_labels)) and ours != theirs:
+                raise ValueError(_other_calendar(self.dim, ours, theirs))
             have, want = (labels.astype(np.result_type(cube_labels, self.labels)).tolist() if cube_labels.dtype.kind == self.labels.dtype.kind == "M"
                           else labels.tolist() for labels in (cube_labels, self.labels))  # dates as dates at any resolution (s, ns)
             if dups := _duplicates(have):
