@@ -490,3 +490,19 @@ def test_a_model_of_cftime_dates_as_features_saves_and_reloads(tmp_path, name, c
     assert loaded.feature_labels_.tolist() == times.tolist() and {v.calendar for v in loaded.feature_labels_} == {times[0].calendar}
     np.testing.assert_array_equal(cube.ppa.transform(loaded).values, cube.ppa.transform(model).values)
     xr.testing.assert_identical(cube.ppa.reconstruct(loaded, 2).time, cube.time)
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+@pytest.mark.parametrize("variable_width", [False, True])
+def test_per_band_names_are_checked_after_a_zarr_load_and_on_a_zarr_cube(tmp_path, name, variable_width):
+    """zarr gives strings back as numpy's variable-width ``StringDType``: a model loaded from a .zarr (or a cube whose
+    band names are such strings) skipped the check of per-band names, so another sensor's bands under the same labels
+    went through without the warning, silently. The model's labels come back as the fitted cube held them."""
+    rng = np.random.default_rng(6)
+    cube = xr.DataArray(rng.normal(size=(3, 16, 16)), dims=("band", "y", "x"),
+                        coords={"band": ["a", "b", "c"], "common_name": ("band", np.array(["blue", "green", "red"]))})
+    loaded = load_model(cube.ppa.fit(degree=1, random_state=0).save(tmp_path / name))
+    assert loaded.feature_labels_.dtype == np.dtype("<U1") and loaded.feature_coords_["common_name"].dtype == np.dtype("<U5")
+    names = np.array(["nir", "swir", "red"], dtype=np.dtypes.StringDType() if variable_width else None)
+    with pytest.warns(UserWarning, match=r"the cube's 'common_name' differs from the model's .* a: nir \(model blue\), b: swir"):
+        cube.assign_coords(common_name=("band", names)).ppa.transform(loaded)

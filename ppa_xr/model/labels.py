@@ -45,9 +45,12 @@ def kinds(labels: Any) -> str:
 
 def uniform(values: Any) -> np.ndarray:
     """Labels held as Python objects of one kind, all booleans, all whole numbers or all floats, as that numpy type
-    (``bool``, ``int64``, ``float64``), which a model file stores exactly; other labels (strings, tuples, mixed
+    (``bool``, ``int64``, ``float64``), which a model file stores exactly; numpy's variable-width strings (``StringDType``,
+    as zarr gives them back) as fixed-width ones, as the cube fitted held them; other labels (strings, tuples, mixed
     kinds) as they are."""
     values = np.asarray(values)
+    if values.dtype.kind == "T":
+        return np.array(values.tolist(), dtype=str)
     items = values.ravel().tolist() if values.dtype == object else []
     if not items:
         return values
@@ -204,7 +207,7 @@ class FeatureLabels:
             cube = da[name].values
             if values.dtype.kind in "iuf" and cube.dtype.kind in "iuf":
                 unlike = ~np.isclose(cube, values, rtol=0.01, equal_nan=True)
-            elif values.dtype.kind in "US" and cube.dtype.kind in "US":  # names (common_name); not per-scene metadata (proj:transform)
+            elif values.dtype.kind in "UST" and cube.dtype.kind in "UST":  # names (common_name; "T": a zarr's); not per-scene metadata (proj:transform)
                 unlike = cube != values
             else:
                 continue
