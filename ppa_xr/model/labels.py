@@ -172,8 +172,6 @@ class FeatureLabels:
         has more (the others named in a warning), or refused with what is missing."""
         if self.labels is not None and self.dim in da.coords:
             cube_labels = self._cube_labels(da)
-            if (ours := calendar(self.labels)) and (theirs := calendar(cube_labels)) and ours != theirs:
-                raise ValueError(_other_calendar(self.dim, ours, theirs))
             have, want = (labels.astype(np.result_type(cube_labels, self.labels)).tolist() if cube_labels.dtype.kind == self.labels.dtype.kind == "M"
                           else labels.tolist() for labels in (cube_labels, self.labels))  # dates as dates at any resolution (s, ns)
             if dups := _duplicates(have):
@@ -194,9 +192,12 @@ class FeatureLabels:
 
     def _cube_labels(self, da: xr.DataArray) -> np.ndarray:
         """The cube's labels along the feature dimension; a stacked one's tuples with their levels in the model's order
-        (:func:`in_levels`)."""
+        (:func:`in_levels`); dates of another calendar than the model's refused, saying how to convert them."""
         index = da.indexes.get(self.dim)
-        return in_levels(index, self.levels).to_numpy() if self.levels and isinstance(index, pd.MultiIndex) else da[self.dim].values
+        labels = in_levels(index, self.levels).to_numpy() if self.levels and isinstance(index, pd.MultiIndex) else da[self.dim].values
+        if (ours := calendar(self.labels)) and (theirs := calendar(labels)) and ours != theirs:
+            raise ValueError(_other_calendar(self.dim, ours, theirs))
+        return labels
 
     def _warn_unlike(self, da: xr.DataArray) -> None:
         """Warn where a per-feature coordinate of the cube (e.g. ``wavelength``) differs from the model's under the same
