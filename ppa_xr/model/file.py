@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from .._version import VERSION
@@ -172,22 +173,28 @@ def _with_labels(ds: xr.Dataset, features: FeatureLabels | None) -> xr.Dataset:
 
 #: the attributes of labels that are cftime dates (stored as ISO text): their calendar and whether it has a year 0
 _CALENDAR, _YEAR_ZERO = "ppa_xr_calendar", "ppa_xr_has_year_zero"
+#: the resolution of numpy dates as labels other than nanoseconds (a file gives them back at nanoseconds)
+_UNIT, _UNITS = "ppa_xr_resolution", ("D", "h", "m", "s", "ms", "us")
 _ISO = re.compile(r"(-?\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(?:\.(\d{6}))?")
 
 
 def _stored(values: Any, dim: str) -> tuple[np.ndarray, dict[str, Any]]:
     """Labels or coordinates as a file stores them (:func:`_portable`) and their attributes: cftime dates (a noleap or
-    360_day calendar) as their ISO text, with the calendar to read them back by."""
-    found = calendar(np.array(values, dtype=object) if isinstance(values, list) else values)
+    360_day calendar) as their ISO text, with the calendar to read them back by; numpy dates with their resolution."""
+    values = uniform(np.array(values, dtype=object) if isinstance(values, list) else np.asarray(values))
+    found = calendar(values)
     if found is None or not found[1]:
-        return _portable(values, dim), {}
+        unit = np.datetime_data(values.dtype)[0] if found else "ns"
+        return _portable(values, dim), ({_UNIT: unit} if unit in _UNITS else {})
     items = np.ravel(values).tolist()
     return (np.array([v.isoformat() for v in items], dtype=object),
             {_CALENDAR: found[0], _YEAR_ZERO: int(all(v.has_year_zero for v in items))})
 
 
 def _restored(ds: xr.Dataset, name: str, values: np.ndarray, source: str) -> np.ndarray:
-    """Labels or coordinates as stored, cftime dates (:func:`_stored`) as dates again."""
+    """Labels or coordinates as stored, cftime dates (:func:`_stored`) as dates again, numpy dates at their resolution."""
+    if ds[name].attrs.get(_UNIT) in _UNITS and values.dtype.kind == "M":
+        return values.astype(f"datetime64[{ds[name].attrs[_UNIT]}]")
     if _CALENDAR not in ds[name].attrs:
         return values
     try:
@@ -467,7 +474,7 @@ def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None
     labels: np.ndarray | None
     if levels:
         labels = np.empty(ds.sizes["feature"], dtype=object)
-        labels[:] = list(zip(*(read(_LEVEL + level).tolist() for level in levels)))
+        labels[:] = list(zip(*(_level_items(read(_LEVEL + level)) for level in levels)))
     else:
         labels = read("feature") if "feature" in ds.coords else None
     coords = {str(name)[len(_COORD):]: read(str(name)) for name in ds.variables if str(name).startswith(_COORD)}
@@ -475,6 +482,12 @@ def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None
         return FeatureLabels(dim, labels, coords, levels, bool(ds.attrs.get("feature_variables", 0)))
     except ValueError as err:
         raise ValueError(f"{source} is corrupt: its feature labels are not usable ({err})") from err
+
+
+def _level_items(values: np.ndarray) -> list:
+    """A stacked dimension's level values as its tuples hold them: numbers and strings as Python's, dates as pandas'
+    (``tolist`` gives nanoseconds as integers)."""
+    return pd.DatetimeIndex(values).tolist() if values.dtype.kind == "M" else values.tolist()
 
 
 def _check(params: PPAParams, source: str) -> None:

@@ -45,7 +45,8 @@ def kinds(labels: Any) -> str:
 
 def uniform(values: Any) -> np.ndarray:
     """Labels held as Python objects of one kind, all booleans, all whole numbers or all floats, as that numpy type
-    (``bool``, ``int64``, ``float64``), which a model file stores exactly; numpy's variable-width strings (``StringDType``,
+    (``bool``, ``int64``, ``float64``), pandas' dates (a stacked dimension's date level) as numpy's, which a model file
+    stores exactly; numpy's variable-width strings (``StringDType``,
     as zarr gives them back) as fixed-width ones, as the cube fitted held them; other labels (strings, tuples, mixed
     kinds) as they are."""
     values = np.asarray(values)
@@ -60,6 +61,8 @@ def uniform(values: Any) -> np.ndarray:
         return values.astype(np.int64) if all(-2**63 <= int(v) < 2**63 for v in items) else values
     if all(isinstance(v, (float, np.floating)) for v in items):
         return values.astype(np.float64)
+    if all(isinstance(v, pd.Timestamp) and v.tzinfo is None for v in items):  # a stacked dimension's date level
+        return np.array([v.to_datetime64() for v in items]).reshape(values.shape)
     return values
 
 
