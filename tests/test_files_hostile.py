@@ -456,6 +456,13 @@ def test_dates_as_features_at_any_resolution_save_and_reload(tmp_path, name, uni
     assert (loaded.feature_labels_ == times).all() and loaded.feature_labels_.dtype == times.dtype  # and at their resolution
     np.testing.assert_array_equal(cube.ppa.transform(loaded).values, cube.ppa.transform(model).values)
     xr.testing.assert_identical(cube.ppa.reconstruct(loaded, 2).time, cube.time)
+    if unit != "ns":  # a file of the previous version: the checksum of the dates at their own resolution, and no record of it
+        from ppa_xr.model import file as model_io
+
+        old = model.to_dataset()
+        old["feature"].attrs = {"sha256": model_io._digest(times, unit=unit)}
+        model_io.sealed(old).to_netcdf(tmp_path / "old.nc", engine="h5netcdf")
+        np.testing.assert_array_equal(load_model(tmp_path / "old.nc").feature_labels_, times)
 
 
 @pytest.mark.parametrize("name", ["m.nc", "m.zarr"])

@@ -89,15 +89,16 @@ _DEFINING = ("tails", "estimator_params", "feature_dim", "feature_levels", "feat
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}
 
 
-def _digest(values: Any, integer: bool = False) -> str:
+def _digest(values: Any, integer: bool = False, unit: str = "ns") -> str:
     """SHA-256 of values in a canonical form: numbers as little-endian int64 (``integer``) or float64, anything
     else (labels: strings, datetimes, tuples) as the JSON of their text, dates at nanoseconds whatever their resolution (a
-    cube's ``datetime64[s]`` labels are read back from the file as ``datetime64[ns]``)."""
+    cube's ``datetime64[s]`` labels are read back from the file as ``datetime64[ns]``; files of the previous version took them
+    at their own resolution, ``unit``)."""
     values = np.asarray(values)
     if values.dtype.kind in "iufb":
         return hashlib.sha256(np.ascontiguousarray(values, dtype="<i8" if integer else "<f8").tobytes()).hexdigest()
     if values.dtype.kind == "M":
-        values = np.datetime_as_string(values, unit="ns")
+        values = np.datetime_as_string(values, unit=unit)
     return hashlib.sha256(json.dumps([str(v) for v in values.ravel().tolist()]).encode()).hexdigest()
 
 
@@ -306,7 +307,8 @@ def _verified(ds: xr.Dataset, name: str, source: str, kind: str | None = None) -
         raise ValueError(f"{source} is corrupt or truncated: {err}") from err
     if kind is not None and values.dtype.kind != kind:
         raise ValueError(f"{source} is corrupt: {name} has dtype {values.dtype}")
-    if ds[name].attrs.get("sha256") != _checksum(name, values):
+    recorded = ds[name].attrs.get("sha256")
+    if recorded != _checksum(name, values) and not (values.dtype.kind == "M" and any(recorded == _digest(values, unit=u) for u in _UNITS)):
         raise ValueError(f"{source} is corrupt: the checksum of {name!r} does not match its values")
     return values
 
