@@ -89,7 +89,7 @@ _DEFINING = ("tails", "estimator_params", "feature_dim", "feature_levels", "feat
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}
 
 
-def _digest(values: Any, integer: bool = False, unit: str = "ns") -> str:
+def _digest(values: Any, integer: bool = False, unit: Any = "ns") -> str:
     """SHA-256 of values in a canonical form: numbers as little-endian int64 (``integer``) or float64, anything
     else (labels: strings, datetimes, tuples) as the JSON of their text, dates at nanoseconds whatever their resolution (a
     cube's ``datetime64[s]`` labels are read back from the file as ``datetime64[ns]``; files of the previous version took them

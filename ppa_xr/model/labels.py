@@ -46,15 +46,17 @@ def kinds(labels: Any) -> str:
 def uniform(values: Any) -> np.ndarray:
     """Labels held as Python objects of one kind, all booleans, all whole numbers or all floats, as that numpy type
     (``bool``, ``int64``, ``float64``), pandas' dates (a stacked dimension's date level) as numpy's, which a model file
-    stores exactly; numpy's variable-width strings (``StringDType``,
-    as zarr gives them back) as fixed-width ones, as the cube fitted held them; other labels (strings, tuples, mixed
-    kinds) as they are."""
+    stores exactly; numpy's variable-width strings (``StringDType``, as zarr gives them back) as fixed-width ones, as
+    the cube fitted held them; other labels (strings, tuples, mixed kinds) as they are."""
     values = np.asarray(values)
     if values.dtype.kind == "T":
         return np.array(values.tolist(), dtype=str)
     items = values.ravel().tolist() if values.dtype == object else []
-    if not items:
-        return values
+    return _of_one_kind(values, items) if items else values
+
+
+def _of_one_kind(values: np.ndarray, items: list) -> np.ndarray:
+    """:func:`uniform` of an array of Python objects, ``items`` its values."""
     if all(isinstance(v, (bool, np.bool_)) for v in items):
         return values.astype(bool)
     if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in items):
