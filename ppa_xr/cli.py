@@ -346,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--n-components", type=_positive, help="fill from the first K components' manifold (default: every component)"
     )
     command("report", _cmd_report, "PPA vs PCA: redundancy and error maps, summary and figure into a folder",
-            ("inputs", "model", "output_dir")).add_argument("--n-components", type=_positive, help="components kept for the error maps (default 3, at most the bands less one)")
+            ("inputs", "model", "output_dir")).add_argument("--n-components", type=_positive, help="components kept for the error maps (default: the model's n_components, else 3; at most the bands less one)")
     demo = command("demo", _cmd_demo, "the whole workflow on the bundled Landsat 8 sample", (), reads=False)
     demo.add_argument("--n-samples", type=_positive, default=50_000, help="pixels sampled for the fit (default 50000)")
     demo.add_argument("--seed", type=int, default=spec.RANDOM_STATE, help=f"seed of the pixel sample and the folds (default {spec.RANDOM_STATE})")

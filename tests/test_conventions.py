@@ -54,6 +54,16 @@ def test_the_report_keeps_three_components_by_default_or_all_but_one():
     assert cli.build_parser().parse_args(["report", "a.tif", "m.nc", "out"]).n_components is None
 
 
+@pytest.mark.parametrize("n_components, kept", [(5, 5), (2, 2), (0.5, None), (6, 5)])
+def test_the_report_keeps_the_components_the_model_was_fitted_to_keep(n_components, kept):
+    """A model fitted with ``n_components`` has its report's error maps at that many components, as transform keeps (at
+    most d - 1): they were at 3 whatever the model kept, silently."""
+    wide = curved_sample(3000, d=6)
+    model = PPA(degree=1, n_components=n_components).fit(wide[:1500])
+    found = ppa_xr.information.information_report(wide[1500:], model).attrs["n_components"]
+    assert found == (model.n_components_ if kept is None else kept) and found == min(model.n_components_, 5)
+
+
 def test_the_inverse_kernel_counts_components_with_the_one_check():
     """kernels.inverse refuses a wrong component count as every other entry point does (core.checks.check_components)."""
     from ppa_xr.core import kernels

@@ -438,3 +438,96 @@ def test_overwrite_replaces_only_what_the_output_would_be(tmp_path, cube_model):
     for name in ("out.zarr", "out.tif"):
         ppa_xr.write_cube(scores, tmp_path / name)
         ppa_xr.write_cube(scores, tmp_path / name, overwrite=True)
+
+
+# --------------------------------------------------------------------------- labels of any resolution and origin
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+@pytest.mark.parametrize("unit", ["s", "ms", "ns"])
+def test_dates_as_features_at_any_resolution_save_and_reload(tmp_path, name, unit):
+    """Months as features held as ``datetime64[s]`` (a file's resolution, which xarray keeps) come back from the file as
+    ``datetime64[ns]``: their checksum is of the dates, not of their resolution (the file was refused as corrupt)."""
+    times = np.array([f"2000-{m:02d}-01" for m in range(1, 7)], dtype=f"datetime64[{unit}]")
+    rng = np.random.default_rng(2)
+    cube = xr.DataArray(rng.normal(size=(6, 12, 12)), dims=("time", "y", "x"), coords={"time": times})
+    model = cube.ppa.fit(dim="time", degree=1, random_state=0)
+    loaded = load_model(model.save(tmp_path / name))
+    assert (loaded.feature_labels_ == times).all() and loaded.feature_labels_.dtype == times.dtype  # and at their resolution
+    np.testing.assert_array_equal(cube.ppa.transform(loaded).values, cube.ppa.transform(model).values)
+    xr.testing.assert_identical(cube.ppa.reconstruct(loaded, 2).time, cube.time)
+    if unit != "ns":  # a file of the previous version: the checksum of the dates at their own resolution, and no record of it
+        from ppa_xr.model import file as model_io
+
+        old = model.to_dataset()
+        old["feature"].attrs = {"sha256": model_io._digest(times, unit=unit)}
+        model_io.sealed(old).to_netcdf(tmp_path / "old.nc", engine="h5netcdf")
+        np.testing.assert_array_equal(load_model(tmp_path / "old.nc").feature_labels_, times)
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+@pytest.mark.parametrize("unit", ["s", "ns"])
+def test_stacked_features_with_a_date_level_save_and_reload(tmp_path, name, unit):
+    """Features stacked from dates and sites (``stack(feature=("time", "site"))``) hold pandas' dates in their tuples: the
+    save was refused ("types Timestamp"), suggesting string labels, which would undo the stacking."""
+    pd = pytest.importorskip("pandas")
+    times = pd.date_range("2000-01-01", periods=3).values.astype(f"datetime64[{unit}]")
+    rng = np.random.default_rng(7)
+    cube = xr.DataArray(rng.normal(size=(3, 2, 60)), dims=("time", "site", "pixel"), coords={"time": times, "site": ["a", "b"]})
+    stacked = cube.stack(feature=("time", "site"))
+    model = stacked.ppa.fit(dim="feature", degree=1, random_state=0)
+    loaded = load_model(model.save(tmp_path / name))
+    assert [tuple(label) for label in loaded.feature_labels_] == [tuple(label) for label in model.feature_labels_]
+    np.testing.assert_array_equal(stacked.ppa.transform(loaded).values, stacked.ppa.transform(model).values)
+    xr.testing.assert_identical(stacked.ppa.reconstruct(loaded, 2).feature, stacked.ppa.reconstruct(model, 2).feature)
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+def test_a_dataframe_models_column_names_survive_a_save(tmp_path, name):
+    """A model fitted on a DataFrame keeps ``feature_names_in_`` through its file, so a DataFrame of its columns in
+    another order is refused after a load as before it (it went through the map by position, silently)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    table = pd.DataFrame(rng.normal(size=(300, 4)) * [1, 2, 3, 4], columns=["a", "b", "c", "d"])
+    model = PPA(degree=1, random_state=0).fit(table)
+    loaded = load_model(model.save(tmp_path / name))
+    assert loaded.feature_names_in_.tolist() == ["a", "b", "c", "d"]
+    np.testing.assert_array_equal(loaded.transform(table), model.transform(table))
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        loaded.transform(table[["d", "c", "b", "a"]])
+
+
+def _months(calendar: str, count: int = 6):
+    """``count`` month starts of a cftime calendar (cftime is optional: tests needing it skip without it)."""
+    pytest.importorskip("cftime")
+    return xr.date_range("2000-01-01", periods=count, freq="MS", calendar=calendar, use_cftime=True).values
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+@pytest.mark.parametrize("calendar", ["noleap", "360_day", "standard"])
+def test_a_model_of_cftime_dates_as_features_saves_and_reloads(tmp_path, name, calendar):
+    """Months of a model calendar (cftime dates) as features are stored as their text and calendar, and read back as the
+    same dates: the save was refused, suggesting string labels."""
+    times = _months(calendar)
+    cube = xr.DataArray(np.random.default_rng(4).normal(size=(6, 12, 12)), dims=("time", "y", "x"), coords={"time": times})
+    model = cube.ppa.fit(dim="time", degree=1, random_state=0)
+    loaded = load_model(model.save(tmp_path / name))
+    assert loaded.feature_labels_.tolist() == times.tolist() and {v.calendar for v in loaded.feature_labels_} == {times[0].calendar}
+    np.testing.assert_array_equal(cube.ppa.transform(loaded).values, cube.ppa.transform(model).values)
+    xr.testing.assert_identical(cube.ppa.reconstruct(loaded, 2).time, cube.time)
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+@pytest.mark.parametrize("variable_width", [False, True])
+def test_per_band_names_are_checked_after_a_zarr_load_and_on_a_zarr_cube(tmp_path, name, variable_width):
+    """zarr gives strings back as numpy's variable-width ``StringDType``: a model loaded from a .zarr (or a cube whose
+    band names are such strings) skipped the check of per-band names, so another sensor's bands under the same labels
+    went through without the warning, silently. The model's labels come back as the fitted cube held them."""
+    rng = np.random.default_rng(6)
+    cube = xr.DataArray(rng.normal(size=(3, 16, 16)), dims=("band", "y", "x"),
+                        coords={"band": ["a", "b", "c"], "common_name": ("band", np.array(["blue", "green", "red"]))})
+    loaded = load_model(cube.ppa.fit(degree=1, random_state=0).save(tmp_path / name))
+    assert loaded.feature_labels_.dtype == np.dtype("<U1") and loaded.feature_coords_["common_name"].dtype == np.dtype("<U5")
+    names = np.array(["nir", "swir", "red"], dtype=np.dtypes.StringDType() if variable_width else None)
+    with pytest.warns(UserWarning, match=r"the cube's 'common_name' differs from the model's .* a: nir \(model blue\), b: swir"):
+        cube.assign_coords(common_name=("band", names)).ppa.transform(loaded)

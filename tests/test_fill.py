@@ -414,13 +414,17 @@ def test_cube_fill_is_lazy_chunk_invariant_and_equals_the_estimator(gappy_cube):
     assert empty[:3, :3].all() and np.isnan(filled.values[:, empty]).all() and np.isfinite(filled.values[:, ~empty]).all()
 
 
+@pytest.mark.parametrize("n_components", [3, None])
 @pytest.mark.parametrize("scheduler", ["threads", "processes", "synchronous"])
-def test_cube_fill_bit_identical_across_schedulers(gappy_cube, scheduler):
+def test_cube_fill_bit_identical_across_schedulers(gappy_cube, scheduler, n_components):
+    """The manifold's fill (k = 3) and the whole map's MAP fill (each part's buffers its own, ``compiled.fill_scratch``):
+    chunks filled side by side on threads give the bits of one at a time, one row of a chunk too."""
     cube, _, model = gappy_cube
     with dask.config.set(scheduler="synchronous"):
-        reference = cube.chunk({"y": 20, "x": 20}).ppa.fill(model, n_components=3).values
-    with dask.config.set(scheduler=scheduler):
-        np.testing.assert_array_equal(cube.chunk({"y": 20, "x": 20}).ppa.fill(model, n_components=3).values, reference)
+        reference = cube.chunk({"y": 20, "x": 20}).ppa.fill(model, n_components=n_components).values
+    with dask.config.set(scheduler=scheduler, num_workers=4):
+        np.testing.assert_array_equal(cube.chunk({"y": 20, "x": 20}).ppa.fill(model, n_components=n_components).values, reference)
+        np.testing.assert_array_equal(cube.chunk({"y": 1, "x": 40}).ppa.fill(model, n_components=n_components).values, reference)
 
 
 def test_cube_fit_with_missing_fill_on_a_stack_with_no_complete_pixel(gappy_cube):

@@ -69,3 +69,29 @@ def test_parameters_that_are_gone_or_renamed_say_what_to_pass(landsat):
         landsat.ppa.fit(noise="shift")
     with pytest.raises(TypeError, match=r"'bogus' is not a parameter of PPA \(the parameters are n_components, degree"):
         PPA(bogus=1)
+
+
+@pytest.mark.parametrize("model_calendar, cube_calendar, conversion", [
+    ("noleap", None, r"cube.convert_calendar\('noleap', dim='time', use_cftime=True\)"),
+    ("noleap", "360_day", r"cube.convert_calendar\('noleap', dim='time', use_cftime=True, align_on='date'\)"),
+    ("360_day", "noleap", r"cube.convert_calendar\('360_day', dim='time', use_cftime=True, align_on='date'\)"),
+    (None, "noleap", r"cube.convert_calendar\('standard', dim='time', use_cftime=False\)"),
+])
+def test_dates_of_another_calendar_name_both_calendars_and_the_conversion(model_calendar, cube_calendar, conversion):
+    """A model of months of one calendar against a cube of another: "lacks 24 of 24" under labels printed alike, or a raw
+    TypeError from cftime (360_day against noleap), before; now both calendars and the conversion, which works."""
+    pytest.importorskip("cftime")
+
+    def months(calendar):
+        return (xr.date_range("2000-01-01", periods=24, freq="MS", calendar=calendar, use_cftime=True).values if calendar
+                else np.array([f"{2000 + m // 12}-{m % 12 + 1:02d}-01" for m in range(24)], dtype="datetime64[ns]"))
+
+    values = np.random.default_rng(5).normal(size=(24, 8, 8))
+    model = xr.DataArray(values, dims=("time", "y", "x"), coords={"time": months(model_calendar)}).ppa.fit(dim="time", degree=1)
+    cube = xr.DataArray(values, dims=("time", "y", "x"), coords={"time": months(cube_calendar)})
+    with pytest.raises(ValueError, match=rf"dates of the '{model_calendar or 'standard'}' calendar .* the cube's of the "
+                                         rf"'{cube_calendar or 'standard'}' calendar .*{conversion}"):
+        cube.ppa.transform(model)
+    arguments = dict(use_cftime=model_calendar is not None) | ({"align_on": "date"} if "360_day" in (model_calendar, cube_calendar) else {})
+    converted = cube.convert_calendar(model_calendar or "standard", dim="time", **arguments)
+    assert converted.ppa.transform(model).sizes["component"] == 24

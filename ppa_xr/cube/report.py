@@ -281,7 +281,8 @@ def information_report(
     model : PPA
         A fitted model; its own PCA (``model.pca_``) is the baseline.
     n_components : int, optional
-        Components kept for the error maps (default ``ppa_xr.information.REPORT_COMPONENTS`` = 3, at most ``d - 1``, ``r - 1`` reduced).
+        Components kept for the error maps (default: the model's ``n_components_`` where it was fitted with
+        ``n_components``, else ``ppa_xr.information.REPORT_COMPONENTS`` = 3; at most ``d - 1``, ``r - 1`` reduced).
     dim : hashable, optional
         The feature dimension, when not the fitted one.
     n_samples : int, optional
@@ -318,7 +319,7 @@ def information_report(
     check_estimator(estimator)  # before the sampling pass
     params = model.params_
     width = params.n_features  # the inputs the entropies are measured on: the features, or a reduced model's r span coordinates
-    k = min(REPORT_COMPONENTS, width - 1) if n_components is None else check_components(n_components, width)
+    k = min(_kept_by(model), width - 1) if n_components is None else check_components(n_components, width)
     sample, index, on = _report_sample(da, dim, model, n_samples, random_state, held_out)
     row_weights = None if weights is None else sampling.weights_at(da, dim, weights, index)
     comparison, discrete, inputs, measures, curves, outputs = _statistics(params, sample, estimator, random_state, row_weights, _reused(da, width, k))
@@ -416,6 +417,14 @@ def _reused(da: xr.DataArray, width: int, k: int) -> int | None:
 REUSE_FEATURES = 64
 #: pixels a report samples when ``n_samples`` is not given
 REPORT_SAMPLES = 100_000
+
+
+def _kept_by(model: PPA) -> int:
+    """The components the error maps keep by default: those the model keeps (``n_components_``) where it was fitted with
+    ``n_components``, as ``transform`` keeps them, else :data:`REPORT_COMPONENTS`."""
+    return int(model.n_components_) if model.get_params()["n_components"] is not None else REPORT_COMPONENTS
+
+
 #: components its error maps keep when ``n_components`` is not given (at most ``d - 1``: ``d`` reconstructs exactly)
 REPORT_COMPONENTS = 3
 

@@ -377,7 +377,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         size = (self.n_effective_, self.weighted_samples_) if hasattr(self, "n_effective_") else None
         return file.to_dataset(self.params_, self._fitted_spec(), self.features_, self.sample_, getattr(self, "fit_error_ratio_", None),
-                               getattr(self, "configuration_", None), size)
+                               getattr(self, "configuration_", None), size, getattr(self, "feature_names_in_", None))
 
     @classmethod
     def from_dataset(cls, ds: Any, source: str = "dataset") -> PPA:
@@ -412,6 +412,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             model.configuration_ = configuration
         if (size := file.sample_size(ds, source)) is not None:
             model._set_sample_size(*size)
+        if (names := file.feature_names(ds, source)) is not None:
+            model.feature_names_in_ = names
         return model
 
     def save(self, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:

@@ -1,10 +1,12 @@
 """Model files: a fitted PPA as data (netCDF or zarr), written atomically and verified on load; never a pickle.
 
-Layout (format version 10): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
+Layout (format version 11): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
 ``power`` (max degree); the feature labels as the ``feature`` coordinate
 (or, for a stacked dimension, one ``feature_level_<name>`` variable per
 level) and other per-feature coordinates as ``feature_coord_<name>``; the
+column names of a DataFrame fitted on (scikit-learn's ``feature_names_in_``)
+as ``feature_names``; the
 fitting sample's error curve against its PCA as ``fit_error_ratio``; the
 estimator's parameters (JSON), the fitting sample (JSON, one record per
 cube), the feature dimension, the format name and version, the ppa_xr
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from .._version import VERSION
@@ -45,16 +48,17 @@ from ..core.keys import FitSample, PixelSample
 from ..core.params import PPAParams
 from ..core.spec import Spec
 from .._atomic import as_path, check_output, locked, recover_interrupted, remove_stale, replace_atomically, special, suffix_of
-from .labels import FeatureLabels, kinds, uniform
+from .labels import FeatureLabels, calendar, kinds, uniform
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 10  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+FORMAT_VERSION = 11  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
 # 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits);
 # 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov; 8: validation retired, checksums of
 # labels and attributes, the fitting sample's error curve, the configuration fitted (configuration_); 9: one checksum
 # over the whole record (record_sha256); reduced models (S-mode, feature weights): the map's own dimension "map" (r)
-# beside the inputs' "feature" (d), basis, feature_root; 10: the outputs' marginal densities (marginal, marginal_range)
-READABLE = (2, 3, 4, 5, 6, 7, 8, 9, 10)  # a version 2 file is a model without standardization
+# beside the inputs' "feature" (d), basis, feature_root; 10: the outputs' marginal densities (marginal, marginal_range);
+# 11: a DataFrame's column names (feature_names)
+READABLE = (2, 3, 4, 5, 6, 7, 8, 9, 10, 11)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "map"), "degrees": ("step",), "center": ("step",),
@@ -68,7 +72,7 @@ _REDUCTION = {"basis": ("feature", "whitened"), "feature_root": ("feature",)}
 _MARGINAL = {"marginal": ("output", "marginal_point"), "marginal_range": ("output", "bound")}
 #: variables that appeared in a format version after the first
 SINCE = {"whitening": 7, "noise_cov": 7, "fit_error_ratio": 8, "basis": 9, "feature_root": 9, "sample_size": 9, "marginal": 10,
-         "marginal_range": 10}
+         "marginal_range": 10, "feature_names": 11}
 #: arrays of older formats: the standardizing scales ``D`` (versions 3-6), read as ``whitening = diag(1 / D)``
 LEGACY = {"feature_scale": (3, 6)}
 #: the noise covariance of a noise-whitening model (the estimator's ``noise_cov``; absent otherwise)
@@ -76,6 +80,8 @@ _NOISE = "noise_cov"
 _CURVE = "fit_error_ratio"
 #: the fitting sample's effective size and whether it was weighted: North's errors after a load
 _SIZE = "sample_size"
+#: the column names of a DataFrame the model was fitted on (``feature_names_in_``): transform matches columns by them
+_NAMES = "feature_names"
 _COORD, _LEVEL = "feature_coord_", "feature_level_"
 #: attributes that define the model (checksummed from format 8 on)
 _DEFINING = ("tails", "estimator_params", "feature_dim", "feature_levels", "feature_variables", "fit_sample", "configuration")
@@ -83,14 +89,16 @@ _DEFINING = ("tails", "estimator_params", "feature_dim", "feature_levels", "feat
 _SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "zlib", "crc32c", "transpose", "vlen-utf8", "vlen-bytes", "lz4", "bz2", "lzma"}
 
 
-def _digest(values: Any, integer: bool = False) -> str:
+def _digest(values: Any, integer: bool = False, unit: Any = "ns") -> str:
     """SHA-256 of values in a canonical form: numbers as little-endian int64 (``integer``) or float64, anything
-    else (labels: strings, datetimes, tuples) as the JSON of their text."""
+    else (labels: strings, datetimes, tuples) as the JSON of their text, dates at nanoseconds whatever their resolution (a
+    cube's ``datetime64[s]`` labels are read back from the file as ``datetime64[ns]``; files of the previous version took them
+    at their own resolution, ``unit``)."""
     values = np.asarray(values)
     if values.dtype.kind in "iufb":
         return hashlib.sha256(np.ascontiguousarray(values, dtype="<i8" if integer else "<f8").tobytes()).hexdigest()
     if values.dtype.kind == "M":
-        values = np.datetime_as_string(values)
+        values = np.datetime_as_string(values, unit=unit)
     return hashlib.sha256(json.dumps([str(v) for v in values.ravel().tolist()]).encode()).hexdigest()
 
 
@@ -129,7 +137,7 @@ def _json_parameters(declared: Spec) -> dict[str, Any]:
 
 def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None, sample: FitSample | None = None,
                error_ratio: np.ndarray | None = None, configuration: dict[str, Any] | None = None,
-               sample_size: tuple[float, bool] | None = None) -> xr.Dataset:
+               sample_size: tuple[float, bool] | None = None, feature_names: np.ndarray | None = None) -> xr.Dataset:
     """The model as an xarray Dataset: parameters, labels and record (the fitting sample, its error curve
     against PCA, the configuration fitted), each with its checksum, and provenance."""
     init = _json_parameters(declared)
@@ -138,6 +146,8 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
         ds[_NOISE] = (("noise", "feature"), declared.noise_cov)
     if error_ratio is not None:
         ds[_CURVE] = ("step", np.asarray(error_ratio, dtype=np.float64), {"long_name": "100 x PPA error / PCA error on the fitting sample"})
+    if feature_names is not None:
+        ds[_NAMES] = ("feature", _portable(feature_names, "feature_names"))
     if sample_size is not None:
         ds[_SIZE] = ((), np.float64(sample_size[0]), {"long_name": "effective size of the fitting sample", "weighted": int(sample_size[1])})
     ds = _with_labels(ds, features)
@@ -154,12 +164,53 @@ def _with_labels(ds: xr.Dataset, features: FeatureLabels | None) -> xr.Dataset:
         return ds
     if features.labels is not None and features.levels:
         for i, level in enumerate(features.levels):
-            ds[_LEVEL + level] = ("feature", _portable([label[i] for label in features.labels], str(features.dim)))
+            ds[_LEVEL + level] = ("feature", *_stored([label[i] for label in features.labels], str(features.dim)))
     elif features.labels is not None:
-        ds = ds.assign_coords(feature=_portable(features.labels, str(features.dim)))
+        ds = ds.assign_coords(feature=("feature", *_stored(features.labels, str(features.dim))))
     for name, values in features.coords.items():
-        ds[_COORD + name] = ("feature", _portable(values, name))
+        ds[_COORD + name] = ("feature", *_stored(values, name))
     return ds
+
+
+#: the attributes of labels that are cftime dates (stored as ISO text): their calendar and whether it has a year 0
+_CALENDAR, _YEAR_ZERO = "ppa_xr_calendar", "ppa_xr_has_year_zero"
+#: the resolution of numpy dates as labels other than nanoseconds (a file gives them back at nanoseconds)
+_UNIT, _UNITS = "ppa_xr_resolution", ("D", "h", "m", "s", "ms", "us")
+_ISO = re.compile(r"(-?\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(?:\.(\d{6}))?")
+
+
+def _stored(values: Any, dim: str) -> tuple[np.ndarray, dict[str, Any]]:
+    """Labels or coordinates as a file stores them (:func:`_portable`) and their attributes: cftime dates (a noleap or
+    360_day calendar) as their ISO text, with the calendar to read them back by; numpy dates with their resolution."""
+    values = uniform(np.array(values, dtype=object) if isinstance(values, list) else np.asarray(values))
+    found = calendar(values)
+    if found is None or not found[1]:
+        unit = np.datetime_data(values.dtype)[0] if found else "ns"
+        return _portable(values, dim), ({_UNIT: unit} if unit in _UNITS else {})
+    items = np.ravel(values).tolist()
+    return (np.array([v.isoformat() for v in items], dtype=object),
+            {_CALENDAR: found[0], _YEAR_ZERO: int(all(v.has_year_zero for v in items))})
+
+
+def _restored(ds: xr.Dataset, name: str, values: np.ndarray, source: str) -> np.ndarray:
+    """Labels or coordinates as stored, cftime dates (:func:`_stored`) as dates again, numpy dates at their resolution."""
+    if ds[name].attrs.get(_UNIT) in _UNITS and values.dtype.kind == "M":
+        return values.astype(f"datetime64[{ds[name].attrs[_UNIT]}]")
+    if _CALENDAR not in ds[name].attrs:
+        return values
+    try:
+        import cftime
+
+        fields = [_ISO.fullmatch(str(v)) for v in values.tolist()]
+        if not all(fields):
+            raise ValueError("not ISO dates")
+        return np.array([cftime.datetime(*(int(g or 0) for g in match.groups()), calendar=str(ds[name].attrs[_CALENDAR]),
+                                         has_year_zero=bool(ds[name].attrs.get(_YEAR_ZERO, 0))) for match in fields if match], dtype=object)
+    except ImportError as err:
+        raise ImportError(f"{source} labels its features with dates of the {ds[name].attrs[_CALENDAR]!r} calendar, which need "
+                          "the cftime package to read: pip install cftime") from err
+    except (AttributeError, TypeError, ValueError) as err:
+        raise ValueError(f"{source} is corrupt: its {name} are not dates of the {ds[name].attrs[_CALENDAR]!r} calendar ({err})") from err
 
 
 def _attributes(params: PPAParams, init: dict[str, Any], features: FeatureLabels | None, sample: FitSample | None) -> dict[str, Any]:
@@ -199,7 +250,7 @@ def _dims_of(params: PPAParams) -> dict[str, tuple[str, ...]]:
 
 def _allowed(name: str) -> bool:
     """Whether a variable is one a model writes."""
-    return name in _DIMS or name in _REDUCTION or name in _MARGINAL or name in LEGACY or name in (_NOISE, _CURVE, _SIZE, "feature") or name.startswith((_COORD, _LEVEL))
+    return name in _DIMS or name in _REDUCTION or name in _MARGINAL or name in LEGACY or name in (_NOISE, _CURVE, _SIZE, _NAMES, "feature") or name.startswith((_COORD, _LEVEL))
 
 
 def _version(ds: xr.Dataset, source: str) -> int:
@@ -256,7 +307,8 @@ def _verified(ds: xr.Dataset, name: str, source: str, kind: str | None = None) -
         raise ValueError(f"{source} is corrupt or truncated: {err}") from err
     if kind is not None and values.dtype.kind != kind:
         raise ValueError(f"{source} is corrupt: {name} has dtype {values.dtype}")
-    if ds[name].attrs.get("sha256") != _checksum(name, values):
+    recorded = ds[name].attrs.get("sha256")
+    if recorded != _checksum(name, values) and not (values.dtype.kind == "M" and any(recorded == _digest(values, unit=u) for u in _UNITS)):
         raise ValueError(f"{source} is corrupt: the checksum of {name!r} does not match its values")
     return values
 
@@ -339,6 +391,16 @@ def sample_size(ds: xr.Dataset, source: str = "dataset") -> tuple[float, bool] |
     return n, bool(ds[_SIZE].attrs["weighted"])
 
 
+def feature_names(ds: xr.Dataset, source: str = "dataset") -> np.ndarray | None:
+    """The column names of the DataFrame a model was fitted on (None where it was not, or the file is older)."""
+    if _NAMES not in ds:
+        return None
+    names = _verified(ds, _NAMES, source)
+    if not all(isinstance(v, str) for v in names.tolist()) or names.shape != (ds.sizes["feature"],):
+        raise ValueError(f"{source} is corrupt: its {_NAMES} are not one string per feature")
+    return names.astype(object)
+
+
 def _noise(ds: xr.Dataset, flag: Any, source: str) -> np.ndarray | None:
     """The noise covariance a noise-whitening model stores as a variable (its parameter says true)."""
     if flag is None or flag is False:
@@ -410,11 +472,11 @@ def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None
     if dim is None:
         return None
     levels = _levels(ds, source)
-    read = (lambda name: _verified(ds, name, source)) if version >= 8 else (lambda name: ds[name].values)
+    read = (lambda name: _restored(ds, name, _verified(ds, name, source) if version >= 8 else ds[name].values, source))
     labels: np.ndarray | None
     if levels:
         labels = np.empty(ds.sizes["feature"], dtype=object)
-        labels[:] = list(zip(*(read(_LEVEL + level).tolist() for level in levels)))
+        labels[:] = list(zip(*(_level_items(read(_LEVEL + level)) for level in levels)))
     else:
         labels = read("feature") if "feature" in ds.coords else None
     coords = {str(name)[len(_COORD):]: read(str(name)) for name in ds.variables if str(name).startswith(_COORD)}
@@ -422,6 +484,12 @@ def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None
         return FeatureLabels(dim, labels, coords, levels, bool(ds.attrs.get("feature_variables", 0)))
     except ValueError as err:
         raise ValueError(f"{source} is corrupt: its feature labels are not usable ({err})") from err
+
+
+def _level_items(values: np.ndarray) -> list:
+    """A stacked dimension's level values as its tuples hold them: numbers and strings as Python's, dates as pandas'
+    (``tolist`` gives nanoseconds as integers)."""
+    return pd.DatetimeIndex(values).tolist() if values.dtype.kind == "M" else values.tolist()
 
 
 def _check(params: PPAParams, source: str) -> None:

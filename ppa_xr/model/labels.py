@@ -45,18 +45,26 @@ def kinds(labels: Any) -> str:
 
 def uniform(values: Any) -> np.ndarray:
     """Labels held as Python objects of one kind, all booleans, all whole numbers or all floats, as that numpy type
-    (``bool``, ``int64``, ``float64``), which a model file stores exactly; other labels (strings, tuples, mixed
-    kinds) as they are."""
+    (``bool``, ``int64``, ``float64``), pandas' dates (a stacked dimension's date level) as numpy's, which a model file
+    stores exactly; numpy's variable-width strings (``StringDType``, as zarr gives them back) as fixed-width ones, as
+    the cube fitted held them; other labels (strings, tuples, mixed kinds) as they are."""
     values = np.asarray(values)
+    if values.dtype.kind == "T":
+        return np.array(values.tolist(), dtype=str)
     items = values.ravel().tolist() if values.dtype == object else []
-    if not items:
-        return values
+    return _of_one_kind(values, items) if items else values
+
+
+def _of_one_kind(values: np.ndarray, items: list) -> np.ndarray:
+    """:func:`uniform` of an array of Python objects, ``items`` its values."""
     if all(isinstance(v, (bool, np.bool_)) for v in items):
         return values.astype(bool)
     if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in items):
         return values.astype(np.int64) if all(-2**63 <= int(v) < 2**63 for v in items) else values
     if all(isinstance(v, (float, np.floating)) for v in items):
         return values.astype(np.float64)
+    if all(isinstance(v, pd.Timestamp) and v.tzinfo is None for v in items):  # a stacked dimension's date level
+        return np.array([v.to_datetime64() for v in items]).reshape(values.shape)
     return values
 
 
@@ -66,6 +74,27 @@ def _new_times(dim: Hashable, missing: np.ndarray, labels: np.ndarray, cube_labe
             f"{shown(cube_labels)}). The {len(labels)} months "
             f"are the model's features (T-mode), so it cannot project others. To project new time steps, fit in S-mode (maps as "
             f"samples): model = cube.stack(cell=('lat', 'lon')).ppa.fit(dim='cell'), then new.stack(cell=('lat', 'lon')).ppa.transform(model)")
+
+
+def calendar(labels: Any) -> tuple[str, bool] | None:
+    """The calendar of dates as labels and whether they are cftime objects: ``("standard", False)`` for numpy's
+    datetime64, ``(calendar, True)`` for cftime dates of one calendar; None for other labels."""
+    values = np.asarray(labels)
+    if values.dtype.kind == "M":
+        return "standard", False
+    found = {getattr(v, "calendar", None) for v in values.ravel().tolist()} if values.dtype == object and values.size else {None}
+    return (str(found.pop()), True) if len(found) == 1 and None not in found else None
+
+
+def _other_calendar(dim: Hashable, model: tuple[str, bool], cube: tuple[str, bool]) -> str:
+    """Why dates of another calendar (or other date objects) cannot be matched to the model's, and how to convert them."""
+    def said(cal: tuple[str, bool]) -> str:
+        return f"the {cal[0]!r} calendar as {'cftime dates' if cal[1] else 'numpy datetime64'}"
+    align = ", align_on='date'" if "360_day" in (model[0], cube[0]) else ""
+    return (f"the model's labels along {dim!r} are dates of {said(model)}, the cube's of {said(cube)}: a date printed alike "
+            f"is another day in each (or another type), so none can be matched. Convert the cube to the model's calendar: "
+            f"cube.convert_calendar({model[0]!r}, dim={str(dim)!r}, use_cftime={model[1]}{align}) (xarray; dates the model's "
+            f"calendar lacks are dropped), or fit the model on the cube's calendar")
 
 
 def in_levels(index: pd.Index, levels: Any) -> pd.Index:
@@ -168,9 +197,12 @@ class FeatureLabels:
 
     def _cube_labels(self, da: xr.DataArray) -> np.ndarray:
         """The cube's labels along the feature dimension; a stacked one's tuples with their levels in the model's order
-        (:func:`in_levels`)."""
+        (:func:`in_levels`); dates of another calendar than the model's refused, saying how to convert them."""
         index = da.indexes.get(self.dim)
-        return in_levels(index, self.levels).to_numpy() if self.levels and isinstance(index, pd.MultiIndex) else da[self.dim].values
+        labels = in_levels(index, self.levels).to_numpy() if self.levels and isinstance(index, pd.MultiIndex) else da[self.dim].values
+        if (ours := calendar(self.labels)) and (theirs := calendar(labels)) and ours != theirs:
+            raise ValueError(_other_calendar(self.dim, ours, theirs))
+        return labels
 
     def _warn_unlike(self, da: xr.DataArray) -> None:
         """Warn where a per-feature coordinate of the cube (e.g. ``wavelength``) differs from the model's under the same
@@ -181,7 +213,7 @@ class FeatureLabels:
             cube = da[name].values
             if values.dtype.kind in "iuf" and cube.dtype.kind in "iuf":
                 unlike = ~np.isclose(cube, values, rtol=0.01, equal_nan=True)
-            elif values.dtype.kind in "US" and cube.dtype.kind in "US":  # names (common_name); not per-scene metadata (proj:transform)
+            elif values.dtype.kind in "UST" and cube.dtype.kind in "UST":  # names (common_name; "T": a zarr's); not per-scene metadata (proj:transform)
                 unlike = cube != values
             else:
                 continue
