@@ -348,6 +348,38 @@ def test_report_maps_of_the_bundled_scenes(scene):
         assert np.isnan(maps[:, 0]).any()  # the masked pixels are NaN in every map
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_maps_read_a_band_first_chunk_in_its_own_layout(seed):
+    """A band-first chunk (a strided view of a larger ``(band, y, x)`` raster, as dask hands out slices of a cube in
+    memory) is read as rows of its bands' contiguous runs (``kernels.pixel_rows``), not gathered into pixel-major rows
+    (numpy's reshape of such a view: 2-3 times the cost); its maps are those of the same pixels held pixel-major, bit
+    for bit; and a block's look-ups read each band's table once (one sub-block of the grid sums per block)."""
+    from ppa_xr.core import kernels
+    from ppa_xr.core.entropy import MapDensities
+
+    from .conftest import curved_sample
+
+    d = 36
+    raster = np.ascontiguousarray(np.moveaxis(curved_sample(90 * 80, d=d, seed=seed).reshape(90, 80, d), -1, 0), dtype=np.float32)
+    raster[5, 10, 20] = np.nan  # an invalid pixel: NaN in every map
+    cube = xr.DataArray(raster, dims=("band", "y", "x"))
+    model = cube.ppa.fit(n_samples=2000, random_state=seed)
+    da, dim = model_features(cube, model, None)
+    sample, _, _ = _report_sample(da, dim, model, None, 0, True)
+    _, discrete, _, measures, _, _ = _statistics(model.params_, sample, "spacing", 0)
+    densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
+    view = np.moveaxis(raster[:, 7:70, 3:61], 0, -1)  # (63, 58, d), bands farthest apart, rows not mergeable
+    rows = kernels.pixel_rows(view)
+    assert kernels.band_first(rows) and rows.strides[0] == rows.itemsize  # each band's values contiguous
+    np.testing.assert_array_equal(rows, view.reshape(-1, d))
+    pixel_major = np.ascontiguousarray(view)
+    assert kernels.pixel_rows(pixel_major).base is not None  # a view of pixel-major rows, no copy
+    got = _pixel_block(view, measures["ppa"], measures["pca"], 3, 1, densities)
+    np.testing.assert_array_equal(got, _pixel_block(pixel_major, measures["ppa"], measures["pca"], 3, 1, densities))
+    assert np.isnan(got[10 - 7, 20 - 3]).all() and not np.isnan(np.delete(got.reshape(-1, 4), (10 - 7) * 58 + 17, axis=0)).any()
+    assert compiled.SUB_BLOCK >= kernels.BLOCK
+
+
 @pytest.fixture(scope="module")
 def scheduled_report():
     """A chunked crop of the Landsat scene, a model of it, and its report computed by the synchronous scheduler."""

@@ -379,7 +379,7 @@ def integer_sums(values, table, low, last, out):
 
 
 #: pixels per sub-block of the feature-major look-ups: their sums and cells stay in cache, each column's table serves that many values at a time
-SUB_BLOCK = 2048
+SUB_BLOCK = 16384
 
 
 @_jit
