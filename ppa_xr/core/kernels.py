@@ -437,6 +437,8 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
     error, error_cols = _output(shape, 1, dtype, feature_major)
     n_feats = PANEL * max(int(params.degrees.max(initial=1)), 1)
     in_place = out_cols.strides[1] == out_cols.itemsize  # rows of the output contiguous (feature-major): r is the output itself
+    # r - (+0.0) is r bit for bit (-0.0 too, NaN stays NaN): no pass where the later steps have no bias (no curve among them)
+    shifted = bool(later_bias.any() or np.signbit(later_bias).any())
 
     def span(lo: int, hi: int) -> None:
         size = min(BLOCK, hi - lo)
@@ -451,7 +453,8 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
             _forward_steps(prm, plan, r, feats, d)
             np.einsum("ij,ij->j", r[k:], r[k:], out=error_cols[0, start : start + n])
             _invalid_to_nan(error_cols[:, start : start + n])
-            r -= later_bias
+            if shifted:
+                r -= later_bias
             _forward_steps(prm, later_plan, r, feats, d)
             if r_buffer is not None:
                 _copy(r, out_cols[:, start : start + n])
