@@ -499,6 +499,42 @@ def test_compiled_forward_and_error(dtype, tails):
             np.testing.assert_array_equal(shifted_error, error[7:])
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_rotations_error_is_the_same_bits_in_any_block(seed, dtype):
+    """Above ``COMPILED_FEATURES`` a map without curved steps (PCA, or a PPA of degree 1) goes through the GEMM, then
+    its bias and error in one compiled pass: its outputs are ``forward``'s bit for bit, its error the sum of the squared
+    outputs ``k..d-1`` in order of the components, NaN where a pixel is, also alone in a block (a chunk's last pixel,
+    where its pixel count is one more than a multiple of the kernels' block: an einsum over a one-pixel block summed
+    its contiguous row pairwise, other bits), and then the same numbers as among others (float64)."""
+    from ppa_xr import PPA
+    from ppa_xr.core import kernels
+
+    from .conftest import curved_sample
+
+    d = kernels.COMPILED_FEATURES + 4
+    X = curved_sample(3000, d=d, seed=seed)
+    model = PPA(degree=1, random_state=0).fit(X[:2000])
+    x = np.ascontiguousarray(X[2000:2300].T, dtype=dtype)
+    x[3, 5] = np.nan
+    for params in (model.params_, model.params_.pca()):
+        for k in (1, 3, d - 1, d):
+            r, error = kernels.forward_error(x, params, k)
+            full = kernels.forward(x.T, params)
+            np.testing.assert_array_equal(r, full.T)
+            expected = 0 * full[:, 0]  # NaN where the pixel is, at k = d too
+            for j in range(k, d):  # the definition, in order of the components
+                expected += full[:, j] * full[:, j]
+            np.testing.assert_array_equal(error, expected)
+            assert np.isnan(error[5]) and np.isnan(r[:, 5]).all() and not np.isnan(np.delete(error, 5)).any()
+            for i in (0, 6, 299):
+                alone, alone_error = kernels.forward_error(np.ascontiguousarray(x[:, i : i + 1]), params, k)
+                np.testing.assert_array_equal(alone_error[0], sum((alone[j, 0] * alone[j, 0] for j in range(k, d)), 0 * alone[0, 0]))
+                if dtype == np.float64:  # single-precision BLAS rounds the outputs by the call's size
+                    np.testing.assert_array_equal(alone[:, 0], r[:, i])
+                    np.testing.assert_array_equal(alone_error[0], error[i])
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_error_curves_give_the_outputs_too(weighted):
     """``compare_errors_and_forward``: ``compare_errors`` and both maps' outputs from the same passes, up to rounding,

@@ -415,6 +415,23 @@ def grid_sums(values, table, low, high, center, inv_scale, slope, intercept, out
     return out
 
 
+@_jit
+def shifted_tail_squares(r, bias, k, error):
+    """``r[j] -= bias[j]`` for every row of ``r`` (d, n), in place, and ``error[i] = sum_{j >= k} r[j, i]^2`` summed in
+    order of ``j`` in ``r``'s float type, each row while it is in cache: numpy's ``r -= bias[:, None]`` and
+    ``np.einsum("ij,ij->i", r.T[:, k:], r.T[:, k:])`` (which accumulates row after row), bit for bit, in one pass."""
+    d, n = r.shape
+    error[:] = 0
+    for j in range(d):
+        row, b = r[j], bias[j]
+        for i in range(n):
+            row[i] -= b
+        if j >= k:
+            for i in range(n):
+                error[i] += row[i] * row[i]
+    return error
+
+
 @_numpy_division
 def grid_masses(edges, mass, start, slope, center, inv_scale, bounds, ratio):
     """The cells of a :class:`ppa_xr.core.lookup.UniformGrid`, row by row: ``bounds`` (d, G + 1) the cells' bounds

@@ -554,6 +554,30 @@ def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
     return jac.reshape(np.shape(x)[:-1] + (d, n_inputs))
 
 
+def _rotation_error(x: np.ndarray, params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`forward_error` of a map without curved steps (a rotation) on feature-major ``x`` (d, n): per block
+    :func:`_rotation_into`'s GEMM, then its bias and the squared error of the outputs ``k..d-1`` in one compiled pass
+    over them (:func:`~ppa_xr.core.compiled.shifted_tail_squares`), where :func:`forward` and an einsum of its
+    outputs made three: the same bits."""
+    d, n = x.shape
+    prm = params.cast(x.dtype)
+    lin_t, bias, _ = prm.cached(("forward", d, d - 1), lambda: _forward_plan(prm, d, d - 1))
+    shift = np.ascontiguousarray(bias[:, 0])
+    out, error = np.empty((d, n), x.dtype), np.empty(n, x.dtype)
+
+    def span(lo: int, hi: int) -> None:
+        for start in range(lo, hi, BLOCK):  # forward's blocks: single-precision BLAS rounds by a call's size
+            stop = min(start + BLOCK, hi)
+            r = out[:, start:stop]
+            blas.matmul_into(lin_t.T, x[:, start:stop], r, points=1)
+            compiled.shifted_tail_squares(r, shift, k, error[start:stop])
+            _invalid_to_nan(r)
+
+    run_spans(n, span, 1)
+    error += 0 * out[0]  # NaN where the pixel is
+    return out, error
+
+
 def _fused_plan(prm: PPAParams, k: int) -> tuple:
     """:func:`forward_error`'s parameters: ``lin``, the bias of the rotation and the first ``k`` steps, that of the
     later steps, the degrees (0 for a step without polynomial), centers, scales and coefficients, all contiguous."""
@@ -596,10 +620,8 @@ def forward_error(x: np.ndarray, params: PPAParams, n_components: int) -> tuple[
         if any(p < d - 1 for p in params.curved_steps()):
             out, error = forward_and_error(x.T, params, k, 1)
             error[np.isnan(out[:, 0])] = np.nan  # squared_error keeps 0 at k = d
-        else:  # a rotation: the error is that of its own outputs
-            out = forward(x.T, params, threads=1)
-            error = np.einsum("ij,ij->i", out[:, k:], out[:, k:]) + 0 * out[:, 0]  # NaN where the pixel is
-        return out.T, error
+            return out.T, error
+        return _rotation_error(x.astype(dtype, copy=False), params, k)  # a rotation: the error is that of its own outputs
     prm = params.cast(dtype)
     plan = prm.cached(("fused", k), lambda: _fused_plan(prm, k))
     out, error = np.empty((d, x.shape[1]), dtype), np.empty(x.shape[1], dtype)
