@@ -535,6 +535,33 @@ def test_a_rotations_error_is_the_same_bits_in_any_block(seed, dtype):
                     np.testing.assert_array_equal(alone_error[0], error[i])
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_pixels_error_is_the_same_alone_in_a_block(seed):
+    """A curved map above ``COMPILED_FEATURES`` (the report's PPA maps, through ``forward_and_error``) and
+    ``squared_error`` give a pixel alone in its block (a chunk's last pixel, where its pixel count is one more than a
+    multiple of the kernels' block) the same error bit for bit as among others, outputs too (float64: single-precision
+    BLAS rounds its products by the call's size): the errors' sums run row after row for any count of pixels, where an
+    einsum over a single column summed it pairwise."""
+    from ppa_xr import PPA
+    from ppa_xr.core import kernels
+
+    from .conftest import curved_sample
+
+    d = kernels.COMPILED_FEATURES + 4
+    X = curved_sample(3000, d=d, seed=seed)
+    model = PPA(random_state=0).fit(X[:2000])
+    assert any(p < d - 1 for p in model.params_.curved_steps())
+    x = np.ascontiguousarray(X[2000:2200].T)
+    for k in (1, 3, d - 1):
+        r, error = kernels.forward_error(x, model.params_, k)
+        squared = kernels.squared_error(x.T, model.params_, k)
+        for i in range(0, 200, 7):
+            alone, alone_error = kernels.forward_error(np.ascontiguousarray(x[:, i : i + 1]), model.params_, k)
+            np.testing.assert_array_equal(alone[:, 0], r[:, i])
+            np.testing.assert_array_equal(alone_error[0], error[i])
+            np.testing.assert_array_equal(kernels.squared_error(x.T[i : i + 1], model.params_, k)[0], squared[i])
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_error_curves_give_the_outputs_too(weighted):
     """``compare_errors_and_forward``: ``compare_errors`` and both maps' outputs from the same passes, up to rounding,

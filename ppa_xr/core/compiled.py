@@ -416,16 +416,21 @@ def grid_sums(values, table, low, high, center, inv_scale, slope, intercept, out
 
 
 @_jit
-def shifted_tail_squares(r, bias, k, error):
-    """``r[j] -= bias[j]`` for every row of ``r`` (d, n), in place, and ``error[i] = sum_{j >= k} r[j, i]^2`` summed in
-    order of ``j`` in ``r``'s float type, each row while it is in cache: numpy's ``r -= bias[:, None]`` and
-    ``np.einsum("ij,ij->i", r.T[:, k:], r.T[:, k:])`` (which accumulates row after row), bit for bit, in one pass."""
+def tail_squares(r, k, error, bias):
+    """``error[i] = sum_{j >= k} r[j, i]^2`` of ``r`` (d, n), summed in order of ``j`` in ``r``'s float type, each row
+    while it is in cache; ``bias`` (d,), where not empty, is first subtracted from the rows, in place, in the same
+    pass. Numpy's ``r -= bias[:, None]`` and ``np.einsum("ij,ij->j", r[k:], r[k:])`` bit for bit wherever ``n >= 2``
+    (the einsum accumulates row after row; of a single contiguous column it sums pairwise), and a pixel's bits the
+    same whatever the number of pixels beside it."""
     d, n = r.shape
+    shift = len(bias) > 0
     error[:] = 0
     for j in range(d):
-        row, b = r[j], bias[j]
-        for i in range(n):
-            row[i] -= b
+        row = r[j]
+        if shift:
+            b = bias[j]
+            for i in range(n):
+                row[i] -= b
         if j >= k:
             for i in range(n):
                 error[i] += row[i] * row[i]

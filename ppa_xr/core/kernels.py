@@ -129,6 +129,9 @@ def run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | None
                 list(pool.map(span, bounds[:-1], bounds[1:]))
 
 
+#: :func:`~ppa_xr.core.compiled.tail_squares`'s empty bias (no shift), by dtype
+_NO_SHIFT = {np.dtype(t).char: np.empty(0, t) for t in (np.float32, np.float64)}
+
 PANEL = 8  # steps whose corrections to the later components are applied in one GEMM
 
 
@@ -409,7 +412,7 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
     k = check_components(n_components, d)
 
     def norm(r: np.ndarray, out: np.ndarray) -> None:
-        np.einsum("ij,ij->j", r[k:], r[k:], out=out[0])
+        compiled.tail_squares(r, k, out[0], _NO_SHIFT[r.dtype.char])
 
     return _with_outside(_map_forward(x, params, d, k, 1, norm, threads)[..., 0], x, params)
 
@@ -451,7 +454,7 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
             blas.matmul_into(lin_t.T, block, r, points=1)
             r -= bias
             _forward_steps(prm, plan, r, feats, d)
-            np.einsum("ij,ij->j", r[k:], r[k:], out=error_cols[0, start : start + n])
+            compiled.tail_squares(r, k, error_cols[0, start : start + n], _NO_SHIFT[dtype.char])
             _invalid_to_nan(error_cols[:, start : start + n])
             if shifted:
                 r -= later_bias
@@ -557,7 +560,7 @@ def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
 def _rotation_error(x: np.ndarray, params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`forward_error` of a map without curved steps (a rotation) on feature-major ``x`` (d, n): per block
     :func:`_rotation_into`'s GEMM, then its bias and the squared error of the outputs ``k..d-1`` in one compiled pass
-    over them (:func:`~ppa_xr.core.compiled.shifted_tail_squares`), where :func:`forward` and an einsum of its
+    over them (:func:`~ppa_xr.core.compiled.tail_squares`), where :func:`forward` and an einsum of its
     outputs made three: the same bits."""
     d, n = x.shape
     prm = params.cast(x.dtype)
@@ -570,7 +573,7 @@ def _rotation_error(x: np.ndarray, params: PPAParams, k: int) -> tuple[np.ndarra
             stop = min(start + BLOCK, hi)
             r = out[:, start:stop]
             blas.matmul_into(lin_t.T, x[:, start:stop], r, points=1)
-            compiled.shifted_tail_squares(r, shift, k, error[start:stop])
+            compiled.tail_squares(r, k, error[start:stop], shift)
             _invalid_to_nan(r)
 
     run_spans(n, span, 1)
