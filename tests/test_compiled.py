@@ -348,6 +348,38 @@ def test_report_maps_of_the_bundled_scenes(scene):
         assert np.isnan(maps[:, 0]).any()  # the masked pixels are NaN in every map
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_maps_read_a_band_first_chunk_in_its_own_layout(seed):
+    """A band-first chunk (a strided view of a larger ``(band, y, x)`` raster, as dask hands out slices of a cube in
+    memory) is read as rows of its bands' contiguous runs (``kernels.pixel_rows``), not gathered into pixel-major rows
+    (numpy's reshape of such a view: 2-3 times the cost); its maps are those of the same pixels held pixel-major, bit
+    for bit; and a block's look-ups read each band's table once (one sub-block of the grid sums per block)."""
+    from ppa_xr.core import kernels
+    from ppa_xr.core.entropy import MapDensities
+
+    from .conftest import curved_sample
+
+    d = 36
+    raster = np.ascontiguousarray(np.moveaxis(curved_sample(90 * 80, d=d, seed=seed).reshape(90, 80, d), -1, 0), dtype=np.float32)
+    raster[5, 10, 20] = np.nan  # an invalid pixel: NaN in every map
+    cube = xr.DataArray(raster, dims=("band", "y", "x"))
+    model = cube.ppa.fit(n_samples=2000, random_state=seed)
+    da, dim = model_features(cube, model, None)
+    sample, _, _ = _report_sample(da, dim, model, None, 0, True)
+    _, discrete, _, measures, _, _ = _statistics(model.params_, sample, "spacing", 0)
+    densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
+    view = np.moveaxis(raster[:, 7:70, 3:61], 0, -1)  # (63, 58, d), bands farthest apart, rows not mergeable
+    rows = kernels.pixel_rows(view)
+    assert kernels.band_first(rows) and rows.strides[0] == rows.itemsize  # each band's values contiguous
+    np.testing.assert_array_equal(rows, view.reshape(-1, d))
+    pixel_major = np.ascontiguousarray(view)
+    assert kernels.pixel_rows(pixel_major).base is not None  # a view of pixel-major rows, no copy
+    got = _pixel_block(view, measures["ppa"], measures["pca"], 3, 1, densities)
+    np.testing.assert_array_equal(got, _pixel_block(pixel_major, measures["ppa"], measures["pca"], 3, 1, densities))
+    assert np.isnan(got[10 - 7, 20 - 3]).all() and not np.isnan(np.delete(got.reshape(-1, 4), (10 - 7) * 58 + 17, axis=0)).any()
+    assert compiled.SUB_BLOCK >= kernels.BLOCK
+
+
 @pytest.fixture(scope="module")
 def scheduled_report():
     """A chunked crop of the Landsat scene, a model of it, and its report computed by the synchronous scheduler."""
@@ -465,6 +497,69 @@ def test_compiled_forward_and_error(dtype, tails):
             shifted, shifted_error = kernels.forward_error(X[7:].T, model.params_, k)  # other blocks
             np.testing.assert_array_equal(shifted, r[:, 7:])
             np.testing.assert_array_equal(shifted_error, error[7:])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_rotations_error_is_the_same_bits_in_any_block(seed, dtype):
+    """Above ``COMPILED_FEATURES`` a map without curved steps (PCA, or a PPA of degree 1) goes through the GEMM, then
+    its bias and error in one compiled pass: its outputs are ``forward``'s bit for bit, its error the sum of the squared
+    outputs ``k..d-1`` in order of the components, NaN where a pixel is, also alone in a block (a chunk's last pixel,
+    where its pixel count is one more than a multiple of the kernels' block: an einsum over a one-pixel block summed
+    its contiguous row pairwise, other bits), and then the same numbers as among others (float64)."""
+    from ppa_xr import PPA
+    from ppa_xr.core import kernels
+
+    from .conftest import curved_sample
+
+    d = kernels.COMPILED_FEATURES + 4
+    X = curved_sample(3000, d=d, seed=seed)
+    model = PPA(degree=1, random_state=0).fit(X[:2000])
+    x = np.ascontiguousarray(X[2000:2300].T, dtype=dtype)
+    x[3, 5] = np.nan
+    for params in (model.params_, model.params_.pca()):
+        for k in (1, 3, d - 1, d):
+            r, error = kernels.forward_error(x, params, k)
+            full = kernels.forward(x.T, params)
+            np.testing.assert_array_equal(r, full.T)
+            expected = 0 * full[:, 0]  # NaN where the pixel is, at k = d too
+            for j in range(k, d):  # the definition, in order of the components
+                expected += full[:, j] * full[:, j]
+            np.testing.assert_array_equal(error, expected)
+            assert np.isnan(error[5]) and np.isnan(r[:, 5]).all() and not np.isnan(np.delete(error, 5)).any()
+            for i in (0, 6, 299):
+                alone, alone_error = kernels.forward_error(np.ascontiguousarray(x[:, i : i + 1]), params, k)
+                np.testing.assert_array_equal(alone_error[0], sum((alone[j, 0] * alone[j, 0] for j in range(k, d)), 0 * alone[0, 0]))
+                if dtype == np.float64:  # single-precision BLAS rounds the outputs by the call's size
+                    np.testing.assert_array_equal(alone[:, 0], r[:, i])
+                    np.testing.assert_array_equal(alone_error[0], error[i])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_pixels_error_is_the_same_alone_in_a_block(seed):
+    """A curved map above ``COMPILED_FEATURES`` (the report's PPA maps, through ``forward_and_error``) and
+    ``squared_error`` give a pixel alone in its block (a chunk's last pixel, where its pixel count is one more than a
+    multiple of the kernels' block) the same error bit for bit as among others, outputs too (float64: single-precision
+    BLAS rounds its products by the call's size): the errors' sums run row after row for any count of pixels, where an
+    einsum over a single column summed it pairwise."""
+    from ppa_xr import PPA
+    from ppa_xr.core import kernels
+
+    from .conftest import curved_sample
+
+    d = kernels.COMPILED_FEATURES + 4
+    X = curved_sample(3000, d=d, seed=seed)
+    model = PPA(random_state=0).fit(X[:2000])
+    assert any(p < d - 1 for p in model.params_.curved_steps())
+    x = np.ascontiguousarray(X[2000:2200].T)
+    for k in (1, 3, d - 1):
+        r, error = kernels.forward_error(x, model.params_, k)
+        squared = kernels.squared_error(x.T, model.params_, k)
+        for i in range(0, 200, 7):
+            alone, alone_error = kernels.forward_error(np.ascontiguousarray(x[:, i : i + 1]), model.params_, k)
+            np.testing.assert_array_equal(alone[:, 0], r[:, i])
+            np.testing.assert_array_equal(alone_error[0], error[i])
+            np.testing.assert_array_equal(kernels.squared_error(x.T[i : i + 1], model.params_, k)[0], squared[i])
 
 
 @pytest.mark.parametrize("weighted", [False, True])

@@ -294,7 +294,8 @@ def test_the_maps_at_the_reports_own_pixels_come_from_its_sample_passes(seed):
     maps = ("mi_reduction_ppa", "mi_reduction_pca", "error_ppa", "error_pca")
     got = cube.chunk({"y": 25, "x": 40}).ppa.information_report(model, n_components=k).compute()
     assert got.attrs["estimated_on"].startswith("held out")
-    for other, scheduler in ((cube, None), (cube.chunk({"y": 7, "x": 60}), "threads"), (cube.chunk({"y": 30}), "synchronous")):
+    band_first = xr.DataArray(np.ascontiguousarray(cube.transpose("band", "y", "x").values), dims=("band", "y", "x")).chunk({"y": 25, "x": 40})
+    for other, scheduler in ((cube, None), (cube.chunk({"y": 7, "x": 60}), "threads"), (cube.chunk({"y": 30}), "synchronous"), (band_first, "threads")):
         with dask.config.set(scheduler=scheduler or "threads"):
             again = other.ppa.information_report(model, n_components=k)[list(maps)].compute()
         for name in maps:

@@ -379,7 +379,7 @@ def integer_sums(values, table, low, last, out):
 
 
 #: pixels per sub-block of the feature-major look-ups: their sums and cells stay in cache, each column's table serves that many values at a time
-SUB_BLOCK = 2048
+SUB_BLOCK = 16384
 
 
 @_jit
@@ -413,6 +413,28 @@ def grid_sums(values, table, low, high, center, inv_scale, slope, intercept, out
         for i in range(m):
             sums[i] += bad[i]
     return out
+
+
+@_jit
+def tail_squares(r, k, error, bias):
+    """``error[i] = sum_{j >= k} r[j, i]^2`` of ``r`` (d, n), summed in order of ``j`` in ``r``'s float type, each row
+    while it is in cache; ``bias`` (d,), where not empty, is first subtracted from the rows, in place, in the same
+    pass. Numpy's ``r -= bias[:, None]`` and ``np.einsum("ij,ij->j", r[k:], r[k:])`` bit for bit wherever ``n >= 2``
+    (the einsum accumulates row after row; of a single contiguous column it sums pairwise), and a pixel's bits the
+    same whatever the number of pixels beside it."""
+    d, n = r.shape
+    shift = len(bias) > 0
+    error[:] = 0
+    for j in range(d):
+        row = r[j]
+        if shift:
+            b = bias[j]
+            for i in range(n):
+                row[i] -= b
+        if j >= k:
+            for i in range(n):
+                error[i] += row[i] * row[i]
+    return error
 
 
 @_numpy_division

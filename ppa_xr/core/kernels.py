@@ -65,10 +65,24 @@ def _as_columns(x: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.dt
         raise ValueError(f"{what} must have {width} values along its last axis, got shape {x.shape}")
     dtype = computed_dtype(x.dtype)
     moved = np.moveaxis(x, -1, 0)
-    # by the strides, not by contiguity: a strided view of a band-first chunk (a slice of a larger raster,
-    # as dask hands out slices of an in-memory cube) is band-major too, and gets a band-major output
-    feature_major = x.ndim > 1 and x.size > 0 and abs(x.strides[-1]) > max(abs(s) for s in x.strides[:-1])
-    return moved.reshape(width, -1).astype(dtype, copy=False), dtype, feature_major
+    return moved.reshape(width, -1).astype(dtype, copy=False), dtype, band_first(x)
+
+
+def band_first(x: np.ndarray) -> bool:
+    """Whether ``x`` (``...`` x d) holds its features farthest apart in memory (bands first, as a raster chunk of a
+    ``(band, y, x)`` cube): by the strides, not by contiguity, so that a strided view of a band-first chunk (a
+    slice of a larger raster, as dask hands out slices of an in-memory cube) counts too."""
+    return x.ndim > 1 and x.size > 0 and abs(x.strides[-1]) > max(abs(s) for s in x.strides[:-1])
+
+
+def pixel_rows(x: np.ndarray) -> np.ndarray:
+    """``x`` (``...`` x d) as (pixels, d) rows in C order of the pixels: a view where the layout allows it, else one
+    copy in the chunk's own layout, each band's values contiguous for a band-first chunk (numpy's pixel-major
+    reshape of a strided band-first view gathers across the bands, 2-3 times the cost of the copy of its runs)."""
+    d = x.shape[-1]
+    if band_first(x):
+        return np.moveaxis(x, -1, 0).reshape(d, -1).T
+    return x.reshape(-1, d)
 
 
 def _output(shape: tuple[int, ...], width: int, dtype: np.dtype, feature_major: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -114,6 +128,9 @@ def run_spans(n_rows: int, span: Callable[[int, int], None], threads: int | None
             with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(span, bounds[:-1], bounds[1:]))
 
+
+#: :func:`~ppa_xr.core.compiled.tail_squares`'s empty bias (no shift), by dtype
+_NO_SHIFT = {np.dtype(t).char: np.empty(0, t) for t in (np.float32, np.float64)}
 
 PANEL = 8  # steps whose corrections to the later components are applied in one GEMM
 
@@ -395,7 +412,7 @@ def squared_error(x: np.ndarray, params: PPAParams, n_components: int, threads: 
     k = check_components(n_components, d)
 
     def norm(r: np.ndarray, out: np.ndarray) -> None:
-        np.einsum("ij,ij->j", r[k:], r[k:], out=out[0])
+        compiled.tail_squares(r, k, out[0], _NO_SHIFT[r.dtype.char])
 
     return _with_outside(_map_forward(x, params, d, k, 1, norm, threads)[..., 0], x, params)
 
@@ -423,6 +440,8 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
     error, error_cols = _output(shape, 1, dtype, feature_major)
     n_feats = PANEL * max(int(params.degrees.max(initial=1)), 1)
     in_place = out_cols.strides[1] == out_cols.itemsize  # rows of the output contiguous (feature-major): r is the output itself
+    # r - (+0.0) is r bit for bit (-0.0 too, NaN stays NaN): no pass where the later steps have no bias (no curve among them)
+    shifted = bool(later_bias.any() or np.signbit(later_bias).any())
 
     def span(lo: int, hi: int) -> None:
         size = min(BLOCK, hi - lo)
@@ -435,9 +454,10 @@ def forward_and_error(x: np.ndarray, params: PPAParams, n_components: int, threa
             blas.matmul_into(lin_t.T, block, r, points=1)
             r -= bias
             _forward_steps(prm, plan, r, feats, d)
-            np.einsum("ij,ij->j", r[k:], r[k:], out=error_cols[0, start : start + n])
+            compiled.tail_squares(r, k, error_cols[0, start : start + n], _NO_SHIFT[dtype.char])
             _invalid_to_nan(error_cols[:, start : start + n])
-            r -= later_bias
+            if shifted:
+                r -= later_bias
             _forward_steps(prm, later_plan, r, feats, d)
             if r_buffer is not None:
                 _copy(r, out_cols[:, start : start + n])
@@ -537,6 +557,30 @@ def jacobian(x: np.ndarray, params: PPAParams) -> np.ndarray:
     return jac.reshape(np.shape(x)[:-1] + (d, n_inputs))
 
 
+def _rotation_error(x: np.ndarray, params: PPAParams, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`forward_error` of a map without curved steps (a rotation) on feature-major ``x`` (d, n): per block
+    :func:`_rotation_into`'s GEMM, then its bias and the squared error of the outputs ``k..d-1`` in one compiled pass
+    over them (:func:`~ppa_xr.core.compiled.tail_squares`), where :func:`forward` and an einsum of its
+    outputs made three: the same bits."""
+    d, n = x.shape
+    prm = params.cast(x.dtype)
+    lin_t, bias, _ = prm.cached(("forward", d, d - 1), lambda: _forward_plan(prm, d, d - 1))
+    shift = np.ascontiguousarray(bias[:, 0])
+    out, error = np.empty((d, n), x.dtype), np.empty(n, x.dtype)
+
+    def span(lo: int, hi: int) -> None:
+        for start in range(lo, hi, BLOCK):  # forward's blocks: single-precision BLAS rounds by a call's size
+            stop = min(start + BLOCK, hi)
+            r = out[:, start:stop]
+            blas.matmul_into(lin_t.T, x[:, start:stop], r, points=1)
+            compiled.tail_squares(r, k, error[start:stop], shift)
+            _invalid_to_nan(r)
+
+    run_spans(n, span, 1)
+    error += 0 * out[0]  # NaN where the pixel is
+    return out, error
+
+
 def _fused_plan(prm: PPAParams, k: int) -> tuple:
     """:func:`forward_error`'s parameters: ``lin``, the bias of the rotation and the first ``k`` steps, that of the
     later steps, the degrees (0 for a step without polynomial), centers, scales and coefficients, all contiguous."""
@@ -579,10 +623,8 @@ def forward_error(x: np.ndarray, params: PPAParams, n_components: int) -> tuple[
         if any(p < d - 1 for p in params.curved_steps()):
             out, error = forward_and_error(x.T, params, k, 1)
             error[np.isnan(out[:, 0])] = np.nan  # squared_error keeps 0 at k = d
-        else:  # a rotation: the error is that of its own outputs
-            out = forward(x.T, params, threads=1)
-            error = np.einsum("ij,ij->i", out[:, k:], out[:, k:]) + 0 * out[:, 0]  # NaN where the pixel is
-        return out.T, error
+            return out.T, error
+        return _rotation_error(x.astype(dtype, copy=False), params, k)  # a rotation: the error is that of its own outputs
     prm = params.cast(dtype)
     plan = prm.cached(("fused", k), lambda: _fused_plan(prm, k))
     out, error = np.empty((d, x.shape[1]), dtype), np.empty(x.shape[1], dtype)

@@ -44,7 +44,7 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
     statistics' passes over the sample (:class:`SampleMaps`): they are copied, and only the others computed.
     """
     d = x.shape[-1]
-    flat = x.reshape(-1, d)  # a view, also of a band-first chunk (its pixels are one strided axis)
+    flat = kernels.pixel_rows(x)  # (n, d): a view, or a copy in the chunk's own layout (bands' runs, for a band-first chunk)
     dtype = kernels.computed_dtype(x.dtype)
     out = np.empty((4, len(flat)), dtype)  # map-major: each map's plane is contiguous where it is written out
     positions, values = (None, None) if known is None else known.at(chunk)
@@ -52,7 +52,7 @@ def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction
     if positions is not None:  # the other pixels, one copy (n - m, d), their maps computed into (4, n - m)
         others = np.ones(len(flat), bool)
         others[positions] = False
-        rows = flat[others]
+        rows = flat.T[:, others].T if kernels.band_first(flat) else flat[others]  # gathered in the layout they have
         computed = np.empty((4, len(rows)), dtype)
 
     def span(lo: int, hi: int) -> None:
