@@ -335,9 +335,18 @@ class _Moments:
         """``sum_{i in g} w_i ||r_i[j:]||^2`` for ``j >= lead`` (groups, d - lead)."""
         return _suffix(np.diagonal(self.moments[:, lead:, lead:], axis1=1, axis2=2))
 
-    def energies(self, lead: int, vectors: np.ndarray) -> np.ndarray:
-        """``sum_{i in g} w_i (r_i[lead:] . v_j)^2 = v_j^T M_g v_j`` (groups, d - lead) for the axes ``V``."""
-        return np.stack([np.einsum("ij,ij->j", moments[lead:, lead:] @ vectors, vectors) for moments in self.moments])
+    def energies(self, lead: int, vectors: np.ndarray, threads: int = 1) -> np.ndarray:
+        """``sum_{i in g} w_i (r_i[lead:] . v_j)^2 = v_j^T M_g v_j`` (groups, d - lead) for the axes ``V``, the groups
+        split between ``threads`` threads (each group's the same products)."""
+        out = np.empty((len(self.moments), len(vectors)))
+
+        def of(groups: range) -> None:
+            for g in groups:
+                out[g] = np.einsum("ij,ij->j", self.moments[g, lead:, lead:] @ vectors, vectors)
+
+        half = (len(out) + 1) // 2
+        _both(lambda: of(range(half)), lambda: of(range(half, len(out))), threads)
+        return out
 
     def cross(self, lead: int, vectors: np.ndarray) -> np.ndarray:
         """``V^T (sum_g M_g[lead:, lead:]) V`` (d - lead, d - lead): the groups' cross energies along the axes ``V``."""
@@ -384,9 +393,10 @@ class _Rows:
     def squares(self, lead: int) -> np.ndarray:
         return _suffix(_group_squares(self.r[:, lead:], self.weights, self.starts))
 
-    def energies(self, lead: int, vectors: np.ndarray) -> np.ndarray:
+    def energies(self, lead: int, vectors: np.ndarray, threads: int = 1) -> np.ndarray:
         """The projections in float32 (half the cost of the largest product here): an error of 1e-7 of a row's
-        norm in each, far below the EQUAL floor of the comparison; the squares are summed in float64."""
+        norm in each, far below the EQUAL floor of the comparison; the squares are summed in float64. One product on
+        one thread (``threads`` unused): a split of the rows would round otherwise in single precision."""
         projected = self.r[:, lead:].astype(np.float32) @ vectors.astype(np.float32)
         return _group_squares(projected, self.weights, self.starts)
 
@@ -483,7 +493,7 @@ def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments
         # least squares has a constant term); its errors keeping lead + j components
         values, vectors = scipy.linalg.eigh(fitted.moments[0, lead:, lead:], check_finite=False)
         vectors = vectors[:, ::-1]
-        energies = unseen.energies(lead, vectors)
+        energies = unseen.energies(lead, vectors, threads)
         if isinstance(fitted, _Moments) and not _settled(values[::-1], vectors, energies.sum(axis=0), fitted, unseen, lead, EQUAL * total):
             return None
         out[c, :, :lead] = full[:, :lead]
