@@ -462,9 +462,8 @@ def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = Fa
         fitted, unseen = _both(lambda: _Moments(params, train, curved),
                                lambda: _Rows(params, held) if held.scatter is None else _Moments(params, held, curved), threads)
         measured = _measure(params, fitted, unseen, len(held.spans), threads)
-    if measured is None:
-        fitted, unseen = _both(lambda: _RowMoments(params, train), lambda: _Rows(params, held), threads)
-        measured = _measure(params, fitted, unseen, len(held.spans), threads)
+    if measured is None:  # the two sides' states made one after the other: each with its temporary, they are the peak
+        measured = _measure(params, _RowMoments(params, train), _Rows(params, held), len(held.spans), threads)
     assert measured is not None  # the rows' arithmetic is the reference: never refused
     return measured
 
