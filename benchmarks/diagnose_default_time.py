@@ -21,7 +21,13 @@ Inside each loop: ``fit_step`` (all steps), ``curve`` (a curved step's least squ
 and the selection rows turned), ``degrees`` (each block's per-group Gram matrices), ``rotation`` (a capped fit's
 plain rotation).
 
-Run by hand: ``PYTHONPATH=. python benchmarks/diagnose_default_time.py [--sizes 200000x198,200000x36] [--repeat 3]``.
+Where the validation runs its held-out measurement on two threads (``core/blas.py``'s ``product_threads``: a core
+that the load leaves idle), the second thread's stages are listed under ``(beside)``, their wall time overlapping the
+main thread's stages, and every CPU time is the process's (both threads'): the main thread's stages read their wall
+time as it runs alongside.
+
+Run by hand: ``PYTHONPATH=. python benchmarks/diagnose_default_time.py [--sizes 200000x198,200000x36] [--repeat 3]
+[--threads 2]`` (``--threads``: the validation's threads forced, whatever the load).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import argparse
 import functools
 import hashlib
 import os
+import threading
 import time
 
 import numpy as np
@@ -59,8 +66,16 @@ class Timeline:
     """Each stage's wall and CPU seconds, keyed by the path of stages that called it, summed over the calls."""
 
     def __init__(self) -> None:
-        self.path: list[str] = []
+        self.local = threading.local()  # each thread's own path: the validation's second thread starts its own
         self.times: dict[tuple[str, ...], list[float]] = {}
+        self.lock = threading.Lock()
+
+    @property
+    def path(self) -> list[str]:
+        """The calling thread's path of stages; a second thread's starts at ``(beside)``."""
+        if not hasattr(self.local, "path"):
+            self.local.path = [] if threading.current_thread() is threading.main_thread() else ["(beside)"]
+        return self.local.path
 
     def wrap(self, owner: object, attribute: str, name) -> None:
         inner = getattr(owner, attribute)
@@ -72,10 +87,11 @@ class Timeline:
             try:
                 return inner(*args, **kwargs)
             finally:
-                spent = self.times.setdefault(key, [0.0, 0.0, 0])
-                spent[0] += time.perf_counter() - wall
-                spent[1] += time.process_time() - cpu
-                spent[2] += 1
+                with self.lock:
+                    spent = self.times.setdefault(key, [0.0, 0.0, 0])
+                    spent[0] += time.perf_counter() - wall
+                    spent[1] += time.process_time() - cpu  # the process's: both threads' CPU while they overlap
+                    spent[2] += 1
                 self.path.pop()
 
         setattr(owner, attribute, timed)
@@ -124,9 +140,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="200000x198,200000x36")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", type=int, help="the validation's threads, in place of product_threads' rule (the load)")
     parser.add_argument("--minimum", type=float, default=0.005, help="stages below this many seconds are left out")
     args = parser.parse_args()
     print(machine())
+    if args.threads is not None:  # before the timeline wraps it: the forced count reaches the real select
+        real = candidates.select
+        candidates.select = functools.wraps(real)(lambda *a, **k: real(*a, **{**k, "threads": args.threads}))
     timeline = Timeline()
     for owner, attribute, name in STAGES:
         timeline.wrap(owner, attribute, name)

@@ -513,3 +513,29 @@ def test_the_plain_and_robust_half_fits_share_their_start(monkeypatch, selection
     assert any(robust for robust, _ in selection.verdicts)  # the robust family was judged
     assert starts == [2000]  # the half's start, once
     np.testing.assert_array_equal(kernels.forward(X, model.params_), kernels.forward(X, as_chosen(model, X, seed)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_validation_on_two_threads_is_the_validation_on_one(seed):
+    """The held-out measurement's training and held-out sides made side by side on two threads, and its rows' moments
+    made beside the plain half-size fit, give every verdict and choice of one thread bit for bit: 8 bands with 1%
+    anomalies (the robust family joins at every seed, both families measured), weighted or not, and the errors
+    of an exactly fitted curve, which come from the rows."""
+    X = make_curved_mixture(10000, n_bands=8, anomalies=0.01, random_state=seed).data
+    assert 50 * 8**2 <= candidates.BESIDE * 5000 * 8  # the moments are small enough to be made beside the half fit
+    weights = np.random.default_rng(seed).uniform(0.5, 2.0, len(X))
+    for w in (None, weights):
+        one, two = (candidates.select(X, _overfitting, None, np.random.default_rng(seed), 10, weights=w, threads=t) for t in (1, 2))
+        assert any(robust for robust, _ in one.verdicts) and one.choice == two.choice and one.curved == two.curved
+        assert one.verdicts.keys() == two.verdicts.keys()
+        for key, verdict in one.verdicts.items():
+            for name in ("relative", "se", "influence"):
+                np.testing.assert_array_equal(getattr(verdict, name), getattr(two.verdicts[key], name))
+            assert (verdict.mean, verdict.worst, verdict.admitted) == (two.verdicts[key].mean, two.verdicts[key].worst, two.verdicts[key].admitted)
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0, 3 * np.pi, 2000)
+    helix = np.column_stack([np.cos(t), np.sin(t), 0.5 * t, np.zeros(2000)]) @ np.linalg.qr(rng.normal(size=(4, 4)))[0].T
+    params = fit_params(helix[:1000], PPA(degree=tuple(range(1, 21)), configuration="fixed")._get_spec(), rng=np.random.default_rng(seed))
+    for moments in (None, False):
+        np.testing.assert_array_equal(*(truncation_errors(params, helix[:1000], helix[1000:], np.arange(0, 1001, 100), moments=moments,
+                                                          threads=t) for t in (1, 2)))

@@ -150,6 +150,9 @@ ROUNDING = 2.0
 #: projections could, or than this share of the floor of equal errors (``EQUAL`` of the held-out energy); else
 #: from the rows (:func:`_settled`)
 TOLERANCE = 0.1
+#: the held-out measurement's moments are made beside the plain half-size fit where they are at most this share of
+#: the training rows' values (what they add to the fit's memory meanwhile)
+BESIDE = 0.1
 #: the sample's groups are dealt into FOLDS folds, of which the first ROUNDS are held out in turn
 FOLDS, ROUNDS = 2, 1
 #: the kept k, where users look: PCA's held-out error is at least this fraction of the held-out rows' energy (PCA
@@ -185,6 +188,14 @@ def _coefficients(params: PPAParams, p: int) -> np.ndarray:
     """:func:`_correction`'s coefficients ``F`` (g+1 x d-p-1)."""
     g = max(int(params.degrees[p]), 1)
     return np.vstack([params.forward_bias[p, p + 1:], params.forward[p, :g, p + 1:]])
+
+
+def _both(first: Callable[[], object], second: Callable[[], object], threads: int) -> list:
+    """``[first(), second()]``, on two Python threads where ``threads > 1`` (:func:`~ppa_xr.core.blas.in_order`; their
+    products release the GIL, each on one BLAS thread): the same results as one after the other, where the two
+    write apart."""
+    tasks = (first, second)
+    return list(blas.in_order(lambda i: tasks[i](), range(2), threads))
 
 
 def _norms(stack: np.ndarray) -> np.ndarray:
@@ -324,9 +335,18 @@ class _Moments:
         """``sum_{i in g} w_i ||r_i[j:]||^2`` for ``j >= lead`` (groups, d - lead)."""
         return _suffix(np.diagonal(self.moments[:, lead:, lead:], axis1=1, axis2=2))
 
-    def energies(self, lead: int, vectors: np.ndarray) -> np.ndarray:
-        """``sum_{i in g} w_i (r_i[lead:] . v_j)^2 = v_j^T M_g v_j`` (groups, d - lead) for the axes ``V``."""
-        return np.stack([np.einsum("ij,ij->j", moments[lead:, lead:] @ vectors, vectors) for moments in self.moments])
+    def energies(self, lead: int, vectors: np.ndarray, threads: int = 1) -> np.ndarray:
+        """``sum_{i in g} w_i (r_i[lead:] . v_j)^2 = v_j^T M_g v_j`` (groups, d - lead) for the axes ``V``, the groups
+        split between ``threads`` threads (each group's the same products)."""
+        out = np.empty((len(self.moments), len(vectors)))
+
+        def of(groups: range) -> None:
+            for g in groups:
+                out[g] = np.einsum("ij,ij->j", self.moments[g, lead:, lead:] @ vectors, vectors)
+
+        half = (len(out) + 1) // 2
+        _both(lambda: of(range(half)), lambda: of(range(half, len(out))), threads)
+        return out
 
     def cross(self, lead: int, vectors: np.ndarray) -> np.ndarray:
         """``V^T (sum_g M_g[lead:, lead:]) V`` (d - lead, d - lead): the groups' cross energies along the axes ``V``."""
@@ -373,9 +393,10 @@ class _Rows:
     def squares(self, lead: int) -> np.ndarray:
         return _suffix(_group_squares(self.r[:, lead:], self.weights, self.starts))
 
-    def energies(self, lead: int, vectors: np.ndarray) -> np.ndarray:
+    def energies(self, lead: int, vectors: np.ndarray, threads: int = 1) -> np.ndarray:
         """The projections in float32 (half the cost of the largest product here): an error of 1e-7 of a row's
-        norm in each, far below the EQUAL floor of the comparison; the squares are summed in float64."""
+        norm in each, far below the EQUAL floor of the comparison; the squares are summed in float64. One product on
+        one thread (``threads`` unused): a split of the rows would round otherwise in single precision."""
         projected = self.r[:, lead:].astype(np.float32) @ vectors.astype(np.float32)
         return _group_squares(projected, self.weights, self.starts)
 
@@ -396,7 +417,7 @@ def by_moments(groups: int, d: int, rows: int) -> bool:
 
 
 def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bounds: np.ndarray,
-                      weights: tuple[np.ndarray, np.ndarray] | None = None, moments: bool | None = None) -> np.ndarray:
+                      weights: tuple[np.ndarray, np.ndarray] | None = None, moments: bool | None = None, threads: int = 1) -> np.ndarray:
     """Held-out squared errors of every truncation of a fit, summed per group: (C+1, groups, d-1).
 
     ``params`` is a fit on ``train``, its curved steps ``p_1 < ... < p_C``.
@@ -410,16 +431,17 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     group ``g``'s rows. ``moments``: whether the held-out errors come from the
     groups' second moments (None: :func:`by_moments`), both from the training
     residual's moments where their rounding allows (:func:`_settled`); False:
-    every error from the rows' own arithmetic, the reference they match.
+    every error from the rows' own arithmetic, the reference they match. ``threads``: the training and held-out
+    sides are made and corrected side by side on as many Python threads (:func:`_both`), with the same results.
     """
     w_train, w_held = (None, None) if weights is None else weights
     rows, moments = moments is False, by_moments(len(bounds) - 1, held.shape[1], len(held)) if moments is None else moments
     fitted = Groups(train, w_train, np.array([0, len(train)]), scatter=not rows)
-    errors, _ = _truncations(params, fitted, Groups(held, w_held, bounds, moments, fitted.origin), rows)
+    errors, _ = _truncations(params, fitted, Groups(held, w_held, bounds, moments, fitted.origin), rows, threads)
     return errors
 
 
-def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = False) -> tuple[np.ndarray, float]:
+def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = False, threads: int = 1) -> tuple[np.ndarray, float]:
     """:func:`truncation_errors` on rows whose moments are made (held's from its moments where it has them),
     and the held-out rows' energy ``sum w ||W (x - mean)||^2``.
 
@@ -437,17 +459,20 @@ def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = Fa
     curved = params.curved_steps()
     measured = None
     if not rows:
-        unseen = _Rows(params, held) if held.scatter is None else _Moments(params, held, curved)
-        measured = _measure(params, _Moments(params, train, curved), unseen, len(held.spans))
-    if measured is None:
-        measured = _measure(params, _RowMoments(params, train), _Rows(params, held), len(held.spans))
+        fitted, unseen = _both(lambda: _Moments(params, train, curved),
+                               lambda: _Rows(params, held) if held.scatter is None else _Moments(params, held, curved), threads)
+        measured = _measure(params, fitted, unseen, len(held.spans), threads)
+    if measured is None:  # the two sides' states made one after the other: each with its temporary, they are the peak
+        measured = _measure(params, _RowMoments(params, train), _Rows(params, held), len(held.spans), threads)
     assert measured is not None  # the rows' arithmetic is the reference: never refused
     return measured
 
 
-def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments | _Rows, groups: int) -> tuple[np.ndarray, float] | None:
+def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments | _Rows, groups: int,
+             threads: int = 1) -> tuple[np.ndarray, float] | None:
     """:func:`_truncations` from ``fitted`` (the training residual's moments) and ``unseen`` (the held-out
-    rows' states or moments); None where ``fitted`` is a :class:`_Moments` whose rounding could move an error."""
+    rows' states or moments), each correction of the two side by side on ``threads`` threads; None where ``fitted``
+    is a :class:`_Moments` whose rounding could move an error."""
     d = params.n_features
     curved = params.curved_steps()
     out = np.empty((len(curved) + 1, groups, d - 1))
@@ -455,8 +480,7 @@ def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments
     total = 0.0
     for c in range(len(curved) + 1):
         if c:
-            fitted.correct(curved[c - 1])
-            unseen.correct(curved[c - 1])
+            _both(lambda: fitted.correct(curved[c - 1]), lambda: unseen.correct(curved[c - 1]), threads)
         lead = 0 if c == 0 else curved[c - 1] + 1  # outputs fixed by the kept steps
         # state c holds for k from lead to the next curved step: the untruncated errors ||r[k:]||^2 there
         squares = unseen.squares(lead)
@@ -468,7 +492,7 @@ def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments
         # least squares has a constant term); its errors keeping lead + j components
         values, vectors = scipy.linalg.eigh(fitted.moments[0, lead:, lead:], check_finite=False)
         vectors = vectors[:, ::-1]
-        energies = unseen.energies(lead, vectors)
+        energies = unseen.energies(lead, vectors, threads)
         if isinstance(fitted, _Moments) and not _settled(values[::-1], vectors, energies.sum(axis=0), fitted, unseen, lead, EQUAL * total):
             return None
         out[c, :, :lead] = full[:, :lead]
@@ -611,13 +635,14 @@ def feasible(n: int, groups: np.ndarray | None, declared: Spec) -> bool:
 
 def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Generator, min_samples: int,
            escalate: bool = True, n_folds: int | None = None, rounds: int | None = None,
-           weights: np.ndarray | None = None, components: int | None = None, count: bool = True) -> Selection | None:
+           weights: np.ndarray | None = None, components: int | None = None, count: bool = True, threads: int = 1) -> Selection | None:
     """Validate the truncations of a fit on ``X`` (see the module docstring) and choose one; with
     ``escalate``, the robust family's too where the uncapped plain fit is refused or beaten. None where a
     training part is too small to fit. ``fit(rows, groups, rng, weights, robust=..., max_curved=...)`` fits
     rows with every other option of the final fit; ``weights`` (n,) weigh the rows (None: equally); the k users keep
     are ``1 .. components`` (None: those of :data:`KEPT`). With ``count``, an uncapped choice is capped at its half-size
-    fit's count of curved steps (:func:`_counted`).
+    fit's count of curved steps (:func:`_counted`). ``threads``: the Python threads on which the held-out measurement's
+    two sides (the training residual's and the held-out rows') are made side by side, the same results as on one.
 
     The groups are dealt into ``n_folds`` folds, and the first ``rounds`` of them are held out in turn."""
     n = len(X)
@@ -627,7 +652,7 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     if n - sizes[:rounds].max() < min_samples or np.bincount(folds.fold)[:rounds].max() > len(folds.fold) - 2:
         return None
     validation = _Validation(X, fit, None if weights is None else unit_mean(checks.row_weights(weights, n)),
-                             _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)), components)
+                             _parts(folds, order, rounds, groups, rng), np.isin(folds.fold, np.arange(rounds)), components, threads)
     if not validation.family(False):
         return Selection({"robust": False, "max_curved": None}, {})  # no curvature in sight: the plain fit stands
     uncapped = validation.verdicts[(False, None)]
@@ -699,12 +724,13 @@ class _Validation:
     fit is the baseline, and the held-out rows' energy the floor of equal errors."""
 
     def __init__(self, X: np.ndarray, fit: Fit, weights: np.ndarray | None, parts: list[_Part], judged: np.ndarray,
-                 components: int | None = None) -> None:
+                 components: int | None = None, threads: int = 1) -> None:
         # the parts on the data divided by a power of two near its spread (exact): the fits are the same up to that
         # factor (they divide by such a power themselves), and squared errors of data at 1e-200 or 1e150 stay finite
         mean = X.mean(axis=0)
         self.X, self.unit = X, power_of_two(spread_about(X, mean))
         self.fit, self.weights, self.parts, self.judged, self.components = fit, weights, parts, judged, components
+        self.threads = threads
         self.pca = np.zeros((len(judged), X.shape[1] - 1))
         self.total = 0.0
         self.verdicts: dict[tuple[bool, int | None], Verdict] = {}
@@ -715,7 +741,7 @@ class _Validation:
     def family(self, robust: bool) -> bool:
         """Judge the plain (or robust) fit of every part and all its truncations; False, judging nothing, where
         no plain fit has a curved step: each is its own PCA, and PCA is always admitted."""
-        fits = [(i, self._fit(i, robust)) for i in range(len(self.parts))]
+        fits = [(i, self._fit(i, robust) if robust else self._plain(i)) for i in range(len(self.parts))]
         if not robust and not any(params.curved_steps() for _, params in fits):
             return False
         errors = [(self.parts[i].held, self._errors(i, params, robust)) for i, params in fits]
@@ -744,15 +770,33 @@ class _Validation:
         weights = None if self.weights is None else self.weights[part.train]
         return self.fit(self._rows(i)[0], part.groups, np.random.default_rng(part.seed), weights, self.unit, robust=robust, max_curved=None)
 
+    def _plain(self, i: int) -> PPAParams:
+        """Part ``i``'s plain fit, and beside it, on a second thread where :attr:`threads` allow it, its rows' moments
+        (:meth:`_moments`), where they are at most :data:`BESIDE` of the training rows' values (what they add to the
+        fit's memory): made before the fit shows a curved step that needs them (nothing is measured otherwise), and
+        the same as made after it."""
+        training, unseen = self._rows(i)  # gathered before either thread reads them
+        if self.threads < 2 or len(self.parts[i].held) * unseen.shape[1] ** 2 > BESIDE * training.size:
+            return self._fit(i, False)
+        params, self._groups[i] = _both(lambda: self._fit(i, False), lambda: self._moments(i, 1), 2)
+        return params
+
+    def _moments(self, i: int, threads: int) -> tuple[Groups, Groups]:
+        """Part ``i``'s training and held-out rows' moments (:class:`Groups`, about the training rows' mean), the two
+        side by side on ``threads`` threads."""
+        part, (training, unseen), w = self.parts[i], self._rows(i), self.weights
+        moments = by_moments(len(part.held), unseen.shape[1], len(unseen))
+        origin = training.mean(axis=0)  # Groups' own origin of the training rows, taken once for both
+        fitted, held = _both(lambda: Groups(training, None if w is None else w[part.train], np.array([0, len(training)]), origin=origin),
+                             lambda: Groups(unseen, None if w is None else w[part.rows], part.bounds, moments, origin), threads)
+        return fitted, held
+
     def _errors(self, i: int, params: PPAParams, robust: bool) -> np.ndarray:
         """Part ``i``'s truncation errors (:func:`_truncations`), its rows' moments made once for every family."""
         part = self.parts[i]
         if i not in self._groups:
-            (training, unseen), w = self._rows(i), self.weights
-            moments = by_moments(len(part.held), unseen.shape[1], len(unseen))
-            fitted = Groups(training, None if w is None else w[part.train], np.array([0, len(training)]))
-            self._groups[i] = fitted, Groups(unseen, None if w is None else w[part.rows], part.bounds, moments, fitted.origin)
-        errors, total = _truncations(params, *self._groups[i])
+            self._groups[i] = self._moments(i, self.threads)
+        errors, total = _truncations(params, *self._groups[i], threads=self.threads)
         if not robust:  # the plain family's PCA (truncation 0) is the baseline of every candidate
             self.pca[part.held] = errors[0]
             self.total += total
@@ -822,12 +866,15 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             spec = declared.replace(leading="pca", noise_cov=noise, **configuration)
             return fit_params(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights))
 
+        # the cores the load leaves (read before the fits hold one BLAS thread): the held-out measurement's two sides
+        # run side by side on as many Python threads, each product on one BLAS thread
+        threads = min(blas.product_threads(), 2)
         with blas.every_blas_on_one_thread():  # as the fits: the products are small, and extra BLAS threads only wait
             kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
             # a searched fit's curved steps are not the PCA-led half fit's: its count caps only PCA-led fits
             pca_led = declared.leading == "pca"
             found = select(X, candidate, groups, rng.spawn(1)[0], declared.min_samples, escalate=pca_led, weights=weights,
-                           components=kept, count=pca_led)
+                           components=kept, count=pca_led, threads=threads)
         del starts  # before the final fit: its sample is the larger
         if found is not None:
             choice = found.choice | {"validated": True}
