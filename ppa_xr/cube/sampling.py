@@ -516,7 +516,7 @@ def sample_cubes(
 def _computed(draws: list, along: Any, optimize: bool, progress: bool) -> tuple[list, Any]:
     """``dask.compute(draws, along)``; with ``progress`` on a distributed client, through its futures with a bar of
     their tasks as the cluster runs them (:func:`_cluster_bar`; the local schedulers report to :class:`_TaskBar`)."""
-    client = getattr(get_scheduler(), "__self__", None)  # a distributed client's ``get``, bound to it
+    client: Any = getattr(get_scheduler(), "__self__", None)  # a distributed client's ``get``, bound to it
     if not progress or _local_scheduler() or not hasattr(client, "gather"):
         return dask.compute(draws, along, optimize_graph=optimize)
     futures = client.compute([draws, along], optimize_graph=optimize)
