@@ -159,6 +159,25 @@ def test_a_dataset_of_variables_on_a_cluster(client):
         same(g, e)
 
 
+def test_pooled_weighted_and_gappy_fits_on_a_cluster(client):
+    """Several cubes pooled, a fit, ``evaluate`` and report weighted by a lazy ``cos(lat)``, a fit with gaps filled."""
+    a, b = cube_of(seed=1), cube_of(np.uint16, nodata=0, seed=2, chunks={"y": 45, "x": 36})
+    weights = xr.DataArray(np.cos(np.linspace(0, 1.2, a.sizes["y"])), dims="y", coords={"y": a.y}).chunk({"y": 30})
+    gappy = a.where(np.random.default_rng(0).random(a.shape) > 0.2)
+    weighted = synchronously(lambda: a.ppa.fit(n_samples=2000, random_state=0, degree=2, weights=weights))
+    fits = lambda: [ppa_xr.fit_pooled([a, b], n_samples=2000, random_state=0, degree=2),  # noqa: E731
+                    a.ppa.fit(n_samples=2000, random_state=0, degree=2, weights=weights),
+                    gappy.ppa.fit(n_samples=2000, random_state=0, degree=2, missing="fill")]
+    outputs = lambda: [a.ppa.evaluate(weighted, weights=weights, n_samples=1500),  # noqa: E731
+                       a.ppa.information_report(weighted, weights=weights, n_samples=1500).compute(), gappy.ppa.fill(weighted).compute()]
+    expected_fits, expected = synchronously(fits), synchronously(outputs)
+    with on_the_cluster(client):
+        got_fits, got = fits(), outputs()
+    assert [m.params_.digest for m in got_fits] == [m.params_.digest for m in expected_fits]
+    for g, e in zip(got, expected):
+        same(g, e)
+
+
 def test_s_mode_on_a_cluster(client):
     """Maps as samples (time steps), grid cells as features: the fit in the span of its samples, its maps and report."""
     rng = np.random.default_rng(3)
