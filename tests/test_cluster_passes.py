@@ -107,7 +107,7 @@ def test_lazy_passes_compute_nothing_until_asked():
     with dask.config.set(scheduler=counting):
         for name, call, passes in (("fit", lambda: cube.ppa.fit(n_samples=2000, random_state=0), 1),
                                    ("fit with noise_cov='shift'", lambda: cube.ppa.fit(n_samples=2000, random_state=0, noise_cov="shift", degree=1), 1),
-                                   ("evaluate", lambda: cube.ppa.evaluate(model), 2),
+                                   ("evaluate", lambda: cube.ppa.evaluate(model, n_samples=1500), 2),
                                    ("information_report", lambda: cube.ppa.information_report(model, n_samples=1500), 2)):
             calls.clear()
             call()
