@@ -48,7 +48,8 @@ def pytest_xdist_auto_num_workers(config):
 
 #: the files that take longest (the docs build, the other-user installs, the pages' code, the cluster and
 #: process schedulers, the durable saves), run first, so that the workers of ``-n auto`` finish together
-LONGEST_FIRST = ("test_docs.py", "test_install.py", "test_doc_snippets.py", "test_compiled.py", "test_schedulers.py", "test_files.py")
+LONGEST_FIRST = ("test_docs.py", "test_install.py", "test_doc_snippets.py", "test_compiled.py", "test_schedulers.py", "test_cluster_passes.py",
+                 "test_files.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -58,8 +58,7 @@ def fit(
         (default 0, as every ``random_state`` here; None: fresh randomness).
     progress : bool
         Show progress bars of the sampling pass's tasks (on dask's local
-        schedulers; on a cluster use ``distributed.progress`` or the
-        dashboard) and of the fit's steps.
+        schedulers and on a distributed cluster) and of the fit's steps.
     weights : xr.DataArray, optional
         A weight per pixel, over some of the pixel dimensions (broadcast to the
         others), e.g. ``np.cos(np.deg2rad(cube.lat))`` so that the fit

@@ -11,7 +11,7 @@ over every pair of horizontally and vertically adjacent pixels (Green et al.
 direction about its own mean difference (a smooth trend shifts it), pairs
 with a NaN or nodata pixel skipped. The sums are a dask reduction: one pass
 over the chunks (shared with the pixel sample in ``cube.ppa.fit``), any
-chunking (the result agrees to rounding). Where the
+chunking (the result agrees to rounding), the same bit for bit under any scheduler of a chunking. Where the
 scene has sharp edges the differences also hold signal, and ``N`` is too
 large there (measured in docs/hyperspectral.md): give a noise covariance
 from a dark frame or a uniform area instead (``PPA(noise_cov=...)``, or
@@ -41,7 +41,9 @@ def noise_moments(da: xr.DataArray, dim: Hashable) -> list[tuple]:
     """Lazy ``(sum d d^T, sum d, count)`` of the neighbour differences ``d / sqrt(2)`` along each spatial axis of one cube."""
     da = da.transpose(*[d for d in da.dims if d != dim], dim)
     data = da.data if isinstance(da.data, dsa.Array) else dsa.from_array(np.asarray(da.data))
-    data = data.astype(np.float64)
+    # every chunk whole along the features and C-contiguous: numpy's sums follow the memory layout, which a chunk sent
+    # between workers changes (a transposed view arrives as a C copy), so the sums would differ by rounding on a cluster
+    data = data.astype(np.float64).rechunk({data.ndim - 1: -1}).map_blocks(np.ascontiguousarray)
     lead = tuple(range(data.ndim - 1))
     out = []
     for axis in _spatial_axes(da, dim):

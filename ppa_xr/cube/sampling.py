@@ -481,7 +481,7 @@ def sample_cubes(
     Groups are the spatial blocks, distinct per cube. ``along``: other lazy
     reductions over the same cubes (e.g. the noise estimate's), computed in
     the same pass over their chunks. ``progress``: a progress bar of the
-    pass's tasks on the local schedulers (:func:`_task_bar`). ``observed``: :data:`ANY_OBSERVED` takes the
+    pass's tasks, on the local schedulers (:func:`_task_bar`) and on a distributed client (:func:`_cluster_bar`). ``observed``: :data:`ANY_OBSERVED` takes the
     pixels with any finite feature, their gaps as they are in the rows (``missing="fill"``).
 
     ``n_samples=None`` keeps up to :data:`DEFAULT_SAMPLES` pixels, and no more
@@ -496,8 +496,8 @@ def sample_cubes(
     with _task_bar(progress):
         # with other reductions nothing is fused, so both read each chunk through the same tasks: once
         shared = along is not None
-        results, along = dask.compute([_lazy_draw(da, dim, n, s, (), None, None, not shared, observed) for da, s in zip(cubes, seeds)], along,
-                                      optimize_graph=not shared)
+        results, along = _computed([_lazy_draw(da, dim, n, s, (), None, None, not shared, observed) for da, s in zip(cubes, seeds)], along,
+                                   optimize=not shared, progress=progress)
     samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
     valid = sum(sample.n_valid for sample in samples)
     _check_found(valid, n_samples, "cubes have" if len(cubes) > 1 else "cube has")
@@ -513,9 +513,40 @@ def sample_cubes(
     return Pooled(values, groups[kept], _shares(samples, keys[kept], cube[kept]), cube[kept], index, along)
 
 
+def _computed(draws: list, along: Any, optimize: bool, progress: bool) -> tuple[list, Any]:
+    """``dask.compute(draws, along)``; with ``progress`` on a distributed client, through its futures with a bar of
+    their tasks as the cluster runs them (:func:`_cluster_bar`; the local schedulers report to :class:`_TaskBar`)."""
+    client: Any = getattr(get_scheduler(), "__self__", None)  # a distributed client's ``get``, bound to it
+    if not progress or _local_scheduler() or not hasattr(client, "gather"):
+        return dask.compute(draws, along, optimize_graph=optimize)
+    futures = client.compute([draws, along], optimize_graph=optimize)
+    _cluster_bar(futures)
+    return client.gather(futures)
+
+
+def _cluster_bar(futures: list) -> None:
+    """A progress bar (``tqdm.auto``, as :class:`_TaskBar`) of every task ``futures`` need, fed by the distributed
+    scheduler (its ``Progress`` plugin, as ``distributed.progress`` is); returns when they are done or one failed."""
+    from distributed.client import futures_of
+    from distributed.diagnostics.progressbar import TextProgressBar
+    from tqdm.auto import tqdm
+
+    class Bar(TextProgressBar):
+        def _draw_bar(self, remaining: int, all: int, **kwargs: Any) -> None:
+            if (bar.total, bar.n) != (all, all - remaining):  # the scheduler reports every 100 ms, done or not
+                bar.total, bar.n = all, all - remaining
+                bar.refresh()
+
+        def _draw_stop(self, **kwargs: Any) -> None:
+            bar.close()
+
+    bar = tqdm(total=0, desc="sampling", unit="task")
+    Bar(futures_of(futures))
+
+
 class _TaskBar(Callback):
     """A progress bar (``tqdm.auto``) of the tasks of the dask computations run inside it; dask's local schedulers
-    (threads, processes, synchronous) report to it, a distributed cluster does not (``distributed.progress``)."""
+    (threads, processes, synchronous) report to it, a distributed cluster through :func:`_cluster_bar`."""
 
     def __init__(self, desc: str) -> None:
         super().__init__()
