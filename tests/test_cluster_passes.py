@@ -24,8 +24,8 @@ MEMORY_LIMIT = 2**30
 
 @pytest.fixture(scope="module")
 def client():
-    """Two single-threaded worker processes with memory limits, one for the module; a test that restarts them runs last."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    """Two single-threaded worker processes with memory limits, one for the module."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   memory_limit=MEMORY_LIMIT) as cluster, distributed.Client(cluster) as connected:
         yield connected
 
@@ -235,17 +235,3 @@ def test_the_progress_bar_covers_the_sampling_pass_on_a_cluster(client, capsys):
     assert err.index("sampling") < err.index("PPA fit")
     assert model.params_.digest == expected.params_.digest
 
-
-def test_passes_survive_a_restart_of_the_workers(client):
-    """``client.restart()`` between calls: fresh worker processes import ppa_xr and its compiled loops again."""
-    cube = cube_of(np.uint16, nodata=0)
-    with on_the_cluster(client):
-        model = cube.ppa.fit(n_samples=2000, random_state=0, degree=2)
-        before = {name: out.compute() for name, out in lazy_passes(cube, model, report=False).items()}
-    client.restart()
-    with on_the_cluster(client):
-        again = cube.ppa.fit(n_samples=2000, random_state=0, degree=2)
-        after = {name: out.compute() for name, out in lazy_passes(cube, model, report=False).items()}
-    assert again.params_.digest == model.params_.digest
-    for name in before:
-        same(after[name], before[name])
