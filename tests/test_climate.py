@@ -392,6 +392,18 @@ def test_an_s_mode_report_on_a_cube_maps_each_held_out_time_step():
         cells.ppa.information_report(model, weights=np.cos(np.deg2rad(sst.lat)))
 
 
+
+def test_an_s_mode_model_fitted_on_its_whole_record_says_to_leave_maps_held_out():
+    """An S-mode model's held-out samples are its maps (months): fitted on every one, evaluate and the report say so,
+    and the advice they give (fewer maps through n_samples) then works."""
+    cells = open_ersst_sample()["sst"].load().stack(cell=("lat", "lon"))
+    model = cells.ppa.fit(dim="cell", random_state=0)
+    assert model.params_.s_mode
+    with pytest.raises(ValueError, match=r"only 0 samples \(maps\) .*fit on fewer maps \(n_samples smaller than the record\)"):
+        cells.ppa.evaluate(model)
+    fewer = cells.ppa.fit(dim="cell", random_state=0, n_samples=cells.sizes["time"] - 6)
+    assert cells.ppa.evaluate(fewer).attrs["n_pixels"] == 6
+
 def test_s_mode_cells_missing_in_some_months_leave_those_months_out_with_a_warning():
     field = _global_field(0)
     gappy = field.where(~((field.time == 3) & (field.lat == 0) & (field.lon == 0)))  # one ocean cell missing in one month

@@ -97,6 +97,8 @@ def test_report_on_a_climate_like_cube(data, models):
     fitted = cube.ppa.fit(n_samples=2000, random_state=0, standardize=True)
     report = cube.ppa.information_report(fitted, n_components=2, n_samples=1000).compute()
     assert report["error_ppa"].attrs["units"] == "squared standardized units"
+    assert cube.ppa.reconstruction_error(fitted, 2).attrs["units"] == "squared standardized units"  # none before
+    assert cube.ppa.evaluate(fitted).mse_ppa.attrs["units"] == "squared standardized units"
     assert float(report["total_mi_reduction_ppa"]) > float(report["total_mi_reduction_pca"]) - 0.05
     in_sample = cube.ppa.information_report(fitted, n_components=2, held_out=False, estimator="histogram").compute()
     assert in_sample.attrs["estimated_on"].startswith("in sample")

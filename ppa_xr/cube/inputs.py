@@ -292,3 +292,10 @@ def _component_units(da: xr.DataArray, model: PPA) -> str | None:
     """The unit of the model's components and errors: the features' common unit, none for a whitening
     model (standardizing or noise-whitening: its components and errors are in whitened units)."""
     return None if model.whitened_units_ else common_units(da)
+
+
+def squared_units(da: xr.DataArray, model: PPA) -> str | None:
+    """The unit of the model's squared errors: ``(u)^2`` of the features' common unit ``u``, ``squared standardized
+    units`` (or noise units) for a whitening model, None where the features have no common unit."""
+    units = _component_units(da, model)
+    return f"({units})^2" if units else model.whitened_units_ and f"squared {model.whitened_units_}"

@@ -25,7 +25,7 @@ from ..model import PPA
 from ..model.labels import FeatureLabels
 from .inputs import (
     COMPONENT, COMPONENT_NAME, _component_units, _one_chunk_along, check_model, common_units, described_components, masked_float, model_features,
-    unpacked_attrs,
+    squared_units, unpacked_attrs,
 )
 from .shift import warn_on_shift
 
@@ -264,8 +264,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
     da, dim = model_features(obj, model, dim)
     k = model.kept(n_components)
     name = f"squared reconstruction error summed over bands, {k} PPA components"
-    units = _component_units(da, model)
-    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, units and f"({units})^2", params=model.params_, n_components=k)
+    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, squared_units(da, model), params=model.params_, n_components=k)
     return out.rename(_name(obj, "reconstruction_error")).assign_attrs(provenance(model, "squared reconstruction error", k))
 
 

@@ -262,14 +262,18 @@ def _warn_moved(rows: np.ndarray, fitted: FitSample | None, exclude: tuple[Pixel
                   "(same pixels in the same order, e.g. without .isel or .sortby) or a scene the fit never saw", UserWarning)
 
 
-def shortfall(sample: Sample, chunks: int | None = None, minimum: int = MIN_HELD_OUT) -> str | None:
-    """Why ``sample`` is too small for a held-out estimate (fewer than ``minimum`` pixels, :data:`MIN_HELD_OUT`), or None."""
+def shortfall(sample: Sample, chunks: int | None = None, s_mode: bool = False) -> str | None:
+    """Why ``sample`` is too small for a held-out estimate (fewer than :func:`min_held_out` pixels, or samples of an
+    ``s_mode`` model: its maps, e.g. time steps), or None."""
+    minimum = min_held_out(s_mode)
     if sample.n_valid >= minimum:
         return None
+    what = "samples (maps)" if s_mode else "valid pixels"
     where = f" in the {chunks} chunks read" if chunks else ""
-    return (f"only {sample.n_valid} valid pixels of this cube lie outside the model's fitting sample{where}, fewer than the "
-            f"{minimum} a held-out estimate needs; " + ("read more chunks (max_chunks=None)" if chunks else
-            "fit on fewer pixels (n_samples) to leave more held out, or evaluate on another scene"))
+    advice = ("fit on fewer maps (n_samples smaller than the record) to leave some held out, or evaluate on another period"
+              if s_mode else "fit on fewer pixels (n_samples) to leave more held out, or evaluate on another scene")
+    return (f"only {sample.n_valid} {what} of this cube lie outside the model's fitting sample{where}, fewer than the "
+            f"{minimum} a held-out estimate needs; " + ("read more chunks (max_chunks=None)" if chunks else advice))
 
 
 def _seed(rng: np.random.Generator) -> int:

@@ -11,8 +11,8 @@ from ..core import errors
 from ..core.checks import warn_user
 from ..core.spec import RANDOM_STATE
 from ..model import PPA
-from .inputs import COMPONENT, _component_units, model_features
-from .sampling import min_held_out, weights_at, fitted_shares, held_out, shortfall, witnessed
+from .inputs import COMPONENT, model_features, squared_units
+from .sampling import weights_at, fitted_shares, held_out, shortfall, witnessed
 
 #: pixels the shift check compares PPA and PCA on, and the chunks it reads them from at most
 CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
@@ -70,14 +70,13 @@ def evaluate(
     """
     da, dim = model_features(obj, model, dim)
     sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), n_samples, random_state, max_chunks, fitted=witnessed(model.sample_, model.params_.s_mode))
-    if message := shortfall(sample, max_chunks, min_held_out(model.params_.s_mode)):
+    if message := shortfall(sample, max_chunks, model.params_.s_mode):
         raise ValueError(message)
     row_weights = None if weights is None else weights_at(da, dim, weights, sample.index)
     comparison = errors.compare_errors(model.params_, sample.values, weights=row_weights)
     chunks = int(np.prod([len(sizes) for d, sizes in zip(da.dims, da.chunks) if d != dim])) if da.chunks else 1  # every one read where fewer
-    units = _component_units(da, model)
     k = xr.DataArray(np.arange(1, model.params_.n_features), dims=COMPONENT, attrs={"long_name": "components kept"})
-    squared = f"({units})^2" if units else f"squared {model.whitened_units_ or 'feature units'}"  # whitened, or no unit given
+    squared = squared_units(da, model) or "squared feature units"  # no unit given
     error = {"long_name": "squared reconstruction error summed over bands, mean over pixels", "units": squared}
     curves = {"mse_ppa": (COMPONENT, comparison.ppa, error),
               "mse_pca": (COMPONENT, comparison.pca, error | {"long_name": error["long_name"] + ", PCA of the fitting sample"})}
