@@ -60,7 +60,7 @@ if __name__ == "__main__":
 # band descriptions name the components, under a lock that works across
 # processes; zarr needs no lock, each chunk is its own object.
 if __name__ == "__main__":
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None)
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0")  # any free port
     with cluster, Client(cluster):
         print(f"cluster: {len(cluster.workers)} workers")
         start = time.perf_counter()
