@@ -1,4 +1,4 @@
-"""``ppa-xr`` command line: fit, transform, inverse, report and demo on GeoTIFF / netCDF / zarr cubes.
+"""The ppa-xr command line: fit, transform, inverse, fill, report and demo on GeoTIFF / netCDF / zarr cubes.
 
     ppa-xr fit scene.tif model.nc --n-samples 200000 --degree 1 2 3 4 5
     ppa-xr fit LC08_B1.TIF LC08_B2.TIF ... LC08_B7.TIF model.nc     # one file per band

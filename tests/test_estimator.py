@@ -224,7 +224,7 @@ def test_a_share_of_the_variance_is_read_as_transform_reads_it_by_reconstruct_an
     np.testing.assert_array_equal(model.reconstruct(curved, 0.95), model.reconstruct(curved, k))
     gappy = np.where(np.random.default_rng(1).random(curved.shape) < 0.2, np.nan, curved)
     np.testing.assert_array_equal(model.fill(gappy, n_components=0.95), model.fill(gappy, n_components=k))
-    with pytest.raises(ValueError, match=r"n_components must be an integer in \[1, 4\], got 1.0"):
+    with pytest.raises(ValueError, match=r"n_components must be an integer in \[1, 4\] or a share of the variance in \(0, 1\) \(e.g. 0.95\), got 1.0"):
         model.reconstruct(curved, 1.0)
 
 

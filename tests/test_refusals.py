@@ -200,3 +200,18 @@ def test_evaluate_says_it_read_random_chunks_only_where_it_did(small):
     cube, model = small  # 4 chunks
     assert cube.ppa.evaluate(model, max_chunks=100).attrs["pixels"] == "held out: valid pixels outside the model's fitting sample"
     assert cube.ppa.evaluate(model, max_chunks=3).attrs["pixels"].endswith(", from 3 random chunks")
+
+
+def test_a_series_of_one_variable_and_a_cube_given_to_the_estimator_say_where_the_features_are(small):
+    """A netCDF of one variable (an NDVI series) has its features along a dim of that variable, and a cube's maps go
+    through its accessor: each refusal names the call that works, and that call works."""
+    cube, model = small
+    series = cube.rename(band="time").assign_coords(time=np.arange(cube.sizes["band"])).to_dataset(name="ndvi")
+    with pytest.raises(ValueError, match=r"one data variable, 'ndvi'.*ds\['ndvi'\] with dim='time' \(CLI: --variable ndvi --dim time\)"):
+        series.ppa.fit(dim="time")
+    two = series.assign(evi=series.ndvi * 0.5)
+    with pytest.raises(ValueError, match=r"already has a dimension 'time'.*ds\['ndvi'\] \(CLI: --variable ndvi\)"):
+        two.ppa.fit(dim="time")
+    assert series["ndvi"].ppa.fit(dim="time", degree=1, n_samples=500).n_features_in_ == cube.sizes["band"]
+    with pytest.raises(ValueError, match=r"cube of dims \('band', 'y', 'x'\) goes through its accessor, e.g. cube.ppa.transform\(model\)"):
+        model.transform(cube)

@@ -52,7 +52,10 @@ def kept_components(k: Any, d: int, variance_ratio: np.ndarray) -> int:
     sum to it: the one reading of ``n_components``."""
     if isinstance(k, (float, np.floating)) and 0 < k < 1:
         return min(int(np.searchsorted(np.cumsum(variance_ratio), k * (1 - 1e-12))) + 1, d)
-    return check_components(k, d)
+    try:
+        return check_components(k, d)
+    except ValueError:
+        raise ValueError(f"n_components must be an integer in [1, {d}] or a share of the variance in (0, 1) (e.g. 0.95), got {k!r}") from None
 
 
 def optional(check: Check) -> Check:

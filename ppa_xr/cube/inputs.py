@@ -59,6 +59,12 @@ def _stacked_variables(ds: xr.Dataset, dim: Hashable) -> xr.DataArray:
     """A Dataset's data variables, masked to floats, stacked along a new ``dim`` (their names its labels)."""
     if not ds.data_vars:
         raise ValueError("the Dataset has no data variables to use as features")
+    if len(ds.data_vars) == 1:  # one feature: the features are along one of its dims
+        (name,) = ds.data_vars
+        along = dim if dim in ds[name].dims else "<one of them>"
+        raise ValueError(f"the Dataset has one data variable, {str(name)!r} {ds[name].dims}, and a Dataset's variables are its "
+                         f"features, one each: to take the values along one of its dims as the features, pass the DataArray "
+                         f"ds[{str(name)!r}] with dim={along!r} (CLI: --variable {name} --dim {along})")
     shapes = {name: ds[name].dims for name in ds.data_vars}
     if len({frozenset(dims) for dims in shapes.values()}) > 1:  # the same dims in another order are stacked as xarray broadcasts
         widest = max(shapes, key=lambda name: len(shapes[name]))
@@ -72,7 +78,9 @@ def _stacked_variables(ds: xr.Dataset, dim: Hashable) -> xr.DataArray:
         along = [str(name) for name in ds.coords if dim in ds[name].dims and name != dim]
         leftover = (f" (the coordinates {along} still lie along it, e.g. after to_dataset({dim!r}): drop them with "
                     f"ds.drop_vars({along!r}), or") if along else ";"
-        raise ValueError(f"the Dataset already has a dimension {dim!r}{leftover} pass another dim for its variables")
+        holding = [str(name) for name in ds.data_vars if dim in ds[name].dims]
+        one = f", or take one variable's values along {dim!r} as the features: ds[{holding[0]!r}] (CLI: --variable {holding[0]})" if holding else ""
+        raise ValueError(f"the Dataset already has a dimension {dim!r}{leftover} pass another dim for its variables{one}")
     stacked = ds.map(masked_float, keep_attrs=True).to_dataarray(dim=dim)
     stacked.attrs = unpacked_attrs(ds.attrs)  # no packing declared on the unpacked floats
     return stacked

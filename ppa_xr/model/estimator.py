@@ -492,6 +492,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             2-D, the fitted number of features, float32 or float64 (other numbers as float64).
         """
         check_is_fitted(self)
+        if hasattr(X, "dims") and len(X.dims) > 2:  # an xarray cube: its pixels and features are found by its accessor
+            raise ValueError(f"the estimator's maps take tables (samples, features); a cube of dims {tuple(X.dims)} goes through its "
+                             f"accessor, e.g. cube.ppa.transform(model) (likewise inverse_transform, reconstruct, fill)")
         return validate_data(self, _unmasked(X), reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)
 
     def transform(self, X: Any) -> np.ndarray:
