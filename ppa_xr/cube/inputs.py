@@ -61,10 +61,10 @@ def _stacked_variables(ds: xr.Dataset, dim: Hashable) -> xr.DataArray:
         raise ValueError("the Dataset has no data variables to use as features")
     if len(ds.data_vars) == 1:  # one feature: the features are along one of its dims
         (name,) = ds.data_vars
-        along = dim if dim in ds[name].dims else "<one of them>"
+        named = dim if dim in ds[name].dims else "<one of them>"
         raise ValueError(f"the Dataset has one data variable, {str(name)!r} {ds[name].dims}, and a Dataset's variables are its "
                          f"features, one each: to take the values along one of its dims as the features, pass the DataArray "
-                         f"ds[{str(name)!r}] with dim={along!r} (CLI: --variable {name} --dim {along})")
+                         f"ds[{str(name)!r}] with dim={named!r} (CLI: --variable {name} --dim {named})")
     shapes = {name: ds[name].dims for name in ds.data_vars}
     if len({frozenset(dims) for dims in shapes.values()}) > 1:  # the same dims in another order are stacked as xarray broadcasts
         widest = max(shapes, key=lambda name: len(shapes[name]))
@@ -75,15 +75,20 @@ def _stacked_variables(ds: xr.Dataset, dim: Hashable) -> xr.DataArray:
             f"ds[[...]]"
         )
     if dim in ds.dims:
-        along = [str(name) for name in ds.coords if dim in ds[name].dims and name != dim]
-        leftover = (f" (the coordinates {along} still lie along it, e.g. after to_dataset({dim!r}): drop them with "
-                    f"ds.drop_vars({along!r}), or") if along else ";"
-        holding = [str(name) for name in ds.data_vars if dim in ds[name].dims]
-        one = f", or take one variable's values along {dim!r} as the features: ds[{holding[0]!r}] (CLI: --variable {holding[0]})" if holding else ""
-        raise ValueError(f"the Dataset already has a dimension {dim!r}{leftover} pass another dim for its variables{one}")
+        raise ValueError(_taken_dim(ds, dim))
     stacked = ds.map(masked_float, keep_attrs=True).to_dataarray(dim=dim)
     stacked.attrs = unpacked_attrs(ds.attrs)  # no packing declared on the unpacked floats
     return stacked
+
+
+def _taken_dim(ds: xr.Dataset, dim: Hashable) -> str:
+    """Why a Dataset's variables cannot be stacked along ``dim``, a dimension it has, and the ways out."""
+    along = [str(name) for name in ds.coords if dim in ds[name].dims and name != dim]
+    leftover = (f" (the coordinates {along} still lie along it, e.g. after to_dataset({dim!r}): drop them with "
+                f"ds.drop_vars({along!r}), or") if along else ";"
+    holding = [str(name) for name in ds.data_vars if dim in ds[name].dims]
+    one = f", or take one variable's values along {dim!r} as the features: ds[{holding[0]!r}] (CLI: --variable {holding[0]})" if holding else ""
+    return f"the Dataset already has a dimension {dim!r}{leftover} pass another dim for its variables{one}"
 
 
 def _dim_advice(da: xr.DataArray, dim: Hashable) -> str:
