@@ -332,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fit = command("fit", _cmd_fit, "fit a model on sampled pixels", ("inputs", "model"))
     fit.add_argument("--dim", default="band", help="the band/feature dimension (default band)")
-    fit.add_argument("--n-samples", type=_positive, help="pixels sampled for the fit (default: up to 200000)")
+    fit.add_argument("--n-samples", type=_positive, help="pixels sampled for the fit (default: up to 200000, and at most half of a cube's valid pixels, the rest held out)")
     fit.add_argument("--missing", choices=["drop", "fill"], default="drop",
                      help="pixels with a missing value: left out (drop, default) or kept, their gaps filled as the fit goes (fill)")
     for declared in spec.fields_of():  # the estimator's parameters, as the spec declares them

@@ -70,8 +70,9 @@ def summary_table(report: xr.Dataset) -> SummaryTable:
     every = f"1..{len(ks)}" if np.array_equal(ks, np.arange(1, len(ks) + 1)) else ", ".join(map(str, ks))
     lines.append(f"| 100 x PPA / PCA error: mean over k = {every}, worst k | 100 | {ratio.mean():.1f}, "
                  f"{ratio.max():.1f} (k = {ks[int(np.argmax(ratio))]}) |")
-    lines.append(f"| mean of the error map, k = {k} | {float(report['error_pca'].mean()):.6g} | {float(report['error_ppa'].mean()):.6g} |")
-    lines.append(f"\nReconstruction errors: squared error summed over bands, mean over pixels ({report['mse_ppa'].attrs.get('units', 'squared input units')}).")
+    lines.append(f"| mean of the error map over every pixel, k = {k} | {float(report['error_pca'].mean()):.6g} | {float(report['error_ppa'].mean()):.6g} |")
+    lines.append(f"\nReconstruction errors: squared error summed over bands, mean over the report's {report.attrs['sample_size']} sampled pixels "
+                 f"(the error map's: over every pixel of the cube) ({report['mse_ppa'].attrs.get('units', 'squared input units')}).")
     if "span" in report.dims:  # a reduced (S-mode) model's report: say what its multi-information is of
         lines.append(f"Multi-information of {report.attrs['inputs']}.")
     return SummaryTable("\n".join(lines))
