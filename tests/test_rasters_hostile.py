@@ -442,3 +442,31 @@ def test_a_result_on_an_uneven_grid_is_refused_as_a_geotiff(tmp_path, landsat, w
     ppa_xr.write_cube(scores, tmp_path / "c.nc")
     ppa_xr.to_raster(landsat.isel(x=slice(0, 50), y=slice(0, 50)).astype("float32").assign_coords(
         y=landsat.y.values[:50].astype("float32")), tmp_path / "float32_coordinates.tif")  # their rounding: accepted
+
+
+def _gappy_scores(landsat):
+    """Components of the bundled scene with a strip of nodata pixels (NaN in the components)."""
+    cube = landsat.where(landsat.x > landsat.x[20])
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=1)
+    return cube.ppa.transform(model, n_components=2)
+
+
+def test_a_dataset_of_components_declares_its_nodata(tmp_path, landsat):
+    scores = _gappy_scores(landsat)
+    path = ppa_xr.to_raster(scores.to_dataset("component"), tmp_path / "ds.tif")
+    with rasterio.open(path) as src:
+        assert src.nodata is not None and np.isnan(src.nodata)  # was None: NaN pixels written as values
+        assert np.isnan(src.read(1)).any()
+
+
+def test_a_nodata_option_is_written_and_an_integer_dtype_without_one_refused(tmp_path, landsat):
+    scores = _gappy_scores(landsat)
+    path = ppa_xr.to_raster(scores, tmp_path / "n.tif", nodata=-9999)
+    with rasterio.open(path) as src:
+        values = src.read(1)
+        assert src.nodata == -9999 and not np.isnan(values).any() and (values == -9999).any()  # NaN under nodata -9999 before
+    with pytest.raises(ValueError, match="nodata=-9999"):  # was rasterio's "cannot convert float NaN to integer"
+        ppa_xr.to_raster(scores * 100, tmp_path / "i.tif", dtype="int16")
+    path = ppa_xr.to_raster(scores * 100, tmp_path / "i.tif", dtype="int16", nodata=-32768)
+    with rasterio.open(path) as src:
+        assert src.dtypes[0] == "int16" and src.nodata == -32768 and (src.read(1) == -32768).any()

@@ -295,7 +295,23 @@ def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
         raise ValueError("the Dataset has no data variables to write")
     units = {str(v.attrs.get("units", "")) for v in obj.data_vars.values()}
     out = obj.to_dataarray(dim="band")
-    return out.assign_attrs(units=units.pop()) if len(units) == 1 and "" not in units else out
+    out = out.assign_attrs(units=units.pop()) if len(units) == 1 and "" not in units else out
+    return _with_common_nodata(out, list(obj.data_vars.values()))
+
+
+def _with_common_nodata(out: xr.DataArray, variables: list[xr.DataArray]) -> xr.DataArray:
+    """``out`` declaring the nodata its variables share (``to_dataarray`` drops their encoding, so a Dataset of
+    components was written with NaN pixels and no nodata); as it was, where they declare none or differ."""
+    import rioxarray  # noqa: F401 (the .rio accessor)
+
+    encoded = [v.rio.encoded_nodata for v in variables]
+    values = encoded if all(e is not None for e in encoded) else [v.rio.nodata for v in variables]
+    first = values[0]
+    if first is None or out.rio.nodata is not None or out.rio.encoded_nodata is not None:
+        return out
+    if not all(v is not None and (v == first or (np.isnan(v) and np.isnan(first))) for v in values):
+        return out
+    return out.rio.write_nodata(first, encoded=encoded[0] is not None and values is encoded)
 
 
 def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
@@ -308,6 +324,7 @@ def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
         labels = da[da.dims[0]].values if da.dims[0] in da.coords else np.arange(1, da.shape[0] + 1)
         names = [f"{COMPONENT_NAME} {v}" for v in labels] if da.dims[0] == COMPONENT else [str(v) for v in labels]
         da = da.assign_attrs(long_name=tuple(names))
+    da = _with_nodata_option(da, kwargs)
     options = {"tiled": True, "compress": "deflate", "driver": "GTiff", "lock": file_lock()} | kwargs
     with warnings.catch_warnings():
         if da.rio.get_gcps():  # placed by its ground control points: rasterio's warning about the identity transform is moot
@@ -317,6 +334,19 @@ def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     if units:  # rioxarray writes band descriptions, not units
         with rasterio.open(path, "r+") as dst:
             dst.units = (units,) * dst.count
+
+
+def _with_nodata_option(da: xr.DataArray, kwargs: dict[str, Any]) -> xr.DataArray:
+    """``da`` writing its missing values as ``kwargs``' ``nodata`` (taken out of them: ``rio.to_raster`` ignored it and
+    wrote NaN), refused where an integer ``dtype`` would have no value for them."""
+    if "nodata" in kwargs:
+        da = da.rio.write_nodata(kwargs.pop("nodata"), encoded=True)
+    dtype = kwargs.get("dtype")
+    nodata = da.rio.encoded_nodata if da.rio.encoded_nodata is not None else da.rio.nodata
+    if dtype is not None and np.dtype(dtype).kind in "iu" and da.dtype.kind == "f" and (nodata is None or np.isnan(nodata)):
+        raise ValueError(f"dtype={dtype!r} cannot hold the result's missing values (NaN): pass nodata=<a {np.dtype(dtype)} value "
+                         "outside the data> too, e.g. nodata=-9999, or leave dtype out (float32 keeps the values as computed)")
+    return da
 
 
 def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: str | None = None) -> xr.DataArray | xr.Dataset:
