@@ -173,3 +173,22 @@ def test_a_covariance_given_as_a_dataarray_is_named_as_such(scene):
     for given in (xr.DataArray(cov, dims=("band", "band2"), coords={"band": bands, "band2": bands}), xr.DataArray(cov)):
         with pytest.raises(ValueError, match=r"the shape of a covariance: pass a covariance as a numpy array.*noise_cov=cov.values"):
             scene.cube.ppa.fit(noise_cov=given, degree=1, n_samples=1000)
+
+
+def test_a_labelled_covariance_in_another_order_is_refused(scene):
+    """A pandas DataFrame covariance is read by position: labelled in another order than the features it gave each band
+    another band's noise, silently. It is refused, saying how to order it; one in the features' order is taken."""
+    import pandas as pd
+
+    bands = scene.cube.band.values
+    cov = np.diag(scene.noise_std**2)
+    reversed_ = pd.DataFrame(cov[::-1, ::-1], index=bands[::-1], columns=bands[::-1])
+    with pytest.raises(ValueError, match=r"noise_cov's rows are labelled .*=N.loc\[labels, labels\]"):
+        scene.cube.ppa.fit(noise_cov=reversed_, degree=1, n_samples=1000)
+    model = scene.cube.ppa.fit(noise_cov=reversed_.loc[bands, bands], degree=1, n_samples=1000, random_state=0)
+    np.testing.assert_array_equal(model.noise_cov_, cov)
+    names = [f"b{b}" for b in bands]  # scikit-learn names features by string columns only
+    X = pd.DataFrame(_pixels(scene.cube), columns=names)
+    with pytest.raises(ValueError, match="noise_cov's rows are labelled"):
+        PPA(noise_cov=pd.DataFrame(cov[::-1, ::-1], index=names[::-1], columns=names[::-1]), degree=1).fit(X)
+    PPA(noise_cov=pd.DataFrame(cov), degree=1).fit(X)  # no labels (0..d-1): by position, as a numpy array

@@ -12,7 +12,7 @@ from ..core.checks import warn_user
 from ..core.fill import check_missing
 from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model import PPA
-from ..model.labels import FeatureLabels
+from ..model.labels import FeatureLabels, check_matrix_labels
 from .inputs import feature_array, without_dropped
 from .noise import noise_covariance, noise_moments, sample_covariance
 from .sampling import ALL_OBSERVED, ANY_OBSERVED, feature_weights_at, over_features, sample_cubes
@@ -150,6 +150,7 @@ def fit_pooled(
     if not estimated:
         declared.for_data(None, d)
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
+    check_matrix_labels(noise, features.labels)
     arrays = [features.select(da, d) for da in arrays]
     feature_weights, weights = _by_kind(arrays[0], dim, weights)
     sampled, used = _s_mode_features(arrays, dim)

@@ -33,7 +33,7 @@ from ..core.spec import Spec
 from . import display, file
 from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, output_names,
                        set_outputs, validate_data)
-from .labels import FeatureLabels, shown
+from .labels import FeatureLabels, check_matrix_labels, shown
 
 #: features whose standard deviations differ by more than this make PPA (and PCA) describe only the largest
 SCALE_RATIO_WARNING = 1e3
@@ -133,6 +133,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         declared = self._get_spec()
         X = validate_data(self, _unmasked(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
+        check_matrix_labels(self.noise_cov, getattr(self, "feature_names_in_", None))
         return self._fit(X, declared, groups, None, None, progress, sample_weight, feature_weight, missing)
 
     @classmethod

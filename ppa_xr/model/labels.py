@@ -112,6 +112,20 @@ def _duplicates(labels) -> list:
     return values[counts > 1].tolist()
 
 
+def check_matrix_labels(matrix: Any, labels: Any, what: str = "noise_cov") -> None:
+    """Refuse a labelled (d, d) matrix, a pandas DataFrame, whose rows or columns are not the features' ``labels`` in
+    their order: it is read by position. One labelled 0..d-1 (pandas' default) or features without labels pass."""
+    if labels is None or not hasattr(matrix, "index") or not hasattr(matrix, "columns"):
+        return
+    want = np.asarray(labels).tolist()
+    for side, index in (("rows", matrix.index), ("columns", matrix.columns)):
+        got = index.tolist()
+        if got != want and got != list(range(len(got))):
+            raise ValueError(f"{what}'s {side} are labelled {shown(got)}, and the features are {shown(want)}: a covariance is read "
+                             f"by position, in the features' order; pass {what}=N.loc[labels, labels] with the features' labels "
+                             "in order (e.g. cube.band.values)")
+
+
 @dataclass(frozen=True, eq=False)
 class FeatureLabels:
     """The feature dimension ``dim``, its ``labels`` (None: by position) and other per-feature coordinates.
