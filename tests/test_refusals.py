@@ -200,3 +200,16 @@ def test_evaluate_says_it_read_random_chunks_only_where_it_did(small):
     cube, model = small  # 4 chunks
     assert cube.ppa.evaluate(model, max_chunks=100).attrs["pixels"] == "held out: valid pixels outside the model's fitting sample"
     assert cube.ppa.evaluate(model, max_chunks=3).attrs["pixels"].endswith(", from 3 random chunks")
+
+
+def test_pooled_cubes_in_other_units_are_refused(small):
+    """A scene in km pooled with one in m was fitted as one population, silently."""
+    cube, _ = small
+    metres = cube.astype(float).assign_attrs(units="m")
+    kilometres = (metres / 1000).assign_attrs(units="km")
+    with pytest.raises(ValueError, match=r"cube 2 of 2 is in units 'km' and cube 1 in 'm'.*convert one first"):
+        ppa_xr.fit_pooled([metres, kilometres], degree=1, random_state=0)
+    per_band = tuple("m" for _ in range(cube.sizes["band"]))
+    with pytest.raises(ValueError, match="cube 3 of 3 is in units"):  # rioxarray's per-band units; cubes without any pass
+        ppa_xr.fit_pooled([metres.assign_attrs(units=per_band), cube, kilometres.assign_attrs(units=("km",) * len(per_band))], degree=1)
+    ppa_xr.fit_pooled([metres, (kilometres * 1000).assign_attrs(units="m"), cube], degree=1, random_state=0)

@@ -152,6 +152,7 @@ def fit_pooled(
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
     check_matrix_labels(noise, features.labels)
     arrays = [features.select(da, d) for da in arrays]
+    _check_same_units(arrays)
     feature_weights, weights = _by_kind(arrays[0], dim, weights)
     sampled, used = _s_mode_features(arrays, dim)
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
@@ -181,6 +182,19 @@ def _sampled(arrays: list[xr.DataArray], dim: Hashable, n_samples: int | None, r
     if filling:
         pooled.values[~np.isfinite(pooled.values)] = np.nan  # an infinite value is a gap too
     return pooled
+
+
+def _check_same_units(arrays: list[xr.DataArray]) -> None:
+    """Refuse cubes declaring other ``units`` (as a string, or per band) than the first cube's: pooled, a scene in km beside
+    one in m is fitted as one population, silently. Cubes without units pass."""
+    declared = [(i, tuple(u) if isinstance(u, (tuple, list, np.ndarray)) else u) for i, da in enumerate(arrays)
+                if (u := da.attrs.get("units")) is not None and not (isinstance(u, str) and not u)]
+    for i, units in declared[1:]:
+        if units != declared[0][1]:
+            first, n = declared[0], len(arrays)
+            raise ValueError(f"cube {i + 1} of {n} is in units {units!r} and cube {first[0] + 1} in {first[1]!r}: pooled pixels must be in "
+                             "one unit (a fit of both would be a map of neither); convert one first (e.g. scene * 1000 with "
+                             ".assign_attrs(units='m')), or give them the same units attribute where they name the same unit")
 
 
 def _check_noise_sample(noise: Any, dim: Hashable, d: int) -> None:
