@@ -213,3 +213,21 @@ def test_pooled_cubes_in_other_units_are_refused(small):
     with pytest.raises(ValueError, match="cube 3 of 3 is in units"):  # rioxarray's per-band units; cubes without any pass
         ppa_xr.fit_pooled([metres.assign_attrs(units=per_band), cube, kilometres.assign_attrs(units=("km",) * len(per_band))], degree=1)
     ppa_xr.fit_pooled([metres, (kilometres * 1000).assign_attrs(units="m"), cube], degree=1, random_state=0)
+
+
+def test_groups_with_missing_or_unsortable_labels_are_refused():
+    """NaN group labels were held out as one group, silently; None or mixed labels failed in numpy's sort."""
+    import pandas as pd
+
+    X = curved_sample(n=600, seed=0)
+    labels = np.arange(600) % 6
+    for missing in (np.where(labels == 0, np.nan, labels), np.where(labels == 0, None, labels.astype(object)),
+                    pd.Categorical(np.where(labels == 0, None, labels.astype(str)))):
+        with pytest.raises(ValueError, match=r"groups hold 100 missing labels \(NaN or None\) of 600: give those samples a group"):
+            PPA(degree=(1, 2), configuration="fixed").fit(X, groups=missing)
+    with pytest.raises(TypeError, match=r"groups must be labels of one kind that sort \(ints or strings; got int, str\)"):
+        PPA(degree=(1, 2), configuration="fixed").fit(X, groups=np.where(labels == 0, "a", labels.astype(object)))
+    fitted = [PPA(degree=(1, 2), configuration="fixed", random_state=0).fit(X, groups=g).params_.mean for g in
+              (labels, labels.astype(str), pd.Categorical(labels.astype(str)), labels + 0.5)]
+    for mean in fitted[1:]:
+        np.testing.assert_array_equal(mean, fitted[0])

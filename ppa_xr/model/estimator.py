@@ -33,7 +33,7 @@ from ..core.spec import Spec
 from . import display, file
 from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, output_names,
                        set_outputs, validate_data)
-from .labels import FeatureLabels, check_matrix_labels, shown
+from .labels import FeatureLabels, check_matrix_labels, kinds, shown
 
 #: features whose standard deviations differ by more than this make PPA (and PCA) describe only the largest
 SCALE_RATIO_WARNING = 1e3
@@ -174,8 +174,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _fit(self, X: np.ndarray, declared: Spec, groups: Any, features: FeatureLabels | None, sample: FitSample | None,
              progress: bool, weights: Any = None, feature_weights: Any = None, missing: str = "drop") -> PPA:
-        if groups is not None and np.shape(groups) != (len(X),):
-            raise ValueError(f"groups must hold one label per sample, shape ({len(X)},), got shape {np.shape(groups)}")
+        _check_groups(groups, len(X))
         if feature_weights is not None or len(X) <= X.shape[1]:
             if check_missing(missing) == "fill":
                 raise ValueError("missing='fill' fits need more samples than features and no feature weights; with fewer "
@@ -887,6 +886,28 @@ def _fewest_gaps(finite: np.ndarray, filled: np.ndarray, drawn: np.ndarray, grou
     if few.all():
         return filled, drawn, groups, weights
     return filled[few], drawn[few], None if groups is None else np.asarray(groups)[few], None if weights is None else unit_mean(weights[few])
+
+
+def _check_groups(groups: Any, n: int) -> None:
+    """Refuse ``groups`` that are not one label per sample, hold a missing label (NaN, None: all of them were one group,
+    silently) or mix labels that do not sort (numpy's TypeError)."""
+    if groups is None:
+        return
+    if np.shape(groups) != (n,):
+        raise ValueError(f"groups must hold one label per sample, shape ({n},), got shape {np.shape(groups)}")
+    labels = np.asarray(groups)
+    kind = labels.dtype.kind
+    missing = (np.isnan(labels) if kind in "fc" else np.isnat(labels) if kind in "mM" else  # only objects hold None or a NaN besides
+               np.array([v is None or (isinstance(v, float) and v != v) for v in labels.tolist()], dtype=bool) if kind == "O" else None)
+    if missing is not None and missing.any():
+        raise ValueError(f"groups hold {int(missing.sum())} missing labels (NaN or None) of {n}: give those samples a group of "
+                         "their own (e.g. np.where(np.isnan(groups), -1, groups)) or leave them out; they were held out as one group")
+    try:
+        if kind == "O":  # numbers or strings alone sort
+            np.unique(labels)
+    except TypeError as err:
+        raise TypeError(f"groups must be labels of one kind that sort (ints or strings; got {kinds(labels)}): e.g. "
+                        f"np.asarray(groups, dtype=str) ({err})") from err
 
 
 def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray]:
