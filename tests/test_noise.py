@@ -192,3 +192,19 @@ def test_a_labelled_covariance_in_another_order_is_refused(scene):
     with pytest.raises(ValueError, match="noise_cov's rows are labelled"):
         PPA(noise_cov=pd.DataFrame(cov[::-1, ::-1], index=names[::-1], columns=names[::-1]), degree=1).fit(X)
     PPA(noise_cov=pd.DataFrame(cov), degree=1).fit(X)  # no labels (0..d-1): by position, as a numpy array
+
+
+def test_a_band_without_noise_is_named(scene):
+    """A constant band has no shift noise (nor a dark frame's, nor a given matrix's diagonal): the fit's message spoke of
+    eigenvalues and a small diagonal to add, not of the band."""
+    cube = scene.cube.copy()
+    band = cube.band.values[3]
+    cube.loc[{"band": band}] = 7.0
+    pattern = rf"the noise covariance is 0 on 1 of the 40 features along 'band': \[{band}\].*cube.drop_sel\(band=\[{band}\]\)"
+    with pytest.raises(ValueError, match=pattern):
+        cube.ppa.fit(noise_cov="shift", degree=1, n_samples=1000)
+    cov = np.diag(scene.noise_std**2)
+    cov[3, 3] = 0.0
+    with pytest.raises(ValueError, match=pattern):
+        scene.cube.ppa.fit(noise_cov=cov, degree=1, n_samples=1000)
+    cube.drop_sel(band=[band]).ppa.fit(noise_cov="shift", degree=1, n_samples=1000)

@@ -12,7 +12,7 @@ from ..core.checks import warn_user
 from ..core.fill import check_missing
 from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model import PPA
-from ..model.labels import FeatureLabels, check_matrix_labels
+from ..model.labels import FeatureLabels, check_matrix_labels, shown
 from .inputs import feature_array, without_dropped
 from .noise import noise_covariance, noise_moments, sample_covariance
 from .sampling import ALL_OBSERVED, ANY_OBSERVED, feature_weights_at, over_features, sample_cubes
@@ -161,6 +161,7 @@ def fit_pooled(
         declared = declared.replace(noise_cov=sample_covariance(features.select(feature_array(noise, dim), d), dim))
     elif pooled.along is not None:
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
+    _check_noise_variances(declared.noise_cov, features, dim)
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
     return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights,
@@ -195,6 +196,17 @@ def _check_same_units(arrays: list[xr.DataArray]) -> None:
             raise ValueError(f"cube {i + 1} of {n} is in units {units!r} and cube {first[0] + 1} in {first[1]!r}: pooled pixels must be in "
                              "one unit (a fit of both would be a map of neither); convert one first (e.g. scene * 1000 with "
                              ".assign_attrs(units='m')), or give them the same units attribute where they name the same unit")
+
+
+def _check_noise_variances(noise_cov: np.ndarray | None, features: FeatureLabels, dim: Hashable) -> None:
+    """Refuse a noise covariance without noise on some bands, naming them: a constant band (or one its neighbours always
+    equal) has none, and whitening divides by it (the fit's message spoke of eigenvalues only)."""
+    if noise_cov is None or (silent := np.diag(noise_cov) <= 0).sum() == 0:
+        return
+    names = features.labels[silent] if features.labels is not None else np.flatnonzero(silent)
+    raise ValueError(f"the noise covariance is 0 on {int(silent.sum())} of the {len(silent)} features along {dim!r}: {shown(names)} "
+                     "(constant where the noise was measured): whitening divides by each band's noise. Leave them out, e.g. "
+                     f"cube.drop_sel({dim}={names[:3].tolist()!r}), or give a noise covariance with their noise (noise_cov=...)")
 
 
 def _check_noise_sample(noise: Any, dim: Hashable, d: int) -> None:
