@@ -4,6 +4,7 @@ by its suffix (GeoTIFF, netCDF, zarr), and results written by suffix, atomically
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import re
 import warnings
@@ -16,6 +17,7 @@ import dask
 import numpy as np
 import xarray as xr
 
+from ..core.checks import warn_user
 from .._atomic import as_path, check_output, replace_atomically, special, suffix_of
 from .inputs import COMPONENT, COMPONENT_NAME, common_units, declared_packing, float_dtype, masked_float
 
@@ -461,9 +463,11 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
             if suffix in (".tif", ".tiff"):
                 _geotiff(da, tmp, **raster_options)
             elif suffix == ".zarr":
-                with_grid_mapping(_as_dataset(da)).to_zarr(tmp, mode="w-")
+                storable.to_zarr(tmp, mode="w-")
             else:
-                with_grid_mapping(_as_dataset(da)).to_netcdf(tmp, engine="h5netcdf")
+                storable.to_netcdf(tmp, engine="h5netcdf")
+
+    storable = _storable(with_grid_mapping(_as_dataset(da))) if suffix in (".nc", ".zarr") else None
 
     one_file = suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
@@ -495,6 +499,26 @@ def _check_regular_grid(da: xr.DataArray) -> None:
             raise ValueError(f"a GeoTIFF places its pixels on a regular grid, and the result's {d!r} coordinates are not evenly "
                              f"spaced (up to {off:.3g} from the grid of step {step:.6g} between the first and the last): write "
                              f"it as .nc or .zarr, which keep the coordinates, or put the cube on a regular grid first")
+
+
+#: attribute values netCDF and zarr hold (xarray's own list)
+_ATTR_TYPES = (str, bytes, numbers.Number, np.ndarray, np.generic, list, tuple)
+
+
+def _storable(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` as netCDF and zarr can hold it, with a warning naming what changed: coordinates of Python objects (stackstac's
+    ``proj:shape`` sets, ``None`` wavelengths) left out, attributes of other types (stackstac's ``spec``) written as text.
+    xarray refused the whole output ("cannot serialize arbitrary Python objects", "Invalid value for attr")."""
+    objects = [name for name, c in ds.coords.items() if name not in ds.indexes and c.dtype == object and c.chunks is None
+               and not all(isinstance(v, str) for v in np.ravel(c.values).tolist())]
+    out = ds.drop_vars(objects).copy(deep=False)  # new variables: their attributes are replaced below, not the caller's
+    texts = {key for holder in [out, *out.variables.values()] for key, value in holder.attrs.items() if not isinstance(value, _ATTR_TYPES)}
+    for holder in [out, *out.variables.values()]:
+        holder.attrs = {key: value if isinstance(value, _ATTR_TYPES) else str(value) for key, value in holder.attrs.items()}
+    if objects or texts:
+        warn_user(f"netCDF and zarr cannot hold Python objects: coordinates {objects} left out, attributes {sorted(texts)} written "
+                  "as text (metadata such as stackstac's; drop them first, e.g. result.drop_vars([...]), to write without this warning)")
+    return out
 
 
 def _as_dataset(obj: xr.DataArray | xr.Dataset) -> xr.Dataset:
