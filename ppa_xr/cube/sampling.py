@@ -501,6 +501,9 @@ def sample_cubes(
     samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
     valid = sum(sample.n_valid for sample in samples)
     _check_found(valid, n_samples, "cubes have" if len(cubes) > 1 else "cube has")
+    if empty := [i + 1 for i, sample in enumerate(samples) if sample.n_valid == 0]:  # the others have some: pooled silently
+        warn_user(f"cube {', '.join(map(str, empty))} of {len(cubes)} has no valid pixel (each has a NaN or nodata feature): it adds "
+                  "nothing to the fit; check its nodata value and masks, or leave it out")
     if n_samples is None and valid >= 2 * MIN_HELD_OUT:
         n = min(n, int(FIT_SHARE * valid))
     keys = np.concatenate([sample.keys for sample in samples])
