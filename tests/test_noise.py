@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+import ppa_xr
 from ppa_xr import PPA, load_model
 from ppa_xr.cli import main
 from ppa_xr.datasets.synthetic import make_noisy_scene
@@ -208,3 +209,9 @@ def test_a_band_without_noise_is_named(scene):
     with pytest.raises(ValueError, match=pattern):
         scene.cube.ppa.fit(noise_cov=cov, degree=1, n_samples=1000)
     cube.drop_sel(band=[band]).ppa.fit(noise_cov="shift", degree=1, n_samples=1000)
+
+
+def test_a_cube_without_neighbours_says_how_to_give_the_noise(scene):
+    one = scene.cube.isel(x=[0], y=[0])
+    with pytest.raises(ValueError, match=r"this cube has y: 1, x: 1 .*give a noise covariance instead .* in fit_pooled, leave this cube out"):
+        ppa_xr.fit_pooled([scene.cube, one], noise_cov="shift", degree=1, n_samples=1000)
