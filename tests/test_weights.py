@@ -258,3 +258,12 @@ def test_whiten_is_applied_by_the_cube_path_as_by_the_array_path(seed):
     assert "units" not in scores.attrs and abs(float(scores.std(("lat", "lon")).isel(component=0)) - 1) < 0.2
     np.testing.assert_allclose(scores.ppa.inverse_transform(model).transpose(*cube.dims), cube, rtol=1e-8, atol=1e-6)
     np.testing.assert_allclose(model.inverse_transform(model.transform(pixels.values)), pixels.values, rtol=1e-8, atol=1e-6)
+
+
+def test_too_few_samples_of_weight_above_0_are_named_as_such():
+    """Weights 0 on all but two samples: the message counted the samples, without a word of weights."""
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    weights = np.zeros(50)
+    weights[:2] = 1.0
+    with pytest.raises(ValueError, match=r"only 2 of the 50 samples have a weight above 0, and degree up to 1 needs at least 3"):
+        PPA(degree=1).fit(X, sample_weight=weights)

@@ -919,6 +919,10 @@ def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> 
         raise ValueError("sample_weight works with the PCA-led fit (leading='pca'): PPA-GD's search weighs every row alike")
     weights = unit_mean(checks.row_weights(sample_weight, len(X), "sample_weight"))
     kept = weights >= np.finfo(np.float64).tiny
+    if (weighing := int(kept.sum())) < declared.min_samples:  # the spec's own refusal would count rows, not weights
+        raise ValueError(f"only {weighing} of the {len(X)} samples have a weight above 0, and degree up to {max(declared.candidates)} "
+                         f"needs at least {declared.min_samples}: give more samples a weight (a cube's fit: more pixels of "
+                         "weight above 0, or a larger n_samples), or a lower degree")
     return X[kept], None if groups is None else np.asarray(groups)[kept], weights[kept]
 
 
