@@ -467,6 +467,17 @@ def test_a_nodata_option_is_written_and_an_integer_dtype_without_one_refused(tmp
         assert src.nodata == -9999 and not np.isnan(values).any() and (values == -9999).any()  # NaN under nodata -9999 before
     with pytest.raises(ValueError, match="nodata=-9999"):  # was rasterio's "cannot convert float NaN to integer"
         ppa_xr.to_raster(scores * 100, tmp_path / "i.tif", dtype="int16")
-    path = ppa_xr.to_raster(scores * 100, tmp_path / "i.tif", dtype="int16", nodata=-32768)
+    path = ppa_xr.to_raster(scores, tmp_path / "i.tif", dtype="int16", nodata=-32768)
     with rasterio.open(path) as src:
         assert src.dtypes[0] == "int16" and src.nodata == -32768 and (src.read(1) == -32768).any()
+        expected = scores.values
+        np.testing.assert_array_equal(src.read()[~np.isnan(expected)], np.rint(expected[~np.isnan(expected)]))  # was truncated
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_an_integer_dtype_too_small_for_the_values_is_refused_and_leaves_no_file(tmp_path, landsat, chunked):
+    scores = _gappy_scores(landsat)  # components of either sign
+    scores = scores.chunk({"x": 64, "y": 64}) if chunked else scores.compute()
+    with pytest.raises(ValueError, match=r"values from -[0-9.e+]+ to [0-9.e+]+ do not fit dtype=uint8 \(0 to 255\)"):
+        ppa_xr.to_raster(scores, tmp_path / "u.tif", dtype="uint8", nodata=255)  # wrapped: -3 written as 253
+    assert not list(tmp_path.iterdir())

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import dask
+import dask.array
 import numpy as np
 import xarray as xr
 
@@ -345,10 +346,24 @@ def _with_nodata_option(da: xr.DataArray, kwargs: dict[str, Any]) -> xr.DataArra
         da = da.rio.write_nodata(kwargs.pop("nodata"), encoded=True)
     dtype = kwargs.get("dtype")
     nodata = da.rio.encoded_nodata if da.rio.encoded_nodata is not None else da.rio.nodata
-    if dtype is not None and np.dtype(dtype).kind in "iu" and da.dtype.kind == "f" and (nodata is None or np.isnan(nodata)):
+    if dtype is None or np.dtype(dtype).kind not in "iu" or da.dtype.kind != "f":
+        return da
+    if nodata is None or np.isnan(nodata):
         raise ValueError(f"dtype={dtype!r} cannot hold the result's missing values (NaN): pass nodata=<a {np.dtype(dtype)} value "
                          "outside the data> too, e.g. nodata=-9999, or leave dtype out (float32 keeps the values as computed)")
-    return da
+    return da.copy(data=da.data.map_blocks(_rounded_within, np.dtype(dtype), dtype=da.dtype) if isinstance(da.data, dask.array.Array)
+                   else _rounded_within(da.values, np.dtype(dtype)))
+
+
+def _rounded_within(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``block`` rounded to the nearest integer for an integer GeoTIFF (the cast alone truncates toward 0), refused where a
+    value lies outside ``dtype``'s range: the cast wrapped it (a component of -3 written as 253 in uint8). Checked per
+    chunk as it is written, so a refusal leaves no file."""
+    info, finite = np.iinfo(dtype), block[np.isfinite(block)]
+    if finite.size and (finite.min() < info.min - 0.5 or finite.max() > info.max + 0.5):
+        raise ValueError(f"values from {finite.min():.6g} to {finite.max():.6g} do not fit dtype={dtype.name} ({info.min} to {info.max}): "
+                         "pass a dtype that holds them (the default float32 keeps them as computed), or scale the result first")
+    return np.rint(block)
 
 
 def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: str | None = None) -> xr.DataArray | xr.Dataset:
