@@ -275,7 +275,8 @@ def to_raster(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite:
     overwrite : bool
         Replace a file already there (never one the result is read from).
     **kwargs
-        Passed to ``rio.to_raster`` (default: tiled, DEFLATE-compressed).
+        Passed to ``rio.to_raster`` (default: tiled, DEFLATE-compressed). ``nodata=v`` writes missing values as ``v``; an
+        integer ``dtype`` needs one, rounds to the nearest integer and refuses values outside its range.
 
     Returns
     -------
