@@ -352,8 +352,9 @@ def _with_nodata_option(da: xr.DataArray, kwargs: dict[str, Any]) -> xr.DataArra
     if nodata is None or np.isnan(nodata):
         raise ValueError(f"dtype={dtype!r} cannot hold the result's missing values (NaN): pass nodata=<a {np.dtype(dtype)} value "
                          "outside the data> too, e.g. nodata=-9999, or leave dtype out (float32 keeps the values as computed)")
-    return da.copy(data=da.data.map_blocks(_rounded_within, np.dtype(dtype), dtype=da.dtype) if isinstance(da.data, dask.array.Array)
-                   else _rounded_within(da.values, np.dtype(dtype)))
+    if isinstance(da.data, dask.array.Array):
+        return da.copy(data=dask.array.map_blocks(_rounded_within, da.data, np.dtype(dtype), dtype=da.dtype))
+    return da.copy(data=_rounded_within(da.values, np.dtype(dtype)))
 
 
 def _rounded_within(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -483,7 +484,7 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
             else:
                 storable.to_netcdf(tmp, engine="h5netcdf")
 
-    storable = _storable(with_grid_mapping(_as_dataset(da))) if suffix in (".nc", ".zarr") else None
+    storable = _storable(with_grid_mapping(_as_dataset(da))) if suffix in (".nc", ".zarr") else xr.Dataset()
 
     one_file = suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
@@ -528,11 +529,13 @@ def _storable(ds: xr.Dataset) -> xr.Dataset:
     objects = [name for name, c in ds.coords.items() if name not in ds.indexes and c.dtype == object and c.chunks is None
                and not all(isinstance(v, str) for v in np.ravel(c.values).tolist())]
     out = ds.drop_vars(objects).copy(deep=False)  # new variables: their attributes are replaced below, not the caller's
-    texts = {key for holder in [out, *out.variables.values()] for key, value in holder.attrs.items() if not isinstance(value, _ATTR_TYPES)}
-    for holder in [out, *out.variables.values()]:
+    holders: list[xr.Dataset | xr.Variable] = [out, *out.variables.values()]
+    texts: set[Hashable] = set()
+    for holder in holders:
+        texts |= {key for key, value in holder.attrs.items() if not isinstance(value, _ATTR_TYPES)}
         holder.attrs = {key: value if isinstance(value, _ATTR_TYPES) else str(value) for key, value in holder.attrs.items()}
     if objects or texts:
-        warn_user(f"netCDF and zarr cannot hold Python objects: coordinates {objects} left out, attributes {sorted(texts)} written "
+        warn_user(f"netCDF and zarr cannot hold Python objects: coordinates {objects} left out, attributes {sorted(map(str, texts))} written "
                   "as text (metadata such as stackstac's; drop them first, e.g. result.drop_vars([...]), to write without this warning)")
     return out
 

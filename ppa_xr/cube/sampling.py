@@ -501,9 +501,7 @@ def sample_cubes(
     samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
     valid = sum(sample.n_valid for sample in samples)
     _check_found(valid, n_samples, "cubes have" if len(cubes) > 1 else "cube has")
-    if empty := [i + 1 for i, sample in enumerate(samples) if sample.n_valid == 0]:  # the others have some: pooled silently
-        warn_user(f"cube {', '.join(map(str, empty))} of {len(cubes)} has no valid pixel (each has a NaN or nodata feature): it adds "
-                  "nothing to the fit; check its nodata value and masks, or leave it out")
+    _warn_empty(samples)
     if n_samples is None and valid >= 2 * MIN_HELD_OUT:
         n = min(n, int(FIT_SHARE * valid))
     keys = np.concatenate([sample.keys for sample in samples])
@@ -514,6 +512,13 @@ def sample_cubes(
     values = np.concatenate([sample.values for sample in samples])[kept]
     index = np.concatenate([sample.index for sample in samples])[kept]
     return Pooled(values, groups[kept], _shares(samples, keys[kept], cube[kept]), cube[kept], index, along)
+
+
+def _warn_empty(samples: list) -> None:
+    """Warn of a cube without valid pixels among pooled cubes that have some: it adds nothing to the fit, silently."""
+    if empty := [i + 1 for i, sample in enumerate(samples) if sample.n_valid == 0]:
+        warn_user(f"cube {', '.join(map(str, empty))} of {len(samples)} has no valid pixel (each has a NaN or nodata feature): it "
+                  "adds nothing to the fit; check its nodata value and masks, or leave it out")
 
 
 def _computed(draws: list, along: Any, optimize: bool, progress: bool) -> tuple[list, Any]:
