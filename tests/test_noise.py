@@ -171,9 +171,13 @@ def test_a_covariance_given_as_a_dataarray_is_named_as_such(scene):
     advised dim='dim_0'. It says to pass the covariance as a numpy array."""
     cov = np.diag(scene.noise_std**2)
     bands = scene.cube.band.values
-    for given in (xr.DataArray(cov, dims=("band", "band2"), coords={"band": bands, "band2": bands}), xr.DataArray(cov)):
-        with pytest.raises(ValueError, match=r"the shape of a covariance: pass a covariance as a numpy array.*noise_cov=cov.values"):
+    labelled = r"noise_cov=cov.sel\(band=labels, band2=labels\).values with the cube's labels, e.g. labels=cube.band.values"
+    for given, fix in ((xr.DataArray(cov, dims=("band", "band2"), coords={"band": bands, "band2": bands}), labelled),
+                       (xr.DataArray(cov), "noise_cov=cov.values")):
+        with pytest.raises(ValueError, match=r"the shape of a covariance: pass a covariance as a numpy array.*" + fix):
             scene.cube.ppa.fit(noise_cov=given, degree=1, n_samples=1000)
+    with pytest.raises(ValueError, match=r"noise_cov, the noise sample, has no dimension 'band' .* noise.rename\(wl='band'\)"):
+        scene.cube.ppa.fit(noise_cov=scene.cube.rename(band="wl"), degree=1, n_samples=1000)  # was: pass dim='wl' (the cube's)
 
 
 def test_a_labelled_covariance_in_another_order_is_refused(scene):

@@ -158,7 +158,7 @@ def fit_pooled(
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
     pooled = _sampled(sampled, dim, n_samples, random_state, shift, check_missing(missing), progress)
     if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
-        declared = declared.replace(noise_cov=sample_covariance(features.select(feature_array(noise, dim), d), dim))
+        declared = declared.replace(noise_cov=sample_covariance(_noise_sample(noise, dim, features, d), dim))
     elif pooled.along is not None:
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
     _check_noise_variances(declared.noise_cov, features, dim)
@@ -209,12 +209,29 @@ def _check_noise_variances(noise_cov: np.ndarray | None, features: FeatureLabels
                      f"cube.drop_sel({dim}={names[:3].tolist()!r}), or give a noise covariance with their noise (noise_cov=...)")
 
 
+def _noise_sample(noise: xr.DataArray | xr.Dataset, dim: Hashable, features: FeatureLabels, d: int) -> xr.DataArray:
+    """The noise sample's features in the fitted order; refused as the noise sample, not as "the cube" (whose advice,
+    ``dim=``, would change the fitted cube's)."""
+    if isinstance(noise, xr.DataArray) and dim not in noise.dims:
+        others = [o for o in noise.dims if o not in ("y", "x")]
+        raise ValueError(f"noise_cov, the noise sample, has no dimension {dim!r} (its dims are {tuple(noise.dims)}): give it the "
+                         f"cube's feature dimension" + (f", e.g. noise.rename({others[0]}={str(dim)!r})" if others else ""))
+    try:
+        return features.select(feature_array(noise, dim), d)
+    except ValueError as err:
+        raise ValueError(f"noise_cov, the noise sample, against the cube's features (its 'cube' below, the cube's as 'the "
+                         f"model's'): {err}") from err
+
+
 def _check_noise_sample(noise: Any, dim: Hashable, d: int) -> None:
     """Refuse a (d, d) DataArray as ``noise_cov``: a DataArray is read as a noise sample, and this one is a covariance."""
     if isinstance(noise, xr.DataArray) and noise.shape == (d, d):
+        rows, columns = noise.dims
+        ordered = (f"cov.sel({rows}=labels, {columns}=labels).values with the cube's labels, e.g. labels=cube.{dim}.values"
+                   if rows in noise.coords and columns in noise.coords else "cov.values")
         raise ValueError(f"noise_cov as a DataArray is a noise sample (the pixels of a dark frame or a uniform area, bands along "
                          f"{dim!r}), and this one is ({d}, {d}), the shape of a covariance: pass a covariance as a numpy array in "
-                         f"the cube's band order (noise_cov=cov.values)")
+                         f"the cube's band order (noise_cov={ordered})")
 
 
 def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray | None, Any]:
