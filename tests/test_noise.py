@@ -196,6 +196,8 @@ def test_a_labelled_covariance_in_another_order_is_refused(scene):
     X = pd.DataFrame(_pixels(scene.cube), columns=names)
     with pytest.raises(ValueError, match="noise_cov's rows are labelled"):
         PPA(noise_cov=pd.DataFrame(cov[::-1, ::-1], index=names[::-1], columns=names[::-1]), degree=1).fit(X)
+    with pytest.raises(ValueError, match="noise_cov's rows are labelled"):  # columns that scikit-learn does not name (ints)
+        PPA(noise_cov=reversed_, degree=1).fit(pd.DataFrame(_pixels(scene.cube), columns=bands))
     PPA(noise_cov=pd.DataFrame(cov), degree=1).fit(X)  # no labels (0..d-1): by position, as a numpy array
 
 

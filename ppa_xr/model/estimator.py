@@ -132,8 +132,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         leaves those samples out, as anywhere.
         """
         declared = self._get_spec()
+        check_matrix_labels(self.noise_cov, getattr(X, "columns", None))  # a DataFrame's columns, of any type
         X = validate_data(self, _unmasked(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
-        check_matrix_labels(self.noise_cov, getattr(self, "feature_names_in_", None))
         return self._fit(X, declared, groups, None, None, progress, sample_weight, feature_weight, missing)
 
     @classmethod
