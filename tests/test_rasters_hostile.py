@@ -481,3 +481,21 @@ def test_an_integer_dtype_too_small_for_the_values_is_refused_and_leaves_no_file
     with pytest.raises(ValueError, match=r"values from -[0-9.e+]+ to [0-9.e+]+ do not fit dtype=uint8 \(0 to 255\)"):
         ppa_xr.to_raster(scores, tmp_path / "u.tif", dtype="uint8", nodata=255)  # wrapped: -3 written as 253
     assert not list(tmp_path.iterdir())
+
+
+def test_a_dataset_of_variables_declaring_other_nodata_is_refused_as_a_geotiff(tmp_path, landsat):
+    """A GeoTIFF has one nodata: variables declaring -1 and 0 (or -1 and none) were written without any, their nodata
+    pixels as values, silently. Floats where some declare NaN are written with NaN declared."""
+    bands = landsat.isel(band=[0, 1, 2]).astype("int16").to_dataset("band")
+    names = list(bands.data_vars)
+    bands[names[0]] = bands[names[0]].rio.write_nodata(-1)
+    mixed = bands.copy()
+    mixed[names[1]] = mixed[names[1]].rio.write_nodata(0)
+    for ds in (mixed, bands, bands.astype("float32")):  # -1 beside none (the Dataset's 0), and NaN beside 0
+        with pytest.raises(ValueError, match=r"declare different nodata \(.*-1.*\), and a GeoTIFF has one for every band"):
+            ppa_xr.to_raster(ds, tmp_path / "b.tif")
+    assert not list(tmp_path.iterdir())
+    floats = bands.astype("float32").drop_attrs(deep=False)  # the scene's own nodata (0) left behind, on the Dataset
+    floats[names[0]] = floats[names[0]].where(floats.x > floats.x[10]).rio.write_nodata(np.nan)
+    with rasterio.open(ppa_xr.to_raster(floats, tmp_path / "f.tif")) as src:
+        assert np.isnan(src.nodata) and np.isnan(src.read(1)).any()

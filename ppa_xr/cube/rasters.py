@@ -300,23 +300,30 @@ def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
     units = {str(v.attrs.get("units", "")) for v in obj.data_vars.values()}
     out = obj.to_dataarray(dim="band")
     out = out.assign_attrs(units=units.pop()) if len(units) == 1 and "" not in units else out
-    return _with_common_nodata(out, list(obj.data_vars.values()))
+    return _with_common_nodata(out, dict(obj.data_vars))
 
 
-def _with_common_nodata(out: xr.DataArray, variables: list[xr.DataArray]) -> xr.DataArray:
-    """``out`` declaring the nodata its variables share (``to_dataarray`` drops their encoding, so a Dataset of
-    components was written with NaN pixels and no nodata); as it was, where they declare none or differ."""
+def _with_common_nodata(out: xr.DataArray, variables: dict[Hashable, xr.DataArray]) -> xr.DataArray:
+    """``out`` declaring the nodata its variables declare (``to_dataarray`` drops their encoding, so a Dataset of
+    components was written with NaN pixels and no nodata); refused where they declare different ones, or one that
+    variables without it could hold as a value: a GeoTIFF has one nodata for every band."""
     import rioxarray  # noqa: F401 (the .rio accessor)
 
-    encoded = [v.rio.encoded_nodata for v in variables]
-    values = encoded if all(e is not None for e in encoded) else [v.rio.nodata for v in variables]
-    first = values[0]
-    if first is None or out.rio.nodata is not None or out.rio.encoded_nodata is not None:
-        return out
-    if not all(v is not None and (v == first or (np.isnan(v) and np.isnan(first))) for v in values):
-        return out
-    return out.rio.write_nodata(first, encoded=encoded[0] is not None and values is encoded)
+    def nodata(v: xr.DataArray) -> tuple[Any, bool]:
+        return (v.rio.encoded_nodata, True) if v.rio.encoded_nodata is not None else (v.rio.nodata, False)
 
+    whole = nodata(out)  # the Dataset's own attributes: the variables' without one of theirs
+    declared = {name: own if own[0] is not None else whole for name, v in variables.items() for own in [nodata(v)]}
+    given = {name: value for name, value in declared.items() if value[0] is not None}
+    if not given:
+        return out
+    values = list(dict.fromkeys("nan" if np.isnan(v) else float(v) for v, _ in given.values()))
+    if len(values) > 1 or (len(given) < len(declared) and values != ["nan"]):
+        shown = ", ".join(f"{name}: {value[0]}" for name, value in declared.items())
+        raise ValueError(f"the Dataset's variables declare different nodata ({shown}), and a GeoTIFF has one for every band: give "
+                         "them one (ds[name] = ds[name].rio.write_nodata(v) for each), or write a .nc or .zarr, which keeps each")
+    first, encoded = next(iter(given.values()))
+    return out.rio.write_nodata(first, encoded=encoded)
 
 def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     """The GeoTIFF of :func:`to_raster`, written at ``path``."""
