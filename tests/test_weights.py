@@ -267,3 +267,15 @@ def test_too_few_samples_of_weight_above_0_are_named_as_such():
     weights[:2] = 1.0
     with pytest.raises(ValueError, match=r"only 2 of the 50 samples have a weight above 0, and degree up to 1 needs at least 3"):
         PPA(degree=1).fit(X, sample_weight=weights)
+
+
+def test_pooled_weights_refused_name_the_cube():
+    """One weights DataArray for cubes on other grids: the refusal spoke of "the cube", not of which one."""
+    rng = np.random.default_rng(0)
+    a = xr.DataArray(rng.normal(size=(3, 20, 20)), dims=("band", "y", "x"), coords={"y": np.arange(20.0), "x": np.arange(20.0)})
+    b = a.assign_coords(y=a.y + 100)
+    with pytest.raises(ValueError, match=r"cube 2 of 2 \(the one weights DataArray given for every cube: give one per cube"):
+        ppa_xr.fit_pooled([a, b], weights=xr.ones_like(a.y), degree=1, n_samples=300)
+    with pytest.raises(ValueError, match=r"cube 1 of 2: weights lack 20 of the cube's 20 'y' labels"):
+        ppa_xr.fit_pooled([a, b], weights=[xr.ones_like(b.y), xr.ones_like(a.y)], degree=1, n_samples=300)
+    ppa_xr.fit_pooled([a, b], weights=[xr.ones_like(a.y), xr.ones_like(b.y)], degree=1, n_samples=300)

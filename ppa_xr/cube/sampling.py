@@ -386,12 +386,25 @@ class Pooled:
                              f"(a DataArray, not its .values), or one such DataArray per cube; got {type(weights).__name__}")
         if len(per_cube) != len(cubes):
             raise ValueError(f"weights: give one DataArray for every cube, or one for all; got {len(per_cube)} for {len(cubes)} cubes")
-        parts = [weights_at(da, dim, w, self.index[self.cube == i], checked=False) for i, (da, w) in enumerate(zip(cubes, per_cube))]
+        shared = " (the one weights DataArray given for every cube: give one per cube, weights=[w1, w2, ...], where their grids differ)"
+        parts = [_of_cube(i, len(cubes), shared if isinstance(weights, xr.DataArray) else "", weights_at, da, dim, w,
+                          self.index[self.cube == i], checked=False) for i, (da, w) in enumerate(zip(cubes, per_cube))]
         parts = [part if part.dtype.kind in "biuf" else checks.row_weights(part, len(part), "weights") for part in parts]
         out = np.empty(len(self.index), dtype=np.result_type(*parts))
         for i, part in enumerate(parts):
             out[self.cube == i] = part
         return checks.row_weights(out, len(out), "weights at the sampled pixels")
+
+
+def _of_cube(i: int, n: int, hint: str, read: Any, *args: Any, **kwargs: Any) -> Any:
+    """``read(*args, **kwargs)`` for cube ``i`` of ``n`` pooled: a refusal names the cube (its message said "the cube"),
+    with ``hint``."""
+    try:
+        return read(*args, **kwargs)
+    except ValueError as err:
+        if n == 1:
+            raise
+        raise ValueError(f"cube {i + 1} of {n}{hint}: {err}") from err
 
 
 def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np.ndarray, checked: bool = True) -> np.ndarray:
