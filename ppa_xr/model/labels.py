@@ -246,11 +246,25 @@ class FeatureLabels:
             return _new_times(self.dim, missing, self.labels, cube_labels)
         same_text = set(as_text(missing)) & set(as_text(extra))
         types = (f" (the same text, other types: the model's labels are {kinds(self.labels)}, the cube's {kinds(cube_labels)})"
-                 if same_text else "")
+                 if same_text else "") + self._other_names(cube_labels)
         return (f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
                 f"the model has {shown(self.labels)}, the cube {shown(cube_labels)}{types}. Open a cube with those features; or, "
                 f"when the cube holds the model's features in its order under other labels (e.g. a file's 1..n), label them "
                 f"as the model's (Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: --match-bands position)")
+
+    def _other_names(self, cube_labels: np.ndarray) -> str:
+        """Where the cube's labels are the model's features under another of their per-feature coordinates (STAC's
+        ``common_name``: odc-stac's ``blue`` for stackstac's ``B2``), the relabelling by name that matches them."""
+        have = np.asarray(cube_labels).tolist()
+        for name, values in self.coords.items():
+            names = np.asarray(values).tolist()
+            if len(set(names)) == len(names) and have and set(have) <= set(names):
+                mapping = {n: label for n, label in zip(names, np.asarray(self.labels).tolist()) if n in have}
+                return (f" (they are the model's features by their {name!r}: relabel them by name, e.g. cube.rename("
+                        f"{dict(list(mapping.items())[:2])}...) for a Dataset's variables, or "
+                        f"cube.assign_coords({self.dim}=[m[b] for b in cube.{self.dim}.values]) with m = "
+                        f"dict(zip(model.features_.coords[{name!r}], model.feature_labels_)); not by position)")
+        return ""
 
     def attach(self, out: xr.DataArray) -> xr.DataArray:
         """Put the labels and coordinates back on an output with the feature dimension."""
