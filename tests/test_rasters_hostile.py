@@ -480,6 +480,9 @@ def test_an_integer_dtype_too_small_for_the_values_is_refused_and_leaves_no_file
     scores = scores.chunk({"x": 64, "y": 64}) if chunked else scores.compute()
     with pytest.raises(ValueError, match=r"values from -[0-9.e+]+ to [0-9.e+]+ do not fit dtype=uint8 \(0 to 255\)"):
         ppa_xr.to_raster(scores, tmp_path / "u.tif", dtype="uint8", nodata=255)  # wrapped: -3 written as 253
+    common = float(np.rint(np.nanmedian(scores.sel(component=1).values)))
+    with pytest.raises(ValueError, match=rf"values take the integer {common:g}, the nodata: they would read as missing"):
+        ppa_xr.to_raster(scores, tmp_path / "n.tif", dtype="int32", nodata=common)  # those pixels read as missing
     assert not list(tmp_path.iterdir())
 
 

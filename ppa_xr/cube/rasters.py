@@ -276,7 +276,7 @@ def to_raster(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite:
         Replace a file already there (never one the result is read from).
     **kwargs
         Passed to ``rio.to_raster`` (default: tiled, DEFLATE-compressed). ``nodata=v`` writes missing values as ``v``; an
-        integer ``dtype`` needs one, rounds to the nearest integer and refuses values outside its range.
+        integer ``dtype`` needs one, rounds to the nearest integer and refuses values outside its range or equal to it.
 
     Returns
     -------
@@ -360,19 +360,23 @@ def _with_nodata_option(da: xr.DataArray, kwargs: dict[str, Any]) -> xr.DataArra
         raise ValueError(f"dtype={dtype!r} cannot hold the result's missing values (NaN): pass nodata=<a {np.dtype(dtype)} value "
                          "outside the data> too, e.g. nodata=-9999, or leave dtype out (float32 keeps the values as computed)")
     if isinstance(da.data, dask.array.Array):
-        return da.copy(data=dask.array.map_blocks(_rounded_within, da.data, np.dtype(dtype), dtype=da.dtype))
-    return da.copy(data=_rounded_within(da.values, np.dtype(dtype)))
+        return da.copy(data=dask.array.map_blocks(_rounded_within, da.data, np.dtype(dtype), float(nodata), dtype=da.dtype))
+    return da.copy(data=_rounded_within(da.values, np.dtype(dtype), float(nodata)))
 
 
-def _rounded_within(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def _rounded_within(block: np.ndarray, dtype: np.dtype, nodata: float) -> np.ndarray:
     """``block`` rounded to the nearest integer for an integer GeoTIFF (the cast alone truncates toward 0), refused where a
-    value lies outside ``dtype``'s range: the cast wrapped it (a component of -3 written as 253 in uint8). Checked per
-    chunk as it is written, so a refusal leaves no file."""
-    info, finite = np.iinfo(dtype), block[np.isfinite(block)]
-    if finite.size and (finite.min() < info.min - 0.5 or finite.max() > info.max + 0.5):
+    value lies outside ``dtype``'s range (the cast wrapped it: a component of -3 written as 253 in uint8) or rounds to
+    ``nodata`` (it would read as missing). Checked per chunk as it is written, so a refusal leaves no file."""
+    info, rounded = np.iinfo(dtype), np.rint(block)
+    finite = rounded[np.isfinite(rounded)]
+    if finite.size and (finite.min() < info.min or finite.max() > info.max):
         raise ValueError(f"values from {finite.min():.6g} to {finite.max():.6g} do not fit dtype={dtype.name} ({info.min} to {info.max}): "
                          "pass a dtype that holds them (the default float32 keeps them as computed), or scale the result first")
-    return np.rint(block)
+    if (hits := int(np.count_nonzero(finite == nodata))):
+        raise ValueError(f"{hits} values take the integer {nodata:g}, the nodata: they would read as missing; pass a nodata "
+                         f"outside the values (from {finite.min():.6g} to {finite.max():.6g} in this chunk)")
+    return rounded
 
 
 def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: str | None = None) -> xr.DataArray | xr.Dataset:
