@@ -213,6 +213,7 @@ def test_pooled_cubes_in_other_units_are_refused(small):
     with pytest.raises(ValueError, match="cube 3 of 3 is in units"):  # rioxarray's per-band units; cubes without any pass
         ppa_xr.fit_pooled([metres.assign_attrs(units=per_band), cube, kilometres.assign_attrs(units=("km",) * len(per_band))], degree=1)
     ppa_xr.fit_pooled([metres, (kilometres * 1000).assign_attrs(units="m"), cube], degree=1, random_state=0)
+    ppa_xr.fit_pooled([metres, metres.assign_attrs(units=per_band), metres.assign_attrs(units=("",) * len(per_band))], degree=1)
 
 
 def test_groups_with_missing_or_unsortable_labels_are_refused():

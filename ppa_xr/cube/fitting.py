@@ -188,14 +188,23 @@ def _sampled(arrays: list[xr.DataArray], dim: Hashable, n_samples: int | None, r
 def _check_same_units(arrays: list[xr.DataArray]) -> None:
     """Refuse cubes declaring other ``units`` (as a string, or per band) than the first cube's: pooled, a scene in km beside
     one in m is fitted as one population, silently. Cubes without units pass."""
-    declared = [(i, tuple(u) if isinstance(u, (tuple, list, np.ndarray)) else u) for i, da in enumerate(arrays)
-                if (u := da.attrs.get("units")) is not None and not (isinstance(u, str) and not u)]
+    declared = [(i, u) for i, da in enumerate(arrays) if (u := _units_of(da)) is not None]
     for i, units in declared[1:]:
         if units != declared[0][1]:
             first, n = declared[0], len(arrays)
             raise ValueError(f"cube {i + 1} of {n} is in units {units!r} and cube {first[0] + 1} in {first[1]!r}: pooled pixels must be in "
                              "one unit (a fit of both would be a map of neither); convert one first (e.g. scene * 1000 with "
                              ".assign_attrs(units='m')), or give them the same units attribute where they name the same unit")
+
+
+def _units_of(da: xr.DataArray) -> Any:
+    """The cube's ``units``: one string where every band shares it (a netCDF's ``"m"`` or rioxarray's ``("m", "m")``), a
+    tuple of the bands' otherwise, None where none is given (``""`` too)."""
+    units = da.attrs.get("units")
+    if isinstance(units, (tuple, list, np.ndarray)):
+        per_band = tuple(str(u) for u in units)
+        return None if not any(per_band) else per_band[0] if len(set(per_band)) == 1 else per_band
+    return units or None
 
 
 def _check_noise_variances(noise_cov: np.ndarray | None, features: FeatureLabels, dim: Hashable) -> None:
