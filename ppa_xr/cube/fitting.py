@@ -213,7 +213,7 @@ def _check_noise_variances(noise_cov: np.ndarray | None, features: FeatureLabels
     if noise_cov is None or (silent := np.diag(noise_cov) <= 0).sum() == 0:
         return
     names = features.labels[silent] if features.labels is not None else np.flatnonzero(silent)
-    raise ValueError(f"the noise covariance is 0 on {int(silent.sum())} of the {len(silent)} features along {dim!r}: {shown(names)} "
+    raise ValueError(f"the noise covariance is 0 (or below) on {int(silent.sum())} of the {len(silent)} features along {dim!r}: {shown(names)} "
                      "(constant where the noise was measured): whitening divides by each band's noise. Leave them out, e.g. "
                      f"cube.drop_sel({dim}={names[:3].tolist()!r}), or give a noise covariance with their noise (noise_cov=...)")
 
