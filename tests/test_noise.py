@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+import ppa_xr
 from ppa_xr import PPA, load_model
 from ppa_xr.cli import main
 from ppa_xr.datasets.synthetic import make_noisy_scene
@@ -170,6 +171,53 @@ def test_a_covariance_given_as_a_dataarray_is_named_as_such(scene):
     advised dim='dim_0'. It says to pass the covariance as a numpy array."""
     cov = np.diag(scene.noise_std**2)
     bands = scene.cube.band.values
-    for given in (xr.DataArray(cov, dims=("band", "band2"), coords={"band": bands, "band2": bands}), xr.DataArray(cov)):
-        with pytest.raises(ValueError, match=r"the shape of a covariance: pass a covariance as a numpy array.*noise_cov=cov.values"):
+    labelled = r"noise_cov=cov.sel\(band=labels, band2=labels\).values with the cube's labels, e.g. labels=cube.band.values"
+    for given, fix in ((xr.DataArray(cov, dims=("band", "band2"), coords={"band": bands, "band2": bands}), labelled),
+                       (xr.DataArray(cov), "noise_cov=cov.values")):
+        with pytest.raises(ValueError, match=r"the shape of a covariance: pass a covariance as a numpy array.*" + fix):
             scene.cube.ppa.fit(noise_cov=given, degree=1, n_samples=1000)
+    with pytest.raises(ValueError, match=r"noise_cov, the noise sample, has no dimension 'band' .* noise.rename\(wl='band'\)"):
+        scene.cube.ppa.fit(noise_cov=scene.cube.rename(band="wl"), degree=1, n_samples=1000)  # was: pass dim='wl' (the cube's)
+
+
+def test_a_labelled_covariance_in_another_order_is_refused(scene):
+    """A pandas DataFrame covariance is read by position: labelled in another order than the features it gave each band
+    another band's noise, silently. It is refused, saying how to order it; one in the features' order is taken."""
+    import pandas as pd
+
+    bands = scene.cube.band.values
+    cov = np.diag(scene.noise_std**2)
+    reversed_ = pd.DataFrame(cov[::-1, ::-1], index=bands[::-1], columns=bands[::-1])
+    with pytest.raises(ValueError, match=r"noise_cov's rows are labelled .*=N.loc\[labels, labels\]"):
+        scene.cube.ppa.fit(noise_cov=reversed_, degree=1, n_samples=1000)
+    model = scene.cube.ppa.fit(noise_cov=reversed_.loc[bands, bands], degree=1, n_samples=1000, random_state=0)
+    np.testing.assert_array_equal(model.noise_cov_, cov)
+    names = [f"b{b}" for b in bands]  # scikit-learn names features by string columns only
+    X = pd.DataFrame(_pixels(scene.cube), columns=names)
+    with pytest.raises(ValueError, match="noise_cov's rows are labelled"):
+        PPA(noise_cov=pd.DataFrame(cov[::-1, ::-1], index=names[::-1], columns=names[::-1]), degree=1).fit(X)
+    with pytest.raises(ValueError, match="noise_cov's rows are labelled"):  # columns that scikit-learn does not name (ints)
+        PPA(noise_cov=reversed_, degree=1).fit(pd.DataFrame(_pixels(scene.cube), columns=bands))
+    PPA(noise_cov=pd.DataFrame(cov), degree=1).fit(X)  # no labels (0..d-1): by position, as a numpy array
+
+
+def test_a_band_without_noise_is_named(scene):
+    """A constant band has no shift noise (nor a dark frame's, nor a given matrix's diagonal): the fit's message spoke of
+    eigenvalues and a small diagonal to add, not of the band."""
+    cube = scene.cube.copy()
+    band = cube.band.values[3]
+    cube.loc[{"band": band}] = 7.0
+    pattern = rf"the noise covariance is 0 \(or below\) on 1 of the 40 features along 'band': \[{band}\].*cube.drop_sel\(band=\[{band}\]\)"
+    with pytest.raises(ValueError, match=pattern):
+        cube.ppa.fit(noise_cov="shift", degree=1, n_samples=1000)
+    cov = np.diag(scene.noise_std**2)
+    cov[3, 3] = 0.0
+    with pytest.raises(ValueError, match=pattern):
+        scene.cube.ppa.fit(noise_cov=cov, degree=1, n_samples=1000)
+    cube.drop_sel(band=[band]).ppa.fit(noise_cov="shift", degree=1, n_samples=1000)
+
+
+def test_a_cube_without_neighbours_says_how_to_give_the_noise(scene):
+    one = scene.cube.isel(x=[0], y=[0])
+    with pytest.raises(ValueError, match=r"this cube has y: 1, x: 1 .*give a noise covariance instead .* in fit_pooled, leave this cube out"):
+        ppa_xr.fit_pooled([scene.cube, one], noise_cov="shift", degree=1, n_samples=1000)

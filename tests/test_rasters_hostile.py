@@ -442,3 +442,63 @@ def test_a_result_on_an_uneven_grid_is_refused_as_a_geotiff(tmp_path, landsat, w
     ppa_xr.write_cube(scores, tmp_path / "c.nc")
     ppa_xr.to_raster(landsat.isel(x=slice(0, 50), y=slice(0, 50)).astype("float32").assign_coords(
         y=landsat.y.values[:50].astype("float32")), tmp_path / "float32_coordinates.tif")  # their rounding: accepted
+
+
+def _gappy_scores(landsat):
+    """Components of the bundled scene with a strip of nodata pixels (NaN in the components)."""
+    cube = landsat.where(landsat.x > landsat.x[20])
+    model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=1)
+    return cube.ppa.transform(model, n_components=2)
+
+
+def test_a_dataset_of_components_declares_its_nodata(tmp_path, landsat):
+    scores = _gappy_scores(landsat)
+    path = ppa_xr.to_raster(scores.to_dataset("component"), tmp_path / "ds.tif")
+    with rasterio.open(path) as src:
+        assert src.nodata is not None and np.isnan(src.nodata)  # was None: NaN pixels written as values
+        assert np.isnan(src.read(1)).any()
+
+
+def test_a_nodata_option_is_written_and_an_integer_dtype_without_one_refused(tmp_path, landsat):
+    scores = _gappy_scores(landsat)
+    path = ppa_xr.to_raster(scores, tmp_path / "n.tif", nodata=-9999)
+    with rasterio.open(path) as src:
+        values = src.read(1)
+        assert src.nodata == -9999 and not np.isnan(values).any() and (values == -9999).any()  # NaN under nodata -9999 before
+    with pytest.raises(ValueError, match="nodata=-9999"):  # was rasterio's "cannot convert float NaN to integer"
+        ppa_xr.to_raster(scores * 100, tmp_path / "i.tif", dtype="int16")
+    path = ppa_xr.to_raster(scores, tmp_path / "i.tif", dtype="int16", nodata=-32768)
+    with rasterio.open(path) as src:
+        assert src.dtypes[0] == "int16" and src.nodata == -32768 and (src.read(1) == -32768).any()
+        expected = scores.values
+        np.testing.assert_array_equal(src.read()[~np.isnan(expected)], np.rint(expected[~np.isnan(expected)]))  # was truncated
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_an_integer_dtype_too_small_for_the_values_is_refused_and_leaves_no_file(tmp_path, landsat, chunked):
+    scores = _gappy_scores(landsat)  # components of either sign
+    scores = scores.chunk({"x": 64, "y": 64}) if chunked else scores.compute()
+    with pytest.raises(ValueError, match=r"values from -[0-9.e+]+ to [0-9.e+]+ do not fit dtype=uint8 \(0 to 255\)"):
+        ppa_xr.to_raster(scores, tmp_path / "u.tif", dtype="uint8", nodata=255)  # wrapped: -3 written as 253
+    common = float(np.rint(np.nanmedian(scores.sel(component=1).values)))
+    with pytest.raises(ValueError, match=rf"values take the integer {common:g}, the nodata: they would read as missing"):
+        ppa_xr.to_raster(scores, tmp_path / "n.tif", dtype="int32", nodata=common)  # those pixels read as missing
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_dataset_of_variables_declaring_other_nodata_is_refused_as_a_geotiff(tmp_path, landsat):
+    """A GeoTIFF has one nodata: variables declaring -1 and 0 (or -1 and none) were written without any, their nodata
+    pixels as values, silently. Floats where some declare NaN are written with NaN declared."""
+    bands = landsat.isel(band=[0, 1, 2]).astype("int16").to_dataset("band")
+    names = list(bands.data_vars)
+    bands[names[0]] = bands[names[0]].rio.write_nodata(-1)
+    mixed = bands.copy()
+    mixed[names[1]] = mixed[names[1]].rio.write_nodata(0)
+    for ds in (mixed, bands, bands.astype("float32")):  # -1 beside none (the Dataset's 0), and NaN beside 0
+        with pytest.raises(ValueError, match=r"declare different nodata \(.*-1.*\), and a GeoTIFF has one for every band"):
+            ppa_xr.to_raster(ds, tmp_path / "b.tif")
+    assert not list(tmp_path.iterdir())
+    floats = bands.astype("float32").drop_attrs(deep=False)  # the scene's own nodata (0) left behind, on the Dataset
+    floats[names[0]] = floats[names[0]].where(floats.x > floats.x[10]).rio.write_nodata(np.nan)
+    with rasterio.open(ppa_xr.to_raster(floats, tmp_path / "f.tif")) as src:
+        assert np.isnan(src.nodata) and np.isnan(src.read(1)).any()

@@ -215,3 +215,35 @@ def test_a_series_of_one_variable_and_a_cube_given_to_the_estimator_say_where_th
     assert series["ndvi"].ppa.fit(dim="time", degree=1, n_samples=500).n_features_in_ == cube.sizes["band"]
     with pytest.raises(ValueError, match=r"cube of dims \('band', 'y', 'x'\) goes through its accessor, e.g. cube.ppa.transform\(model\)"):
         model.transform(cube)
+
+
+def test_pooled_cubes_in_other_units_are_refused(small):
+    """A scene in km pooled with one in m was fitted as one population, silently."""
+    cube, _ = small
+    metres = cube.astype(float).assign_attrs(units="m")
+    kilometres = (metres / 1000).assign_attrs(units="km")
+    with pytest.raises(ValueError, match=r"cube 2 of 2 is in units 'km' and cube 1 in 'm'.*convert one first"):
+        ppa_xr.fit_pooled([metres, kilometres], degree=1, random_state=0)
+    per_band = tuple("m" for _ in range(cube.sizes["band"]))
+    with pytest.raises(ValueError, match="cube 3 of 3 is in units"):  # rioxarray's per-band units; cubes without any pass
+        ppa_xr.fit_pooled([metres.assign_attrs(units=per_band), cube, kilometres.assign_attrs(units=("km",) * len(per_band))], degree=1)
+    ppa_xr.fit_pooled([metres, (kilometres * 1000).assign_attrs(units="m"), cube], degree=1, random_state=0)
+    ppa_xr.fit_pooled([metres, metres.assign_attrs(units=per_band), metres.assign_attrs(units=("",) * len(per_band))], degree=1)
+
+
+def test_groups_with_missing_or_unsortable_labels_are_refused():
+    """NaN group labels were held out as one group, silently; None or mixed labels failed in numpy's sort."""
+    import pandas as pd
+
+    X = curved_sample(n=600, seed=0)
+    labels = np.arange(600) % 6
+    for missing in (np.where(labels == 0, np.nan, labels), np.where(labels == 0, None, labels.astype(object)),
+                    pd.Categorical(np.where(labels == 0, None, labels.astype(str)))):
+        with pytest.raises(ValueError, match=r"groups hold 100 missing labels \(NaN or None\) of 600: give those samples a group"):
+            PPA(degree=(1, 2), configuration="fixed").fit(X, groups=missing)
+    with pytest.raises(TypeError, match=r"groups must be labels of one kind that sort \(ints or strings; got int, str\)"):
+        PPA(degree=(1, 2), configuration="fixed").fit(X, groups=np.where(labels == 0, "a", labels.astype(object)))
+    fitted = [PPA(degree=(1, 2), configuration="fixed", random_state=0).fit(X, groups=g).params_.mean for g in
+              (labels, labels.astype(str), pd.Categorical(labels.astype(str)), labels + 0.5)]
+    for mean in fitted[1:]:
+        np.testing.assert_array_equal(mean, fitted[0])

@@ -121,6 +121,8 @@ def test_pooled_fit_over_cubes_with_different_grids(tmp_path, landsat):
         ppa_xr.fit_pooled(a)
     with pytest.raises(ValueError, match="no valid pixel"):
         ppa_xr.fit_pooled([a.where(a < 0), xr.full_like(b, np.nan, dtype=float)])
+    with pytest.warns(UserWarning, match="cube 2 of 3 has no valid pixel .* check its nodata value"):  # pooled silently before
+        ppa_xr.fit_pooled([a, xr.full_like(b, np.nan, dtype=float), b], n_samples=1000)
 
 
 def test_cli_transform_and_report_warn_in_one_line(tmp_path, capsys, abu):

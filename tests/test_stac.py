@@ -72,3 +72,31 @@ def test_odc_stac_dataset_in_dataset_out(items):
         valid = np.isfinite(back[band].values)
         assert valid.mean() > 0.99
         np.testing.assert_allclose(back[band].values[valid], ds[band].values[valid], rtol=1e-4, atol=1e-2)
+
+
+def test_stackstac_outputs_write_to_netcdf_and_zarr(items, tmp_path):
+    """stackstac's metadata (a ``spec`` attribute, coordinates of sets and None) made xarray refuse the whole output:
+    "Invalid value for attr 'spec'", then "cannot serialize arbitrary Python objects"."""
+    cube = stackstac.stack(items, assets=BANDS, chunksize=160)
+    scores = cube.ppa.transform(cube.ppa.fit(n_samples=5000, random_state=0, degree=1), n_components=2)
+    for name in ("c.nc", "c.zarr"):
+        with pytest.warns(UserWarning, match=r"coordinates \[.*'proj:shape'.*\] left out, attributes \['spec'\] written as text"):
+            path = ppa_xr.write_cube(scores, tmp_path / name)
+        back = xr.open_dataset(path, engine="zarr" if name.endswith("zarr") else None)
+        np.testing.assert_array_equal(back[scores.name].values, scores.values)
+        assert back[scores.name].attrs["spec"].startswith("RasterSpec(") and "id" in back.coords
+    assert not isinstance(scores.attrs["spec"], str) and "proj:shape" in scores.coords  # the result itself unchanged
+
+
+def test_bands_named_by_their_common_names_are_pointed_to_the_relabelling(items):
+    """A model of asset keys (stackstac's B2..B6, with eo:bands' common names as a coordinate) on a cube of common names
+    (odc-stac's aliases, blue..swir16) in another order: the message advised labelling them by position."""
+    names = ["blue", "green", "red", "nir", "swir16"]
+    cube = stackstac.stack(items, assets=BANDS, chunksize=160).assign_coords(common_name=("band", names))
+    model = cube.ppa.fit(n_samples=5000, random_state=0, degree=1)
+    named = cube.assign_coords(band=names).drop_vars("common_name").isel(band=[4, 2, 0, 1, 3])
+    with pytest.raises(ValueError, match=r"by their 'common_name': relabel them by name, e.g. cube.rename\(\{'blue': 'B2', 'green': 'B3'\}"):
+        named.ppa.transform(model)
+    m = dict(zip(model.features_.coords["common_name"], model.feature_labels_))
+    relabelled = named.assign_coords(band=[m[b] for b in named.band.values])  # as the message says
+    np.testing.assert_array_equal(relabelled.ppa.transform(model).values, cube.ppa.transform(model).values)

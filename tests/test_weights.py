@@ -258,3 +258,24 @@ def test_whiten_is_applied_by_the_cube_path_as_by_the_array_path(seed):
     assert "units" not in scores.attrs and abs(float(scores.std(("lat", "lon")).isel(component=0)) - 1) < 0.2
     np.testing.assert_allclose(scores.ppa.inverse_transform(model).transpose(*cube.dims), cube, rtol=1e-8, atol=1e-6)
     np.testing.assert_allclose(model.inverse_transform(model.transform(pixels.values)), pixels.values, rtol=1e-8, atol=1e-6)
+
+
+def test_too_few_samples_of_weight_above_0_are_named_as_such():
+    """Weights 0 on all but two samples: the message counted the samples, without a word of weights."""
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    weights = np.zeros(50)
+    weights[:2] = 1.0
+    with pytest.raises(ValueError, match=r"only 2 of the 50 samples have a weight above 0, and degree up to 1 needs at least 3"):
+        PPA(degree=1).fit(X, sample_weight=weights)
+
+
+def test_pooled_weights_refused_name_the_cube():
+    """One weights DataArray for cubes on other grids: the refusal spoke of "the cube", not of which one."""
+    rng = np.random.default_rng(0)
+    a = xr.DataArray(rng.normal(size=(3, 20, 20)), dims=("band", "y", "x"), coords={"y": np.arange(20.0), "x": np.arange(20.0)})
+    b = a.assign_coords(y=a.y + 100)
+    with pytest.raises(ValueError, match=r"cube 2 of 2 \(the one weights DataArray given for every cube: give one per cube"):
+        ppa_xr.fit_pooled([a, b], weights=xr.ones_like(a.y), degree=1, n_samples=300)
+    with pytest.raises(ValueError, match=r"cube 1 of 2: weights lack 20 of the cube's 20 'y' labels"):
+        ppa_xr.fit_pooled([a, b], weights=[xr.ones_like(b.y), xr.ones_like(a.y)], degree=1, n_samples=300)
+    ppa_xr.fit_pooled([a, b], weights=[xr.ones_like(a.y), xr.ones_like(b.y)], degree=1, n_samples=300)

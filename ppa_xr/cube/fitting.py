@@ -12,7 +12,7 @@ from ..core.checks import warn_user
 from ..core.fill import check_missing
 from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model import PPA
-from ..model.labels import FeatureLabels
+from ..model.labels import FeatureLabels, check_matrix_labels, shown
 from .inputs import feature_array, without_dropped
 from .noise import noise_covariance, noise_moments, sample_covariance
 from .sampling import ALL_OBSERVED, ANY_OBSERVED, feature_weights_at, over_features, sample_cubes
@@ -150,15 +150,18 @@ def fit_pooled(
     if not estimated:
         declared.for_data(None, d)
     features = FeatureLabels.of(arrays[0], dim, variables=isinstance(scenes[0], xr.Dataset))
+    check_matrix_labels(noise, features.labels)
     arrays = [features.select(da, d) for da in arrays]
+    _check_same_units(arrays)
     feature_weights, weights = _by_kind(arrays[0], dim, weights)
     sampled, used = _s_mode_features(arrays, dim)
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
     pooled = _sampled(sampled, dim, n_samples, random_state, shift, check_missing(missing), progress)
     if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
-        declared = declared.replace(noise_cov=sample_covariance(features.select(feature_array(noise, dim), d), dim))
+        declared = declared.replace(noise_cov=sample_covariance(_noise_sample(noise, dim, features, d), dim))
     elif pooled.along is not None:
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
+    _check_noise_variances(declared.noise_cov, features, dim)
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
     return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights,
@@ -182,12 +185,62 @@ def _sampled(arrays: list[xr.DataArray], dim: Hashable, n_samples: int | None, r
     return pooled
 
 
+def _check_same_units(arrays: list[xr.DataArray]) -> None:
+    """Refuse cubes declaring other ``units`` (as a string, or per band) than the first cube's: pooled, a scene in km beside
+    one in m is fitted as one population, silently. Cubes without units pass."""
+    declared = [(i, u) for i, da in enumerate(arrays) if (u := _units_of(da)) is not None]
+    for i, units in declared[1:]:
+        if units != declared[0][1]:
+            first, n = declared[0], len(arrays)
+            raise ValueError(f"cube {i + 1} of {n} is in units {units!r} and cube {first[0] + 1} in {first[1]!r}: pooled pixels must be in "
+                             "one unit (a fit of both would be a map of neither); convert one first (e.g. scene * 1000 with "
+                             ".assign_attrs(units='m')), or give them the same units attribute where they name the same unit")
+
+
+def _units_of(da: xr.DataArray) -> Any:
+    """The cube's ``units``: one string where every band shares it (a netCDF's ``"m"`` or rioxarray's ``("m", "m")``), a
+    tuple of the bands' otherwise, None where none is given (``""`` too)."""
+    units = da.attrs.get("units")
+    if isinstance(units, (tuple, list, np.ndarray)):
+        per_band = tuple(str(u) for u in units)
+        return None if not any(per_band) else per_band[0] if len(set(per_band)) == 1 else per_band
+    return units or None
+
+
+def _check_noise_variances(noise_cov: np.ndarray | None, features: FeatureLabels, dim: Hashable) -> None:
+    """Refuse a noise covariance without noise on some bands, naming them: a constant band (or one its neighbours always
+    equal) has none, and whitening divides by it (the fit's message spoke of eigenvalues only)."""
+    if noise_cov is None or (silent := np.diag(noise_cov) <= 0).sum() == 0:
+        return
+    names = features.labels[silent] if features.labels is not None else np.flatnonzero(silent)
+    raise ValueError(f"the noise covariance is 0 (or below) on {int(silent.sum())} of the {len(silent)} features along {dim!r}: {shown(names)} "
+                     "(constant where the noise was measured): whitening divides by each band's noise. Leave them out, e.g. "
+                     f"cube.drop_sel({dim}={names[:3].tolist()!r}), or give a noise covariance with their noise (noise_cov=...)")
+
+
+def _noise_sample(noise: xr.DataArray | xr.Dataset, dim: Hashable, features: FeatureLabels, d: int) -> xr.DataArray:
+    """The noise sample's features in the fitted order; refused as the noise sample, not as "the cube" (whose advice,
+    ``dim=``, would change the fitted cube's)."""
+    if isinstance(noise, xr.DataArray) and dim not in noise.dims:
+        others = [o for o in noise.dims if o not in ("y", "x")]
+        raise ValueError(f"noise_cov, the noise sample, has no dimension {dim!r} (its dims are {tuple(noise.dims)}): give it the "
+                         f"cube's feature dimension" + (f", e.g. noise.rename({others[0]}={str(dim)!r})" if others else ""))
+    try:
+        return features.select(feature_array(noise, dim), d)
+    except ValueError as err:
+        raise ValueError(f"noise_cov, the noise sample, against the cube's features (its 'cube' below, the cube's as 'the "
+                         f"model's'): {err}") from err
+
+
 def _check_noise_sample(noise: Any, dim: Hashable, d: int) -> None:
     """Refuse a (d, d) DataArray as ``noise_cov``: a DataArray is read as a noise sample, and this one is a covariance."""
     if isinstance(noise, xr.DataArray) and noise.shape == (d, d):
+        rows, columns = noise.dims
+        ordered = (f"cov.sel({rows}=labels, {columns}=labels).values with the cube's labels, e.g. labels=cube.{dim}.values"
+                   if rows in noise.coords and columns in noise.coords else "cov.values")
         raise ValueError(f"noise_cov as a DataArray is a noise sample (the pixels of a dark frame or a uniform area, bands along "
                          f"{dim!r}), and this one is ({d}, {d}), the shape of a covariance: pass a covariance as a numpy array in "
-                         f"the cube's band order (noise_cov=cov.values)")
+                         f"the cube's band order (noise_cov={ordered})")
 
 
 def _by_kind(da: xr.DataArray, dim: Hashable, weights: Any) -> tuple[np.ndarray | None, Any]:

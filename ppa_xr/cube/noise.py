@@ -32,8 +32,10 @@ from .inputs import spatial_dims
 def _spatial_axes(da: xr.DataArray, dim: Hashable) -> list[int]:
     chosen = spatial_dims(da, dim)
     if all(da.sizes[d] < 2 for d in chosen):
-        raise ValueError(f"shift differences need neighbouring pixels along spatial dims; the cube's pixel dims are "
-                         f"{[d for d in da.dims if d != dim]}")
+        sizes = ", ".join(f"{d}: {da.sizes[d]}" for d in chosen)
+        raise ValueError(f"shift differences need neighbouring pixels along spatial dims, 2 or more along one of them, and this "
+                         f"cube has {sizes} (pixel dims {[d for d in da.dims if d != dim]}): give a noise covariance instead "
+                         "(noise_cov=<(d, d) array>, or a cube of noise samples), or, in fit_pooled, leave this cube out")
     return [da.get_axis_num(d) for d in chosen if da.sizes[d] >= 2]
 
 

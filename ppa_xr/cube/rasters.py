@@ -4,6 +4,7 @@ by its suffix (GeoTIFF, netCDF, zarr), and results written by suffix, atomically
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import re
 import warnings
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import dask
+import dask.array
 import numpy as np
 import xarray as xr
 
+from ..core.checks import warn_user
 from .._atomic import as_path, check_output, replace_atomically, special, suffix_of
 from .inputs import COMPONENT, COMPONENT_NAME, common_units, declared_packing, float_dtype, masked_float
 
@@ -272,7 +275,8 @@ def to_raster(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite:
     overwrite : bool
         Replace a file already there (never one the result is read from).
     **kwargs
-        Passed to ``rio.to_raster`` (default: tiled, DEFLATE-compressed).
+        Passed to ``rio.to_raster`` (default: tiled, DEFLATE-compressed). ``nodata=v`` writes missing values as ``v``; an
+        integer ``dtype`` needs one, rounds to the nearest integer and refuses values outside its range or equal to it.
 
     Returns
     -------
@@ -295,8 +299,31 @@ def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
         raise ValueError("the Dataset has no data variables to write")
     units = {str(v.attrs.get("units", "")) for v in obj.data_vars.values()}
     out = obj.to_dataarray(dim="band")
-    return out.assign_attrs(units=units.pop()) if len(units) == 1 and "" not in units else out
+    out = out.assign_attrs(units=units.pop()) if len(units) == 1 and "" not in units else out
+    return _with_common_nodata(out, dict(obj.data_vars))
 
+
+def _with_common_nodata(out: xr.DataArray, variables: dict[Hashable, xr.DataArray]) -> xr.DataArray:
+    """``out`` declaring the nodata its variables declare (``to_dataarray`` drops their encoding, so a Dataset of
+    components was written with NaN pixels and no nodata); refused where they declare different ones, or one that
+    variables without it could hold as a value: a GeoTIFF has one nodata for every band."""
+    import rioxarray  # noqa: F401 (the .rio accessor)
+
+    def nodata(v: xr.DataArray) -> tuple[Any, bool]:
+        return (v.rio.encoded_nodata, True) if v.rio.encoded_nodata is not None else (v.rio.nodata, False)
+
+    whole = nodata(out)  # the Dataset's own attributes: the variables' without one of theirs
+    declared = {name: own if own[0] is not None else whole for name, v in variables.items() for own in [nodata(v)]}
+    given = {name: value for name, value in declared.items() if value[0] is not None}
+    if not given:
+        return out
+    values = list(dict.fromkeys("nan" if np.isnan(v) else float(v) for v, _ in given.values()))
+    if len(values) > 1 or (len(given) < len(declared) and values != ["nan"]):
+        shown = ", ".join(f"{name}: {value[0]}" for name, value in declared.items())
+        raise ValueError(f"the Dataset's variables declare different nodata ({shown}), and a GeoTIFF has one for every band: give "
+                         "them one (ds[name] = ds[name].rio.write_nodata(v) for each), or write a .nc or .zarr, which keeps each")
+    first, encoded = next(iter(given.values()))
+    return out.rio.write_nodata(first, encoded=encoded)
 
 def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     """The GeoTIFF of :func:`to_raster`, written at ``path``."""
@@ -308,6 +335,7 @@ def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
         labels = da[da.dims[0]].values if da.dims[0] in da.coords else np.arange(1, da.shape[0] + 1)
         names = [f"{COMPONENT_NAME} {v}" for v in labels] if da.dims[0] == COMPONENT else [str(v) for v in labels]
         da = da.assign_attrs(long_name=tuple(names))
+    da = _with_nodata_option(da, kwargs)
     options = {"tiled": True, "compress": "deflate", "driver": "GTiff", "lock": file_lock()} | kwargs
     with warnings.catch_warnings():
         if da.rio.get_gcps():  # placed by its ground control points: rasterio's warning about the identity transform is moot
@@ -317,6 +345,38 @@ def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     if units:  # rioxarray writes band descriptions, not units
         with rasterio.open(path, "r+") as dst:
             dst.units = (units,) * dst.count
+
+
+def _with_nodata_option(da: xr.DataArray, kwargs: dict[str, Any]) -> xr.DataArray:
+    """``da`` writing its missing values as ``kwargs``' ``nodata`` (taken out of them: ``rio.to_raster`` ignored it and
+    wrote NaN), refused where an integer ``dtype`` would have no value for them."""
+    if "nodata" in kwargs:
+        da = da.rio.write_nodata(kwargs.pop("nodata"), encoded=True)
+    dtype = kwargs.get("dtype")
+    nodata = da.rio.encoded_nodata if da.rio.encoded_nodata is not None else da.rio.nodata
+    if dtype is None or np.dtype(dtype).kind not in "iu" or da.dtype.kind != "f":
+        return da
+    if nodata is None or np.isnan(nodata):
+        raise ValueError(f"dtype={dtype!r} cannot hold the result's missing values (NaN): pass nodata=<a {np.dtype(dtype)} value "
+                         "outside the data> too, e.g. nodata=-9999, or leave dtype out (float32 keeps the values as computed)")
+    if isinstance(da.data, dask.array.Array):
+        return da.copy(data=dask.array.map_blocks(_rounded_within, da.data, np.dtype(dtype), float(nodata), dtype=da.dtype))
+    return da.copy(data=_rounded_within(da.values, np.dtype(dtype), float(nodata)))
+
+
+def _rounded_within(block: np.ndarray, dtype: np.dtype, nodata: float) -> np.ndarray:
+    """``block`` rounded to the nearest integer for an integer GeoTIFF (the cast alone truncates toward 0), refused where a
+    value lies outside ``dtype``'s range (the cast wrapped it: a component of -3 written as 253 in uint8) or rounds to
+    ``nodata`` (it would read as missing). Checked per chunk as it is written, so a refusal leaves no file."""
+    info, rounded = np.iinfo(dtype), np.rint(block)
+    finite = rounded[np.isfinite(rounded)]
+    if finite.size and (finite.min() < info.min or finite.max() > info.max):
+        raise ValueError(f"values from {finite.min():.6g} to {finite.max():.6g} do not fit dtype={dtype.name} ({info.min} to {info.max}): "
+                         "pass a dtype that holds them (the default float32 keeps them as computed), or scale the result first")
+    if (hits := int(np.count_nonzero(finite == nodata))):
+        raise ValueError(f"{hits} values take the integer {nodata:g}, the nodata: they would read as missing; pass a nodata "
+                         f"outside the values (from {finite.min():.6g} to {finite.max():.6g} in this chunk)")
+    return rounded
 
 
 def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: str | None = None) -> xr.DataArray | xr.Dataset:
@@ -431,9 +491,11 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
             if suffix in (".tif", ".tiff"):
                 _geotiff(da, tmp, **raster_options)
             elif suffix == ".zarr":
-                with_grid_mapping(_as_dataset(da)).to_zarr(tmp, mode="w-")
+                storable.to_zarr(tmp, mode="w-")
             else:
-                with_grid_mapping(_as_dataset(da)).to_netcdf(tmp, engine="h5netcdf")
+                storable.to_netcdf(tmp, engine="h5netcdf")
+
+    storable = _storable(with_grid_mapping(_as_dataset(da))) if suffix in (".nc", ".zarr") else xr.Dataset()
 
     one_file = suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file
@@ -465,6 +527,28 @@ def _check_regular_grid(da: xr.DataArray) -> None:
             raise ValueError(f"a GeoTIFF places its pixels on a regular grid, and the result's {d!r} coordinates are not evenly "
                              f"spaced (up to {off:.3g} from the grid of step {step:.6g} between the first and the last): write "
                              f"it as .nc or .zarr, which keep the coordinates, or put the cube on a regular grid first")
+
+
+#: attribute values netCDF and zarr hold (xarray's own list)
+_ATTR_TYPES = (str, bytes, numbers.Number, np.ndarray, np.generic, list, tuple)
+
+
+def _storable(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` as netCDF and zarr can hold it, with a warning naming what changed: coordinates of Python objects (stackstac's
+    ``proj:shape`` sets, ``None`` wavelengths) left out, attributes of other types (stackstac's ``spec``) written as text.
+    xarray refused the whole output ("cannot serialize arbitrary Python objects", "Invalid value for attr")."""
+    objects = [name for name, c in ds.coords.items() if name not in ds.indexes and c.dtype == object and c.chunks is None
+               and not all(isinstance(v, str) for v in np.ravel(c.values).tolist())]
+    out = ds.drop_vars(objects).copy(deep=False)  # new variables: their attributes are replaced below, not the caller's
+    holders: list[xr.Dataset | xr.Variable] = [out, *out.variables.values()]
+    texts: set[Hashable] = set()
+    for holder in holders:
+        texts |= {key for key, value in holder.attrs.items() if not isinstance(value, _ATTR_TYPES)}
+        holder.attrs = {key: value if isinstance(value, _ATTR_TYPES) else str(value) for key, value in holder.attrs.items()}
+    if objects or texts:
+        warn_user(f"netCDF and zarr cannot hold Python objects: coordinates {objects} left out, attributes {sorted(map(str, texts))} written "
+                  "as text (metadata such as stackstac's; drop them first, e.g. result.drop_vars([...]), to write without this warning)")
+    return out
 
 
 def _as_dataset(obj: xr.DataArray | xr.Dataset) -> xr.Dataset:

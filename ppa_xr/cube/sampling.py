@@ -390,12 +390,25 @@ class Pooled:
                              f"(a DataArray, not its .values), or one such DataArray per cube; got {type(weights).__name__}")
         if len(per_cube) != len(cubes):
             raise ValueError(f"weights: give one DataArray for every cube, or one for all; got {len(per_cube)} for {len(cubes)} cubes")
-        parts = [weights_at(da, dim, w, self.index[self.cube == i], checked=False) for i, (da, w) in enumerate(zip(cubes, per_cube))]
+        shared = " (the one weights DataArray given for every cube: give one per cube, weights=[w1, w2, ...], where their grids differ)"
+        parts = [_of_cube(i, len(cubes), shared if isinstance(weights, xr.DataArray) else "", weights_at, da, dim, w,
+                          self.index[self.cube == i], checked=False) for i, (da, w) in enumerate(zip(cubes, per_cube))]
         parts = [part if part.dtype.kind in "biuf" else checks.row_weights(part, len(part), "weights") for part in parts]
         out = np.empty(len(self.index), dtype=np.result_type(*parts))
         for i, part in enumerate(parts):
             out[self.cube == i] = part
         return checks.row_weights(out, len(out), "weights at the sampled pixels")
+
+
+def _of_cube(i: int, n: int, hint: str, read: Any, *args: Any, **kwargs: Any) -> Any:
+    """``read(*args, **kwargs)`` for cube ``i`` of ``n`` pooled: a refusal names the cube (its message said "the cube"),
+    with ``hint``."""
+    try:
+        return read(*args, **kwargs)
+    except ValueError as err:
+        if n == 1:
+            raise
+        raise ValueError(f"cube {i + 1} of {n}{hint}: {err}") from err
 
 
 def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np.ndarray, checked: bool = True) -> np.ndarray:
@@ -505,6 +518,7 @@ def sample_cubes(
     samples = [_drawn(result, s, _Layout.of(da, dim)) for result, s, da in zip(results, seeds, cubes)]
     valid = sum(sample.n_valid for sample in samples)
     _check_found(valid, n_samples, "cubes have" if len(cubes) > 1 else "cube has")
+    _warn_empty(samples)
     if n_samples is None and valid >= 2 * MIN_HELD_OUT:
         n = min(n, int(FIT_SHARE * valid))
     keys = np.concatenate([sample.keys for sample in samples])
@@ -515,6 +529,13 @@ def sample_cubes(
     values = np.concatenate([sample.values for sample in samples])[kept]
     index = np.concatenate([sample.index for sample in samples])[kept]
     return Pooled(values, groups[kept], _shares(samples, keys[kept], cube[kept]), cube[kept], index, along)
+
+
+def _warn_empty(samples: list) -> None:
+    """Warn of a cube without valid pixels among pooled cubes that have some: it adds nothing to the fit, silently."""
+    if empty := [i + 1 for i, sample in enumerate(samples) if sample.n_valid == 0]:
+        warn_user(f"cube {', '.join(map(str, empty))} of {len(samples)} has no valid pixel (each has a NaN or nodata feature): it "
+                  "adds nothing to the fit; check its nodata value and masks, or leave it out")
 
 
 def _computed(draws: list, along: Any, optimize: bool, progress: bool) -> tuple[list, Any]:

@@ -33,7 +33,7 @@ from ..core.spec import Spec
 from . import display, file
 from ._sklearn import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, check_is_fitted, html_widget, output_names,
                        set_outputs, validate_data)
-from .labels import FeatureLabels, shown
+from .labels import FeatureLabels, check_matrix_labels, kinds, shown
 
 #: features whose standard deviations differ by more than this make PPA (and PCA) describe only the largest
 SCALE_RATIO_WARNING = 1e3
@@ -132,6 +132,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         leaves those samples out, as anywhere.
         """
         declared = self._get_spec()
+        check_matrix_labels(self.noise_cov, getattr(X, "columns", None))  # a DataFrame's columns, of any type
         X = validate_data(self, _unmasked(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
         return self._fit(X, declared, groups, None, None, progress, sample_weight, feature_weight, missing)
 
@@ -173,8 +174,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _fit(self, X: np.ndarray, declared: Spec, groups: Any, features: FeatureLabels | None, sample: FitSample | None,
              progress: bool, weights: Any = None, feature_weights: Any = None, missing: str = "drop") -> PPA:
-        if groups is not None and np.shape(groups) != (len(X),):
-            raise ValueError(f"groups must hold one label per sample, shape ({len(X)},), got shape {np.shape(groups)}")
+        _check_groups(groups, len(X))
         if feature_weights is not None or len(X) <= X.shape[1]:
             if check_missing(missing) == "fill":
                 raise ValueError("missing='fill' fits need more samples than features and no feature weights; with fewer "
@@ -891,6 +891,28 @@ def _fewest_gaps(finite: np.ndarray, filled: np.ndarray, drawn: np.ndarray, grou
     return filled[few], drawn[few], None if groups is None else np.asarray(groups)[few], None if weights is None else unit_mean(weights[few])
 
 
+def _check_groups(groups: Any, n: int) -> None:
+    """Refuse ``groups`` that are not one label per sample, hold a missing label (NaN, None: all of them were one group,
+    silently) or mix labels that do not sort (numpy's TypeError)."""
+    if groups is None:
+        return
+    if np.shape(groups) != (n,):
+        raise ValueError(f"groups must hold one label per sample, shape ({n},), got shape {np.shape(groups)}")
+    labels = np.asarray(groups)
+    kind = labels.dtype.kind
+    missing = (np.isnan(labels) if kind in "fc" else np.isnat(labels) if kind in "mM" else  # only objects hold None or a NaN besides
+               np.array([v is None or (isinstance(v, float) and v != v) for v in labels.tolist()], dtype=bool) if kind == "O" else None)
+    if missing is not None and missing.any():
+        raise ValueError(f"groups hold {int(missing.sum())} missing labels (NaN or None) of {n}: give those samples a group of "
+                         "their own (e.g. np.where(np.isnan(groups), -1, groups)) or leave them out; they were held out as one group")
+    try:
+        if kind == "O":  # numbers or strings alone sort
+            np.unique(labels)
+    except TypeError as err:
+        raise TypeError(f"groups must be labels of one kind that sort (ints or strings; got {kinds(labels)}): e.g. "
+                        f"np.asarray(groups, dtype=str) ({err})") from err
+
+
 def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> tuple[np.ndarray, Any, np.ndarray]:
     """The rows that weigh, their groups and weights (:func:`~ppa_xr.core.checks.row_weights`, the one check of
     weights, then :func:`~ppa_xr.core.linalg.unit_mean`, its one scaling): a row whose weight is 0, or below
@@ -900,6 +922,10 @@ def _weighed(X: np.ndarray, groups: Any, sample_weight: Any, declared: Spec) -> 
         raise ValueError("sample_weight works with the PCA-led fit (leading='pca'): PPA-GD's search weighs every row alike")
     weights = unit_mean(checks.row_weights(sample_weight, len(X), "sample_weight"))
     kept = weights >= np.finfo(np.float64).tiny
+    if (weighing := int(kept.sum())) < declared.min_samples:  # the spec's own refusal would count rows, not weights
+        raise ValueError(f"only {weighing} of the {len(X)} samples have a weight above 0, and degree up to {max(declared.candidates)} "
+                         f"needs at least {declared.min_samples}: give more samples a weight (a cube's fit: more pixels of "
+                         "weight above 0, or a larger n_samples), or a lower degree")
     return X[kept], None if groups is None else np.asarray(groups)[kept], weights[kept]
 
 

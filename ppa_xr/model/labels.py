@@ -112,6 +112,20 @@ def _duplicates(labels) -> list:
     return values[counts > 1].tolist()
 
 
+def check_matrix_labels(matrix: Any, labels: Any, what: str = "noise_cov") -> None:
+    """Refuse a labelled (d, d) matrix, a pandas DataFrame, whose rows or columns are not the features' ``labels`` in
+    their order: it is read by position. One labelled 0..d-1 (pandas' default) or features without labels pass."""
+    if labels is None or not hasattr(matrix, "index") or not hasattr(matrix, "columns"):
+        return
+    want = np.asarray(labels).tolist()
+    for side, index in (("rows", matrix.index), ("columns", matrix.columns)):
+        got = index.tolist()
+        if got != want and got != list(range(len(got))):
+            raise ValueError(f"{what}'s {side} are labelled {shown(got)}, and the features are {shown(want)}: a covariance is read "
+                             f"by position, in the features' order; pass {what}=N.loc[labels, labels] with the features' labels "
+                             "in order (e.g. cube.band.values)")
+
+
 @dataclass(frozen=True, eq=False)
 class FeatureLabels:
     """The feature dimension ``dim``, its ``labels`` (None: by position) and other per-feature coordinates.
@@ -232,11 +246,25 @@ class FeatureLabels:
             return _new_times(self.dim, missing, self.labels, cube_labels)
         same_text = set(as_text(missing)) & set(as_text(extra))
         types = (f" (the same text, other types: the model's labels are {kinds(self.labels)}, the cube's {kinds(cube_labels)})"
-                 if same_text else "")
+                 if same_text else "") + self._other_names(cube_labels)
         return (f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
                 f"the model has {shown(self.labels)}, the cube {shown(cube_labels)}{types}. Open a cube with those features; or, "
                 f"when the cube holds the model's features in its order under other labels (e.g. a file's 1..n), label them "
                 f"as the model's (Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: --match-bands position)")
+
+    def _other_names(self, cube_labels: np.ndarray) -> str:
+        """Where the cube's labels are the model's features under another of their per-feature coordinates (STAC's
+        ``common_name``: odc-stac's ``blue`` for stackstac's ``B2``), the relabelling by name that matches them."""
+        have = np.asarray(cube_labels).tolist()
+        for name, values in self.coords.items():
+            names = np.asarray(values).tolist()
+            if len(set(names)) == len(names) and have and set(have) <= set(names):
+                mapping = {n: label for n, label in zip(names, np.asarray(self.labels).tolist()) if n in have}
+                return (f" (they are the model's features by their {name!r}: relabel them by name, e.g. cube.rename("
+                        f"{dict(list(mapping.items())[:2])}...) for a Dataset's variables, or "
+                        f"cube.assign_coords({self.dim}=[m[b] for b in cube.{self.dim}.values]) with m = "
+                        f"dict(zip(model.features_.coords[{name!r}], model.feature_labels_)); not by position)")
+        return ""
 
     def attach(self, out: xr.DataArray) -> xr.DataArray:
         """Put the labels and coordinates back on an output with the feature dimension."""
