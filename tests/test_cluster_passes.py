@@ -4,6 +4,7 @@ large graphs, workers intact and within their limits, outputs written from the c
 progress bar. The transform's own scheduler tests are in test_schedulers.py."""
 
 import contextlib
+import sys
 import warnings
 
 import dask
@@ -112,6 +113,27 @@ def test_lazy_passes_compute_nothing_until_asked():
             calls.clear()
             call()
             assert len(calls) == passes, (name, len(calls))
+
+
+def test_the_sampling_bar_follows_the_client_that_computes(monkeypatch, capsys):
+    """The sampling pass's bar on a cluster watches the scheduler of the client that computes, which need not be the
+    default one (``dask.config.set(scheduler=client.get)`` of a client made with ``set_as_default=False``): it asked the
+    default client for its scheduler, and raised "No clients found" (or, with another default client, waited for the
+    tasks on the other cluster forever). Where distributed's drawing hooks are missing (they are not public API), the
+    fit goes on without the bar, with a warning. The same model as fitted synchronously. Placed before the module's
+    ``client`` fixture: no default client exists here."""
+    cube = cube_of()
+    fit = lambda: cube.ppa.fit(n_samples=2000, random_state=0, degree=1, progress=True)  # noqa: E731
+    expected = synchronously(fit)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as other, dask.config.set(scheduler=other.get):
+        capsys.readouterr()
+        model = fit()
+        assert "sampling: 100%" in capsys.readouterr().err
+        monkeypatch.setitem(sys.modules, "distributed.diagnostics.progressbar", None)  # a distributed without the module
+        with pytest.warns(UserWarning, match="no progress bar of the sampling pass on this cluster"):
+            without_bar = fit()
+    assert model.params_.digest == without_bar.params_.digest == expected.params_.digest
 
 
 CASES = {

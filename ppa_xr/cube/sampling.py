@@ -540,21 +540,33 @@ def _warn_empty(samples: list) -> None:
 
 def _computed(draws: list, along: Any, optimize: bool, progress: bool) -> tuple[list, Any]:
     """``dask.compute(draws, along)``; with ``progress`` on a distributed client, through its futures with a bar of
-    their tasks as the cluster runs them (:func:`_cluster_bar`; the local schedulers report to :class:`_TaskBar`)."""
+    their tasks as the cluster runs them (:func:`_cluster_bar`; the local schedulers report to :class:`_TaskBar`).
+    The bar draws through distributed's semi-internal hooks: where they fail, the pass goes on without it (a warning)."""
     client: Any = getattr(get_scheduler(), "__self__", None)  # a distributed client's ``get``, bound to it
     if not progress or _local_scheduler() or not hasattr(client, "gather"):
         return dask.compute(draws, along, optimize_graph=optimize)
     futures = client.compute([draws, along], optimize_graph=optimize)
-    _cluster_bar(futures)
+    try:
+        _cluster_bar(futures, client.scheduler.address)
+    except Exception as err:  # the bar only: the futures run on, and their own errors come from gather
+        warn_user(f"no progress bar of the sampling pass on this cluster ({type(err).__name__}: {err}); the pass goes on without it")
     return client.gather(futures)
 
 
-def _cluster_bar(futures: list) -> None:
+#: the methods of distributed's ``TextProgressBar`` that :func:`_cluster_bar` draws through (not public API)
+_BAR_HOOKS = ("_draw_bar", "_draw_stop")
+
+
+def _cluster_bar(futures: list, scheduler: str) -> None:
     """A progress bar (``tqdm.auto``, as :class:`_TaskBar`) of every task ``futures`` need, fed by the distributed
-    scheduler (its ``Progress`` plugin, as ``distributed.progress`` is); returns when they are done or one failed."""
+    scheduler at ``scheduler`` (the client's, which need not be the default client; its ``Progress`` plugin, as
+    ``distributed.progress`` is); returns when they are done or one failed."""
     from distributed.client import futures_of
     from distributed.diagnostics.progressbar import TextProgressBar
     from tqdm.auto import tqdm
+
+    if not all(callable(vars(TextProgressBar).get(name)) for name in _BAR_HOOKS):
+        raise AttributeError(f"this version of distributed's TextProgressBar draws through other methods than {_BAR_HOOKS}")
 
     class Bar(TextProgressBar):
         def _draw_bar(self, remaining: int, all: int, **kwargs: Any) -> None:
@@ -566,7 +578,10 @@ def _cluster_bar(futures: list) -> None:
             bar.close()
 
     bar = tqdm(total=0, desc="sampling", unit="task")
-    Bar(futures_of(futures))
+    try:
+        Bar(futures_of(futures), scheduler=scheduler)
+    finally:
+        bar.close()  # where the bar's connection failed or closed before the scheduler's last report
 
 
 class _TaskBar(Callback):
