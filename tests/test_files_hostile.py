@@ -518,6 +518,26 @@ def test_a_model_of_cftime_dates_as_features_saves_and_reloads(tmp_path, name, c
 
 
 @pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+@pytest.mark.parametrize("attribute, value", [("ppa_xr_calendar", "standard"), ("ppa_xr_has_year_zero", None), ("ppa_xr_resolution", "D")])
+@pytest.mark.filterwarnings("ignore:has_year_zero kwarg ignored:UserWarning")  # cftime, reading the changed flag before the record's check
+def test_the_calendar_and_resolution_of_dates_as_labels_are_checksummed(tmp_path, name, attribute, value):
+    """The attributes that say how a file's dates as labels read back (a cftime calendar, a numpy resolution) are covered
+    by the record's checksum: a file whose ``noleap`` months were relabelled ``standard`` loaded as other days, silently
+    (its months' text reads in either calendar), and so did ``datetime64[s]`` labels read back at days (their hours lost)."""
+    from ppa_xr.model import file as model_io
+
+    times = _months("noleap") if attribute != "ppa_xr_resolution" else np.array([f"2000-{m:02d}-01T06" for m in range(1, 7)], dtype="datetime64[s]")
+    cube = xr.DataArray(np.random.default_rng(5).normal(size=(6, 12, 12)), dims=("time", "y", "x"), coords={"time": times})
+    path = cube.ppa.fit(dim="time", degree=1, random_state=0).save(tmp_path / name)
+    ds = model_io.read(path)
+    PPA.from_dataset(ds)  # as saved
+    assert attribute in ds["feature"].attrs
+    ds["feature"].attrs[attribute] = 1 - int(ds["feature"].attrs[attribute]) if value is None else value  # None: the other flag
+    with pytest.raises(ValueError, match="checksum over the whole record does not match"):
+        PPA.from_dataset(ds)
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
 @pytest.mark.parametrize("variable_width", [False, True])
 def test_per_band_names_are_checked_after_a_zarr_load_and_on_a_zarr_cube(tmp_path, name, variable_width):
     """zarr gives strings back as numpy's variable-width ``StringDType``: a model loaded from a .zarr (or a cube whose

@@ -14,7 +14,8 @@ version and the creation date in the attributes. Every variable carries the
 SHA-256 of its values in its ``sha256`` attribute, and the attributes that
 define the model the SHA-256 of their JSON in ``attrs_sha256``: a flipped
 byte anywhere is refused on load. One SHA-256 over the whole record, every
-variable's name, shape and checksum and the attributes' checksum, ties the
+variable's name, shape and checksum (with the calendar or resolution its
+dates as labels read back at) and the attributes' checksum, ties the
 arrays of one save together (``record_sha256``): a store holding arrays of
 two saves is refused, although each array matches its own checksum.
 
@@ -112,8 +113,10 @@ def _attrs_digest(attrs: dict[str, Any]) -> str:
 
 
 def _record_digest(ds: xr.Dataset) -> str:
-    """SHA-256 over one save's record: every variable's name, shape and checksum, and the attributes' checksum."""
-    record = sorted([str(name), list(var.shape), str(var.attrs.get("sha256", ""))] for name, var in ds.variables.items())
+    """SHA-256 over one save's record: every variable's name, shape and checksum (and, where it has them, the attributes
+    that say how its labels read back, :data:`_READ_AS`), and the attributes' checksum."""
+    record = sorted([str(name), list(var.shape), str(var.attrs.get("sha256", ""))] + [f"{k}={var.attrs[k]}" for k in _READ_AS if k in var.attrs]
+                    for name, var in ds.variables.items())
     return hashlib.sha256(json.dumps([record, str(ds.attrs.get("attrs_sha256", ""))]).encode()).hexdigest()
 
 
@@ -176,6 +179,8 @@ def _with_labels(ds: xr.Dataset, features: FeatureLabels | None) -> xr.Dataset:
 _CALENDAR, _YEAR_ZERO = "ppa_xr_calendar", "ppa_xr_has_year_zero"
 #: the resolution of numpy dates as labels other than nanoseconds (a file gives them back at nanoseconds)
 _UNIT, _UNITS = "ppa_xr_resolution", ("D", "h", "m", "s", "ms", "us")
+#: a label variable's attributes that say how its stored values read back (covered by the record's checksum)
+_READ_AS = (_CALENDAR, _YEAR_ZERO, _UNIT)
 _ISO = re.compile(r"(-?\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(?:\.(\d{6}))?")
 
 
