@@ -461,6 +461,7 @@ def test_dates_as_features_at_any_resolution_save_and_reload(tmp_path, name, uni
 
         old = model.to_dataset()
         old["feature"].attrs = {"sha256": model_io._digest(times, unit=unit)}
+        old.attrs["ppa_xr_format_version"] = 10
         model_io.sealed(old).to_netcdf(tmp_path / "old.nc", engine="h5netcdf")
         np.testing.assert_array_equal(load_model(tmp_path / "old.nc").feature_labels_, times)
 
@@ -551,3 +552,28 @@ def test_per_band_names_are_checked_after_a_zarr_load_and_on_a_zarr_cube(tmp_pat
     names = np.array(["nir", "swir", "red"], dtype=np.dtypes.StringDType() if variable_width else None)
     with pytest.warns(UserWarning, match=r"the cube's 'common_name' differs from the model's .* a: nir \(model blue\), b: swir"):
         cube.assign_coords(common_name=("band", names)).ppa.transform(loaded)
+
+
+@pytest.mark.parametrize("name", ["m.nc", "m.zarr"])
+def test_dates_checksummed_at_their_own_resolution_pass_only_in_files_of_the_previous_format(tmp_path, name):
+    """Format 10 took the checksum of dates as labels at their own resolution; a file of the current format takes it at
+    nanoseconds, and one whose labels carry the other checksum (resealed) is refused, not read under either."""
+    from ppa_xr.model import file as model_io
+
+    times = np.array([f"2000-{m:02d}-01T06" for m in range(1, 7)], dtype="datetime64[s]")
+    cube = xr.DataArray(np.random.default_rng(5).normal(size=(6, 12, 12)), dims=("time", "y", "x"), coords={"time": times})
+    ds = model_io.read(cube.ppa.fit(dim="time", degree=1, random_state=0).save(tmp_path / name))
+    ds["feature"].attrs["sha256"] = model_io._digest(ds["feature"].values, unit="s")
+    with pytest.raises(ValueError, match=r"the checksum of 'feature' does not match"):
+        PPA.from_dataset(model_io.sealed(ds))
+    previous = model_io.sealed(ds.assign_attrs(ppa_xr_format_version=10))
+    np.testing.assert_array_equal(PPA.from_dataset(previous).feature_labels_, times)
+
+
+def test_cftime_dates_with_and_without_a_year_0_are_refused_when_saved(tmp_path):
+    """A model's cftime labels store one year-0 flag: labels that mix them would read back under one, silently."""
+    cftime = pytest.importorskip("cftime")
+    times = np.array([cftime.DatetimeGregorian(2000, m, 1, has_year_zero=m % 2 == 0) for m in range(1, 7)], dtype=object)
+    cube = xr.DataArray(np.random.default_rng(5).normal(size=(6, 12, 12)), dims=("time", "y", "x"), coords={"time": times})
+    with pytest.raises(ValueError, match=r"mix calendars with and without a year 0"):
+        cube.ppa.fit(dim="time", degree=1, random_state=0).save(tmp_path / "m.nc")

@@ -11,7 +11,7 @@ over every pair of horizontally and vertically adjacent pixels (Green et al.
 direction about its own mean difference (a smooth trend shifts it), pairs
 with a NaN or nodata pixel skipped. The sums are a dask reduction: one pass
 over the chunks (shared with the pixel sample in ``cube.ppa.fit``), any
-chunking (the result agrees to rounding), the same bit for bit under any scheduler of a chunking. Where the
+chunking (the result agrees to rounding), the same bit for bit under any scheduler, for a given chunking. Where the
 scene has sharp edges the differences also hold signal, and ``N`` is too
 large there (measured in docs/hyperspectral.md): give a noise covariance
 from a dark frame or a uniform area instead (``PPA(noise_cov=...)``, or

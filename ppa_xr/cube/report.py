@@ -419,14 +419,14 @@ REUSE_FEATURES = 64
 REPORT_SAMPLES = 100_000
 
 
+#: components its error maps keep when ``n_components`` is not given (at most ``d - 1``: ``d`` reconstructs exactly)
+REPORT_COMPONENTS = 3
+
+
 def _kept_by(model: PPA) -> int:
     """The components the error maps keep by default: those the model keeps (``n_components_``) where it was fitted with
     ``n_components``, as ``transform`` keeps them, else :data:`REPORT_COMPONENTS`."""
     return int(model.n_components_) if model.get_params()["n_components"] is not None else REPORT_COMPONENTS
-
-
-#: components its error maps keep when ``n_components`` is not given (at most ``d - 1``: ``d`` reconstructs exactly)
-REPORT_COMPONENTS = 3
 
 
 def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int | None, random_state: int | None,

@@ -193,8 +193,11 @@ def _stored(values: Any, dim: str) -> tuple[np.ndarray, dict[str, Any]]:
         unit = np.datetime_data(values.dtype)[0] if found else "ns"
         return _portable(values, dim), ({_UNIT: unit} if unit in _UNITS else {})
     items = np.ravel(values).tolist()
-    return (np.array([v.isoformat() for v in items], dtype=object),
-            {_CALENDAR: found[0], _YEAR_ZERO: int(all(v.has_year_zero for v in items))})
+    year_zero = {bool(v.has_year_zero) for v in items}
+    if len(year_zero) > 1:
+        raise ValueError(f"the cftime dates along {dim!r} mix calendars with and without a year 0: give them one "
+                         f"(cftime's has_year_zero) before saving")
+    return np.array([v.isoformat() for v in items], dtype=object), {_CALENDAR: found[0], _YEAR_ZERO: int(year_zero.pop())}
 
 
 def _restored(ds: xr.Dataset, name: str, values: np.ndarray, source: str) -> np.ndarray:
@@ -304,8 +307,9 @@ def _belongs(name: str, version: int) -> bool:
     return low <= version <= high
 
 
-def _verified(ds: xr.Dataset, name: str, source: str, kind: str | None = None) -> np.ndarray:
-    """A variable's values, refused where its kind or checksum is wrong."""
+def _verified(ds: xr.Dataset, name: str, source: str, kind: str | None = None, any_unit: bool = False) -> np.ndarray:
+    """A variable's values, refused where its kind or checksum is wrong; ``any_unit``: dates whose checksum is of
+    their values at another resolution than nanoseconds pass too (as files of format 10 took it)."""
     try:
         values = np.asarray(ds[name].values)
     except (ValueError, TypeError, OSError, RuntimeError) as err:
@@ -313,7 +317,7 @@ def _verified(ds: xr.Dataset, name: str, source: str, kind: str | None = None) -
     if kind is not None and values.dtype.kind != kind:
         raise ValueError(f"{source} is corrupt: {name} has dtype {values.dtype}")
     recorded = ds[name].attrs.get("sha256")
-    if recorded != _checksum(name, values) and not (values.dtype.kind == "M" and any(recorded == _digest(values, unit=u) for u in _UNITS)):
+    if recorded != _checksum(name, values) and not (any_unit and values.dtype.kind == "M" and any(recorded == _digest(values, unit=u) for u in _UNITS)):
         raise ValueError(f"{source} is corrupt: the checksum of {name!r} does not match its values")
     return values
 
@@ -477,7 +481,7 @@ def _features(ds: xr.Dataset, source: str, version: int) -> FeatureLabels | None
     if dim is None:
         return None
     levels = _levels(ds, source)
-    read = (lambda name: _restored(ds, name, _verified(ds, name, source) if version >= 8 else ds[name].values, source))
+    read = (lambda name: _restored(ds, name, _verified(ds, name, source, any_unit=version <= 10) if version >= 8 else ds[name].values, source))
     labels: np.ndarray | None
     if levels:
         labels = np.empty(ds.sizes["feature"], dtype=object)

@@ -91,8 +91,9 @@ def _other_calendar(dim: Hashable, model: tuple[str, bool], cube: tuple[str, boo
     def said(cal: tuple[str, bool]) -> str:
         return f"the {cal[0]!r} calendar as {'cftime dates' if cal[1] else 'numpy datetime64'}"
     align = ", align_on='date'" if "360_day" in (model[0], cube[0]) else ""
-    return (f"the model's labels along {dim!r} are dates of {said(model)}, the cube's of {said(cube)}: a date printed alike "
-            f"is another day in each (or another type), so none can be matched. Convert the cube to the model's calendar: "
+    why = ("the same days held as another type" if model[0] == cube[0] else "a date printed alike is another day in each")
+    return (f"the model's labels along {dim!r} are dates of {said(model)}, the cube's of {said(cube)}: {why}, "
+            f"so none can be matched. Convert the cube to the model's calendar: "
             f"cube.convert_calendar({model[0]!r}, dim={str(dim)!r}, use_cftime={model[1]}{align}) (xarray; dates the model's "
             f"calendar lacks are dropped), or fit the model on the cube's calendar")
 
