@@ -486,16 +486,16 @@ def write_cube(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite
         _check_raster_dims(bands)
         _check_regular_grid(bands)
 
+    storable = _storable(with_grid_mapping(_as_dataset(da))) if suffix in (".nc", ".zarr") else None  # its warning before any work
+
     def write(tmp: Path) -> None:
         with _finishing_tasks():
-            if suffix in (".tif", ".tiff"):
+            if storable is None:
                 _geotiff(da, tmp, **raster_options)
             elif suffix == ".zarr":
                 storable.to_zarr(tmp, mode="w-")
             else:
                 storable.to_netcdf(tmp, engine="h5netcdf")
-
-    storable = _storable(with_grid_mapping(_as_dataset(da))) if suffix in (".nc", ".zarr") else xr.Dataset()
 
     one_file = suffix != ".zarr" and dask.config.get("scheduler", None) == "processes"
     with dask.config.set(scheduler="threads") if one_file else contextlib.nullcontext():  # processes share no lock on one file

@@ -150,7 +150,7 @@ def to_dataset(params: PPAParams, declared: Spec, features: FeatureLabels | None
     if error_ratio is not None:
         ds[_CURVE] = ("step", np.asarray(error_ratio, dtype=np.float64), {"long_name": "100 x PPA error / PCA error on the fitting sample"})
     if feature_names is not None:
-        ds[_NAMES] = ("feature", _portable(feature_names, "feature_names"))
+        ds[_NAMES] = ("feature", *_stored(feature_names, "feature_names"))
     if sample_size is not None:
         ds[_SIZE] = ((), np.float64(sample_size[0]), {"long_name": "effective size of the fitting sample", "weighted": int(sample_size[1])})
     ds = _with_labels(ds, features)
@@ -185,8 +185,8 @@ _ISO = re.compile(r"(-?\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(?:\.(\d{6}))?")
 
 
 def _stored(values: Any, dim: str) -> tuple[np.ndarray, dict[str, Any]]:
-    """Labels or coordinates as a file stores them (:func:`_portable`) and their attributes: cftime dates (a noleap or
-    360_day calendar) as their ISO text, with the calendar to read them back by; numpy dates with their resolution."""
+    """Labels or coordinates as a file stores them (:func:`_portable`) and their attributes: cftime dates (of any
+    calendar) as their ISO text, with the calendar to read them back by; numpy dates with their resolution."""
     values = uniform(np.array(values, dtype=object) if isinstance(values, list) else np.asarray(values))
     found = calendar(values)
     if found is None or not found[1]:
@@ -238,10 +238,10 @@ def _attributes(params: PPAParams, init: dict[str, Any], features: FeatureLabels
     }
 
 
-def _portable(values: Any, dim: str) -> np.ndarray:
-    """Labels or coordinates as a file stores them exactly: numbers, dates, and strings (fixed-width unicode as
-    variable-length strings, which netCDF and zarr v3 both specify); labels of mixed types, or holding None, refused."""
-    values = uniform(np.array(values, dtype=object) if isinstance(values, list) else np.asarray(values))
+def _portable(values: np.ndarray, dim: str) -> np.ndarray:
+    """Labels or coordinates of one kind (:func:`_stored`'s, :func:`~ppa_xr.model.labels.uniform`) as a file stores them
+    exactly: numbers, dates, and strings (fixed-width unicode as variable-length strings, which netCDF and zarr v3 both
+    specify); labels of mixed types, or holding None, refused."""
     if values.dtype.kind == "U":
         return values.astype(object)
     if values.dtype == object and not all(isinstance(v, str) for v in values.ravel().tolist()):
