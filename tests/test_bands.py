@@ -242,3 +242,25 @@ def test_dataset_variables_with_their_dimensions_in_another_order_are_features(l
     model = ds.ppa.fit(n_samples=3000, random_state=0)
     np.testing.assert_array_equal(transposed.ppa.transform(model).values, ds.ppa.transform(model).values)
     np.testing.assert_array_equal(transposed.ppa.fit(n_samples=3000, random_state=0).components_, model.components_)
+
+
+def test_features_matched_by_position_only_where_one_side_has_labels_warn(curved):
+    """A cube without band labels on a model fitted with them (or labelled bands on a model fitted without) was taken
+    by position, silently, as scikit-learn warns of a table without the fitted feature names; a model fitted on a
+    DataFrame matches a cube's labels to its columns (a cube of its columns in another order went by position)."""
+    import pandas as pd
+
+    cube = xr.DataArray(curved.T.reshape(4, 25, -1), dims=("band", "y", "x"), coords={"band": ["a", "b", "c", "d"]})
+    model = cube.ppa.fit(degree=2, configuration="fixed", n_samples=1000, random_state=0)
+    unlabelled = cube.drop_vars("band")
+    for call in (lambda c: c.ppa.transform(model), lambda c: c.ppa.fill(model), lambda c: c.ppa.reconstruct(model, 1)):
+        with pytest.warns(UserWarning, match=r"no labels along 'band'.*assign_coords\(band=model.feature_labels_\)"):
+            call(unlabelled)
+    with pytest.warns(UserWarning, match="fitted without labels"):
+        cube.ppa.transform(unlabelled.ppa.fit(degree=2, configuration="fixed", n_samples=1000, random_state=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cube.ppa.transform(model)  # both labelled: matched by label, no warning
+    table = ppa_xr.PPA(degree=2, configuration="fixed").fit(pd.DataFrame(curved, columns=["a", "b", "c", "d"]))
+    assert list(table.feature_labels_) == ["a", "b", "c", "d"]
+    np.testing.assert_array_equal(cube.isel(band=[3, 1, 0, 2]).ppa.transform(table).values, cube.ppa.transform(table).values)

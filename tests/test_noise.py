@@ -221,3 +221,22 @@ def test_a_cube_without_neighbours_says_how_to_give_the_noise(scene):
     one = scene.cube.isel(x=[0], y=[0])
     with pytest.raises(ValueError, match=r"this cube has y: 1, x: 1 .*give a noise covariance instead .* in fit_pooled, leave this cube out"):
         ppa_xr.fit_pooled([scene.cube, one], noise_cov="shift", degree=1, n_samples=1000)
+
+
+@pytest.mark.parametrize("when", ["time", "acquired"])
+def test_shift_differences_are_spatial_in_a_cube_with_time_last(when):
+    """A (band, rows, cols, time) cube, its spatial dims not named y/x: the shift differences were taken along its last
+    two pixel dims, cols and time, so a scene's noise held the change between dates (210x the noise, silently). A dim
+    named time or labelled by dates is no spatial one."""
+    scenes = [make_noisy_scene(24, 24, n_bands=5, random_state=seed).cube for seed in range(3)]
+    series = xr.concat(scenes, dim=when).rename(y="rows", x="cols").drop_vars(["rows", "cols"], errors="ignore")
+    series = series.assign_coords({when: np.array(["2020-01-01", "2020-02-01", "2020-03-01"], dtype="datetime64[ns]")})
+    if when != "time":
+        series = series.assign_coords({when: series[when].values})
+    first = shift_difference_covariance(feature_array(series.transpose(when, "band", "rows", "cols"), "band"))
+    last = shift_difference_covariance(feature_array(series.transpose("band", "rows", "cols", when), "band"))
+    np.testing.assert_allclose(last, first, rtol=1e-10, atol=1e-12 * np.abs(first).max())
+    model = series.transpose("band", "rows", "cols", when).ppa.fit(noise_cov="shift", degree=1, n_samples=1000, random_state=0)
+    np.testing.assert_allclose(model.noise_cov_, first, rtol=1e-10, atol=1e-12 * np.abs(first).max())
+    with pytest.warns(UserWarning, match=r"other pixel dims \['rows'\].*name the spatial ones y and x"):
+        shift_difference_covariance(feature_array(series.transpose("band", "rows", "cols", when).rename({when: "member"}).drop_vars("member"), "band"))

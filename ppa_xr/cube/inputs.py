@@ -10,7 +10,7 @@ import xarray as xr
 
 from ..core.checks import warn_user
 from ..model import PPA
-from ..model.labels import FeatureLabels
+from ..model.labels import FeatureLabels, calendar
 
 COMPONENT = "component"
 #: what a component band is called in files (``PPA component k``: ppa_xr.to_raster's band descriptions)
@@ -21,11 +21,18 @@ SPATIAL_DIMS = ("x", "y", "lon", "lat", "longitude", "latitude")
 
 def spatial_dims(da: xr.DataArray, dim: Hashable) -> list[Hashable]:
     """The spatial dimensions of a cube: its two dimensions named as x/y or lon/lat (:data:`SPATIAL_DIMS`)
-    when it has them, else its last two pixel dimensions (rasters put y and x last). The one rule of the
-    sampler's spatial blocks and the noise estimate's neighbours."""
+    when it has them, else its last two pixel dimensions that are not time (rasters put y and x last; a
+    ``(band, rows, cols, time)`` cube's are rows and cols), else, in a cube of times only (S-mode's maps), its
+    last two. The one rule of the sampler's spatial blocks and the noise estimate's neighbours."""
     pixel_dims = [d for d in da.dims if d != dim]
     named = [d for d in pixel_dims if str(d) in SPATIAL_DIMS]
-    return named if len(named) == 2 else pixel_dims[-2:]
+    places = [d for d in pixel_dims if not is_time(da, d)]
+    return named if len(named) == 2 else (places or pixel_dims)[-2:]
+
+
+def is_time(da: xr.DataArray, dim: Hashable) -> bool:
+    """Whether ``dim`` is a time axis: named ``time``, or labelled by dates (numpy's or cftime's)."""
+    return str(dim).lower() == "time" or (dim in da.coords and calendar(da[dim].values[:1]) is not None)
 
 
 #: above this degree a float32 round trip loses more than 1e-4 of the data's range (measured; docs/method.md)
@@ -249,7 +256,7 @@ def check_model(model: object) -> PPA:
 def model_features(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None) -> tuple[xr.DataArray, Hashable]:
     """Features of ``obj`` in the order the model was fitted on, band dim as one chunk (``model`` checked first)."""
     check_model(model)
-    features = model.features_ or FeatureLabels(dim or "band")
+    features = model.features_ or FeatureLabels(dim or "band", model.feature_labels_)  # a DataFrame's columns too
     if dim is not None and dim != features.dim:
         features = features.renamed(dim)
     _check_stacked(obj, features)

@@ -461,8 +461,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     @property
     def feature_labels_(self) -> np.ndarray | None:
-        """The labels of the features along :attr:`feature_dim_`, in fitted order (None: by position)."""
-        return self.features_.labels if self.features_ else None
+        """The labels of the features along :attr:`feature_dim_`, in fitted order: a DataFrame's column names
+        (``feature_names_in_``) where fitted on one, which label a cube's features as well (None: by position)."""
+        if self.features_:
+            return self.features_.labels
+        names = getattr(self, "feature_names_in_", None)
+        return None if names is None else np.asarray(names)
 
     @property
     def feature_coords_(self) -> dict[str, np.ndarray]:

@@ -206,9 +206,25 @@ class FeatureLabels:
                 order = [have.index(label) for label in want]
                 da = da.isel({self.dim: order}).assign_attrs(_per_feature(da.attrs, order, len(have)))  # the model's features, in its order
             self._warn_unlike(da)
+        else:
+            self._warn_by_position(da)
         if da.sizes[self.dim] != n_features:
             raise ValueError(f"the model was fitted on {n_features} features, the cube has {da.sizes[self.dim]} along {self.dim!r}")
         return da
+
+    def _warn_by_position(self, da: xr.DataArray) -> None:
+        """Warn where only one side labels the features, so they are matched by position (scikit-learn warns alike of
+        a table without the fitted feature names): a cube built from numpy arrays in another band order is silently
+        another cube."""
+        if self.labels is not None and self.dim not in da.coords:
+            warn_user(f"the cube has no labels along {self.dim!r}, and the model was fitted on the labelled features "
+                      f"{shown(self.labels)}: the cube's are taken by position, as the model's in its order. Check their "
+                      f"order and label them so, cube.assign_coords({self.dim}=model.feature_labels_), to match them by label")
+        elif self.labels is None and self.dim in da.coords:
+            warn_user(f"the cube's features along {self.dim!r} are labelled {shown(da[self.dim].values)}, and the model was "
+                      f"fitted without labels (on a numpy table or an unlabelled cube): they are taken by position. Check that "
+                      f"they are the fitting features in their order; fitting on a labelled cube (or a DataFrame) matches them "
+                      f"by label")
 
     def _cube_labels(self, da: xr.DataArray) -> np.ndarray:
         """The cube's labels along the feature dimension; a stacked one's tuples with their levels in the model's order
