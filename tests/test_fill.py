@@ -549,3 +549,40 @@ def test_a_date_observed_nowhere_is_named_by_its_label():
     cube[1] = np.nan
     with pytest.raises(ValueError, match=r"features \[1\] \('time' \[2020-02-01\]\) are never observed"):
         cube.ppa.fit(dim="time", missing="fill", degree=1)
+
+
+def test_a_cube_whose_every_pixel_has_a_gap_is_said_to_need_filling(tmp_path, capsys):
+    """Every pixel with a gap: transform (the command line's too) wrote all-NaN components, silently, and evaluate and
+    the report said to fit on fewer pixels. The shift check warns, they refuse, naming the fill; a model fitted on the
+    same cube with missing="fill" (its fitting pixels all with gaps) too, and a cube whose complete pixels were all
+    fitted keeps the advice to fit on fewer."""
+    import warnings
+
+    import rioxarray  # noqa: F401
+    import xarray as xr
+
+    from ppa_xr.cli import main
+
+    values = curved_sample(2000, seed=1).T.reshape(4, 40, 50)
+    cube = xr.DataArray(values, dims=("band", "y", "x"), coords={"band": ["a", "b", "c", "d"], "y": np.arange(40.0)[::-1], "x": np.arange(50.0)})
+    gappy = cube.where(np.arange(4)[:, None, None] != (np.arange(40)[:, None] + np.arange(50)) % 4)
+    model = cube.ppa.fit(degree=2, configuration="fixed", random_state=0)
+    for fitted in (model, gappy.ppa.fit(degree=2, configuration="fixed", random_state=0, missing="fill")):
+        with pytest.warns(UserWarning, match=r"no pixel of this cube in the chunks read is complete.*cube.ppa.fill\(model\)"):
+            assert gappy.ppa.transform(fitted, check=True).isnull().all()
+        for measure in (gappy.ppa.evaluate, gappy.ppa.information_report):
+            with pytest.raises(ValueError, match=r"no pixel of this cube is complete.*ppa-xr fill"):
+                measure(fitted)
+    small = cube.isel(x=slice(0, 20))
+    everything = small.ppa.fit(degree=2, configuration="fixed", random_state=0, n_samples=800)
+    with pytest.raises(ValueError, match=r"only 0 valid pixels .*fit on fewer pixels"):
+        small.ppa.evaluate(everything)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        small.ppa.transform(everything, check=True)
+    gappy.rio.write_crs("EPSG:32633").rio.to_raster(tmp_path / "gappy.tif")
+    model.save(tmp_path / "m.nc")
+    assert main(["transform", str(tmp_path / "gappy.tif"), str(tmp_path / "m.nc"), str(tmp_path / "t.tif"), "--match-bands", "position"]) == 0
+    assert "no pixel of this cube in the chunks read is complete" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "gappy.tif"), str(tmp_path / "m.nc"), str(tmp_path / "rep"), "--match-bands", "position"]) == 2
+    assert "ppa-xr fill" in capsys.readouterr().err

@@ -436,6 +436,8 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
     fitted = sampling.fitted_shares(da, dim, model.sample_)
     if held_out:
         drawn = sampling.held_out(da, dim, fitted, n_samples, random_state, default=REPORT_SAMPLES, fitted=sampling.witnessed(model.sample_, model.params_.s_mode))
+        if message := sampling.without_complete_pixels(da, dim, drawn, fitted, random_state):
+            raise ValueError(message)
         message = sampling.shortfall(drawn, None, model.params_.s_mode)
         if message is None:
             on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
