@@ -127,6 +127,10 @@ def test_a_masked_array_is_fitted_and_transformed_without_its_masked_entries(cur
     np.testing.assert_array_equal(model.transform(curved), alone.transform(curved))
     out = model.transform(masked)
     assert np.isnan(out[mask.any(axis=1)]).all() and np.isfinite(out[~mask.any(axis=1)]).all()
+    scores = np.ma.masked_array(np.where(mask, 1e6, model.transform(curved)), mask)  # masked components: their values hidden
+    back = model.inverse_transform(scores)  # were inverted as the 1e6 beneath the mask, silently
+    assert np.isnan(back[mask.any(axis=1)]).all()
+    np.testing.assert_array_equal(back[~mask.any(axis=1)], model.inverse_transform(scores.data[~mask.any(axis=1)]))
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -528,7 +528,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, k)
-            The first k components of each sample.
+            The first k components of each sample (a masked array's masked entries as missing: NaN rows).
 
         Returns
         -------
@@ -536,7 +536,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             (n_samples, n_features) points in input space, floating point.
         """
         check_is_fitted(self)
-        R = np.asarray(X)
+        R = np.asarray(_unmasked(X))  # a masked array's masked components are missing (NaN rows), not its hidden values
         if R.ndim != 2:
             raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
         checks.check_components(R.shape[1], self.params_.n_features, "the number of components per row")
