@@ -247,3 +247,26 @@ def test_groups_with_missing_or_unsortable_labels_are_refused():
               (labels, labels.astype(str), pd.Categorical(labels.astype(str)), labels + 0.5)]
     for mean in fitted[1:]:
         np.testing.assert_array_equal(mean, fitted[0])
+
+
+def test_dates_and_complex_numbers_as_feature_values_are_refused_with_the_numbers_to_give(curved):
+    """Dates as a table's values were fitted and transformed as their nanoseconds since 1970, silently; complex numbers
+    were refused with the table printed; a cube of either named neither what to give nor, for an unnamed cube, anything
+    but 'None'."""
+    import pandas as pd
+
+    model = PPA(degree=2, configuration="fixed").fit(curved)
+    dates = (curved * 1e9).astype("int64").astype("datetime64[ns]")
+    frame = pd.DataFrame(curved, columns=list("abcd")).assign(a=lambda df: pd.to_datetime(df["a"] * 1e9))
+    for call in (lambda: PPA().fit(dates), lambda: model.transform(dates), lambda: model.fill(dates), lambda: PPA().fit(frame),
+                 lambda: model.transform(dates - dates[0])):
+        with pytest.raises(TypeError, match=r"dates or durations: convert them to the numbers meant.*np.timedelta64\(1, 'D'\)"):
+            call()
+    for call in (lambda: PPA().fit(curved + 1j), lambda: model.transform(curved + 0j), lambda: model.inverse_transform(curved + 0j)):
+        with pytest.raises(ValueError, match=r"Complex data not supported: X must hold real numbers; give their real part, X.real"):
+            call()
+    cube = xr.DataArray(curved.T.reshape(4, 50, 60), dims=("band", "y", "x"))
+    for values, advice in ((cube + 1j, r"complex128: give their real part, cube.real"), (cube.astype(object), r"object: .*astype\('float64'\)"),
+                           ((cube * 1e9).astype("int64").astype("datetime64[ns]"), r"datetime64\[ns\]: convert them")):
+        with pytest.raises(TypeError, match=f"feature values must be real numbers \\(int, float or bool\\), got dtype {advice}"):
+            values.ppa.transform(model)

@@ -160,7 +160,12 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
     import rioxarray  # noqa: F401  (registers .rio)
 
     if da.dtype.kind not in "iufb":
-        raise TypeError(f"feature values must be numeric, got dtype {da.dtype} for {da.name!r}")
+        advice = {"c": "give their real part, cube.real, or their magnitude, abs(cube)",
+                  "m": "convert them to the numbers meant, e.g. days, cube / np.timedelta64(1, 'D')",
+                  "M": "convert them to the numbers meant, e.g. days since a date, (cube - t0) / np.timedelta64(1, 'D')",
+                  "O": "where they are numbers held as Python objects, cube.astype('float64')"}.get(da.dtype.kind, "give numbers")
+        raise TypeError(f"feature values must be real numbers (int, float or bool), got dtype {da.dtype}"
+                        + (f" for {da.name!r}" if da.name is not None else "") + f": {advice}")
     if dtype is None:
         dtype = float_dtype(da.dtype)
     nodata, (scale, offset) = declared_nodata(da), declared_packing(da)

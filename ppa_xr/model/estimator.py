@@ -982,7 +982,15 @@ def _check_component_columns(X: Any, names: list[str], k: int) -> None:
 
 def _unmasked(X: Any) -> Any:
     """A numpy masked array with its masked entries as NaN (rows that are left out of a fit, NaN in a transform),
-    as the mask means; anything else as it is."""
+    as the mask means; anything else as it is. Complex numbers, dates and durations are refused, saying which
+    numbers to give: scikit-learn's check took dates as their nanoseconds, silently."""
+    kinds = {getattr(t, "kind", "f") for t in getattr(X, "dtypes", [getattr(X, "dtype", None)])}
+    if "c" in kinds:  # scikit-learn's words, which its checks look for
+        raise ValueError("Complex data not supported: X must hold real numbers; give their real part, X.real, or their "
+                         "magnitude, np.abs(X)")
+    if kinds & set("mM"):
+        raise TypeError("X must hold real numbers, and it holds dates or durations: convert them to the numbers meant, e.g. "
+                        "days since a date, (X - t0) / np.timedelta64(1, 'D')")
     if not np.ma.isMaskedArray(X):
         return X
     data = np.ma.getdata(X)
