@@ -475,3 +475,17 @@ def test_s_mode_fill_of_a_cube_leaves_land_nan():
     error = np.sqrt(np.mean((filled.values - cells.values)[gaps] ** 2))
     anomaly = np.sqrt(np.mean((cells - cells.mean("time")).values[gaps] ** 2))  # the fill by each cell's mean
     assert error < 0.2 * anomaly  # 0.15-0.18 degC against 1.9 (seeds 0-2): the observed nine tenths place the month in the span
+
+
+def test_grids_in_another_longitude_convention_or_latitudes_in_degrees_say_how_to_convert():
+    """A cube stacked with longitudes -180..180 on a model of 0..360 was refused with advice to relabel by position (wrong:
+    their order differs); cos() of latitudes in degrees gave negative weights refused as "check how they were computed"."""
+    cells = open_ersst_sample()["sst"].load().isel(lat=slice(30, 60))
+    model = cells.stack(cell=("lat", "lon")).ppa.fit(dim="cell", random_state=0, n_samples=30, degree=1)
+    west = cells.assign_coords(lon=(cells.lon + 180) % 360 - 180).sortby("lon")
+    with pytest.raises(ValueError, match=r"runs -180..178, the model's 0..358.*cube.assign_coords\(lon=cube.lon % 360\).sortby\('lon'\)"):
+        west.stack(cell=("lat", "lon")).ppa.transform(model)
+    back = west.assign_coords(lon=west.lon % 360).sortby("lon").stack(cell=("lat", "lon"))
+    np.testing.assert_array_equal(back.ppa.transform(model).values, cells.stack(cell=("lat", "lon")).ppa.transform(model).values)
+    with pytest.raises(ValueError, match=r"np.cos\(np.deg2rad\(lat\)\)"):
+        cells.ppa.fit(dim="time", weights=np.cos(cells.lat), random_state=0, degree=1)

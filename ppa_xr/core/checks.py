@@ -166,7 +166,8 @@ def row_weights(weights: Any, n: int, what: str = "weights") -> np.ndarray:
     if bad.any():
         example = w[bad][0]
         advice = ("give pixels that should not count weight 0 (e.g. weights.fillna(0))" if not np.isfinite(example) else
-                  "a weight is a share of the population (e.g. a cell's area), never below 0: check how they were computed")
+                  "a weight is a share of the population (e.g. a cell's area), never below 0: check how they were computed "
+                  "(the cosine of latitudes in degrees is np.cos(np.deg2rad(lat)))")
         raise ValueError(f"{what} must be finite and non-negative, and {int(bad.sum())} of {n} are not (e.g. {example:.6g}): {advice}")
     if not w.any():
         raise ValueError(f"{what} are zero on every row: there is nothing to weigh (e.g. np.cos(np.deg2rad(cube.lat)))")

@@ -263,11 +263,26 @@ class FeatureLabels:
             return _new_times(self.dim, missing, self.labels, cube_labels)
         same_text = set(as_text(missing)) & set(as_text(extra))
         types = (f" (the same text, other types: the model's labels are {kinds(self.labels)}, the cube's {kinds(cube_labels)})"
-                 if same_text else "") + self._other_names(cube_labels)
+                 if same_text else "") + self._other_names(cube_labels) + self._other_longitudes(cube_labels)
         return (f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
                 f"the model has {shown(self.labels)}, the cube {shown(cube_labels)}{types}. Open a cube with those features; or, "
                 f"when the cube holds the model's features in its order under other labels (e.g. a file's 1..n), label them "
                 f"as the model's (Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: --match-bands position)")
+
+    def _other_longitudes(self, cube_labels: np.ndarray) -> str:
+        """Where a stacked cube's longitudes are the model's in the other convention (-180..180 against 0..360), the
+        conversion that matches them."""
+        assert self.labels is not None
+        for i, name in enumerate(self.levels or ()):
+            if name.lower() not in ("lon", "longitude"):
+                continue
+            ours, theirs = ({float(label[i]) for label in labels} for labels in (self.labels, cube_labels))
+            if ours != theirs and {v % 360 for v in ours} == {v % 360 for v in theirs}:
+                to = f"cube.{name} % 360" if min(ours) >= 0 else f"(cube.{name} + 180) % 360 - 180"
+                return (f" (the cube's {name!r} runs {min(theirs):g}..{max(theirs):g}, the model's {min(ours):g}..{max(ours):g}: "
+                        f"the same longitudes in another convention; convert them before stacking, "
+                        f"cube.assign_coords({name}={to}).sortby({name!r}))")
+        return ""
 
     def _other_names(self, cube_labels: np.ndarray) -> str:
         """Where the cube's labels are the model's features under another of their per-feature coordinates (STAC's
