@@ -270,3 +270,25 @@ def test_dates_and_complex_numbers_as_feature_values_are_refused_with_the_number
                            ((cube * 1e9).astype("int64").astype("datetime64[ns]"), r"datetime64\[ns\]: convert them")):
         with pytest.raises(TypeError, match=f"feature values must be real numbers \\(int, float or bool\\), got dtype {advice}"):
             values.ppa.transform(model)
+
+
+def test_a_table_as_a_labelled_dataarray_is_read_by_its_labels(curved):
+    """A 2-D DataArray of pixels by the model's bands in another order (a stacked cube) went through transform,
+    evaluate and the geometry by position, and a DataArray of components in another order through inverse_transform,
+    silently; a Dataset was refused by numpy's conversion."""
+    cube = xr.DataArray(curved.T.reshape(4, 50, 60), dims=("band", "y", "x"), coords={"band": list("abcd")})
+    model = cube.ppa.fit(degree=2, configuration="fixed", random_state=0)
+    table = cube.stack(pixel=("y", "x")).transpose("pixel", "band")
+    reversed_bands = table.isel(band=[3, 2, 1, 0])
+    np.testing.assert_array_equal(model.transform(reversed_bands), model.transform(curved))
+    np.testing.assert_array_equal(model.transform(reversed_bands.T), model.transform(curved))
+    np.testing.assert_array_equal(geometry.metric(model, reversed_bands[:5]), geometry.metric(model, curved[:5]))
+    np.testing.assert_array_equal(model.evaluate(reversed_bands).relative, model.evaluate(curved).relative)
+    with pytest.raises(ValueError, match="lacks 1 of the model's 4 features"):
+        model.transform(table.isel(band=[0, 1, 2]))
+    scores = cube.ppa.transform(model).stack(pixel=("y", "x")).transpose("pixel", "component")
+    np.testing.assert_array_equal(model.inverse_transform(scores.T), model.inverse_transform(scores.values))
+    with pytest.raises(ValueError, match=r"labelled \[2, 1, 3, 4\] along 'component'.*scores.sel\(component=slice\(1, 4\)\)"):
+        model.inverse_transform(scores.isel(component=[1, 0, 2, 3]))
+    with pytest.raises(ValueError, match=r"a Dataset \(its variables the features\) goes through its accessor"):
+        model.transform(cube.to_dataset("band").stack(pixel=("y", "x")))

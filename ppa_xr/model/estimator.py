@@ -496,9 +496,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             2-D, the fitted number of features, float32 or float64 (other numbers as float64).
         """
         check_is_fitted(self)
-        if hasattr(X, "dims") and len(X.dims) > 2:  # an xarray cube: its pixels and features are found by its accessor
-            raise ValueError(f"the estimator's maps take tables (samples, features); a cube of dims {tuple(X.dims)} goes through its "
-                             f"accessor, e.g. cube.ppa.transform(model) (likewise inverse_transform, reconstruct, fill)")
+        if hasattr(X, "data_vars") or (hasattr(X, "dims") and len(X.dims) > 2):  # xarray: pixels and features found by its accessor
+            what = "a Dataset (its variables the features)" if hasattr(X, "data_vars") else f"a cube of dims {tuple(X.dims)}"
+            raise ValueError(f"the estimator's maps take tables (samples, features); {what} goes through its accessor, e.g. "
+                             f"cube.ppa.transform(model) (likewise inverse_transform, reconstruct, fill)")
+        if hasattr(X, "dims") and self.features_ and self.features_.dim in X.dims:  # a table of labelled features: by label
+            X = self.features_.select(X.transpose(..., self.features_.dim), self.n_features_in_)
         return validate_data(self, _unmasked(X), reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)
 
     def transform(self, X: Any) -> np.ndarray:
@@ -536,6 +539,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             (n_samples, n_features) points in input space, floating point.
         """
         check_is_fitted(self)
+        X = _leading_components(X)
         R = np.asarray(_unmasked(X))  # a masked array's masked components are missing (NaN rows), not its hidden values
         if R.ndim != 2:
             raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
@@ -978,6 +982,19 @@ def _check_component_columns(X: Any, names: list[str], k: int) -> None:
         raise ValueError(f"the components' columns are {shown(given)}, and inverse_transform reads the first {k} components "
                          f"in their order, {shown(names[:k])}: select them so, X[model.get_feature_names_out()[:{k}]] (a subset "
                          "other than the leading components, or another order, cannot be inverted)")
+
+
+def _leading_components(X: Any) -> Any:
+    """A DataArray of components (the accessor's ``component`` labels 1..k) as a table (samples, k), refused unless its
+    labels are the leading components in order: the inverse reads them by position."""
+    if not hasattr(X, "dims") or "component" not in X.dims:
+        return X
+    X = X.transpose(..., "component")
+    if "component" in X.coords and (labels := X["component"].values.tolist()) != list(range(1, len(labels) + 1)):
+        raise ValueError(f"the components are labelled {shown(labels)} along 'component', and inverse_transform reads the "
+                         f"first {len(labels)} in their order, 1..{len(labels)}: select them so, "
+                         f"scores.sel(component=slice(1, {len(labels)})) (a subset other than the leading components cannot be inverted)")
+    return X
 
 
 def _unmasked(X: Any) -> Any:
