@@ -292,3 +292,19 @@ def test_a_table_as_a_labelled_dataarray_is_read_by_its_labels(curved):
         model.inverse_transform(scores.isel(component=[1, 0, 2, 3]))
     with pytest.raises(ValueError, match=r"a Dataset \(its variables the features\) goes through its accessor"):
         model.transform(cube.to_dataset("band").stack(pixel=("y", "x")))
+
+
+def test_pandas_nullable_columns_through_to_xarray_are_numbers_with_their_gaps(curved):
+    """A DataFrame of nullable Float64 / Int64 columns (pd.NA for gaps) through to_xarray keeps pandas' arrays, and the
+    accessor failed with numpy's "Cannot interpret 'Float64Dtype()' as a data type"; their pd.NA are NaN."""
+    import pandas as pd
+
+    values = np.round(curved * 100)
+    values[::10, 1] = np.nan
+    plain = pd.DataFrame(values, columns=list("abcd")).rename_axis("pixel").to_xarray()
+    model = plain.ppa.fit(degree=1, random_state=0)
+    for dtype in ("Float64", "Int64"):
+        nullable = pd.DataFrame(values, columns=list("abcd")).astype(dtype).rename_axis("pixel").to_xarray()
+        np.testing.assert_array_equal(nullable.ppa.fit(degree=1, random_state=0).components_, model.components_)
+        np.testing.assert_array_equal(nullable.ppa.transform(model).values, plain.ppa.transform(model).values)
+        np.testing.assert_array_equal(nullable.ppa.fill(model).to_dataarray().values, plain.ppa.fill(model).to_dataarray().values)

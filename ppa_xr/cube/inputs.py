@@ -159,6 +159,8 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
     ``mask_and_scale`` gives the same values."""
     import rioxarray  # noqa: F401  (registers .rio)
 
+    if not isinstance(da.dtype, np.dtype) and getattr(da.dtype, "kind", "O") in "iufb":  # pandas' nullable Float64, Int64, boolean
+        da = da.astype(np.float64)  # (a DataFrame's, through to_xarray): their pd.NA as NaN, numpy's numbers
     if da.dtype.kind not in "iufb":
         advice = {"c": "give their real part, cube.real, or their magnitude, abs(cube)",
                   "m": "convert them to the numbers meant, e.g. days, cube / np.timedelta64(1, 'D')",
