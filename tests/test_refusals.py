@@ -262,13 +262,13 @@ def test_dates_and_complex_numbers_as_feature_values_are_refused_with_the_number
                  lambda: model.transform(dates - dates[0])):
         with pytest.raises(TypeError, match=r"dates or durations: convert them to the numbers meant.*np.timedelta64\(1, 'D'\)"):
             call()
-    for call in (lambda: PPA().fit(curved + 1j), lambda: model.transform(curved + 0j), lambda: model.inverse_transform(curved + 0j)):
+    for call in (lambda: PPA().fit(curved + 1j), lambda: model.transform(curved + 0j), lambda: model.fill(curved + 0j)):
         with pytest.raises(ValueError, match=r"Complex data not supported: X must hold real numbers; give their real part, X.real"):
             call()
     cube = xr.DataArray(curved.T.reshape(4, 50, 60), dims=("band", "y", "x"))
     for values, advice in ((cube + 1j, r"complex128: give their real part, cube.real"), (cube.astype(object), r"object: .*astype\('float64'\)"),
                            ((cube * 1e9).astype("int64").astype("datetime64[ns]"), r"datetime64\[ns\]: convert them")):
-        with pytest.raises(TypeError, match=f"feature values must be real numbers \\(int, float or bool\\), got dtype {advice}"):
+        with pytest.raises(TypeError, match=f"feature values must be numeric \\(real numbers: int, float or bool\\), got dtype {advice}"):
             values.ppa.transform(model)
 
 

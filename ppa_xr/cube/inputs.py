@@ -165,8 +165,9 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
         advice = {"c": "give their real part, cube.real, or their magnitude, abs(cube)",
                   "m": "convert them to the numbers meant, e.g. days, cube / np.timedelta64(1, 'D')",
                   "M": "convert them to the numbers meant, e.g. days since a date, (cube - t0) / np.timedelta64(1, 'D')",
-                  "O": "where they are numbers held as Python objects, cube.astype('float64')"}.get(da.dtype.kind, "give numbers")
-        raise TypeError(f"feature values must be real numbers (int, float or bool), got dtype {da.dtype}"
+                  "O": "where they are numbers held as Python objects, cube.astype('float64')"}.get(
+                      da.dtype.kind, "where they are numbers written as text, cube.astype('float64')")
+        raise TypeError(f"feature values must be numeric (real numbers: int, float or bool), got dtype {da.dtype}"
                         + (f" for {da.name!r}" if da.name is not None else "") + f": {advice}")
     if dtype is None:
         dtype = float_dtype(da.dtype)

@@ -133,7 +133,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         declared = self._get_spec()
         check_matrix_labels(self.noise_cov, getattr(X, "columns", None))  # a DataFrame's columns, of any type
-        X = validate_data(self, _unmasked(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
+        X = validate_data(self, _real_numbers(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
         return self._fit(X, declared, groups, None, None, progress, sample_weight, feature_weight, missing)
 
     @classmethod
@@ -502,7 +502,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                              f"cube.ppa.transform(model) (likewise inverse_transform, reconstruct, fill)")
         if hasattr(X, "dims") and self.features_ and self.features_.dim in X.dims:  # a table of labelled features: by label
             X = self.features_.select(X.transpose(..., self.features_.dim), self.n_features_in_)
-        return validate_data(self, _unmasked(X), reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)
+        return validate_data(self, _real_numbers(X), reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)
 
     def transform(self, X: Any) -> np.ndarray:
         """PPA coordinates of ``X``.
@@ -999,8 +999,16 @@ def _leading_components(X: Any) -> Any:
 
 def _unmasked(X: Any) -> Any:
     """A numpy masked array with its masked entries as NaN (rows that are left out of a fit, NaN in a transform),
-    as the mask means; anything else as it is. Complex numbers, dates and durations are refused, saying which
-    numbers to give: scikit-learn's check took dates as their nanoseconds, silently."""
+    as the mask means; anything else as it is."""
+    if not np.ma.isMaskedArray(X):
+        return X
+    data = np.ma.getdata(X)
+    return np.ma.filled(X.astype(data.dtype if data.dtype.kind == "f" else np.float64), np.nan)
+
+
+def _real_numbers(X: Any) -> Any:
+    """``X`` (a table of samples) unmasked (:func:`_unmasked`); complex numbers, dates and durations are refused, saying
+    which numbers to give: scikit-learn's check took dates as their nanoseconds, silently."""
     kinds = {getattr(t, "kind", "f") for t in getattr(X, "dtypes", [getattr(X, "dtype", None)])}
     if "c" in kinds:  # scikit-learn's words, which its checks look for
         raise ValueError("Complex data not supported: X must hold real numbers; give their real part, X.real, or their "
@@ -1008,10 +1016,7 @@ def _unmasked(X: Any) -> Any:
     if kinds & set("mM"):
         raise TypeError("X must hold real numbers, and it holds dates or durations: convert them to the numbers meant, e.g. "
                         "days since a date, (X - t0) / np.timedelta64(1, 'D')")
-    if not np.ma.isMaskedArray(X):
-        return X
-    data = np.ma.getdata(X)
-    return np.ma.filled(X.astype(data.dtype if data.dtype.kind == "f" else np.float64), np.nan)
+    return _unmasked(X)
 
 
 def _scales_differ(std: np.ndarray) -> bool:
