@@ -226,6 +226,9 @@ def test_a_share_of_the_variance_is_read_as_transform_reads_it_by_reconstruct_an
     np.testing.assert_array_equal(model.fill(gappy, n_components=0.95), model.fill(gappy, n_components=k))
     with pytest.raises(ValueError, match=r"n_components must be an integer in \[1, 4\] or a share of the variance in \(0, 1\) \(e.g. 0.95\), got 1.0"):
         model.reconstruct(curved, 1.0)
+    with pytest.raises(ValueError, match=r"The 'n_components' parameter of PPA must be an integer >= 1 or a share of the variance in \(0, 1\) "
+                                         r"\(e.g. 0.95\), got 1.0"):  # the same message where the parameter is set
+        PPA(n_components=1.0).fit(curved)
 
 
 def test_the_process_own_share_of_the_load_is_its_cpu_time_damped_as_the_load_average():
