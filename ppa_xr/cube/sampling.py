@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dask
 import numpy as np
@@ -29,6 +29,9 @@ from ..core.spec import RANDOM_STATE
 from ..core.keys import FitSample, PixelSample, exclusion, row_digest, row_digests, same_row
 from ..model.labels import in_levels
 from .inputs import feature_array, spatial_dims
+
+if TYPE_CHECKING:
+    from ..model import PPA
 
 #: pixels a fit samples when ``n_samples`` is not given, at most :data:`FIT_SHARE` of the valid pixels
 DEFAULT_SAMPLES = 200_000
@@ -239,6 +242,27 @@ def held_out(
         warn_user(f"only {sample.n_valid} valid pixels lie outside the model's fitting sample, fewer than n_samples={n_samples}; "
                   "using all of them", UserWarning)
     return sample
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """What a model's record of its fitting sample says on one cube, for a held-out draw from it: the shares drawn
+    from this cube (``shares``, :func:`fitted_shares`, left out) and the sample whose other shares' witness pixels
+    are looked for among the drawn ones (``witnessed``, :func:`witnessed`)."""
+
+    shares: tuple[PixelSample, ...]
+    witnessed: FitSample | None
+
+    @classmethod
+    def of(cls, da: xr.DataArray, dim: Hashable, model: PPA) -> Fitted:
+        """The record of ``model``'s fitting sample on the cube ``da`` (features along ``dim``); the shares' witness pixels
+        are read now."""
+        return cls(fitted_shares(da, dim, model.sample_), witnessed(model.sample_, model.params_.s_mode))
+
+    def held_out(self, da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, max_chunks: int | None = None,
+                 default: int = DEFAULT_SAMPLES) -> Sample:
+        """:func:`held_out` of the cube outside these shares."""
+        return held_out(da, dim, self.shares, n_samples, random_state, max_chunks, default, fitted=self.witnessed)
 
 
 def witnessed(sample: FitSample | None, s_mode: bool) -> FitSample | None:

@@ -12,7 +12,7 @@ from ..core.checks import warn_user
 from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from .inputs import COMPONENT, model_features, squared_units
-from .sampling import weights_at, fitted_shares, held_out, shortfall, witnessed
+from .sampling import Fitted, shortfall, weights_at
 
 #: pixels the shift check compares PPA and PCA on, and the chunks it reads them from at most
 CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
@@ -69,7 +69,7 @@ def evaluate(
     >>> curves.relative_error.plot()  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
-    sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), n_samples, random_state, max_chunks, fitted=witnessed(model.sample_, model.params_.s_mode))
+    sample = Fitted.of(da, dim, model).held_out(da, dim, n_samples, random_state, max_chunks)
     if message := shortfall(sample, max_chunks, model.params_.s_mode):
         raise ValueError(message)
     row_weights = None if weights is None else weights_at(da, dim, weights, sample.index)
@@ -99,7 +99,7 @@ def evaluate(
 def warn_on_shift(da: xr.DataArray, dim: Hashable, model: PPA, k: int) -> None:
     """:class:`~ppa_xr.ShiftWarning` when PPA is worse than its PCA at some ``k' <= k`` on a quick held-out sample
     (silent where too few pixels are held out to tell)."""
-    sample = held_out(da, dim, fitted_shares(da, dim, model.sample_), CHECK_SAMPLES, 0, CHECK_CHUNKS, fitted=witnessed(model.sample_, model.params_.s_mode))
+    sample = Fitted.of(da, dim, model).held_out(da, dim, CHECK_SAMPLES, 0, CHECK_CHUNKS)
     if not shortfall(sample):
         comparison = errors.compare_errors(model.params_, sample.values)
         message = errors.shift_message(comparison, k, f"{comparison.n} pixels checked")
