@@ -71,6 +71,20 @@ def test_degree_selection_is_reproducible_and_follows_curvature(curved):
     assert a[0] > 1  # the first curve is clearly not a line
 
 
+def test_components_that_are_not_real_numbers_are_refused_by_either_inverse(curved, landsat):
+    """One check of the components' dtype (``checks.real_components``) in the numpy and the cube inverse: bool,
+    complex and dates are refused with one message; integers are read as floats."""
+    model = PPA(degree=1, random_state=0).fit(curved)
+    for bad in (np.zeros((3, 2), bool), np.zeros((3, 2), complex)):
+        with pytest.raises(TypeError, match=rf"^components must be real numbers, got dtype {bad.dtype}$"):
+            model.inverse_transform(bad)
+    np.testing.assert_array_equal(model.inverse_transform(np.ones((3, 2), np.int32)), model.inverse_transform(np.ones((3, 2))))
+    cube = landsat.isel(x=slice(0, 30), y=slice(0, 30))
+    fitted = cube.ppa.fit(n_samples=500, random_state=0, degree=1, configuration="fixed")
+    scores = cube.ppa.transform(fitted, n_components=2)
+    with pytest.raises(TypeError, match=r"^components must be real numbers, got dtype complex128$"):
+        scores.astype(complex).ppa.inverse_transform(fitted)
+
 def test_truncated_inverse_keeps_the_residual_at_its_mean(curved):
     model = PPA(degree=3, random_state=0).fit(curved)
     R = model.transform(curved)

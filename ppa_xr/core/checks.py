@@ -54,6 +54,13 @@ def _count(value: Any, what: str, high: int | None = None) -> int:
         raise ValueError(f"{what} must be an integer {_bound(1, high)} or a share of the variance in (0, 1) (e.g. 0.95), got {value!r}") from None
 
 
+def real_components(dtype: np.dtype) -> np.dtype:
+    """The dtype of components given to an inverse, refused unless integers or floats (no bool, complex, date or string)."""
+    if dtype.kind not in "iuf":
+        raise TypeError(f"components must be real numbers, got dtype {dtype}")
+    return dtype
+
+
 def components_or_share(what: str) -> Check:
     """A count of components (:func:`integer`, >= 1) or a share of the variance to keep, a float in (0, 1) (scikit-learn's
     PCA: ``0.95`` keeps the fewest leading components whose variances sum to 95% of the total)."""

@@ -19,7 +19,7 @@ import xarray as xr
 from .._version import VERSION
 from ..core import kernels
 from ..core.fill import fill as fill_kernel
-from ..core.checks import check_components
+from ..core.checks import check_components, real_components
 from ..core.docstrings import shared
 from ..model import PPA, identity
 from ..model.labels import FeatureLabels
@@ -196,8 +196,7 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
     check_model(model)
     if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
         raise ValueError(_not_components(scores, dim))
-    if scores.dtype.kind not in "iuf":
-        raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
+    real_components(scores.dtype)
     _check_made_by(scores, model)
     scores = masked_float(described_components(scores, dim))  # labels from a file's descriptions; integers as floats, nodata as NaN
     k, d = check_components(scores.sizes[dim], model.params_.n_features, f"the number of components along {dim!r}"), model.n_features_in_

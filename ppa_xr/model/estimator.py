@@ -537,9 +537,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
         checks.check_components(R.shape[1], self.params_.n_features, "the number of components per row")
         _check_component_columns(X, output_names(self, self.params_.n_features), R.shape[1])
-        if R.dtype.kind not in "iuf":
-            raise TypeError(f"components must be real numbers, got dtype {R.dtype}")
-        if R.dtype.kind != "f":
+        if checks.real_components(R.dtype).kind != "f":
             R = R.astype(np.float64)
         return kernels.inverse(R, self.params_, whiten=self.whiten)
 
