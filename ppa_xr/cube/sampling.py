@@ -391,6 +391,10 @@ def _drawn(result: tuple, seed: int, layout: _Layout) -> Sample:
     return Sample(values, keys, groups[order], index, count, PixelSample(seed, int(keys.max(initial=0)), len(keys), layout.shape, witness))
 
 
+#: what :func:`~ppa_xr.core.checks.row_weights` calls weights read at the sampled pixels, in its refusals
+_AT_SAMPLES = "weights at the sampled pixels"
+
+
 @dataclass(frozen=True)
 class Pooled:
     """A sample of several cubes: the rows (n, d), their spatial blocks (``groups``, distinct per cube), the
@@ -421,7 +425,7 @@ class Pooled:
         out = np.empty(len(self.index), dtype=np.result_type(*parts))
         for i, part in enumerate(parts):
             out[self.cube == i] = part
-        return checks.row_weights(out, len(out), "weights at the sampled pixels")
+        return checks.row_weights(out, len(out), _AT_SAMPLES)
 
 
 def _of_cube(i: int, n: int, hint: str, read: Any, *args: Any, **kwargs: Any) -> Any:
@@ -450,7 +454,7 @@ def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np
     position = np.unravel_index(index, [da.sizes[d] for d in pixel_dims])
     where = {d: xr.DataArray(_label_positions(da, weights, d)[p], dims="pixel") for d, p in zip(pixel_dims, position) if d in weights.dims}
     values = np.asarray(weights.isel(where).broadcast_like(xr.DataArray(np.empty(len(index)), dims="pixel")).values)
-    return checks.row_weights(values, len(index), "weights at the sampled pixels") if checked else values
+    return checks.row_weights(values, len(index), _AT_SAMPLES) if checked else values
 
 
 def over_features(da: xr.DataArray, dim: Hashable, weights: Any) -> bool:
