@@ -9,6 +9,10 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Callable
+from typing import TypeAlias
+
+#: the type of a ``chunks`` parameter handed to rioxarray or xarray, as :data:`PARTS` ``"chunks"`` describes it
+Chunks: TypeAlias = int | tuple | dict | None
 
 PARTS = {
     "model_x": """
