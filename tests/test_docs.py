@@ -238,3 +238,10 @@ def test_the_accessor_methods_take_and_give_what_they_delegate_to():
         shown = [[(p.name, p.kind, p.annotation, p.default) for p in list(s.parameters.values())[1:]] for s in (ours, theirs)]
         assert shown[0] == shown[1] and ours.return_annotation == theirs.return_annotation, name
 
+
+def test_the_public_methods_of_exported_classes_have_numpydoc_sections():
+    """Parameters where a public method takes any, Returns always, as the API pages of functions have them (an
+    ``__init__``'s parameters are in its class's docstring)."""
+    methods = [(name, function) for name, function in _public_callables() if "." in function.__qualname__ and not name.endswith(".__init__")]
+    lacking = _lacking((name, function) for name, function in methods if name.startswith(("ppa_xr.PPA.", "ppa_xr.FeatureLabels.", "xarray.")))
+    assert not lacking, "public methods without numpydoc sections:\n" + "\n".join(lacking)
