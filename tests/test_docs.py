@@ -240,8 +240,12 @@ def test_the_accessor_methods_take_and_give_what_they_delegate_to():
 
 
 def test_the_public_methods_of_exported_classes_have_numpydoc_sections():
-    """Parameters where a public method takes any, Returns always, as the API pages of functions have them (an
-    ``__init__``'s parameters are in its class's docstring)."""
-    methods = [(name, function) for name, function in _public_callables() if "." in function.__qualname__ and not name.endswith(".__init__")]
-    lacking = _lacking((name, function) for name, function in methods if name.startswith(("ppa_xr.PPA.", "ppa_xr.FeatureLabels.", "xarray.")))
+    """Parameters where a public method of a class the public modules export (PPA, FeatureLabels, the information
+    measures' densities and look-ups, Table) or of the accessor takes any, Returns always, as the API pages of functions
+    have them (an ``__init__``'s parameters are in its class's docstring)."""
+    import inspect
+
+    lacking = _lacking((name, function) for name, function in _public_callables() if "." in function.__qualname__ and not name.endswith(".__init__"))
     assert not lacking, "public methods without numpydoc sections:\n" + "\n".join(lacking)
+    unfilled = [name for name, function in _public_callables() if re.search(r"^\s*\{\{\w+\}\}$", inspect.getdoc(function) or "", re.M)]
+    assert not unfilled, f"docstrings with a shared part left unfilled (no @shared): {unfilled}"

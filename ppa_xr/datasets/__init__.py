@@ -53,7 +53,13 @@ class Table:
     provenance: str
 
     def normalised(self) -> np.ndarray:
-        """``data`` scaled to [0, 1] per feature, as in the paper's experiments."""
+        """``data`` scaled to [0, 1] per feature, as in the paper's experiments.
+
+        Returns
+        -------
+        np.ndarray
+            (n, d) ``(x - min) / (max - min)`` of each feature.
+        """
         low, high = self.data.min(axis=0), self.data.max(axis=0)
         return (self.data - low) / (high - low)
 
