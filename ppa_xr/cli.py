@@ -24,7 +24,7 @@ import dask
 import numpy as np
 import xarray as xr
 
-from .core import spec
+from .core import checks, spec
 from .cube.rasters import OUTPUT_SUFFIXES, open_cube, with_grid_mapping, write_cube
 from .model import PPA, load_model
 from ._atomic import as_path, check_output, recover_interrupted, refuse_inputs, replace_atomically
@@ -258,7 +258,7 @@ def _count_or_share(text: str) -> int | float:
         return _positive(text)
     except ValueError:
         share = float(text)
-    if not 0 < share < 1:
+    if not checks.is_share(share):
         raise argparse.ArgumentTypeError(f"must be a positive integer or a share of the variance in (0, 1), got {text}")
     return share
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 import functools
 import html
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from .core.geometry import principal_grid
 from .model import PPA
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: reconstruction-error rows a summary shows before summarising the rest (a 198-band cube gives 197 k)
 SUMMARY_ROWS = 10
@@ -136,7 +139,7 @@ def _coordinate_units(data: xr.DataArray, name) -> str | None:
     return None if units is None else {"metre": "m", "meter": "m"}.get(units, units)
 
 
-def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: Any):
+def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: Any) -> Figure:
     """The report as a figure (a ``matplotlib.figure.Figure``, shown once as a notebook cell's value): maps of the
     redundancy removed per pixel and of the squared error, each for PPA and as PPA minus PCA (green: PPA
     removes more redundancy; blue: PPA reconstructs better), and the per-component curves (marginal entropy;
@@ -192,7 +195,7 @@ def plot_report(report: xr.Dataset, title: str | None = None, **figure_kwargs: A
     return _shown(fig)
 
 
-def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: Any = None, max_points: int = 5000, **figure_kwargs: Any) -> Any:
+def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: Any = None, max_points: int = 5000, **figure_kwargs: Any) -> Figure:
     """Scatter of the data over chosen pairs of input dimensions, with PPA's first curve and its 2-D grid.
 
     ``X``: the data (a table, or sampled pixels, e.g. ``cube.ppa.sample()``);
@@ -242,7 +245,7 @@ def plot_principal_curves(model: PPA, X: Any, pairs: Any = ((0, 1),), labels: An
     return _shown(fig)
 
 
-def plot_scree(model: PPA, n_components: int | None = None, **figure_kwargs: Any) -> Any:
+def plot_scree(model: PPA, n_components: int | None = None, **figure_kwargs: Any) -> Figure:
     """The scree plot: each component's share of the variance, PPA beside its PCA, with North's rule-of-thumb errors.
 
     The bars are ``explained_variance_ratio_ +- explained_variance_error_ / total`` (``lambda sqrt(2 / n_eff)``, North

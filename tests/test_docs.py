@@ -186,3 +186,66 @@ def test_every_public_name_has_parameters_and_returns():
     exported = [(f"{module.__name__}.{name}", getattr(module, name)) for module in modules for name in module.__all__]
     lacking = _lacking((name, obj) for name, obj in exported if inspect.isfunction(obj) or inspect.isclass(obj))
     assert not lacking, "public names without numpydoc sections:\n" + "\n".join(lacking)
+
+
+def _public_callables():
+    """(name, function) for what the public modules export (``__all__``: functions, and the public methods of
+    classes, their ``__init__`` included), and the ``.ppa`` accessor's methods."""
+    import importlib
+    import inspect
+
+    from ppa_xr.cube.accessor import _PPAAccessor
+
+    modules = [importlib.import_module(name) for name in ("ppa_xr", "ppa_xr.information", "ppa_xr.geometry", "ppa_xr.cube", "ppa_xr.datasets")]
+    owners = [(f"{module.__name__}.{name}", getattr(module, name)) for module in modules for name in module.__all__]
+    for name, obj in owners + [("xarray.DataArray.ppa", _PPAAccessor)]:
+        if inspect.isfunction(obj):
+            yield name, obj
+        elif inspect.isclass(obj) and obj.__module__.startswith("ppa_xr."):
+            for method, member in vars(obj).items():
+                function = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+                if (not method.startswith("_") or method == "__init__") and inspect.isfunction(function):
+                    yield f"{name}.{method}", function
+
+
+def test_every_public_callable_has_type_hints():
+    """Each parameter (but ``self`` and ``cls``) and the return of every public function and method is hinted, as
+    ``inspect.signature`` shows them (PPA's ``__init__`` takes its hints from the Spec it is made of)."""
+    import inspect
+
+    lacking = []
+    for name, function in _public_callables():
+        signature = inspect.signature(function)
+        unhinted = [p.name for p in signature.parameters.values() if p.name not in ("self", "cls") and p.annotation is inspect.Parameter.empty]
+        unhinted += ["return"] if signature.return_annotation is inspect.Signature.empty else []
+        lacking += [f"{name}: {', '.join(unhinted)}"] if unhinted else []
+    assert not lacking, "public callables without type hints:\n" + "\n".join(lacking)
+
+
+def test_the_accessor_methods_take_and_give_what_they_delegate_to():
+    """``cube.ppa.<method>`` is one delegation: its parameters (after the cube), their hints and defaults, and its return
+    hint are those of the function it calls."""
+    import inspect
+
+    from ppa_xr.cube import accessor, fitting, maps, report, sampling, shift
+
+    delegates = {"fit": fitting.fit, "sample": sampling.sample_valid_pixels, "transform": maps.transform, "evaluate": shift.evaluate,
+                 "inverse_transform": maps.inverse_transform, "reconstruct": maps.reconstruct, "reconstruction_error": maps.reconstruction_error,
+                 "fill": maps.fill, "information_report": report.information_report}
+    assert set(delegates) == {name for name in vars(accessor._PPAAccessor) if not name.startswith("_")}
+    for name, function in delegates.items():
+        ours, theirs = (inspect.signature(f) for f in (getattr(accessor._PPAAccessor, name), function))
+        shown = [[(p.name, p.kind, p.annotation, p.default) for p in list(s.parameters.values())[1:]] for s in (ours, theirs)]
+        assert shown[0] == shown[1] and ours.return_annotation == theirs.return_annotation, name
+
+
+def test_the_public_methods_of_exported_classes_have_numpydoc_sections():
+    """Parameters where a public method of a class the public modules export (PPA, FeatureLabels, the information
+    measures' densities and look-ups, Table) or of the accessor takes any, Returns always, as the API pages of functions
+    have them (an ``__init__``'s parameters are in its class's docstring)."""
+    import inspect
+
+    lacking = _lacking((name, function) for name, function in _public_callables() if "." in function.__qualname__ and not name.endswith(".__init__"))
+    assert not lacking, "public methods without numpydoc sections:\n" + "\n".join(lacking)
+    unfilled = [name for name, function in _public_callables() if re.search(r"^\s*\{\{\w+\}\}$", inspect.getdoc(function) or "", re.M)]
+    assert not unfilled, f"docstrings with a shared part left unfilled (no @shared): {unfilled}"

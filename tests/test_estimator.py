@@ -71,6 +71,20 @@ def test_degree_selection_is_reproducible_and_follows_curvature(curved):
     assert a[0] > 1  # the first curve is clearly not a line
 
 
+def test_components_that_are_not_real_numbers_are_refused_by_either_inverse(curved, landsat):
+    """One check of the components' dtype (``checks.real_components``) in the numpy and the cube inverse: bool,
+    complex and dates are refused with one message; integers are read as floats."""
+    model = PPA(degree=1, random_state=0).fit(curved)
+    for bad in (np.zeros((3, 2), bool), np.zeros((3, 2), complex)):
+        with pytest.raises(TypeError, match=rf"^components must be real numbers, got dtype {bad.dtype}$"):
+            model.inverse_transform(bad)
+    np.testing.assert_array_equal(model.inverse_transform(np.ones((3, 2), np.int32)), model.inverse_transform(np.ones((3, 2))))
+    cube = landsat.isel(x=slice(0, 30), y=slice(0, 30))
+    fitted = cube.ppa.fit(n_samples=500, random_state=0, degree=1, configuration="fixed")
+    scores = cube.ppa.transform(fitted, n_components=2)
+    with pytest.raises(TypeError, match=r"^components must be real numbers, got dtype complex128$"):
+        scores.astype(complex).ppa.inverse_transform(fitted)
+
 def test_truncated_inverse_keeps_the_residual_at_its_mean(curved):
     model = PPA(degree=3, random_state=0).fit(curved)
     R = model.transform(curved)
@@ -226,6 +240,9 @@ def test_a_share_of_the_variance_is_read_as_transform_reads_it_by_reconstruct_an
     np.testing.assert_array_equal(model.fill(gappy, n_components=0.95), model.fill(gappy, n_components=k))
     with pytest.raises(ValueError, match=r"n_components must be an integer in \[1, 4\] or a share of the variance in \(0, 1\) \(e.g. 0.95\), got 1.0"):
         model.reconstruct(curved, 1.0)
+    with pytest.raises(ValueError, match=r"The 'n_components' parameter of PPA must be an integer >= 1 or a share of the variance in \(0, 1\) "
+                                         r"\(e.g. 0.95\), got 1.0"):  # the same message where the parameter is set
+        PPA(n_components=1.0).fit(curved)
 
 
 def test_the_process_own_share_of_the_load_is_its_cpu_time_damped_as_the_load_average():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ppa_xr.cli import main
+from ppa_xr.cube import inputs, sampling
 from ppa_xr.cube.sampling import FIT_SHARE, MIN_HELD_OUT
 from ppa_xr.datasets import landsat8_sample_path, open_abu_beach, open_ersst_sample, open_landsat8_sample, open_rgb_byte
 
@@ -53,6 +54,8 @@ def test_a_rearranged_fitting_cube_warns_that_its_fitting_pixels_count_as_held_o
         assert cells.ppa.evaluate(model, n_samples=None).attrs["n_pixels"] == 12  # as fitted: silent
         cells.isel(time=slice(24, 36)).ppa.evaluate(model, n_samples=None)  # another year the fit never saw: silent
     witness = model.sample_.cubes[0].witness[0]  # the month whose values the record keeps
+    prepared = inputs.model_features(cells, model, None)[0]  # as evaluate reads it
+    assert sampling.Fitted.of(prepared, "cell", model) == sampling.Fitted(model.sample_.cubes, model.sample_)  # S-mode: witnesses looked for
     for moved in (cells.isel(time=slice(None, None, -1)), cells.drop_isel(time=1 if witness == 0 else 0)):
         with pytest.warns(UserWarning, match="holds a pixel of the model's fitting sample, but not where"):
             moved.ppa.evaluate(model, n_samples=None)

@@ -76,6 +76,19 @@ def test_inconsistent_contents_are_refused(fitted):
         PPA.from_dataset(newer)
 
 
+@pytest.mark.parametrize("name", ["other.nc", "other.zarr"])
+def test_a_file_or_dataset_that_is_not_a_model_is_refused_by_the_one_format_check(tmp_path, fitted, name):
+    """A store of other data, or a model's Dataset stripped of its format attribute, is refused before anything is
+    decoded, with one message on the file path and the Dataset path."""
+    path = tmp_path / name
+    other = xr.Dataset({"sst": ("x", np.arange(3.0))})
+    other.to_zarr(path, consolidated=False) if name.endswith(".zarr") else other.to_netcdf(path, engine="h5netcdf")
+    with pytest.raises(ValueError, match=rf"{name} is not a ppa_xr model: it has no ppa_xr_format='ppa_xr.model' attribute"):
+        ppa_xr.load_model(path)
+    stripped = fitted[1].to_dataset().drop_attrs(deep=False)
+    with pytest.raises(ValueError, match=r"is not a ppa_xr model: it has no ppa_xr_format='ppa_xr.model' attribute"):
+        PPA.from_dataset(stripped)
+
 def test_unfitted_model_cannot_be_saved(tmp_path):
     from sklearn.exceptions import NotFittedError
 

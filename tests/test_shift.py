@@ -106,6 +106,8 @@ def test_pooled_fit_over_cubes_with_different_grids(tmp_path, landsat):
         index = np.arange(cube.sizes["y"] * cube.sizes["x"])
         assert held_by((share,), index).sum() == share.size  # the record names exactly the pixels drawn
         assert sampling.fitted_shares(inputs.model_features(cube, model, None)[0], "band", model.sample_) == (share,)
+        # what a held-out draw from it leaves out, and no witnesses looked for among the drawn pixels (T-mode)
+        assert sampling.Fitted.of(inputs.model_features(cube, model, None)[0], "band", model) == sampling.Fitted((share,), None)
         assert cube.ppa.evaluate(model).relative_error.max() <= 100 + 100 * ALLOWANCE  # the pooled model holds on each
     shifted = a + 1  # the same grid, other values: not the fitting cube
     assert sampling.fitted_shares(shifted, "band", model.sample_) == ()

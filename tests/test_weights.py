@@ -115,6 +115,10 @@ def test_bool_weights_are_zero_and_one_and_cube_dates_are_refused(curved):
     dates = xr.DataArray(np.arange(cube.lat.size).astype("datetime64[D]"), dims="lat", coords={"lat": cube.lat})
     with pytest.raises(TypeError, match="weights.*got dtype datetime64"):
         _fit(cube, dates, 0)
+    negative = -xr.ones_like(cube.lat)  # one name for weights read at the sampled pixels, one cube or pooled
+    for fit in (lambda: _fit(cube, negative, 0), lambda: ppa_xr.fit_pooled([cube, cube], weights=negative, degree=1, n_samples=300)):
+        with pytest.raises(ValueError, match=r"^weights at the sampled pixels must be finite and non-negative"):
+            fit()
 
 
 def test_a_masked_array_is_fitted_and_transformed_without_its_masked_entries(curved):

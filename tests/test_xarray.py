@@ -1,6 +1,7 @@
 """The .ppa accessor on real rasters: laziness, exactness against the numpy core, metadata, bad input."""
 
 import pickle
+import re
 
 import dask
 import dask.array as dsa
@@ -97,6 +98,23 @@ def test_transform_computes_nothing_until_asked(landsat, model):
     scores.compute()
     assert len(reads) == checked + 64
 
+
+def test_the_model_an_output_names_is_read_back_whatever_its_file_is_called(tmp_path, landsat, model):
+    """One text names the model in an output (:mod:`ppa_xr.model.identity`), written by every output and read back by
+    the inverse: the digest after the file's name counts, even where that name holds another digest."""
+    from ppa_xr.model import identity
+
+    path = tmp_path / "m (parameters 0123456789abcdef).nc"
+    loaded = ppa_xr.load_model(model.save(path))
+    scores = landsat.isel(x=slice(0, 40), y=slice(0, 40)).ppa.transform(loaded, n_components=3)
+    assert scores.attrs[identity.MODEL_ATTR] == identity.named(loaded) == f"{path} (parameters {model.params_.digest})"
+    assert identity.made_by(scores.attrs) == identity.named(loaded) and identity.names(identity.named(loaded), model)
+    np.testing.assert_allclose(scores.ppa.inverse_transform(model), scores.ppa.inverse_transform(loaded))  # the same parameters
+    renamed = scores.assign_attrs({identity.MODEL_ATTR: f"{path} (parameters 0123456789abcdef)"})
+    with pytest.raises(ValueError, match=rf"made by another model \({re.escape(str(path))} \(parameters 0123456789abcdef\), as their "
+                                         rf"attribute ppa_xr_model says\), not by this one \(parameters {model.params_.digest}\)"):
+        renamed.ppa.inverse_transform(model)
+    assert identity.made_by({identity.MODEL_ATTR: 3}) is None and identity.made_by({}) is None  # not a name: nothing checked
 
 def test_outputs_record_their_provenance(tmp_path, landsat, model):
     scores = landsat.ppa.transform(model, n_components=3)

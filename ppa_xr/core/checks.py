@@ -26,9 +26,13 @@ Check = Callable[[Any], Any]
 def integer(value: Any, what: str, low: int, high: int | None = None) -> int:
     """``value`` as an ``int`` in ``[low, high]``; a bool, a float (2.7, even 2.0) or a string is refused."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or int(value) < low or (high is not None and int(value) > high):
-        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{what} must be an integer {bound}, got {value!r}")
+        raise ValueError(f"{what} must be an integer {_bound(low, high)}, got {value!r}")
     return int(value)
+
+
+def _bound(low: int, high: int | None) -> str:
+    """``"in [low, high]"``, or ``">= low"`` without ``high``: the range an :func:`integer` message states."""
+    return f"in [{low}, {high}]" if high is not None else f">= {low}"
 
 
 def check_components(k: Any, d: int, what: str = "n_components") -> int:
@@ -36,13 +40,32 @@ def check_components(k: Any, d: int, what: str = "n_components") -> int:
     return integer(k, what, 1, d)
 
 
+def is_share(value: Any) -> bool:
+    """Whether ``value`` is a share of the variance to keep, a float in (0, 1), rather than a count of components."""
+    return isinstance(value, (float, np.floating)) and bool(0 < value < 1)
+
+
+def _count(value: Any, what: str, high: int | None = None) -> int:
+    """A count of components, :func:`integer` in ``[1, high]``, whose refusal says a share of the variance would do too:
+    the one message of a value that is neither."""
+    try:
+        return integer(value, what, 1, high)
+    except ValueError:
+        raise ValueError(f"{what} must be an integer {_bound(1, high)} or a share of the variance in (0, 1) (e.g. 0.95), got {value!r}") from None
+
+
+def real_components(dtype: np.dtype) -> np.dtype:
+    """The dtype of components given to an inverse, refused unless integers or floats (no bool, complex, date or string)."""
+    if dtype.kind not in "iuf":
+        raise TypeError(f"components must be real numbers, got dtype {dtype}")
+    return dtype
+
+
 def components_or_share(what: str) -> Check:
     """A count of components (:func:`integer`, >= 1) or a share of the variance to keep, a float in (0, 1) (scikit-learn's
     PCA: ``0.95`` keeps the fewest leading components whose variances sum to 95% of the total)."""
     def check(value: Any) -> int | float:
-        if isinstance(value, (float, np.floating)) and 0 < value < 1:
-            return float(value)
-        return integer(value, f"The {what!r} parameter of PPA (or a share of the variance in (0, 1), e.g. 0.95)", 1)
+        return float(value) if is_share(value) else _count(value, f"The {what!r} parameter of PPA")
 
     return check
 
@@ -50,12 +73,9 @@ def components_or_share(what: str) -> Check:
 def kept_components(k: Any, d: int, variance_ratio: np.ndarray) -> int:
     """``k`` components, or for a share of the variance in (0, 1) the fewest leading ones whose ``variance_ratio``
     sum to it: the one reading of ``n_components``."""
-    if isinstance(k, (float, np.floating)) and 0 < k < 1:
+    if is_share(k):
         return min(int(np.searchsorted(np.cumsum(variance_ratio), k * (1 - 1e-12))) + 1, d)
-    try:
-        return check_components(k, d)
-    except ValueError:
-        raise ValueError(f"n_components must be an integer in [1, {d}] or a share of the variance in (0, 1) (e.g. 0.95), got {k!r}") from None
+    return _count(k, "n_components", d)
 
 
 def optional(check: Check) -> Check:

@@ -9,6 +9,10 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Callable
+from typing import TypeAlias
+
+#: the type of a ``chunks`` parameter handed to rioxarray or xarray, as :data:`PARTS` ``"chunks"`` describes it
+Chunks: TypeAlias = int | tuple | dict | None
 
 PARTS = {
     "model_x": """
@@ -34,6 +38,27 @@ n_components : int
 n_components : int or float
     Components kept, 1..d, or a share of the variance in (0, 1) (``0.95``: the fewest leading components whose
     ``explained_variance_ratio_`` sum to 95%), as :meth:`~ppa_xr.PPA.transform` reads it.""",
+    "density_values": """
+values : np.ndarray
+    (..., d) values, one column per feature.""",
+    "density_sums": """
+Parameters
+----------
+values : np.ndarray
+    (d, n) values, feature-major (a band-first chunk's layout).
+
+Returns
+-------
+np.ndarray
+    (n,) ``sum_j log2 p_j(v_j)`` of each column.""",
+    "row_weights": """
+weights : np.ndarray, optional
+    (n,) the rows' weights.""",
+    "entropies": """
+Returns
+-------
+np.ndarray
+    (d,) marginal entropies in bits.""",
     "cube_model": """
 obj : xr.DataArray or xr.Dataset
     A cube with the model's features.
@@ -85,6 +110,11 @@ Raises
 ValueError
     A corrupt, truncated, foreign or newer-format file, named.""",
 }
+#: the sections of a marginal density's ``log2_density`` (the spacing and the histogram estimators alike)
+PARTS["log2_density"] = "Parameters\n----------" + PARTS["density_values"] + "\n\nReturns\n-------\nnp.ndarray\n    (..., d) ``log2 p_j(v_j)``."
+#: the whole docstring of a marginal density's ``log2_product_density`` (the spacing and the histogram estimators alike)
+PARTS["log2_product_density"] = ("``sum_j log2 p_j(v_j)`` of each row of ``values``; NaN where a value is NaN.\n\nParameters\n----------"
+                                 + PARTS["density_values"] + "\n\nReturns\n-------\nnp.ndarray\n    (...) ``sum_j log2 p_j(v_j)``.")
 
 
 def shared(func: Callable) -> Callable:

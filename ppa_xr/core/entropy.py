@@ -155,10 +155,26 @@ class EqualMassBins:
     lookup: StepLookup
 
     @classmethod
+    @shared
     def fit(cls, X: np.ndarray, bins: int | None = None, sorted_columns: np.ndarray | None = None,
             weights: np.ndarray | None = None) -> EqualMassBins:
-        """From samples ``X`` (n, d), rows with NaN ignored; ``sorted_columns``: ``column_sorts`` of ``X``
-        where already known (used when every row is finite); ``weights`` (n,): the rows' weights."""
+        """From samples ``X`` (n, d), rows with NaN ignored.
+
+        Parameters
+        ----------
+        X : np.ndarray
+            (n, d) samples.
+        bins : int, optional
+            Bins per column (default ``round(sqrt(n))``, at most ``n - 1``).
+        sorted_columns : np.ndarray, optional
+            ``column_sorts`` of ``X`` where already known (used when every row is finite).
+        {{row_weights}}
+
+        Returns
+        -------
+        EqualMassBins
+            The fitted densities.
+        """
         rows = len(X)
         X, weights = _weighted_rows(X, weights, sorted_columns)
         n, d = X.shape
@@ -192,14 +208,23 @@ class EqualMassBins:
         lookup = StepLookup.build(np.column_stack([edges[:, :-1], np.nextafter(edges[:, -1], np.inf)]), np.hstack([outside, log_density, outside]))
         return cls(edges, log_density, shares, -(counts * log_density).sum(axis=1) / n, n, lookup)
 
+    @shared
     def entropy(self) -> np.ndarray:
-        """Marginal differential entropies in bits: ``-sum_b (m_b / (n-1)) log2 p_b`` (``m_b = c_b`` unweighted)."""
+        """Marginal differential entropies in bits: ``-sum_b (m_b / (n-1)) log2 p_b`` (``m_b = c_b`` unweighted).
+
+        {{entropies}}
+        """
         return -(self.log_density * self.weights).sum(axis=1)
 
+    @shared
     def sample_entropy(self) -> np.ndarray:
-        """``-mean log2 p(x_i)`` over the fitting sample (equal to :meth:`entropy` up to O(1/n) at the edges)."""
+        """``-mean log2 p(x_i)`` over the fitting sample (equal to :meth:`entropy` up to O(1/n) at the edges).
+
+        {{entropies}}
+        """
         return self.plug_in
 
+    @shared
     def log2_density(self, values: np.ndarray) -> np.ndarray:
         """``log2 p_j(v_j)`` per column of ``values`` (..., d); NaN stays NaN.
 
@@ -207,6 +232,8 @@ class EqualMassBins:
         it gets half the column's lowest density: finite, and below every
         density seen in fit. The bins are found by a grid, not a binary
         search (:class:`~ppa_xr.information.StepLookup`).
+
+        {{log2_density}}
         """
         values = np.asarray(values)
         out = self.lookup(values)
@@ -215,22 +242,38 @@ class EqualMassBins:
             out[nan] = np.nan
         return out
 
+    @shared
     def log2_product_density(self, values: np.ndarray) -> np.ndarray:
-        """``sum_j log2 p_j(v_j)`` of each row of ``values`` (..., d) -> (...); NaN where a value is NaN."""
+        """{{log2_product_density}}"""
         return self.lookup.row_sums(values)
 
     def integer_steps(self) -> IntegerSteps | None:
-        """``log2 p`` tabulated on the integers, for integer values (``ppa_xr.core.lookup.IntegerSteps``:
-        :meth:`log2_product_density` bit for bit, one gather a value); None where the fitted range is too wide."""
+        """``log2 p`` tabulated on the integers, for integer values.
+
+        Returns
+        -------
+        IntegerSteps or None
+            :meth:`log2_product_density` bit for bit, one gather a value (``ppa_xr.core.lookup.IntegerSteps``);
+            None where the fitted range is too wide.
+        """
         return IntegerSteps.build(self.lookup)
 
     def grid(self) -> UniformGrid:
-        """The density tabulated on a uniform grid for the per-pixel maps (``ppa_xr.core.lookup.UniformGrid``:
-        each cell's mean density, the same mass; one gather a value)."""
+        """The density tabulated on a uniform grid for the per-pixel maps.
+
+        Returns
+        -------
+        UniformGrid
+            Each cell's mean density, the same mass; one gather a value (``ppa_xr.core.lookup.UniformGrid``).
+        """
         return UniformGrid.build(self.edges, self.log_density, self.lookup.table[:, 0])
 
+    @shared
     def sums(self, values: np.ndarray) -> np.ndarray:
-        """:meth:`log2_product_density` of feature-major ``values`` (d, n) -> (n,): the step function itself."""
+        """:meth:`log2_product_density` of feature-major ``values``: the step function itself.
+
+        {{density_sums}}
+        """
         return self.lookup.row_sums(np.asarray(values).T)
 
 
@@ -266,9 +309,23 @@ class Histograms:
     n: int
 
     @classmethod
+    @shared
     def fit(cls, X: np.ndarray, bins: int | None = None, weights: np.ndarray | None = None) -> Histograms:
-        """From samples ``X`` (n, d), rows with NaN ignored; ``weights`` (n,): the rows' weights (the counts
-        are then sums of weights, scaled to sum to ``n``)."""
+        """From samples ``X`` (n, d), rows with NaN ignored; with ``weights`` the counts are sums of weights, scaled to sum to ``n``.
+
+        Parameters
+        ----------
+        X : np.ndarray
+            (n, d) samples.
+        bins : int, optional
+            Bins per column (default ``ceil(sqrt(n))``).
+        {{row_weights}}
+
+        Returns
+        -------
+        Histograms
+            The fitted histograms.
+        """
         X, weights = _weighted_rows(X, weights)
         n, d = X.shape
         bins = int(bins or np.ceil(np.sqrt(n)))
@@ -279,24 +336,40 @@ class Histograms:
         counts = np.bincount(index.ravel(), per_value, minlength=bins * d).reshape(d, bins)
         return cls(low, width, counts, n)
 
+    @shared
     def sample_entropy(self) -> np.ndarray:
-        """``-mean log2 p(x_i)`` over the fitting sample (plug-in, no correction)."""
+        """``-mean log2 p(x_i)`` over the fitting sample (plug-in, no correction).
+
+        {{entropies}}
+        """
         return self.entropy(miller_madow=False)
 
+    @shared
     def entropy(self, miller_madow: bool = True) -> np.ndarray:
-        """Marginal differential entropies in bits (see the module docstring)."""
+        """Marginal differential entropies in bits (see the module docstring).
+
+        Parameters
+        ----------
+        miller_madow : bool
+            Add the Miller-Madow correction ``(bins with counts - 1) / (2 n ln 2)``.
+
+        {{entropies}}
+        """
         p = self.counts / self.n
         with np.errstate(divide="ignore", invalid="ignore"):
             plug_in = -np.sum(np.where(p > 0, p * np.log2(p), 0.0), axis=1)
         correction = (np.count_nonzero(self.counts, axis=1) - 1) / (2 * self.n * LN2) if miller_madow else 0.0
         return plug_in + correction + np.log2(self.width)
 
+    @shared
     def log2_density(self, values: np.ndarray) -> np.ndarray:
         """``log2 p_j(v_j)`` per column of ``values`` (..., d); NaN stays NaN.
 
         Values outside the fitted range, or in an empty bin, get the density of
         half a sample in one bin, ``0.5 / (n width)``: finite, and below every
         observed density, instead of ``log 0 = -inf``.
+
+        {{log2_density}}
         """
         bins = self.counts.shape[1]
         density = np.maximum(self.counts, 0.5) / (self.n * self.width[:, None])
@@ -307,20 +380,36 @@ class Histograms:
         out = np.where(inside, table[np.arange(values.shape[-1]), index], np.log2(0.5 / (self.n * self.width)))
         return np.where(np.isnan(values), np.nan, out)
 
+    @shared
     def log2_product_density(self, values: np.ndarray) -> np.ndarray:
-        """``sum_j log2 p_j(v_j)`` of each row of ``values`` (..., d) -> (...); NaN where a value is NaN."""
+        """{{log2_product_density}}"""
         return self.log2_density(values).sum(axis=-1)
 
     def integer_steps(self) -> None:
-        """None: a histogram's look-up is already one gather (:meth:`EqualMassBins.integer_steps`)."""
+        """None: a histogram's look-up is already one gather (:meth:`EqualMassBins.integer_steps`).
+
+        Returns
+        -------
+        None
+        """
         return None
 
     def grid(self) -> Histograms:
-        """Itself: a histogram is already a uniform grid (:meth:`EqualMassBins.grid`)."""
+        """Itself: a histogram is already a uniform grid (:meth:`EqualMassBins.grid`).
+
+        Returns
+        -------
+        Histograms
+            ``self``.
+        """
         return self
 
+    @shared
     def sums(self, values: np.ndarray) -> np.ndarray:
-        """:meth:`log2_product_density` of feature-major ``values`` (d, n) -> (n,)."""
+        """:meth:`log2_product_density` of feature-major ``values``.
+
+        {{density_sums}}
+        """
         return self.log2_product_density(np.asarray(values).T)
 
 
@@ -605,7 +694,26 @@ class PointwiseReduction:
         estimator: str = "spacing",
     ) -> PointwiseReduction:
         """From a sample ``X``; its transform ``R`` and input densities are reused when given. A reduced map is
-        measured on its span coordinates: pass ``params.in_span()`` and ``params.to_fit_space(X)``."""
+        measured on its span coordinates: pass ``params.in_span()`` and ``params.to_fit_space(X)``.
+
+        Parameters
+        ----------
+        params : PPAParams
+            The map (not a reduced one).
+        X : np.ndarray
+            (n, d) samples; rows with a NaN are left out.
+        R : np.ndarray, optional
+            ``T(X)`` where already known.
+        inputs : EqualMassBins or Histograms, optional
+            The inputs' densities where already known.
+        estimator : {"spacing", "histogram"}
+            The marginal density estimator.
+
+        Returns
+        -------
+        PointwiseReduction
+            The densities of the inputs and of the outputs.
+        """
         if params.reduced:
             raise ValueError(f"these parameters map {params.n_inputs} inputs to {params.n_features} components (a reduced, S-mode map): "
                              "measure its span coordinates, PointwiseReduction.fit(params.in_span(), params.to_fit_space(X))")
@@ -617,15 +725,35 @@ class PointwiseReduction:
         return self.gain(x, kernels.forward(x, self.params, threads=threads))
 
     def gain(self, x: np.ndarray, r: np.ndarray, inputs: np.ndarray | None = None) -> np.ndarray:
-        """``Delta_i`` of ``x`` whose transform ``r`` is already known; ``inputs`` is
-        ``sum_j log2 p_xj(x_j)`` where that is known too."""
+        """``Delta_i`` of ``x`` whose transform ``r`` is already known.
+
+        Parameters
+        ----------
+        x : np.ndarray
+            (..., d) inputs.
+        r : np.ndarray
+            (..., d) their transform.
+        inputs : np.ndarray, optional
+            (...) ``sum_j log2 p_xj(x_j)`` where already known.
+
+        Returns
+        -------
+        np.ndarray
+            (...) ``Delta_i`` in bits, in the type of ``r``.
+        """
         if inputs is None:
             inputs = self.inputs.log2_product_density(np.asarray(x, dtype=r.dtype))
         gain = self.outputs.log2_product_density(r) - inputs
         return (gain + self.params.log2_det_jacobian()).astype(r.dtype)
 
     def total(self) -> float:
-        """``Delta I`` from the same densities (plug-in): the mean of ``Delta_i`` over the fitting sample."""
+        """``Delta I`` from the same densities (plug-in): the mean of ``Delta_i`` over the fitting sample.
+
+        Returns
+        -------
+        float
+            ``Delta I`` in bits.
+        """
         return reduction(self.inputs.sample_entropy(), self.outputs.sample_entropy(), self.params.log2_det_jacobian())
 
 

@@ -70,7 +70,25 @@ class StepLookup:
 
     @classmethod
     def build(cls, breaks: np.ndarray, tables: np.ndarray) -> StepLookup:
-        """From sorted breakpoints ``P`` (d, K) of each column (ties allowed) and the values (d, K+1) on their positions."""
+        """From sorted breakpoints ``P`` (d, K) of each column (ties allowed) and the values (d, K+1) on their positions.
+
+        Parameters
+        ----------
+        breaks : np.ndarray
+            (d, K) finite breakpoints, sorted along each row.
+        tables : np.ndarray
+            (d, K+1) the value below the first breakpoint, between each two, and from the last on.
+
+        Returns
+        -------
+        StepLookup
+            The look-up, its grid built.
+
+        Raises
+        ------
+        ValueError
+            Shapes that do not match, breakpoints not finite or not sorted, or more than 2^32 positions.
+        """
         breaks, tables = np.asarray(breaks, dtype=np.float64), np.asarray(tables)
         if breaks.ndim != 2 or breaks.shape[1] < 1 or tables.shape != (breaks.shape[0], breaks.shape[1] + 1):
             raise ValueError(f"expected breakpoints (d, K) and values (d, K+1), got shapes {breaks.shape} and {tables.shape}")
@@ -116,8 +134,18 @@ class StepLookup:
         return result.reshape(np.shape(values))
 
     def row_sums(self, values: np.ndarray) -> np.ndarray:
-        """``sum_j table[j, pos_j(v_j)]`` for ``values`` (..., d) -> (...), summed in order of ``j`` in float64; NaN
-        where a value is NaN (or where +inf and -inf meet in one row)."""
+        """``sum_j table[j, pos_j(v_j)]`` for ``values``, summed in order of ``j`` in float64.
+
+        Parameters
+        ----------
+        values : np.ndarray
+            (..., d) values: the sums run over the last axis.
+
+        Returns
+        -------
+        np.ndarray
+            (...) float64 sums; NaN where a value is NaN (or where +inf and -inf meet in one row).
+        """
         flat = np.ascontiguousarray(np.reshape(values, (-1, self.breaks.shape[0])))
         result = np.empty(len(flat), dtype=np.float64)
         compiled.step_row_sums(flat, *self._grid(), result)

@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import numpy as np
 import xarray as xr
 
 from ..core.docstrings import shared
@@ -47,17 +48,22 @@ class _PPAAccessor:
         self._obj = obj
 
     @_delegates_to(fitting.fit)
-    def fit(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE, **ppa_params: Any) -> PPA:
+    def fit(
+        self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE, progress: bool = False,
+        weights: xr.DataArray | None = None, missing: str = "drop", **ppa_params: Any,
+    ) -> PPA:
         """Fit PPA on a random sample of valid pixels; see :func:`ppa_xr.cube.fit`."""
-        return fitting.fit(self._obj, dim, n_samples, random_state, **ppa_params)
+        return fitting.fit(self._obj, dim, n_samples, random_state, progress, weights, missing, **ppa_params)
 
     @_delegates_to(sampling.sample_valid_pixels)
-    def sample(self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE, return_groups: bool = False):
+    def sample(
+        self, dim: Hashable = "band", n_samples: int | None = None, random_state: int | None = RANDOM_STATE, return_groups: bool = False,
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Uniform random sample of valid pixels as ``(n, d)``; see :func:`ppa_xr.cube.sample_valid_pixels`."""
         return sampling.sample_valid_pixels(self._obj, dim, n_samples, random_state, return_groups)
 
     @_delegates_to(maps.transform)
-    def transform(self, model: PPA, n_components: int | None = None, dim: Hashable | None = None, check: bool = False) -> xr.DataArray:
+    def transform(self, model: PPA, n_components: int | float | None = None, dim: Hashable | None = None, check: bool = False) -> xr.DataArray:
         """Lazy PPA components (``check=True``: after a quick check that PPA beats its PCA here); see :func:`ppa_xr.cube.transform`."""
         return maps.transform(self._obj, model, n_components, dim, check)
 
@@ -85,7 +91,9 @@ class _PPAAccessor:
         return maps.reconstruction_error(self._obj, model, n_components, dim)
 
     @_delegates_to(maps.fill)
-    def fill(self, model: PPA, n_components: int | float | None = None, dim: Hashable | None = None, return_mask: bool = False):
+    def fill(
+        self, model: PPA, n_components: int | float | None = None, dim: Hashable | None = None, return_mask: bool = False,
+    ) -> xr.DataArray | xr.Dataset | tuple[xr.DataArray | xr.Dataset, xr.DataArray | xr.Dataset]:
         """Lazy gap filling on the fitted map; see :func:`ppa_xr.cube.fill`."""
         return maps.fill(self._obj, model, n_components, dim, return_mask)
 

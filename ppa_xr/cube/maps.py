@@ -19,9 +19,9 @@ import xarray as xr
 from .._version import VERSION
 from ..core import kernels
 from ..core.fill import fill as fill_kernel
-from ..core.checks import check_components
+from ..core.checks import check_components, real_components
 from ..core.docstrings import shared
-from ..model import PPA
+from ..model import PPA, identity
 from ..model.labels import FeatureLabels
 from .inputs import (
     COMPONENT, COMPONENT_NAME, _component_units, _one_chunk_along, check_model, common_units, described_components, masked_float, model_features,
@@ -166,7 +166,7 @@ def transform(
     # one long_name for every band: a per-band tuple would not follow a selection (scores.sel(component=[3, 2, 1]) would keep
     # 1, 2, 3); ppa_xr.to_raster numbers the bands from the component coordinate, which does
     out = out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
-    return out.assign_attrs(ppa_xr_whitened=int(model.whiten))  # whitened or not: models of the same parameters invert either
+    return out.assign_attrs({identity.WHITENED_ATTR: int(model.whiten)})  # whitened or not: models of the same parameters invert either
 
 
 def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable = COMPONENT) -> xr.DataArray | xr.Dataset:
@@ -196,8 +196,7 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
     check_model(model)
     if not isinstance(scores, xr.DataArray) or dim not in scores.dims:
         raise ValueError(_not_components(scores, dim))
-    if scores.dtype.kind not in "iuf":
-        raise TypeError(f"components must be real numbers, got dtype {scores.dtype}")
+    real_components(scores.dtype)
     _check_made_by(scores, model)
     scores = masked_float(described_components(scores, dim))  # labels from a file's descriptions; integers as floats, nodata as NaN
     k, d = check_components(scores.sizes[dim], model.params_.n_features, f"the number of components along {dim!r}"), model.n_features_in_
@@ -342,16 +341,15 @@ def _check_made_by(scores: xr.DataArray, model: PPA) -> None:
     """Refuse components whose :func:`provenance` names other parameters than ``model``'s: inverted by a model that did
     not make them, they give values far from the cube's (on a Landsat crop, a mean absolute error 5,700 times that of
     the model that made them), without any error."""
-    made_by = scores.attrs.get("ppa_xr_model")
-    if scores.attrs.get("ppa_xr_output") != "components" or not isinstance(made_by, str):
+    made_by = identity.made_by(scores.attrs)
+    if scores.attrs.get("ppa_xr_output") != "components" or made_by is None:
         return
-    named = made_by.rstrip(")").rsplit("parameters ", 1)[-1]
-    if named != model.params_.digest:
-        raise ValueError(f"these components were made by another model ({made_by}, as their attribute ppa_xr_model says), not "
-                         f"by this one (parameters {model.params_.digest}): invert them with the model that made them")
-    whitened = scores.attrs.get("ppa_xr_whitened")
+    if not identity.names(made_by, model):
+        raise ValueError(f"these components were made by another model ({made_by}, as their attribute {identity.MODEL_ATTR} says), not "
+                         f"by this one ({identity.parameters(model)}): invert them with the model that made them")
+    whitened = scores.attrs.get(identity.WHITENED_ATTR)
     if whitened is not None and bool(int(whitened)) != bool(model.whiten):
-        raise ValueError(f"these components are {'' if int(whitened) else 'not '}whitened (their attribute ppa_xr_whitened), and "
+        raise ValueError(f"these components are {'' if int(whitened) else 'not '}whitened (their attribute {identity.WHITENED_ATTR}), and "
                          f"this model has whiten={model.whiten}: invert them with the model that made them (whiten={not model.whiten})")
 
 
@@ -359,11 +357,9 @@ def provenance(model: PPA, output: str, k: int) -> dict[str, str | int]:
     """What an output of ``model`` records about itself, as netCDF attributes and GeoTIFF tags: the model (its
     file where it was read from one, and the digest of its parameters), its degrees, the components kept, the
     ppa_xr version."""
-    digest = model.params_.digest
-    source = getattr(model, "source_", None)
     return {
         "ppa_xr_output": output,
-        "ppa_xr_model": f"{source} (parameters {digest})" if source else f"parameters {digest}",
+        identity.MODEL_ATTR: identity.named(model),
         "ppa_xr_degrees": " ".join(map(str, model.degrees_.tolist())),
         "ppa_xr_n_components": int(k),
         "ppa_xr_version": VERSION,

@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 
 from ..core.checks import warn_user
+from ..core.docstrings import Chunks
 from .._atomic import as_path, check_output, replace_atomically, special, suffix_of
 from .inputs import COMPONENT, COMPONENT_NAME, common_units, declared_packing, float_dtype, masked_float
 
@@ -29,7 +30,7 @@ OUTPUT_SUFFIXES = (".tif", ".tiff", ".nc", ".zarr")
 
 
 def open_band_stack(
-    paths: Sequence[str | os.PathLike], bands: Sequence[Hashable] | None = None, chunks=None, masked: bool = False,
+    paths: Sequence[str | os.PathLike], bands: Sequence[Hashable] | None = None, chunks: Chunks = None, masked: bool = False,
     resolution: float | None = None, resampling: str = "average",
 ) -> xr.DataArray:
     """Stack single-band rasters (one GeoTIFF per band, as Landsat ships) into a ``(band, y, x)`` cube.
@@ -234,7 +235,7 @@ def band_name(path: str | os.PathLike) -> str:
     return match.group(1).upper() if match else stem
 
 
-def file_lock():
+def file_lock() -> contextlib.AbstractContextManager:
     """A lock for writing a lazy result into one file (``da.rio.to_raster(path, lock=ppa_xr.file_lock())``):
     the cluster's (``distributed.Lock``) when a distributed client runs the graph, a thread lock otherwise
     (a ``threading.Lock`` cannot travel to a cluster's workers).

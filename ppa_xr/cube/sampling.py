@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dask
 import numpy as np
@@ -29,6 +29,9 @@ from ..core.spec import RANDOM_STATE
 from ..core.keys import FitSample, PixelSample, exclusion, row_digest, row_digests, same_row
 from ..model.labels import in_levels
 from .inputs import feature_array, spatial_dims
+
+if TYPE_CHECKING:
+    from ..model import PPA
 
 #: pixels a fit samples when ``n_samples`` is not given, at most :data:`FIT_SHARE` of the valid pixels
 DEFAULT_SAMPLES = 200_000
@@ -241,6 +244,27 @@ def held_out(
     return sample
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """What a model's record of its fitting sample says on one cube, for a held-out draw from it: the shares drawn
+    from this cube (``shares``, :func:`fitted_shares`, left out) and the sample whose other shares' witness pixels
+    are looked for among the drawn ones (``witnessed``, :func:`witnessed`)."""
+
+    shares: tuple[PixelSample, ...]
+    witnessed: FitSample | None
+
+    @classmethod
+    def of(cls, da: xr.DataArray, dim: Hashable, model: PPA) -> Fitted:
+        """The record of ``model``'s fitting sample on the cube ``da`` (features along ``dim``); the shares' witness pixels
+        are read now."""
+        return cls(fitted_shares(da, dim, model.sample_), witnessed(model.sample_, model.params_.s_mode))
+
+    def held_out(self, da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, max_chunks: int | None = None,
+                 default: int = DEFAULT_SAMPLES) -> Sample:
+        """:func:`held_out` of the cube outside these shares."""
+        return held_out(da, dim, self.shares, n_samples, random_state, max_chunks, default, fitted=self.witnessed)
+
+
 def witnessed(sample: FitSample | None, s_mode: bool) -> FitSample | None:
     """The fitting sample whose witness pixels a held-out draw is checked against (:func:`held_out`'s ``fitted``):
     an S-mode model's, whose few samples (time steps) are all drawn, so a moved fitting sample's witness always is.
@@ -381,6 +405,10 @@ def _drawn(result: tuple, seed: int, layout: _Layout) -> Sample:
     return Sample(values, keys, groups[order], index, count, PixelSample(seed, int(keys.max(initial=0)), len(keys), layout.shape, witness))
 
 
+#: what :func:`~ppa_xr.core.checks.row_weights` calls weights read at the sampled pixels, in its refusals
+_AT_SAMPLES = "weights at the sampled pixels"
+
+
 @dataclass(frozen=True)
 class Pooled:
     """A sample of several cubes: the rows (n, d), their spatial blocks (``groups``, distinct per cube), the
@@ -411,7 +439,7 @@ class Pooled:
         out = np.empty(len(self.index), dtype=np.result_type(*parts))
         for i, part in enumerate(parts):
             out[self.cube == i] = part
-        return checks.row_weights(out, len(out), "weights at the sampled pixels")
+        return checks.row_weights(out, len(out), _AT_SAMPLES)
 
 
 def _of_cube(i: int, n: int, hint: str, read: Any, *args: Any, **kwargs: Any) -> Any:
@@ -440,7 +468,7 @@ def weights_at(da: xr.DataArray, dim: Hashable, weights: xr.DataArray, index: np
     position = np.unravel_index(index, [da.sizes[d] for d in pixel_dims])
     where = {d: xr.DataArray(_label_positions(da, weights, d)[p], dims="pixel") for d, p in zip(pixel_dims, position) if d in weights.dims}
     values = np.asarray(weights.isel(where).broadcast_like(xr.DataArray(np.empty(len(index)), dims="pixel")).values)
-    return checks.row_weights(values, len(index), "weights at the sampled pixels") if checked else values
+    return checks.row_weights(values, len(index), _AT_SAMPLES) if checked else values
 
 
 def over_features(da: xr.DataArray, dim: Hashable, weights: Any) -> bool:

@@ -12,7 +12,7 @@ from ..core.checks import warn_user
 from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from .inputs import COMPONENT, model_features, squared_units
-from .sampling import weights_at, fitted_shares, held_out, shortfall, without_complete_pixels, witnessed
+from .sampling import Fitted, shortfall, weights_at, without_complete_pixels
 
 #: pixels the shift check compares PPA and PCA on, and the chunks it reads them from at most
 CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
@@ -69,9 +69,9 @@ def evaluate(
     >>> curves.relative_error.plot()  # doctest: +SKIP
     """
     da, dim = model_features(obj, model, dim)
-    shares = fitted_shares(da, dim, model.sample_)
-    sample = held_out(da, dim, shares, n_samples, random_state, max_chunks, fitted=witnessed(model.sample_, model.params_.s_mode))
-    if message := without_complete_pixels(da, dim, sample, shares, random_state, max_chunks) or shortfall(sample, max_chunks, model.params_.s_mode):
+    fitted = Fitted.of(da, dim, model)
+    sample = fitted.held_out(da, dim, n_samples, random_state, max_chunks)
+    if message := without_complete_pixels(da, dim, sample, fitted.shares, random_state, max_chunks) or shortfall(sample, max_chunks, model.params_.s_mode):
         raise ValueError(message)
     row_weights = None if weights is None else weights_at(da, dim, weights, sample.index)
     comparison = errors.compare_errors(model.params_, sample.values, weights=row_weights)
@@ -100,9 +100,9 @@ def evaluate(
 def warn_on_shift(da: xr.DataArray, dim: Hashable, model: PPA, k: int) -> None:
     """:class:`~ppa_xr.ShiftWarning` when PPA is worse than its PCA at some ``k' <= k`` on a quick held-out sample
     (silent where too few pixels are held out to tell)."""
-    shares = fitted_shares(da, dim, model.sample_)
-    sample = held_out(da, dim, shares, CHECK_SAMPLES, 0, CHECK_CHUNKS, fitted=witnessed(model.sample_, model.params_.s_mode))
-    if message := without_complete_pixels(da, dim, sample, shares, 0, CHECK_CHUNKS):
+    fitted = Fitted.of(da, dim, model)
+    sample = fitted.held_out(da, dim, CHECK_SAMPLES, 0, CHECK_CHUNKS)
+    if message := without_complete_pixels(da, dim, sample, fitted.shares, 0, CHECK_CHUNKS):
         warn_user(f"the shift check: {message}", UserWarning)
     elif not shortfall(sample):
         comparison = errors.compare_errors(model.params_, sample.values)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from ..core.docstrings import shared
+from ..core.docstrings import Chunks, shared
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -53,7 +53,13 @@ class Table:
     provenance: str
 
     def normalised(self) -> np.ndarray:
-        """``data`` scaled to [0, 1] per feature, as in the paper's experiments."""
+        """``data`` scaled to [0, 1] per feature, as in the paper's experiments.
+
+        Returns
+        -------
+        np.ndarray
+            (n, d) ``(x - min) / (max - min)`` of each feature.
+        """
         low, high = self.data.min(axis=0), self.data.max(axis=0)
         return (self.data - low) / (high - low)
 
@@ -177,7 +183,7 @@ def rgb_byte_path() -> str:
 
 
 @shared
-def open_landsat8_sample(chunks=None, masked: bool = False):
+def open_landsat8_sample(chunks: Chunks = None, masked: bool = False) -> xr.DataArray:
     """The Landsat 8 sample as a (band, y, x) DataArray labelled by band name, with wavelengths.
 
     ``chunks`` and ``masked`` are passed to :func:`rioxarray.open_rasterio`.
@@ -198,7 +204,7 @@ def open_landsat8_sample(chunks=None, masked: bool = False):
 
 
 @shared
-def open_rgb_byte(chunks=None, masked: bool = False):
+def open_rgb_byte(chunks: Chunks = None, masked: bool = False) -> xr.DataArray:
     """RGB.byte.tif as a (band, y, x) DataArray (bands 1, 2, 3), nodata 0 (NaN when ``masked``).
 
     Parameters
@@ -214,14 +220,14 @@ def open_rgb_byte(chunks=None, masked: bool = False):
     return _raster(rgb_byte_path(), chunks, masked).rename("rgb")
 
 
-def _raster(path: str, chunks, masked: bool) -> xr.DataArray:
+def _raster(path: str, chunks: Chunks, masked: bool) -> xr.DataArray:
     import rioxarray
 
     return cast("xr.DataArray", rioxarray.open_rasterio(path, chunks=chunks, masked=masked))  # one GeoTIFF, no subdatasets: an array
 
 
 @shared
-def open_ersst_sample(chunks=None):
+def open_ersst_sample(chunks: Chunks = None) -> xr.Dataset:
     """NOAA ERSST v5 monthly sea-surface temperature, 2010-01 to 2012-12 on a 2-degree grid
     (time 36 x lat 89 x lon 180, land = NaN), as a Dataset with variable ``sst``.
 
@@ -241,11 +247,11 @@ def open_ersst_sample(chunks=None):
     """
     import xarray as xr
 
-    return xr.open_dataset(_DATA / "ersst_v5_2010_2012.nc", engine="h5netcdf", chunks=chunks)
+    return xr.open_dataset(str(_DATA / "ersst_v5_2010_2012.nc"), engine="h5netcdf", chunks=chunks)
 
 
 @shared
-def open_abu_beach(chunks=None):
+def open_abu_beach(chunks: Chunks = None) -> xr.Dataset:
     """The ABU abu-beach-4 hyperspectral scene (ROSIS-03, Pavia): 102 bands x 100 x 100 px, float32 in 0..1.
 
     A Dataset with ``reflectance`` (band, y, x) and ``anomaly`` (y, x; 1 on the
@@ -263,11 +269,11 @@ def open_abu_beach(chunks=None):
     """
     import xarray as xr
 
-    return xr.open_dataset(_DATA / "abu_beach_4.nc", engine="h5netcdf", chunks=chunks)
+    return xr.open_dataset(str(_DATA / "abu_beach_4.nc"), engine="h5netcdf", chunks=chunks)
 
 
 @shared
-def open_ndvi_series(chunks=None):
+def open_ndvi_series(chunks: Chunks = None) -> xr.Dataset:
     """A cloudy Sentinel-2 NDVI time series: 68 dates (2015-07 to 2017-12) x 40 x 40 px at 10 m, with its clear mask.
 
     About 62% of the values are clear, and no pixel is clear on every date: mask
@@ -290,5 +296,5 @@ def open_ndvi_series(chunks=None):
     import rioxarray  # noqa: F401  (the .rio accessor)
     from xarray import open_dataset
 
-    ds = open_dataset(_DATA / "ndvi_series_eolearn.nc", engine="h5netcdf", chunks=chunks)
+    ds = open_dataset(str(_DATA / "ndvi_series_eolearn.nc"), engine="h5netcdf", chunks=chunks)
     return ds.rio.write_crs(ds.attrs["crs"])  # on each variable: ds.ndvi and what is made of it (fill, transform) are placed

@@ -41,12 +41,13 @@ SCALE_RATIO_WARNING = 1e3
 
 def _init_of(declared: Spec) -> Any:
     """``__init__`` with every parameter of the spec (``n_components`` positional, the rest keyword-only, as
-    scikit-learn's estimators), storing each as given: scikit-learn's ``get_params`` / ``clone`` contract."""
+    scikit-learn's estimators) and its type hint, storing each as given: scikit-learn's ``get_params`` / ``clone`` contract."""
     kinds = {"n_components": inspect.Parameter.POSITIONAL_OR_KEYWORD}
+    types = {spec_field.name: spec_field.type for spec_field in spec.fields_of()}  # the spec's hints, as text
     signature = inspect.Signature([inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
-        inspect.Parameter(name, kinds.get(name, inspect.Parameter.KEYWORD_ONLY), default=default)
+        inspect.Parameter(name, kinds.get(name, inspect.Parameter.KEYWORD_ONLY), default=default, annotation=types[name])
         for name, default in declared.values().items()
-    ])
+    ], return_annotation=None)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         spec.check_names(kwargs)
@@ -545,9 +546,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
         checks.check_components(R.shape[1], self.params_.n_features, "the number of components per row")
         _check_component_columns(X, output_names(self, self.params_.n_features), R.shape[1])
-        if R.dtype.kind not in "iuf":
-            raise TypeError(f"components must be real numbers, got dtype {R.dtype}")
-        if R.dtype.kind != "f":
+        if checks.real_components(R.dtype).kind != "f":
             R = R.astype(np.float64)
         return kernels.inverse(R, self.params_, whiten=self.whiten)
 

@@ -261,9 +261,14 @@ def _allowed(name: str) -> bool:
     return name in _DIMS or name in _REDUCTION or name in _MARGINAL or name in LEGACY or name in (_NOISE, _CURVE, _SIZE, _NAMES, "feature") or name.startswith((_COORD, _LEVEL))
 
 
-def _version(ds: xr.Dataset, source: str) -> int:
+def _check_format(ds: xr.Dataset, source: str) -> None:
+    """Refuse a Dataset that is not a ppa_xr model: one without its ``ppa_xr_format`` attribute."""
     if ds.attrs.get("ppa_xr_format") != FORMAT:
         raise ValueError(f"{source} is not a ppa_xr model: it has no ppa_xr_format={FORMAT!r} attribute")
+
+
+def _version(ds: xr.Dataset, source: str) -> int:
+    _check_format(ds, source)
     raw = ds.attrs.get("ppa_xr_format_version")
     if isinstance(raw, (bool, np.bool_)) or not isinstance(raw, numbers.Integral | np.integer):
         raise ValueError(f"{source} is corrupt: its format version {raw!r} is not an integer")
@@ -701,8 +706,7 @@ def _read(path: Path, format: str | None) -> xr.Dataset:
     except Exception as err:  # the readers raise many types on damaged or foreign files
         raise ValueError(f"{path} is not a readable ppa_xr model ({kind}): {type(err).__name__}: {err}") from err
     with opened as ds:
-        if ds.attrs.get("ppa_xr_format") != FORMAT:
-            raise ValueError(f"{path} is not a ppa_xr model: it has no ppa_xr_format={FORMAT!r} attribute")
+        _check_format(ds, str(path))
         _refuse_foreign(ds, str(path))
         try:
             return ds.load()

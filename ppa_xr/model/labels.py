@@ -172,7 +172,22 @@ class FeatureLabels:
 
     @classmethod
     def of(cls, da: xr.DataArray, dim: Hashable, variables: bool = False) -> FeatureLabels:
-        """The labels of ``da`` along ``dim`` (refusing repeated labels)."""
+        """The labels of ``da`` along ``dim`` (refusing repeated labels).
+
+        Parameters
+        ----------
+        da : xr.DataArray
+            A cube with its features along ``dim``.
+        dim : hashable
+            The feature dimension.
+        variables : bool
+            The features were a Dataset's data variables.
+
+        Returns
+        -------
+        FeatureLabels
+            Its labels (None where ``dim`` has no coordinate), stacked levels and other per-feature coordinates.
+        """
         if dim not in da.coords:
             return cls(dim, variables=variables)
         index = da.indexes.get(dim)
@@ -185,11 +200,41 @@ class FeatureLabels:
         return cls(dim, np.asarray(da[dim].values), coords, levels, variables)
 
     def renamed(self, dim: Hashable) -> FeatureLabels:
+        """The same labels along another dimension.
+
+        Parameters
+        ----------
+        dim : hashable
+            The new feature dimension.
+
+        Returns
+        -------
+        FeatureLabels
+            These labels, coordinates and levels along ``dim``.
+        """
         return FeatureLabels(dim, self.labels, self.coords, self.levels, self.variables)
 
     def select(self, da: xr.DataArray, n_features: int) -> xr.DataArray:
         """``da``'s features in the fitted order: reordered by label, the model's bands taken from a cube that
-        has more (the others named in a warning), or refused with what is missing."""
+        has more (the others named in a warning), or refused with what is missing.
+
+        Parameters
+        ----------
+        da : xr.DataArray
+            A cube with its features along this ``dim``.
+        n_features : int
+            The features the model was fitted on.
+
+        Returns
+        -------
+        xr.DataArray
+            ``da`` with the model's features in the model's order.
+
+        Raises
+        ------
+        ValueError
+            Repeated labels, features the model needs that the cube lacks, or another count of unlabelled features.
+        """
         if self.labels is not None and self.dim in da.coords:
             cube_labels = self._cube_labels(da)
             have, want = (labels.astype(np.result_type(cube_labels, self.labels)).tolist() if cube_labels.dtype.kind == self.labels.dtype.kind == "M"
@@ -299,7 +344,18 @@ class FeatureLabels:
         return ""
 
     def attach(self, out: xr.DataArray) -> xr.DataArray:
-        """Put the labels and coordinates back on an output with the feature dimension."""
+        """Put the labels and coordinates back on an output with the feature dimension.
+
+        Parameters
+        ----------
+        out : xr.DataArray
+            An output with the features along this ``dim``, in the model's order.
+
+        Returns
+        -------
+        xr.DataArray
+            ``out`` with the labels (a stacked dimension's levels too) and per-feature coordinates.
+        """
         if self.labels is not None:
             if self.levels:
                 index = pd.MultiIndex.from_tuples([tuple(v) for v in self.labels], names=list(self.levels))
