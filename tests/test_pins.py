@@ -14,7 +14,7 @@ from ppa_xr.core.entropy import discrete_columns
 from ppa_xr.core.errors import LEVEL, compare_errors
 from ppa_xr.core.keys import held_by
 from ppa_xr.core.params import PPAParams
-from ppa_xr.cube import shift
+from ppa_xr.cube import sampling
 from ppa_xr.cube.noise import shift_difference_covariance
 from ppa_xr.cube.sampling import sample_cubes
 
@@ -135,8 +135,8 @@ def test_evaluate_and_the_shift_check_leave_the_fitting_pixels_out(fitted, monke
     with pytest.warns(UserWarning, match=r"only 2048 valid pixels lie outside the model's fitting sample, fewer than n_samples=5000"):
         assert cube.ppa.evaluate(model, n_samples=5000).attrs["n_pixels"] == 4096 - fitting
     drawn = []
-    real = shift.held_out
-    monkeypatch.setattr(shift, "held_out", lambda *args, **kwargs: drawn.append(real(*args, **kwargs)) or drawn[-1])
+    real = sampling.held_out
+    monkeypatch.setattr(sampling, "held_out", lambda *args, **kwargs: drawn.append(real(*args, **kwargs)) or drawn[-1])
     with warnings.catch_warnings():
         warnings.simplefilter("error", ppa_xr.ShiftWarning)
         cube.ppa.transform(model, check=True)  # the check reads all 4 chunks
