@@ -510,34 +510,43 @@ def test_fit_with_gaps_checks_the_curve_on_held_out_values():
     assert not check.worse and check.ratio < 0.9 and kept is params
 
 
-def test_fewest_gaps_takes_the_least_counts_up_to_half_the_rows():
-    """The rows a curved map of a fit with gaps is fitted on: the least gap counts, adding the next count until half the
-    rows are in; every row where that would leave no more rows than features."""
+def test_fewest_gaps_takes_the_least_counts_up_to_a_share_of_the_rows_and_five_thousand():
+    """The rows a curved map of a fit with gaps is fitted on: the least gap counts, adding the next count until 15% of
+    the rows and 5,000 rows are in, or half the rows where those are fewer; every row where that would leave no more
+    rows than features."""
     from ppa_xr.core.fill import fewest_gaps
 
-    counts = np.array([1, 1, 2, 2, 2, 3, 3, 3, 3, 3, 3, 1])  # 3 rows with 1 gap, 6 with at most 2: half of 12
-    finite = np.arange(4)[None, :] >= counts[:, None]
-    np.testing.assert_array_equal(fewest_gaps(finite), counts <= 2)
+    def finite(counts):
+        return np.arange(4)[None, :] >= np.asarray(counts)[:, None]
+
+    many = np.repeat([1, 2, 3], [8000, 12000, 20000])  # 20% of 40,000 with 1 gap: more than 5,000
+    np.testing.assert_array_equal(fewest_gaps(finite(many)), many == 1)
+    fewer = np.repeat([1, 2, 3], [4000, 6000, 10000])  # 20% of 20,000 with 1 gap, but fewer than 5,000
+    np.testing.assert_array_equal(fewest_gaps(finite(fewer)), fewer <= 2)
+    small = np.repeat([1, 2, 3], [200, 400, 400])  # 1,000 rows: half of them
+    np.testing.assert_array_equal(fewest_gaps(finite(small)), small <= 2)
     assert fewest_gaps(np.ones((5, 3), bool)).all()
-    assert fewest_gaps(finite[:4]).all()  # the 2 one-gap rows of 4 are no more than the 4 features
+    assert fewest_gaps(finite([1, 2, 3])).all()  # 3 rows of 4 features: every row
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_fit_with_missing_fill_fits_its_curves_on_the_rows_with_fewest_gaps(seed):
-    """No complete row, 60% of the rows with one gap and the rest with two: the curved map is fitted on the one-gap
-    rows (a filled value is the posterior mean of a straighter model, and rows of many lie on it: on Landsat 5 with
-    every row filled the fill's squared error was 0.97-1.32 of the complete-row model's over seeds 0-8, mean 1.110;
-    on the fewer-gap half 0.93-1.13, mean 1.043, lower at every seed); a linear map on every row (EM-PCA's fixed point)."""
-    X = curved_sample(3000, d=5, seed=seed)
+@pytest.mark.parametrize(("n", "two_gaps"), [(3000, 0.4), (20000, 0.7)])
+def test_fit_with_missing_fill_fits_its_curves_on_the_rows_with_fewest_gaps(seed, n, two_gaps):
+    """No complete row, the rest of the rows with one gap and a share ``two_gaps`` with two: the curved map is fitted
+    on the one-gap rows, 30% of them or more where they are 5,000 or more (a filled value is the posterior mean of a
+    straighter model, and rows of many lie on it: on Landsat 5 with every row filled the fill's squared error was
+    0.97-1.32 of the complete-row model's over seeds 0-8, mean 1.110; on the fewer-gap half, mean 1.053 over four
+    fit seeds; on the one-gap rows, 18% of 44,000, mean 1.022); a linear map on every row (EM-PCA's fixed point)."""
+    X = curved_sample(n, d=5, seed=seed)
     rng = np.random.default_rng(seed + 30)
     gaps = np.zeros(X.shape, bool)
-    gaps[np.arange(3000), rng.integers(0, 5, 3000)] = True
-    two = rng.random(3000) < 0.4
+    gaps[np.arange(n), rng.integers(0, 5, n)] = True
+    two = rng.random(n) < two_gaps
     gaps[np.flatnonzero(two), (np.argmax(gaps[two], axis=1) + 1 + rng.integers(0, 4, two.sum())) % 5] = True
     gappy = np.where(gaps, np.nan, X)
     curved = PPA(random_state=0).fit(gappy, missing="fill")
     assert curved.degrees_.max() > 1 and curved.n_effective_ == (~two).sum()
-    assert PPA(degree=1, random_state=0).fit(gappy, missing="fill").n_effective_ == 3000
+    assert PPA(degree=1, random_state=0).fit(gappy, missing="fill").n_effective_ == n
 
 
 def test_a_date_observed_nowhere_is_named_by_its_label():
