@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,11 +133,12 @@ def _flat_positions(local: list[np.ndarray], sizes: list[np.ndarray]) -> np.ndar
     return flat
 
 
-def _sample_maps(sample: np.ndarray, outputs: tuple, densities: MapDensities, dtype: np.dtype) -> np.ndarray:
-    """The four maps (4, n) of the report's sample from its statistics' ``outputs`` (PPA's and PCA's outputs (n, d)
-    and squared errors (n,)), in the maps' float type ``dtype``."""
-    r_ppa, r_pca, error_ppa, error_pca = outputs
-    gain_ppa, gain_pca = densities.gains(kernels.feature_major(sample, sample.dtype), r_ppa.T, r_pca.T)
+def _sample_maps(outputs: tuple, densities: MapDensities, dtype: np.dtype, mapper: Callable = map) -> np.ndarray:
+    """The four maps (4, n) of the report's sample from its statistics' ``outputs`` (the sample feature-major (d, n),
+    PPA's and PCA's outputs (n, d) and squared errors (n,)), in the maps' float type ``dtype``; ``mapper`` runs the
+    three sets of look-ups (:meth:`~ppa_xr.core.entropy.MapDensities.gains`)."""
+    columns, r_ppa, r_pca, error_ppa, error_pca = outputs
+    gain_ppa, gain_pca = densities.gains(columns, r_ppa.T, r_pca.T, mapper)
     return np.stack([gain_ppa, gain_pca, error_ppa, error_pca]).astype(dtype)
 
 
@@ -157,8 +158,8 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     densities, and per method (PPA, its PCA) the output densities and the curves; ``weights`` (n,) weigh the
     pixels in all of them (whether an input is quantized is a property of its values, not weighed). Last, where
     ``for_maps`` (the components the maps keep) is given, the model is not reduced and no input is quantized: what
-    the maps need of the sample from the same passes, PPA's and PCA's outputs (n, d) and squared errors with
-    ``for_maps`` components (n,) (else None),
+    the maps need of the sample from the same passes, the sample feature-major (d, n) (the copy its column sorts
+    are made from), PPA's and PCA's outputs (n, d) and squared errors with ``for_maps`` components (n,) (else None),
     from which :func:`_sample_maps` makes the sample's maps.
 
     The inputs are the features, or a reduced model's span coordinates ``z = W (x - mean)``
@@ -188,8 +189,11 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
         return marginal_density(R, estimator, weights=weights), np.average(deviations * deviations, axis=0, weights=weights)
 
     sample_outputs = None
+    keep = for_maps is not None and not params.reduced
+    # where the maps reuse the sample, one feature-major copy serves its look-ups and (copied row by row) its sorts
+    columns = kernels.feature_major(coordinates, np.dtype(np.float64)) if keep else None
     with ThreadPoolExecutor(2) as pool:
-        S = column_sorts(coordinates)
+        S = column_sorts(coordinates if columns is None else columns.T)
         discrete = discrete_columns(coordinates, S)
         if discrete.any():  # densities of quantized inputs: of the dequantized values, sorted again
             pending = pool.submit(errors.compare_errors, params, sample, None, weights)
@@ -200,10 +204,9 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
             comparison = pending.result()
         else:  # the error curves' passes give the outputs too: one pass per method over the sample
             smooth = coordinates
-            keep = for_maps is not None and not params.reduced
             comparison, *shared = errors.compare_errors_and_forward(params, sample, weights, for_maps if keep else None)
             done = {name: pool.submit(outputs, method, coordinates, R, keep) for (name, method), R in zip(methods.items(), shared)}
-            sample_outputs = tuple(shared) if keep else None
+            sample_outputs = (columns, *shared) if keep else None
         inputs = marginal_density(smooth, estimator, S, weights)
         outside = params.outside_error(sample)  # what k = r (every component) leaves of a reduced model's inputs
         kept = 0.0 if outside is None else float(np.average(outside, weights=weights))
@@ -326,8 +329,9 @@ def information_report(
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
     rounding = _rank_warning(curves["pca"]["variance"], params)
-    densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
-    known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(sample, outputs, densities, kernels.computed_dtype(da.dtype)))
+    with ThreadPoolExecutor(2) as pool:  # the grids, then the sample's look-ups, side by side (each the same work as alone)
+        densities = MapDensities.of(measures["ppa"], measures["pca"], discrete, pool.map)
+        known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(outputs, densities, kernels.computed_dtype(da.dtype), pool.map))
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", located=True, ppa=measures["ppa"], pca=measures["pca"], k=k,
                       densities=densities, reduced=params if params.reduced else None, known=known)
     variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
