@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..core import errors, kernels
+from ..core import blas, errors, kernels
 from ..core.checks import check_components, warn_user
 from ..core.entropy import (DEGENERATE, LN2, MapDensities, PointwiseReduction, check_estimator, column_sorts, degenerate, dequantized, discrete_columns,
                              marginal_density, reduction)
@@ -329,9 +329,11 @@ def information_report(
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
     rounding = _rank_warning(curves["pca"]["variance"], params)
-    with ThreadPoolExecutor(2) as pool:  # the grids, then the sample's look-ups, side by side (each the same work as alone)
-        densities = MapDensities.of(measures["ppa"], measures["pca"], discrete, pool.map)
-        known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(outputs, densities, kernels.computed_dtype(da.dtype), pool.map))
+    threads = min(blas.product_threads(), 2)  # the grids, then the sample's look-ups, side by side where two cores are free
+    with ThreadPoolExecutor(threads) as pool:  # (each the same work as alone)
+        mapper = pool.map if threads > 1 else map
+        densities = MapDensities.of(measures["ppa"], measures["pca"], discrete, mapper)
+        known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(outputs, densities, kernels.computed_dtype(da.dtype), mapper))
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", located=True, ppa=measures["ppa"], pca=measures["pca"], k=k,
                       densities=densities, reduced=params if params.reduced else None, known=known)
     variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
