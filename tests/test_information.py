@@ -300,8 +300,14 @@ def test_the_reports_passes_side_by_side_give_the_same_bits(seed, cores, monkeyp
         curve, forward = kernels.error_curve(np.asfortranarray(sample * c), method.scaled(c), with_forward=True)
         np.testing.assert_array_equal(r, forward / c)
         np.testing.assert_array_equal(e, curve[:, k - 1] / c / c)
-    _, discrete, _, measures, _, outputs = _statistics(params, sample, "spacing", 0, for_maps=k)
+    _, discrete, _, measures, curves, outputs = _statistics(params, sample, "spacing", 0, for_maps=k)
     np.testing.assert_array_equal(outputs[0], sample.T)
+    monkeypatch.setattr(blas, "product_threads", lambda: 3 - cores)  # the statistics the other way: the same numbers
+    _, _, _, other, again, _ = _statistics(params, sample, "spacing", 0, for_maps=k)
+    for method in ("ppa", "pca"):
+        for name, curve in curves[method].items():
+            np.testing.assert_array_equal(again[method][name], curve)
+        np.testing.assert_array_equal(other[method].outputs.log_density, measures[method].outputs.log_density)
     alone = MapDensities.of(measures["ppa"], measures["pca"], discrete)
     with ThreadPoolExecutor(2) as pool:
         beside = MapDensities.of(measures["ppa"], measures["pca"], discrete, pool.map)

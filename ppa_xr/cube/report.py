@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,9 +165,11 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     The inputs are the features, or a reduced model's span coordinates ``z = W (x - mean)``
     (:meth:`~ppa_xr.core.PPAParams.in_span`, where its map is square); the errors are those of the
     features either way (a point's part outside the span counts in every one, the last too).
-    The independent parts run side by side on two threads (numpy's sorts and
-    the kernels release the GIL): the error curves, the densities of each
-    method's outputs, and here the input densities. One sort of each column
+    The independent parts run side by side on two threads where two cores are
+    free (:func:`~ppa_xr.core.blas.product_threads`; numpy's sorts and the
+    kernels release the GIL), one after the other on a busy machine, the same
+    numbers either way: the error curves, the densities of each method's
+    outputs, and here the input densities. One sort of each column
     serves the quantization test and the input densities. Without quantized
     inputs the outputs come from the error curves' own passes over the sample
     (:func:`~ppa_xr.core.errors.compare_errors_and_forward`): one pass per method.
@@ -192,20 +194,22 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     keep = for_maps is not None and not params.reduced
     # where the maps reuse the sample, one feature-major copy serves its look-ups and (copied row by row) its sorts
     columns = kernels.feature_major(coordinates, np.dtype(np.float64)) if keep else None
-    with ThreadPoolExecutor(2) as pool:
+    threads = min(blas.product_threads(), 2)
+    with ThreadPoolExecutor(threads) as pool:
+        submit = pool.submit if threads > 1 else _done_now
         S = column_sorts(coordinates if columns is None else columns.T)
         discrete = discrete_columns(coordinates, S)
         if discrete.any():  # densities of quantized inputs: of the dequantized values, sorted again
-            pending = pool.submit(errors.compare_errors, params, sample, None, weights)
+            pending = submit(errors.compare_errors, params, sample, None, weights)
             smooth = dequantized(coordinates, random_state, discrete, S)
             S = S.copy(order="K")
             S[:, discrete] = column_sorts(smooth[:, discrete])
-            done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
+            done = {name: submit(outputs, method, smooth) for name, method in methods.items()}
             comparison = pending.result()
         else:  # the error curves' passes give the outputs too: one pass per method over the sample
             smooth = coordinates
             comparison, *shared = errors.compare_errors_and_forward(params, sample, weights, for_maps if keep else None)
-            done = {name: pool.submit(outputs, method, coordinates, R, keep) for (name, method), R in zip(methods.items(), shared)}
+            done = {name: submit(outputs, method, coordinates, R, keep) for (name, method), R in zip(methods.items(), shared)}
             sample_outputs = (columns, *shared) if keep else None
         inputs = marginal_density(smooth, estimator, S, weights)
         outside = params.outside_error(sample)  # what k = r (every component) leaves of a reduced model's inputs
@@ -217,6 +221,13 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
             mse = np.append(getattr(comparison, name), kept)  # k = d keeps everything (of the span)
             curves[name] = {"entropy": density.entropy(), "variance": variance, "mse": mse}
     return comparison, discrete, inputs, measures, curves, sample_outputs
+
+
+def _done_now(fn: Callable, *args: Any) -> Future:
+    """``fn(*args)`` run here, as a finished future: a thread pool's ``submit`` where no second core is free."""
+    future: Future = Future()
+    future.set_result(fn(*args))
+    return future
 
 
 _ESTIMATOR_NAMES = {
