@@ -278,7 +278,7 @@ def test_the_reports_passes_side_by_side_give_the_same_bits(seed, cores, monkeyp
     """The report's passes that run side by side on two threads where two cores are free give the bits they give one
     after another: the two maps' error curves over the sample (with their outputs and squared errors), the three
     density grids, and the sample's three sets of look-ups; the sample's feature-major copy is the sample. The free
-    cores (``blas.product_threads``, read from the load) are set here, so that both ways run on any machine."""
+    cores (``blas.pair_threads``, read from the load) are set here, so that both ways run on any machine."""
     from concurrent.futures import ThreadPoolExecutor
 
     from ppa_xr.core import blas, errors, kernels
@@ -293,7 +293,7 @@ def test_the_reports_passes_side_by_side_give_the_same_bits(seed, cores, monkeyp
     params = model.params_
     da, dim = model_features(cube, model, None)
     sample, _, _ = _report_sample(da, dim, model, None, 0, True)
-    monkeypatch.setattr(blas, "product_threads", lambda: cores)
+    monkeypatch.setattr(blas, "pair_threads", lambda: cores)
     _, r_ppa, r_pca, e_ppa, e_pca = errors.compare_errors_and_forward(params, sample, None, k)
     c = 1 / float(power_of_two(np.abs(params.to_fit_space(sample)).max()))
     for method, r, e in ((params, r_ppa, e_ppa), (params.pca(), r_pca, e_pca)):  # one after the other, on this thread
@@ -302,7 +302,7 @@ def test_the_reports_passes_side_by_side_give_the_same_bits(seed, cores, monkeyp
         np.testing.assert_array_equal(e, curve[:, k - 1] / c / c)
     _, discrete, _, measures, curves, outputs = _statistics(params, sample, "spacing", 0, for_maps=k)
     np.testing.assert_array_equal(outputs[0], sample.T)
-    monkeypatch.setattr(blas, "product_threads", lambda: 3 - cores)  # the statistics the other way: the same numbers
+    monkeypatch.setattr(blas, "pair_threads", lambda: 3 - cores)  # the statistics the other way: the same numbers
     _, _, _, other, again, _ = _statistics(params, sample, "spacing", 0, for_maps=k)
     for method in ("ppa", "pca"):
         for name, curve in curves[method].items():

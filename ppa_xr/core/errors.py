@@ -174,10 +174,10 @@ def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weigh
     floor = floor_of(np.mean(np.einsum("ij,ij->i", centred, centred)))
     del centred  # its pages serve the curves' outputs
     outputs: tuple[np.ndarray | None, ...] = ()
-    if with_forward:  # the report's pass: the two maps' curves side by side where two cores are free (blas.product_threads),
+    if with_forward:  # the report's pass: the two maps' curves side by side where two cores are free (blas.pair_threads),
         # each the same pass as alone (the kernels release the GIL); on a busy machine one after the other
         with ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(kernels.error_curve, X, baseline.scaled(c), with_forward=True) if blas.product_threads() > 1 else None
+            pending = pool.submit(kernels.error_curve, X, baseline.scaled(c), with_forward=True) if blas.pair_threads() > 1 else None
             (a, r_a) = kernels.error_curve(X, params.scaled(c), with_forward=True)
             (b, r_b) = kernels.error_curve(X, baseline.scaled(c), with_forward=True) if pending is None else pending.result()
         outputs = (np.divide(r_a, c, out=r_a), np.divide(r_b, c, out=r_b))  # exact: c is a power of two (in place: no new pages)

@@ -166,7 +166,7 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     (:meth:`~ppa_xr.core.PPAParams.in_span`, where its map is square); the errors are those of the
     features either way (a point's part outside the span counts in every one, the last too).
     The independent parts run side by side on two threads where two cores are
-    free (:func:`~ppa_xr.core.blas.product_threads`; numpy's sorts and the
+    free (:func:`~ppa_xr.core.blas.pair_threads`; numpy's sorts and the
     kernels release the GIL), one after the other on a busy machine, the same
     numbers either way: the error curves, the densities of each method's
     outputs, and here the input densities. One sort of each column
@@ -194,7 +194,7 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     keep = for_maps is not None and not params.reduced
     # where the maps reuse the sample, one feature-major copy serves its look-ups and (copied row by row) its sorts
     columns = kernels.feature_major(coordinates, np.dtype(np.float64)) if keep else None
-    threads = min(blas.product_threads(), 2)
+    threads = blas.pair_threads()
     with ThreadPoolExecutor(threads) as pool:
         submit = pool.submit if threads > 1 else _done_now
         S = column_sorts(coordinates if columns is None else columns.T)
@@ -340,7 +340,7 @@ def information_report(
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
     rounding = _rank_warning(curves["pca"]["variance"], params)
-    threads = min(blas.product_threads(), 2)  # the grids, then the sample's look-ups, side by side where two cores are free
+    threads = blas.pair_threads()  # the grids, then the sample's look-ups, side by side where two cores are free
     with ThreadPoolExecutor(threads) as pool:  # (each the same work as alone)
         mapper = pool.map if threads > 1 else map
         densities = MapDensities.of(measures["ppa"], measures["pca"], discrete, mapper)
