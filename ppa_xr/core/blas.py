@@ -92,7 +92,7 @@ def own_load(samples: Sequence[tuple[float, float]], now: float, cpu: float) -> 
 
 def pair_threads() -> int:
     """2 where two independent passes may run side by side (:func:`product_threads` leaves two cores), else 1: on a busy
-    machine two threads of memory-bound passes cost more CPU time than one after the other (the report's, measured: 4-7 ms
+    machine two threads of memory-bound passes cost more CPU time than one after the other (the report's, measured: 2-7 ms
     of 100 at load 7-10 on 2 cores)."""
     return min(product_threads(), 2)
 
