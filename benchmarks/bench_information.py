@@ -308,7 +308,7 @@ def stage_cost() -> None:
         R = {m: kernels.forward(sample, measures[m].params) for m in ("ppa", "pca")}
         densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
         dtype = kernels.computed_dtype(da.dtype)
-        known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(sample, outputs, densities, dtype))
+        known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(outputs, densities, dtype))
         ms = {key: 1e3 * _warm_process_seconds(fn) for key, fn in {
             "forward": lambda: cube.ppa.transform(model, check=False).compute(),
             "report": lambda: information_report(cube, model).compute(),
@@ -321,8 +321,7 @@ def stage_cost() -> None:
         }.items()}
         forward_passes = lookups = 0.0
         if outputs is not None:  # the sample's own pixels: their look-ups, on the outputs of the statistics' passes
-            columns = kernels.feature_major(sample, sample.dtype)
-            lookups += _thread_seconds(lambda: densities.gains(columns, outputs[0].T, outputs[1].T))
+            lookups += _thread_seconds(lambda: densities.gains(outputs[0], outputs[1].T, outputs[2].T))
         axis = da.get_axis_num(dim)
         for place in np.ndindex(da.data.numblocks):
             rows = np.moveaxis(da.data.blocks[place].compute(), axis, -1).reshape(-1, da.shape[axis])

@@ -377,7 +377,6 @@ def test_the_maps_read_a_band_first_chunk_in_its_own_layout(seed):
     got = _pixel_block(view, measures["ppa"], measures["pca"], 3, 1, densities)
     np.testing.assert_array_equal(got, _pixel_block(pixel_major, measures["ppa"], measures["pca"], 3, 1, densities))
     assert np.isnan(got[10 - 7, 20 - 3]).all() and not np.isnan(np.delete(got.reshape(-1, 4), (10 - 7) * 58 + 17, axis=0)).any()
-    assert compiled.SUB_BLOCK >= kernels.BLOCK
 
 
 @pytest.fixture(scope="module")

@@ -273,6 +273,50 @@ def test_the_whole_report_written_holds_a_few_chunks_of_maps(tmp_path):
     np.testing.assert_array_equal(written["error_pca"].values, report["error_pca"].values)
 
 
+@pytest.mark.parametrize("seed, cores", [(0, 2), (1, 2), (2, 1)])
+def test_the_reports_passes_side_by_side_give_the_same_bits(seed, cores, monkeypatch):
+    """The report's passes that run side by side on two threads where two cores are free give the bits they give one
+    after another: the two maps' error curves over the sample (with their outputs and squared errors), the three
+    density grids, and the sample's three sets of look-ups; the sample's feature-major copy is the sample. The free
+    cores (``blas.pair_threads``, read from the load) are set here, so that both ways run on any machine."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ppa_xr.core import blas, errors, kernels
+    from ppa_xr.core.entropy import MapDensities
+    from ppa_xr.core.linalg import power_of_two
+    from ppa_xr.cube.inputs import model_features
+    from ppa_xr.cube.report import REUSE_FEATURES, _report_sample, _sample_maps, _statistics
+
+    d, side, k = REUSE_FEATURES + 6, 50, 3
+    cube = xr.DataArray(curved_sample(side * side, d=d, seed=seed).reshape(side, side, d), dims=("y", "x", "band"))
+    model = cube.ppa.fit(n_samples=1200, random_state=seed)
+    params = model.params_
+    da, dim = model_features(cube, model, None)
+    sample, _, _ = _report_sample(da, dim, model, None, 0, True)
+    monkeypatch.setattr(blas, "pair_threads", lambda: cores)
+    _, r_ppa, r_pca, e_ppa, e_pca = errors.compare_errors_and_forward(params, sample, None, k)
+    c = 1 / float(power_of_two(np.abs(params.to_fit_space(sample)).max()))
+    for method, r, e in ((params, r_ppa, e_ppa), (params.pca(), r_pca, e_pca)):  # one after the other, on this thread
+        curve, forward = kernels.error_curve(np.asfortranarray(sample * c), method.scaled(c), with_forward=True)
+        np.testing.assert_array_equal(r, forward / c)
+        np.testing.assert_array_equal(e, curve[:, k - 1] / c / c)
+    _, discrete, _, measures, curves, outputs = _statistics(params, sample, "spacing", 0, for_maps=k)
+    np.testing.assert_array_equal(outputs[0], sample.T)
+    monkeypatch.setattr(blas, "pair_threads", lambda: 3 - cores)  # the statistics the other way: the same numbers
+    _, _, _, other, again, _ = _statistics(params, sample, "spacing", 0, for_maps=k)
+    for method in ("ppa", "pca"):
+        for name, curve in curves[method].items():
+            np.testing.assert_array_equal(again[method][name], curve)
+        np.testing.assert_array_equal(other[method].outputs.log_density, measures[method].outputs.log_density)
+    alone = MapDensities.of(measures["ppa"], measures["pca"], discrete)
+    with ThreadPoolExecutor(2) as pool:
+        beside = MapDensities.of(measures["ppa"], measures["pca"], discrete, pool.map)
+        maps = _sample_maps(outputs, alone, np.dtype(np.float64), pool.map)
+    for grid in ("inputs", "ppa", "pca"):
+        np.testing.assert_array_equal(getattr(beside, grid).table, getattr(alone, grid).table)
+    np.testing.assert_array_equal(maps, _sample_maps(outputs, alone, np.dtype(np.float64)))
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_maps_at_the_reports_own_pixels_come_from_its_sample_passes(seed):
     """A float64 cube of ``REUSE_FEATURES`` features or more: at the pixels of the report's own sample the four maps
@@ -309,7 +353,7 @@ def test_the_maps_at_the_reports_own_pixels_come_from_its_sample_passes(seed):
     _, discrete, _, measures, _, outputs = _statistics(model.params_, sample, "spacing", 0, for_maps=k)
     densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
     at_sample = np.stack([got[name].values.ravel()[index] for name in maps])
-    np.testing.assert_array_equal(at_sample, _sample_maps(sample, outputs, densities, np.dtype(np.float64)))
+    np.testing.assert_array_equal(at_sample, _sample_maps(outputs, densities, np.dtype(np.float64)))
     own = _pixel_block(sample, measures["ppa"], measures["pca"], k, 1, densities).T  # the maps' own kernel on those pixels
     for row in (2, 3):
         np.testing.assert_allclose(at_sample[row], own[row], rtol=0, atol=1e-12 * own[row].max())

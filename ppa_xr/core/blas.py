@@ -90,6 +90,13 @@ def own_load(samples: Sequence[tuple[float, float]], now: float, cpu: float) -> 
     return float(np.sum(rates * np.diff(weights)))
 
 
+def pair_threads() -> int:
+    """2 where two independent passes may run side by side (:func:`product_threads` leaves two cores), else 1: on a busy
+    machine two threads of memory-bound passes cost more CPU time than one after the other (the report's, measured: 2-7 ms
+    of 100 at load 7-10 on 2 cores)."""
+    return min(product_threads(), 2)
+
+
 def in_order(func: Callable[[int], object], starts: Sequence[int], threads: int) -> Iterator:
     """``func(start)`` of each of ``starts``, in their order, ``threads`` at a time on as many Python threads (each
     product inside on one BLAS thread, numpy's releasing the GIL): the results are those of one thread, bit for

@@ -378,8 +378,9 @@ def integer_sums(values, table, low, last, out):
     return whole == n * d
 
 
-#: pixels per sub-block of the feature-major look-ups: their sums and cells stay in cache, each column's table serves that many values at a time
-SUB_BLOCK = 16384
+#: pixels per block of the feature-major kernels (:data:`ppa_xr.core.kernels.BLOCK` is this one number): a block's
+#: look-ups (:func:`grid_sums`) keep their sums and cells in cache and read each column's table once
+PIXEL_BLOCK = 16384
 
 
 @_jit
@@ -387,13 +388,13 @@ def grid_sums(values, table, low, high, center, inv_scale, slope, intercept, out
     """``out[i] = sum_j table[j, cell_j(values[j, i])]`` for feature-major ``values`` (d, n), summed in order of ``j``
     in float64; NaN where a value is not finite. :class:`ppa_xr.core.lookup.UniformGrid`: the cell of ``v`` in
     ``[low_j, high_j]`` is ``floor(slope_j t(v) + intercept_j)`` clipped to ``1..G``, ``t`` the coordinate of
-    :func:`_coordinate`; 0 below, ``G + 1`` above. By sub-blocks of :data:`SUB_BLOCK` pixels, column by column:
+    :func:`_coordinate`; 0 below, ``G + 1`` above. By sub-blocks of :data:`PIXEL_BLOCK` pixels, column by column:
     the cells (arithmetic only, vectorized), then the gathers from the column's table."""
     d, n = values.shape
     above = table.shape[1] - 1
-    cells, bad = np.empty(SUB_BLOCK, np.int64), np.empty(SUB_BLOCK, np.float64)
-    for first in range(0, n, SUB_BLOCK):
-        m = min(SUB_BLOCK, n - first)
+    cells, bad = np.empty(PIXEL_BLOCK, np.int64), np.empty(PIXEL_BLOCK, np.float64)
+    for first in range(0, n, PIXEL_BLOCK):
+        m = min(PIXEL_BLOCK, n - first)
         sums = out[first : first + m]
         sums[:] = 0.0
         bad[:m] = 0.0

@@ -791,16 +791,21 @@ class MapDensities:
         return self.token
 
     @classmethod
-    def of(cls, ppa: PointwiseReduction, pca: PointwiseReduction, quantized: np.ndarray) -> MapDensities:
-        """From the report's two measures (which share the inputs' densities) and which bands are quantized (d,)."""
-        inputs = ppa.inputs.grid() if not quantized.any() else ppa.inputs
+    def of(cls, ppa: PointwiseReduction, pca: PointwiseReduction, quantized: np.ndarray, mapper: Callable = map) -> MapDensities:
+        """From the report's two measures (which share the inputs' densities) and which bands are quantized (d,);
+        ``mapper``: how the grids are built, one call each (``map``, or a thread pool's ``map``: the same grids)."""
+        continuous = [ppa.outputs, pca.outputs] + ([ppa.inputs] if not quantized.any() else [])
+        grids = list(mapper(lambda density: density.grid(), continuous))
         steps = ppa.inputs.integer_steps() if quantized.all() else None
-        return cls(inputs, ppa.outputs.grid(), pca.outputs.grid(), steps, (ppa.params.log2_det_jacobian(), pca.params.log2_det_jacobian()))
+        inputs = grids[2] if len(grids) > 2 else ppa.inputs
+        return cls(inputs, grids[0], grids[1], steps, (ppa.params.log2_det_jacobian(), pca.params.log2_det_jacobian()))
 
-    def gains(self, x: np.ndarray, r_ppa: np.ndarray, r_pca: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def gains(self, x: np.ndarray, r_ppa: np.ndarray, r_pca: np.ndarray, mapper: Callable = map) -> tuple[np.ndarray, np.ndarray]:
         """``Delta_i`` of PPA and of PCA (n,) for feature-major inputs ``x`` and outputs ``r_ppa``, ``r_pca`` (d, n),
-        in the outputs' float type: ``sum_j log2 p_rj(r_j) - sum_j log2 p_xj(x_j) + log2 |det J|``."""
-        inputs = (self.inputs if self.integer is None else self.integer).sums(x)
-        ppa = self.ppa.sums(r_ppa) - inputs + self.log2_det_jacobian[0]
-        pca = self.pca.sums(r_pca) - inputs + self.log2_det_jacobian[1]
+        in the outputs' float type: ``sum_j log2 p_rj(r_j) - sum_j log2 p_xj(x_j) + log2 |det J|``; ``mapper``: how
+        the three sets of look-ups run, one call each (``map``, or a thread pool's ``map``: the same sums)."""
+        tables = ((self.inputs if self.integer is None else self.integer, x), (self.ppa, r_ppa), (self.pca, r_pca))
+        inputs, on_ppa, on_pca = mapper(lambda pair: pair[0].sums(pair[1]), tables)
+        ppa = on_ppa - inputs + self.log2_det_jacobian[0]
+        pca = on_pca - inputs + self.log2_det_jacobian[1]
         return ppa.astype(r_ppa.dtype), pca.astype(r_pca.dtype)

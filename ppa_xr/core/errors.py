@@ -21,12 +21,13 @@ at most ``LEVEL`` of the time.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 
-from . import checks, kernels
+from . import blas, checks, kernels
 from .linalg import power_of_two, unit_mean
 from .params import PPAParams
 
@@ -166,13 +167,19 @@ def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weigh
     # on data divided by a power of two near its spread (exact): squared errors and their moments stay finite
     # and nonzero for features at 1e150 or 1e-200; the means are scaled back, the ratios do not depend on it
     centred = params.to_fit_space(X)
-    c = 1 / float(power_of_two(np.abs(centred).max(initial=0.0)))
+    # max |v| as max(max v, -min v): the same number, without an (n, d) temporary of |v|
+    c = 1 / float(power_of_two(np.maximum(centred.max(initial=0.0), -centred.min(initial=0.0))))
     X = np.multiply(X, c, order="F" if with_forward else "K")  # feature-major: the outputs come out so, each row written whole
     centred *= c  # = scaled(c).to_fit_space(X * c): W stays, the mean scales (exact, a power of two)
     floor = floor_of(np.mean(np.einsum("ij,ij->i", centred, centred)))
+    del centred  # its pages serve the curves' outputs
     outputs: tuple[np.ndarray | None, ...] = ()
-    if with_forward:
-        (a, r_a), (b, r_b) = (kernels.error_curve(X, method.scaled(c), with_forward=True) for method in (params, baseline))
+    if with_forward:  # the report's pass: the two maps' curves side by side where two cores are free (blas.pair_threads),
+        # each the same pass as alone (the kernels release the GIL); on a busy machine one after the other
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(kernels.error_curve, X, baseline.scaled(c), with_forward=True) if blas.pair_threads() > 1 else None
+            (a, r_a) = kernels.error_curve(X, params.scaled(c), with_forward=True)
+            (b, r_b) = kernels.error_curve(X, baseline.scaled(c), with_forward=True) if pending is None else pending.result()
         outputs = (np.divide(r_a, c, out=r_a), np.divide(r_b, c, out=r_b))  # exact: c is a power of two (in place: no new pages)
         outputs += tuple(e[:, kept - 1] / c / c if kept else None for e in (a, b))
     else:

@@ -44,7 +44,8 @@ from .checks import check_components
 from .docstrings import shared
 from .params import PPAParams
 
-BLOCK = 16384
+#: pixels per block (:data:`~ppa_xr.core.compiled.PIXEL_BLOCK`, the compiled look-ups' blocks too: one number)
+BLOCK = compiled.PIXEL_BLOCK
 
 
 def computed_dtype(dtype: np.dtype) -> np.dtype:

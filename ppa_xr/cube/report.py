@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from ..core import errors, kernels
+from ..core import blas, errors, kernels
 from ..core.checks import check_components, warn_user
 from ..core.entropy import (DEGENERATE, LN2, MapDensities, PointwiseReduction, check_estimator, column_sorts, degenerate, dequantized, discrete_columns,
                              marginal_density, reduction)
@@ -133,11 +133,12 @@ def _flat_positions(local: list[np.ndarray], sizes: list[np.ndarray]) -> np.ndar
     return flat
 
 
-def _sample_maps(sample: np.ndarray, outputs: tuple, densities: MapDensities, dtype: np.dtype) -> np.ndarray:
-    """The four maps (4, n) of the report's sample from its statistics' ``outputs`` (PPA's and PCA's outputs (n, d)
-    and squared errors (n,)), in the maps' float type ``dtype``."""
-    r_ppa, r_pca, error_ppa, error_pca = outputs
-    gain_ppa, gain_pca = densities.gains(kernels.feature_major(sample, sample.dtype), r_ppa.T, r_pca.T)
+def _sample_maps(outputs: tuple, densities: MapDensities, dtype: np.dtype, mapper: Callable = map) -> np.ndarray:
+    """The four maps (4, n) of the report's sample from its statistics' ``outputs`` (the sample feature-major (d, n),
+    PPA's and PCA's outputs (n, d) and squared errors (n,)), in the maps' float type ``dtype``; ``mapper`` runs the
+    three sets of look-ups (:meth:`~ppa_xr.core.entropy.MapDensities.gains`)."""
+    columns, r_ppa, r_pca, error_ppa, error_pca = outputs
+    gain_ppa, gain_pca = densities.gains(columns, r_ppa.T, r_pca.T, mapper)
     return np.stack([gain_ppa, gain_pca, error_ppa, error_pca]).astype(dtype)
 
 
@@ -157,16 +158,18 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     densities, and per method (PPA, its PCA) the output densities and the curves; ``weights`` (n,) weigh the
     pixels in all of them (whether an input is quantized is a property of its values, not weighed). Last, where
     ``for_maps`` (the components the maps keep) is given, the model is not reduced and no input is quantized: what
-    the maps need of the sample from the same passes, PPA's and PCA's outputs (n, d) and squared errors with
-    ``for_maps`` components (n,) (else None),
+    the maps need of the sample from the same passes, the sample feature-major (d, n) (the copy its column sorts
+    are made from), PPA's and PCA's outputs (n, d) and squared errors with ``for_maps`` components (n,) (else None),
     from which :func:`_sample_maps` makes the sample's maps.
 
     The inputs are the features, or a reduced model's span coordinates ``z = W (x - mean)``
     (:meth:`~ppa_xr.core.PPAParams.in_span`, where its map is square); the errors are those of the
     features either way (a point's part outside the span counts in every one, the last too).
-    The independent parts run side by side on two threads (numpy's sorts and
-    the kernels release the GIL): the error curves, the densities of each
-    method's outputs, and here the input densities. One sort of each column
+    The independent parts run side by side on two threads where two cores are
+    free (:func:`~ppa_xr.core.blas.pair_threads`; numpy's sorts and the
+    kernels release the GIL), one after the other on a busy machine, the same
+    numbers either way: the error curves, the densities of each method's
+    outputs, and here the input densities. One sort of each column
     serves the quantization test and the input densities. Without quantized
     inputs the outputs come from the error curves' own passes over the sample
     (:func:`~ppa_xr.core.errors.compare_errors_and_forward`): one pass per method.
@@ -188,22 +191,26 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
         return marginal_density(R, estimator, weights=weights), np.average(deviations * deviations, axis=0, weights=weights)
 
     sample_outputs = None
-    with ThreadPoolExecutor(2) as pool:
-        S = column_sorts(coordinates)
+    keep = for_maps is not None and not params.reduced
+    # where the maps reuse the sample, one feature-major copy serves its look-ups and (copied row by row) its sorts
+    columns = kernels.feature_major(coordinates, np.dtype(np.float64)) if keep else None
+    threads = blas.pair_threads()
+    with ThreadPoolExecutor(threads) as pool:
+        submit = pool.submit if threads > 1 else _done_now
+        S = column_sorts(coordinates if columns is None else columns.T)
         discrete = discrete_columns(coordinates, S)
         if discrete.any():  # densities of quantized inputs: of the dequantized values, sorted again
-            pending = pool.submit(errors.compare_errors, params, sample, None, weights)
+            pending = submit(errors.compare_errors, params, sample, None, weights)
             smooth = dequantized(coordinates, random_state, discrete, S)
             S = S.copy(order="K")
             S[:, discrete] = column_sorts(smooth[:, discrete])
-            done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
+            done = {name: submit(outputs, method, smooth) for name, method in methods.items()}
             comparison = pending.result()
         else:  # the error curves' passes give the outputs too: one pass per method over the sample
             smooth = coordinates
-            keep = for_maps is not None and not params.reduced
             comparison, *shared = errors.compare_errors_and_forward(params, sample, weights, for_maps if keep else None)
-            done = {name: pool.submit(outputs, method, coordinates, R, keep) for (name, method), R in zip(methods.items(), shared)}
-            sample_outputs = tuple(shared) if keep else None
+            done = {name: submit(outputs, method, coordinates, R, keep) for (name, method), R in zip(methods.items(), shared)}
+            sample_outputs = (columns, *shared) if keep else None
         inputs = marginal_density(smooth, estimator, S, weights)
         outside = params.outside_error(sample)  # what k = r (every component) leaves of a reduced model's inputs
         kept = 0.0 if outside is None else float(np.average(outside, weights=weights))
@@ -214,6 +221,13 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
             mse = np.append(getattr(comparison, name), kept)  # k = d keeps everything (of the span)
             curves[name] = {"entropy": density.entropy(), "variance": variance, "mse": mse}
     return comparison, discrete, inputs, measures, curves, sample_outputs
+
+
+def _done_now(fn: Callable, *args: Any) -> Future:
+    """``fn(*args)`` run here, as a finished future: a thread pool's ``submit`` where no second core is free."""
+    future: Future = Future()
+    future.set_result(fn(*args))
+    return future
 
 
 _ESTIMATOR_NAMES = {
@@ -326,8 +340,11 @@ def information_report(
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
     rounding = _rank_warning(curves["pca"]["variance"], params)
-    densities = MapDensities.of(measures["ppa"], measures["pca"], discrete)
-    known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(sample, outputs, densities, kernels.computed_dtype(da.dtype)))
+    threads = blas.pair_threads()  # the grids, then the sample's look-ups, side by side where two cores are free
+    with ThreadPoolExecutor(threads) as pool:  # (each the same work as alone)
+        mapper = pool.map if threads > 1 else map
+        densities = MapDensities.of(measures["ppa"], measures["pca"], discrete, mapper)
+        known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(outputs, densities, kernels.computed_dtype(da.dtype), mapper))
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", located=True, ppa=measures["ppa"], pca=measures["pca"], k=k,
                       densities=densities, reduced=params if params.reduced else None, known=known)
     variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
