@@ -335,18 +335,22 @@ class _Moments:
         """Per group, ``B_g^T W B_g`` (groups, K, K) and ``B_g^T W (x_g - mean)`` (groups, K, d), a panel of rows at a
         time: their states' columns ``r_p`` of the curved steps, each step's basis of its column, then its
         correction of the later steps' columns, ``r_q -= B_p F_p[:, q - p - 1]``. A panel holds the small groups
-        whole (:func:`_panels`: one basis per step for all of them), each group's products its own."""
+        whole (:func:`_panels`: one basis per step for all of them), each group's products its own, as a panel of that
+        group alone would make them (bit for bit)."""
         g, width, curved = self.groups, int(self.at[-1]), self.curved
         products, raw = np.zeros((len(g.spans), width, width)), np.zeros((len(g.spans), width, g.rows.shape[1]))
         bases = np.empty((min(PANEL, len(g.rows)), width), order="F")
         later = [[q - p - 1 for q in curved[j + 1:]] for j, p in enumerate(curved)]
+        turn = self.L[curved].T
         for lo, hi, pieces in _panels(g.spans, PANEL):
-            centred = g.rows[lo:hi] - self.params.mean
-            inputs, panel = centred @ self.L[curved].T, bases[: hi - lo]
+            centred, panel = g.rows[lo:hi] - self.params.mean, bases[: hi - lo]
+            # a product's row depends on where the row falls in the product's tiling (BLAS kernels): each piece's own
+            inputs = np.vstack([centred[a:b] @ turn for _, a, b in pieces])
             for j, p in enumerate(curved):
-                panel[:, self.at[j]:self.at[j + 1]] = _basis(self.params, p, inputs[:, j])
-                if later[j]:
-                    inputs[:, j + 1:] -= panel[:, self.at[j]:self.at[j + 1]] @ self.coefs[j][:, later[j]]
+                cols = slice(self.at[j], self.at[j + 1])
+                panel[:, cols] = _basis(self.params, p, inputs[:, j])
+                for _, a, b in pieces if later[j] else ():
+                    inputs[a:b, j + 1:] -= panel[a:b, cols] @ self.coefs[j][:, later[j]]
             for i, a, b in pieces:
                 weighted = panel[a:b] if g.weights is None else panel[a:b] * g.weights[lo + a:lo + b, None]
                 products[i] += weighted.T @ panel[a:b]
