@@ -10,8 +10,8 @@ BLAS at one thread), ``PPA(degree=1)``, ``PPA(configuration="fixed")``
 same, after validating its configuration on held-out groups), one warm-up each, then ``--repeat`` rounds calling them in turn; every run is
 listed, and ratios are best (worst round) against ``PCA()``. Beside them, the BLAS threads each timed
 ``PPA(degree=1)`` run took (``ppa_xr.core.blas.product_threads``: one where other processes' load, the 1-minute load
-average less this process's share, leaves no core idle; a benchmark run right after another process reads that
-process's last minute as load), so a run on one thread reads as one.
+average less this process's share, leaves no core idle), so a run on one thread reads as one; a slow run on two threads
+is system time faulting in fresh memory (0.04-0.08 s at 20,000 x 425, in any round).
 
 Memory: the peak of each fit call as ``tracemalloc`` sees it (numpy's
 allocations are traced), beyond the input, which exists before the call; in
