@@ -8,7 +8,10 @@ this benchmark). For each d: ``PCA()`` (numpy's default BLAS threads),
 BLAS at one thread), ``PPA(degree=1)``, ``PPA(configuration="fixed")``
 (candidate degrees 1..5, the options as given) and ``PPA()`` (the default: the
 same, after validating its configuration on held-out groups), one warm-up each, then ``--repeat`` rounds calling them in turn; every run is
-listed, and ratios are best (worst round) against ``PCA()``.
+listed, and ratios are best (worst round) against ``PCA()``. Beside them, the BLAS threads each timed
+``PPA(degree=1)`` run took (``ppa_xr.core.blas.product_threads``: one where other processes' load, the 1-minute load
+average less this process's share, leaves no core idle), so a run on one thread reads as one; a slow run on two threads
+is system time faulting in fresh memory (0.04-0.08 s at 20,000 x 425, in any round).
 
 Memory: the peak of each fit call as ``tracemalloc`` sees it (numpy's
 allocations are traced), beyond the input, which exists before the call; in
@@ -32,6 +35,7 @@ from sklearn.decomposition import PCA
 from threadpoolctl import threadpool_limits
 
 from ppa_xr import PPA
+from ppa_xr.core import blas
 from ppa_xr.core.ppa import fit_memory
 
 
@@ -55,6 +59,19 @@ def pca_one_thread(X: np.ndarray) -> PCA:
         return PCA().fit(X)
 
 
+def recorded_threads(fit: Callable[[], object], taken: list[int | None]) -> Callable[[], object]:
+    """``fit``, appending to ``taken`` the threads :func:`~ppa_xr.core.blas.product_threads` gave its first call (None: no call)."""
+    def run() -> object:
+        choose, given = blas.product_threads, []
+        blas.product_threads = lambda: given.append(choose()) or given[-1]
+        try:
+            return fit()
+        finally:
+            blas.product_threads = choose
+            taken.append(given[0] if given else None)
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20_000)
@@ -65,13 +82,14 @@ def main() -> None:
     print(f"n = {args.n}; seconds of each interleaved run; PPA / PCA(): best (worst round); memory: tracemalloc peak beyond "
           "the input, in multiples of the input's size (8 n d bytes)")
     print("| d | PCA() (s) | PCA(), one thread (s) | PPA(degree=1) (s) | / PCA() | / one thread | fixed (s) | / PCA() | / one thread "
-          "| PPA() (s) | / PCA() | / one thread | curved | memory: PCA() | PPA(degree=1) | fixed | PPA() | PPA() estimate | load |")
-    print("|" + "---|" * 19)
+          "| PPA() (s) | / PCA() | / one thread | curved | memory: PCA() | PPA(degree=1) | fixed | PPA() | PPA() estimate | load "
+          "| PPA(degree=1) threads |")
+    print("|" + "---|" * 20)
     for d in args.features:
         X = correlated_gaussian(args.n, d)
         cases = {
             "pca": lambda X=X: PCA().fit(X), "pca1": lambda X=X: pca_one_thread(X),
-            "linear": lambda X=X: PPA(degree=1, random_state=0).fit(X),
+            "linear": recorded_threads(lambda X=X: PPA(degree=1, random_state=0).fit(X), taken := []),
             "fixed": lambda X=X: PPA(configuration="fixed", random_state=0).fit(X), "ppa": lambda X=X: PPA(random_state=0).fit(X),
         }
         times = interleaved(cases, args.repeat)
@@ -83,7 +101,7 @@ def main() -> None:
         for name in ("linear", "fixed", "ppa"):
             cells += [runs(times[name]), ratio(times[name], times["pca"]), ratio(times[name], times["pca1"])]
         cells += [f"{int(np.sum(model.degrees_ > 1))} of {d - 1}", *(f"{memory[name]:.2f}x" for name in ("pca", "linear", "fixed", "ppa")),
-                  f"{estimate:.2f}x", f"{os.getloadavg()[0]:.1f}"]
+                  f"{estimate:.2f}x", f"{os.getloadavg()[0]:.1f}", ", ".join(map(str, taken[1:1 + args.repeat]))]
         print(f"| {d} | " + " | ".join(cells) + " |", flush=True)
 
 

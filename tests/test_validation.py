@@ -539,3 +539,62 @@ def test_the_validation_on_two_threads_is_the_validation_on_one(seed):
     for moments in (None, False):
         np.testing.assert_array_equal(*(truncation_errors(params, helix[:1000], helix[1000:], np.arange(0, 1001, 100), moments=moments,
                                                           threads=t) for t in (1, 2)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_small_groups_share_a_panel_and_each_makes_its_own_products(seed):
+    """The truncations' products of small held-out groups (a few dozen rows each) are made in shared panels, one basis
+    per curved step for all of them (``_panels``), and each group's products are those of a panel of that group alone,
+    bit for bit, weighted or not; a group longer than a panel is cut every ``PANEL`` rows from its start, as alone."""
+    from ppa_xr.core.linalg import PANEL
+
+    X = make_curved_mixture(10000, n_bands=8, random_state=seed).data
+    params = fit_params(X[:3000], PPA(configuration="fixed")._get_spec(), rng=np.random.default_rng(seed))
+    curved = params.curved_steps()
+    assert curved
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 80, 40).tolist() + [PANEL + 300] + rng.integers(1, 80, 10).tolist()
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    rows, weights = X[3000:3000 + bounds[-1]], rng.uniform(0.5, 2.0, bounds[-1])
+    spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    panels = candidates._panels(spans, PANEL)
+    assert len(panels) < len(sizes) // 4  # the small groups share panels
+    assert [(i, lo + a, lo + b) for lo, _, pieces in panels for i, a, b in pieces] == \
+        [(i, a, min(a + PANEL, hi)) for i, (lo, hi) in enumerate(spans) for a in range(lo, hi, PANEL)]
+    for w in (None, weights):
+        together = candidates._Moments(params, candidates.Groups(rows, w, bounds), curved)
+        for i, (lo, hi) in enumerate(spans):
+            alone = candidates._Moments(params, candidates.Groups(rows[lo:hi], None if w is None else w[lo:hi], np.array([0, hi - lo])), curved)
+            np.testing.assert_array_equal(together.products[i], alone.products[0])
+            np.testing.assert_array_equal(together.raw[i], alone.raw[0])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_truncations_from_the_first_curved_one_are_those_of_the_whole_pass(seed):
+    """The robust family's truncation 0 (its PCA, the plain family's, never judged) is not measured: ``first=1`` gives
+    every later truncation's errors bit for bit, from the moments and from the rows, and NaN for truncation 0."""
+    X = make_curved_mixture(6000, n_bands=8, anomalies=0.01, random_state=seed).data
+    params = fit_params(X[:3000], PPA(robust=True, configuration="fixed")._get_spec(), rng=np.random.default_rng(seed))
+    assert params.curved_steps()
+    bounds = np.arange(0, 3001, 100)
+    for rows in (False, True):
+        train = candidates.Groups(X[:3000], None, np.array([0, 3000]), scatter=not rows)
+        held = candidates.Groups(X[3000:], None, bounds, True, train.origin)
+        whole, _ = candidates._truncations(params, train, held, rows)
+        later, _ = candidates._truncations(params, train, held, rows, first=1)
+        assert np.isnan(later[0]).all()
+        np.testing.assert_array_equal(later[1:], whole[1:])
+
+
+def test_the_validations_second_thread_is_made_once_and_a_call_on_it_runs_in_turn():
+    """``_both`` runs its second task on one worker thread kept for the process (no thread pool started per call), its
+    first on the caller's; called on the worker itself, it runs both in turn instead of waiting on itself."""
+    import threading
+
+    firsts: list[threading.Thread] = []
+    seconds: list[threading.Thread] = []
+    for _ in range(3):
+        assert candidates._both(lambda: firsts.append(threading.current_thread()) or 1, lambda: seconds.append(threading.current_thread()) or 2, 2) == [1, 2]
+    assert set(firsts) == {threading.current_thread()} and len(set(seconds)) == 1 and seconds[0] is not threading.current_thread()
+    assert candidates._both(lambda: 1, lambda: candidates._both(lambda: 2, lambda: 3, 2), 2) == [1, [2, 3]]
+    assert candidates._both(lambda: 4, lambda: seconds.append(threading.current_thread()), 1) == [4, None] and seconds[-1] is threading.current_thread()

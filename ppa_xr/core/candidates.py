@@ -119,7 +119,10 @@ held-out halves of the fitting sample do not reproduce it
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -195,11 +198,33 @@ def _coefficients(params: PPAParams, p: int) -> np.ndarray:
 
 
 def _both(first: Callable[[], object], second: Callable[[], object], threads: int) -> list:
-    """``[first(), second()]``, on two Python threads where ``threads > 1`` (:func:`~ppa_xr.core.blas.in_order`; their
-    products release the GIL, each on one BLAS thread): the same results as one after the other, where the two
-    write apart."""
-    tasks = (first, second)
-    return list(blas.in_order(lambda i: tasks[i](), range(2), threads))
+    """``[first(), second()]``: where ``threads > 1``, ``second`` on the validation's one worker thread (:func:`_worker`,
+    made once per process: a thread pool's start per call cost more than a d x d x d product below 100 features) while
+    ``first`` runs on this one (their products release the GIL, each on one BLAS thread): the same results as one after
+    the other, where the two write apart. On the worker itself, one after the other."""
+    if threads < 2 or threading.current_thread().name.startswith(_WORKER_NAME):
+        return [first(), second()]
+    later = _worker().submit(second)
+    try:
+        result = first()
+    finally:
+        other = later.result()  # waited for even where ``first`` raised: nothing runs on after the call
+    return [result, other]
+
+
+_WORKER_NAME = "ppa_xr-validation"
+_WORKERS: list[ThreadPoolExecutor] = []
+
+
+def _worker() -> ThreadPoolExecutor:
+    """The validation's worker thread, started at its first use; a forked child starts its own."""
+    if not _WORKERS:
+        _WORKERS.append(ThreadPoolExecutor(1, thread_name_prefix=_WORKER_NAME))
+    return _WORKERS[0]
+
+
+if hasattr(os, "register_at_fork"):  # the parent's thread does not exist in a child
+    os.register_at_fork(after_in_child=_WORKERS.clear)
 
 
 def _norms(stack: np.ndarray) -> np.ndarray:
@@ -254,6 +279,23 @@ class Groups:
         return first, second
 
 
+def _panels(spans: list[tuple[int, int]], size: int) -> list[tuple[int, int, list[tuple[int, int, int]]]]:
+    """Panels of at most ``size`` consecutive rows, ``(lo, hi, pieces)``, made of whole pieces ``(group, a, b)`` (rows
+    ``lo + a .. lo + b`` of group ``group``): each group's rows (``spans``, consecutive) cut every ``size`` rows from
+    its start, as a panel of that group alone would hold them, and consecutive pieces joined while they fit."""
+    panels: list[tuple[int, int, list[tuple[int, int, int]]]] = []
+    for i, (start, stop) in enumerate(spans):
+        for a in range(start, stop, size):
+            b = min(a + size, stop)
+            if panels and b - panels[-1][0] <= size:
+                lo, _, pieces = panels[-1]
+                pieces.append((i, a - lo, b - lo))
+                panels[-1] = (lo, b, pieces)
+            else:
+                panels.append((a, b, [(i, 0, b - a)]))
+    return panels
+
+
 class _Moments:
     """One fit's states ``r = L (x - mean)`` on a :class:`Groups` (``L = A W``), held as each group's second moments
     ``M_g = sum_{i in g} w_i r_i r_i^T``, downdated with each correction ``r[:, p+1:] -= B F``:
@@ -292,22 +334,27 @@ class _Moments:
     def _products(self) -> tuple[np.ndarray, np.ndarray]:
         """Per group, ``B_g^T W B_g`` (groups, K, K) and ``B_g^T W (x_g - mean)`` (groups, K, d), a panel of rows at a
         time: their states' columns ``r_p`` of the curved steps, each step's basis of its column, then its
-        correction of the later steps' columns, ``r_q -= B_p F_p[:, q - p - 1]``."""
+        correction of the later steps' columns, ``r_q -= B_p F_p[:, q - p - 1]``. A panel holds the small groups
+        whole (:func:`_panels`: one basis per step for all of them), each group's products its own, as a panel of that
+        group alone would make them (bit for bit)."""
         g, width, curved = self.groups, int(self.at[-1]), self.curved
         products, raw = np.zeros((len(g.spans), width, width)), np.zeros((len(g.spans), width, g.rows.shape[1]))
         bases = np.empty((min(PANEL, len(g.rows)), width), order="F")
         later = [[q - p - 1 for q in curved[j + 1:]] for j, p in enumerate(curved)]
-        for i, (lo, hi) in enumerate(g.spans):
-            for start in range(lo, hi, PANEL):
-                centred = g.rows[start:min(start + PANEL, hi)] - self.params.mean
-                inputs, panel = centred @ self.L[curved].T, bases[: len(centred)]
-                for j, p in enumerate(curved):
-                    panel[:, self.at[j]:self.at[j + 1]] = _basis(self.params, p, inputs[:, j])
-                    if later[j]:
-                        inputs[:, j + 1:] -= panel[:, self.at[j]:self.at[j + 1]] @ self.coefs[j][:, later[j]]
-                weighted = panel if g.weights is None else panel * g.weights[start:start + len(centred), None]
-                products[i] += weighted.T @ panel
-                raw[i] += weighted.T @ centred
+        turn = self.L[curved].T
+        for lo, hi, pieces in _panels(g.spans, PANEL):
+            centred, panel = g.rows[lo:hi] - self.params.mean, bases[: hi - lo]
+            # a product's row depends on where the row falls in the product's tiling (BLAS kernels): each piece's own
+            inputs = np.vstack([centred[a:b] @ turn for _, a, b in pieces])
+            for j, p in enumerate(curved):
+                cols = slice(self.at[j], self.at[j + 1])
+                panel[:, cols] = _basis(self.params, p, inputs[:, j])
+                for _, a, b in pieces if later[j] else ():
+                    inputs[a:b, j + 1:] -= panel[a:b, cols] @ self.coefs[j][:, later[j]]
+            for i, a, b in pieces:
+                weighted = panel[a:b] if g.weights is None else panel[a:b] * g.weights[lo + a:lo + b, None]
+                products[i] += weighted.T @ panel[a:b]
+                raw[i] += weighted.T @ centred[a:b]
         return products, raw
 
     def correct(self, p: int) -> None:
@@ -341,15 +388,14 @@ class _Moments:
 
     def energies(self, lead: int, vectors: np.ndarray, threads: int = 1) -> np.ndarray:
         """``sum_{i in g} w_i (r_i[lead:] . v_j)^2 = v_j^T M_g v_j`` (groups, d - lead) for the axes ``V``, the groups
-        split between ``threads`` threads (each group's the same products)."""
+        split between ``threads`` threads, each half's products stacked in one call (each group's the same products)."""
         out = np.empty((len(self.moments), len(vectors)))
 
-        def of(groups: range) -> None:
-            for g in groups:
-                out[g] = np.einsum("ij,ij->j", self.moments[g, lead:, lead:] @ vectors, vectors)
+        def of(groups: slice) -> None:
+            out[groups] = np.einsum("gij,ij->gj", self.moments[groups, lead:, lead:] @ vectors, vectors)
 
-        half = (len(out) + 1) // 2
-        _both(lambda: of(range(half)), lambda: of(range(half, len(out))), threads)
+        half = (len(out) + 1) // 2 if threads > 1 else len(out)
+        _both(lambda: of(slice(0, half)), lambda: of(slice(half, len(out))), threads)
         return out
 
     def cross(self, lead: int, vectors: np.ndarray) -> np.ndarray:
@@ -445,9 +491,11 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     return errors
 
 
-def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = False, threads: int = 1) -> tuple[np.ndarray, float]:
+def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = False, threads: int = 1,
+                 first: int = 0) -> tuple[np.ndarray, float]:
     """:func:`truncation_errors` on rows whose moments are made (held's from its moments where it has them),
-    and the held-out rows' energy ``sum w ||W (x - mean)||^2``.
+    and the held-out rows' energy ``sum w ||W (x - mean)||^2``; the truncations before ``first`` not measured (their
+    errors NaN: the robust family's PCA is the plain family's).
 
     One pass over the curved steps. The training residual's second moments are
     downdated with each correction (:class:`_Moments`), and so are the held-out
@@ -465,21 +513,22 @@ def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = Fa
     if not rows:
         fitted, unseen = _both(lambda: _Moments(params, train, curved),
                                lambda: _Rows(params, held) if held.scatter is None else _Moments(params, held, curved), threads)
-        measured = _measure(params, fitted, unseen, len(held.spans), threads)
+        measured = _measure(params, fitted, unseen, len(held.spans), threads, first)
     if measured is None:  # the two sides' states made one after the other: each with its temporary, they are the peak
-        measured = _measure(params, _RowMoments(params, train), _Rows(params, held), len(held.spans), threads)
+        measured = _measure(params, _RowMoments(params, train), _Rows(params, held), len(held.spans), threads, first)
     assert measured is not None  # the rows' arithmetic is the reference: never refused
     return measured
 
 
 def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments | _Rows, groups: int,
-             threads: int = 1) -> tuple[np.ndarray, float] | None:
+             threads: int = 1, first: int = 0) -> tuple[np.ndarray, float] | None:
     """:func:`_truncations` from ``fitted`` (the training residual's moments) and ``unseen`` (the held-out
-    rows' states or moments), each correction of the two side by side on ``threads`` threads; None where ``fitted``
-    is a :class:`_Moments` whose rounding could move an error."""
+    rows' states or moments), each correction of the two side by side on ``threads`` threads, the truncations from
+    ``first`` on (the earlier ones' errors NaN); None where ``fitted`` is a :class:`_Moments` whose rounding could
+    move an error."""
     d = params.n_features
     curved = params.curved_steps()
-    out = np.empty((len(curved) + 1, groups, d - 1))
+    out = np.full((len(curved) + 1, groups, d - 1), np.nan)
     full = np.empty((groups, d - 1))  # the untruncated fit's errors, filled as the states come
     total = 0.0
     for c in range(len(curved) + 1):
@@ -492,6 +541,8 @@ def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments
         last = curved[c] if c < len(curved) else d - 1
         ks = np.arange(max(lead, 1), last + 1)
         full[:, ks - 1] = squares[:, ks - lead]
+        if c < first:
+            continue
         # the capped rest: PCA of the training residual's second moments (its mean is zero: every step's
         # least squares has a constant term); its errors keeping lead + j components
         values, vectors = scipy.linalg.eigh(fitted.moments[0, lead:, lead:], check_finite=False)
@@ -800,7 +851,8 @@ class _Validation:
         part = self.parts[i]
         if i not in self._groups:
             self._groups[i] = self._moments(i, self.threads)
-        errors, total = _truncations(params, *self._groups[i], threads=self.threads)
+        # the robust family's truncation 0, its PCA, is the plain family's, and never judged: not measured where it has a later one
+        errors, total = _truncations(params, *self._groups[i], threads=self.threads, first=int(robust and bool(params.curved_steps())))
         if not robust:  # the plain family's PCA (truncation 0) is the baseline of every candidate
             self.pca[part.held] = errors[0]
             self.total += total
