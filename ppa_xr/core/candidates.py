@@ -924,7 +924,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
 
         # the cores the load leaves (read before the fits hold one BLAS thread): the held-out measurement's two sides
         # run side by side on as many Python threads, each product on one BLAS thread
-        threads = min(blas.product_threads(), 2) if X.shape[1] >= THREADED_FEATURES else 1
+        threads = blas.pair_threads() if X.shape[1] >= THREADED_FEATURES else 1
         with blas.every_blas_on_one_thread():  # as the fits: the products are small, and extra BLAS threads only wait
             kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
             # a searched fit's curved steps are not the PCA-led half fit's: its count caps only PCA-led fits
