@@ -381,7 +381,7 @@ def test_an_s_mode_report_on_a_cube_maps_each_held_out_time_step():
     cells = sst.stack(cell=("lat", "lon"))
     model = cells.ppa.fit(dim="cell", n_samples=24, random_state=0)
     report = cells.ppa.information_report(model).compute()
-    assert report.attrs["estimated_on"].startswith("held out") and report.attrs["sample_size"] == 12
+    assert report.attrs["estimated_on"].startswith("held out: samples (maps) outside") and report.attrs["sample_size"] == 12
     assert report.mi_reduction_ppa.dims == ("time",) and np.isfinite(report.mi_reduction_ppa.values).all()
     np.testing.assert_allclose(report.error_ppa.values, cells.ppa.reconstruction_error(model, 3).values, rtol=1e-5)  # float32 cells
     held = cells.ppa.evaluate(model, n_samples=None)

@@ -450,14 +450,16 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
                    held_out: bool) -> tuple[np.ndarray, np.ndarray, str]:
     """The report's pixels (float64), their flat indices, and what they are: held out where enough are
     (:func:`~ppa_xr.cube.sampling.shortfall`), else the fitting sample, with a warning that states the bias."""
-    fitted = sampling.fitted_shares(da, dim, model.sample_)
+    record = sampling.Fitted.of(da, dim, model)
+    fitted = record.shares
     if held_out:
-        drawn = sampling.held_out(da, dim, fitted, n_samples, random_state, default=REPORT_SAMPLES, fitted=sampling.witnessed(model.sample_, model.params_.s_mode))
+        drawn = record.held_out(da, dim, n_samples, random_state, default=REPORT_SAMPLES)
         if message := sampling.without_complete_pixels(da, dim, drawn, fitted, random_state):
             raise ValueError(message)
         message = sampling.shortfall(drawn, None, model.params_.s_mode)
         if message is None:
-            on = "held out: pixels outside the model's fitting sample" if fitted else "held out: the given pixels (no fitting sample of this cube recorded)"
+            what = "samples (maps)" if model.params_.s_mode else "pixels"
+            on = f"held out: {what} outside the model's fitting sample" if fitted else f"held out: the given {what} (no fitting sample of this cube recorded)"
             return drawn.values.astype(np.float64, copy=False), drawn.index, on
         if not fitted:
             raise ValueError(message)
