@@ -294,6 +294,21 @@ def test_a_table_as_a_labelled_dataarray_is_read_by_its_labels(curved):
         model.transform(cube.to_dataset("band").stack(pixel=("y", "x")))
 
 
+def test_estimator_fitted_on_a_labelled_dataarray_records_its_features_labels(curved, tmp_path):
+    """``PPA().fit`` of a stacked cube ``(pixel, band)`` records its band labels, as a DataFrame's columns are: a later
+    table or cube in another band order was mapped by position, silently, the model not knowing its labels."""
+    table = xr.DataArray(curved, dims=("pixel", "band"), coords={"band": list("abcd")})
+    model = PPA(degree=2, configuration="fixed").fit(table)
+    np.testing.assert_array_equal(model.feature_labels_, list("abcd"))
+    assert model.feature_dim_ == "band"
+    reversed_bands = table.isel(band=[3, 2, 1, 0])
+    np.testing.assert_array_equal(model.transform(reversed_bands), model.transform(curved))
+    loaded = load_model(model.save(tmp_path / "m.nc"))
+    np.testing.assert_array_equal(loaded.transform(reversed_bands), model.transform(curved))
+    cube = reversed_bands.unstack() if "pixel" in reversed_bands.indexes else reversed_bands.T.expand_dims(y=1)
+    np.testing.assert_allclose(cube.ppa.transform(model).isel(y=0).values, model.transform(curved).T)
+
+
 def test_pandas_nullable_columns_through_to_xarray_are_numbers_with_their_gaps(curved):
     """A DataFrame of nullable Float64 / Int64 columns (pd.NA for gaps) through to_xarray keeps pandas' arrays, and the
     accessor failed with numpy's "Cannot interpret 'Float64Dtype()' as a data type"; their pd.NA are NaN."""
