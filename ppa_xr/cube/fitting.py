@@ -13,7 +13,7 @@ from ..core.fill import check_missing
 from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model import PPA
 from ..model.labels import FeatureLabels, check_matrix_labels, shown
-from .inputs import feature_array, without_dropped
+from .inputs import feature_array, spatial_dims, warn_guessed_space, without_dropped
 from .noise import noise_covariance, noise_moments, sample_covariance
 from .sampling import ALL_OBSERVED, ANY_OBSERVED, feature_weights_at, over_features, sample_cubes
 
@@ -156,6 +156,8 @@ def fit_pooled(
     feature_weights, weights = _by_kind(arrays[0], dim, weights)
     sampled, used = _s_mode_features(arrays, dim)
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
+    for da in sampled if isinstance(declared.degree, tuple) and len(declared.degree) > 1 else ():  # degrees selected on blocks
+        warn_guessed_space(da, dim, f"the degree selection holds out spatial blocks along {spatial_dims(da, dim)}")
     pooled = _sampled(sampled, dim, n_samples, random_state, shift, check_missing(missing), progress)
     if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
         declared = declared.replace(noise_cov=sample_covariance(_noise_sample(noise, dim, features, d), dim))
