@@ -207,7 +207,8 @@ def test_a_series_of_one_variable_and_a_cube_given_to_the_estimator_say_where_th
     through its accessor: each refusal names the call that works, and that call works."""
     cube, model = small
     series = cube.rename(band="time").assign_coords(time=np.arange(cube.sizes["band"])).to_dataset(name="ndvi")
-    with pytest.raises(ValueError, match=r"one data variable, 'ndvi'.*ds\['ndvi'\] with dim='time' \(CLI: --variable ndvi --dim time\)"):
+    with pytest.raises(ValueError, match=r"one data variable, 'ndvi'.*ds\['ndvi'\] with dim='time' \(CLI: --variable ndvi, and "
+                                         r"ppa-xr fit's --dim time; the other commands take the model's\)"):  # only fit has --dim
         series.ppa.fit(dim="time")
     two = series.assign(evi=series.ndvi * 0.5)
     with pytest.raises(ValueError, match=r"already has a dimension 'time'.*ds\['ndvi'\] \(CLI: --variable ndvi\)"):

@@ -83,7 +83,8 @@ def _stacked_variables(ds: xr.Dataset, dim: Hashable) -> xr.DataArray:
         named = dim if dim in ds[name].dims else "<one of them>"
         raise ValueError(f"the Dataset has one data variable, {str(name)!r} {ds[name].dims}, and a Dataset's variables are its "
                          f"features, one each: to take the values along one of its dims as the features, pass the DataArray "
-                         f"ds[{str(name)!r}] with dim={named!r} (CLI: --variable {name} --dim {named})")
+                         f"ds[{str(name)!r}] with dim={named!r} (CLI: --variable {name}, and ppa-xr fit's --dim {named}; the "
+                         f"other commands take the model's)")
     shapes = {name: ds[name].dims for name in ds.data_vars}
     if len({frozenset(dims) for dims in shapes.values()}) > 1:  # the same dims in another order are stacked as xarray broadcasts
         widest = max(shapes, key=lambda name: len(shapes[name]))

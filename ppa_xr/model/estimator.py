@@ -1010,7 +1010,7 @@ def _table_features(X: Any) -> FeatureLabels | None:
     """The labels of a 2-D DataArray's features (its second dim: a stacked cube, ``(pixel, band)``), recorded as a
     cube's are, so later tables and cubes are matched by label; None for other tables (a DataFrame's columns are
     scikit-learn's ``feature_names_in_``) and for a DataArray without labels along that dim."""
-    dims = getattr(X, "dims", ())
+    dims: tuple[Hashable, ...] = tuple(getattr(X, "dims", ()))
     if hasattr(X, "data_vars") or len(dims) != 2 or dims[1] not in getattr(X, "coords", {}):
         return None
     return FeatureLabels.of(X, dims[1])
