@@ -380,14 +380,14 @@ def _rounded_within(block: np.ndarray, dtype: np.dtype, nodata: float) -> np.nda
     return rounded
 
 
-def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: str | None = None) -> xr.DataArray | xr.Dataset:
+def open_cube(paths: str | os.PathLike | Sequence[str | os.PathLike], chunks: int = 1024, variable: str | None = None) -> xr.DataArray | xr.Dataset:
     """A raster (GeoTIFF and the like, via rioxarray), a stack of single-band rasters, or a netCDF / zarr
     dataset (or one ``variable`` of it), opened lazily with ``chunks`` pixels along x and y.
 
     Parameters
     ----------
-    paths : sequence of path
-        One file or store, or several single-band rasters (one per band).
+    paths : path or sequence of path
+        One file or store (alone or in a list), or several single-band rasters (one per band).
     chunks : int
         x/y chunk size in pixels.
     variable : str, optional
@@ -403,6 +403,8 @@ def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: 
     FileNotFoundError, ValueError
         A missing input, an unreadable one, a ``variable`` it lacks.
     """
+    if isinstance(paths, (str, bytes, os.PathLike)):  # a name alone, not its characters as names
+        paths = [paths]
     files = [as_path(p, "an input") for p in paths]
     for path in files:
         if not path.exists():
