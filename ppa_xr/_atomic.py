@@ -53,6 +53,12 @@ def as_path(value: Any, what: str = "path") -> Path:
     raise TypeError(f"{what} must be a path (str, bytes or os.PathLike), got {type(value).__name__}")
 
 
+def as_paths(value: Any, what: str = "path") -> list[Path]:
+    """``value``, one path or a sequence of them, as a list of :class:`~pathlib.Path` (a str alone is one name, not its
+    characters as names)."""
+    return [as_path(v, what) for v in ([value] if isinstance(value, (str, bytes, os.PathLike)) else value)]
+
+
 def suffix_of(path: Path, suffixes: Iterable[str], what: str = "output") -> str:
     """The lower-case suffix of ``path`` among ``suffixes``, or a ValueError saying what the name lacks."""
     suffixes = tuple(suffixes)

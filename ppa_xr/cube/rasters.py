@@ -20,7 +20,7 @@ import xarray as xr
 
 from ..core.checks import warn_user
 from ..core.docstrings import Chunks
-from .._atomic import as_path, check_output, replace_atomically, special, suffix_of
+from .._atomic import as_path, as_paths, check_output, replace_atomically, special, suffix_of
 from .inputs import COMPONENT, COMPONENT_NAME, common_units, declared_packing, float_dtype, masked_float
 
 #: suffixes opened with xarray (netCDF, zarr stores); any other file is opened as a raster (rioxarray: GeoTIFF, VRT, JPEG 2000, ...)
@@ -403,9 +403,7 @@ def open_cube(paths: str | os.PathLike | Sequence[str | os.PathLike], chunks: in
     FileNotFoundError, ValueError
         A missing input, an unreadable one, a ``variable`` it lacks.
     """
-    if isinstance(paths, (str, bytes, os.PathLike)):  # a name alone, not its characters as names
-        paths = [paths]
-    files = [as_path(p, "an input") for p in paths]
+    files = as_paths(paths, "an input")
     for path in files:
         if not path.exists():
             raise FileNotFoundError(f"input {path} does not exist")
