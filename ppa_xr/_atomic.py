@@ -53,6 +53,12 @@ def as_path(value: Any, what: str = "path") -> Path:
     raise TypeError(f"{what} must be a path (str, bytes or os.PathLike), got {type(value).__name__}")
 
 
+def as_paths(value: Any, what: str = "path") -> list[Path]:
+    """``value``, one path or a sequence of them, as a list of :class:`~pathlib.Path` (a str alone is one name, not its
+    characters as names)."""
+    return [as_path(v, what) for v in ([value] if isinstance(value, (str, bytes, os.PathLike)) else value)]
+
+
 def suffix_of(path: Path, suffixes: Iterable[str], what: str = "output") -> str:
     """The lower-case suffix of ``path`` among ``suffixes``, or a ValueError saying what the name lacks."""
     suffixes = tuple(suffixes)
@@ -91,11 +97,45 @@ def _check_replaceable(path: Path, what: str) -> None:
         return
     if path.suffix.lower() == ".zarr":
         if path.is_dir() and any((path / mark).exists() for mark in _ZARR_MARKS):
+            if foreign := foreign_entries(path):
+                raise FileExistsError(f"{what} {path} is a zarr store holding files zarr does not write ({', '.join(foreign[:5])}"
+                                      f"{', ...' if len(foreign) > 5 else ''}); replacing the store would delete them: move them "
+                                      "out of it, or write to another path")
             return
         held = "a file" if not path.is_dir() else f"a folder holding {', '.join(sorted(os.listdir(path))[:3]) or 'nothing'}"
         raise FileExistsError(f"{what} {path} is not a zarr store ({held}); overwriting replaces only a zarr store: choose another path")
     if path.is_dir():
         raise FileExistsError(f"{what} {path} is a folder; overwriting replaces only a file: choose another path")
+
+
+#: the metadata files of a zarr store (v2 and v3) and of each of its arrays
+_META = {"zarr.json", ".zattrs", ".zgroup", ".zmetadata", ".zarray"}
+#: a chunk's key: ``c/0/1`` (zarr v3) or ``0.1`` (v2)
+_CHUNK = re.compile(r"\d+(\.\d+)*")
+
+
+def foreign_entries(store: Path, allowed: Callable[[str], bool] = lambda name: True) -> list[str]:
+    """Everything in a zarr store, at any depth, that zarr does not write for arrays named as ``allowed`` says (a
+    model's variables; any name by default): replacing the store would delete it. Zarr writes the store's metadata
+    files and, per array, a folder of array metadata and chunks (a store of nested groups is foreign too)."""
+    foreign = []
+    for entry in sorted(store.iterdir()):
+        if entry.name in _META and entry.is_file() and not entry.is_symlink():
+            continue
+        array = any((entry / meta).is_file() for meta in ("zarr.json", ".zarray"))
+        if not (entry.is_dir() and not entry.is_symlink() and allowed(entry.name) and array):
+            foreign.append(entry.name)
+            continue
+        foreign += [str(inner.relative_to(store)) for inner in sorted(entry.rglob("*")) if not _array_entry(inner.relative_to(entry), inner)]
+    return foreign
+
+
+def _array_entry(relative: Path, inner: Path) -> bool:
+    """Whether ``inner`` (``relative`` to its array's folder) is what zarr writes there: metadata, or a chunk
+    (``c/0/1``, zarr v3; ``0.1``, v2) and the folders holding chunks; never a link."""
+    parts = relative.parts
+    chunk = parts[0] == "c" and all(part.isdigit() for part in parts[1:])
+    return not inner.is_symlink() and (chunk or (len(parts) == 1 and (parts[0] in _META or bool(_CHUNK.fullmatch(parts[0])))))
 
 
 def refuse_inputs(path: Path, inputs: Iterable[str | os.PathLike], what: str = "output") -> None:

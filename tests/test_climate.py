@@ -477,6 +477,21 @@ def test_s_mode_fill_of_a_cube_leaves_land_nan():
     assert error < 0.2 * anomaly  # 0.15-0.18 degC against 1.9 (seeds 0-2): the observed nine tenths place the month in the span
 
 
+def test_a_stacked_cube_of_other_cells_is_told_to_select_the_models_cells_not_to_relabel_by_position():
+    """A stacked cube of another region (as many cells, other ones) was told to relabel its cells by position, which would
+    read each cell as another: it is told to select the model's cells before stacking, and that call works."""
+    sst = open_ersst_sample()["sst"].load()
+    cells = sst.isel(lat=slice(30, 60))
+    model = cells.stack(cell=("lat", "lon")).ppa.fit(dim="cell", random_state=0, n_samples=30, degree=1)
+    with pytest.raises(ValueError, match=r"lacks 900 of the model's 5400.*cube.sel\(lat=grid.lat, lon=grid.lon\).stack\(cell=\('lat', "
+                                         r"'lon'\)\) with grid = model.to_xarray\(\).components.unstack\('cell'\)") as refusal:
+        sst.isel(lat=slice(35, 65)).stack(cell=("lat", "lon")).ppa.transform(model)
+    assert "position)" not in str(refusal.value) and "assign_coords" not in str(refusal.value)
+    grid = model.to_xarray().components.unstack("cell")
+    selected = sst.sel(lat=grid.lat, lon=grid.lon).stack(cell=("lat", "lon")).ppa.transform(model)
+    np.testing.assert_allclose(selected.values, cells.stack(cell=("lat", "lon")).ppa.transform(model).values, atol=1e-3)
+
+
 def test_grids_in_another_longitude_convention_or_latitudes_in_degrees_say_how_to_convert():
     """A cube stacked with longitudes -180..180 on a model of 0..360 was refused with advice to relabel by position (wrong:
     their order differs); cos() of latitudes in degrees gave negative weights refused as "check how they were computed"."""

@@ -419,6 +419,8 @@ def test_an_input_nc_that_is_text_or_a_fifo_is_named(tmp_path, capsys):
     cube.to_netcdf(tmp_path / "classic.nc", engine="scipy")
     for name in ("h5.nc", "classic.nc"):
         assert ppa_xr.open_cube([tmp_path / name])["c"].shape == (2, 3, 3)
+    for one in (tmp_path / "h5.nc", str(tmp_path / "h5.nc")):  # a name alone: it was read as names of one character each
+        assert ppa_xr.open_cube(one)["c"].shape == (2, 3, 3)
 
 
 def test_overwrite_replaces_only_what_the_output_would_be(tmp_path, cube_model):
@@ -437,6 +439,26 @@ def test_overwrite_replaces_only_what_the_output_would_be(tmp_path, cube_model):
     assert (tmp_path / "notes.zarr" / "notes.txt").read_text() == "precious" and (tmp_path / "folder.tif").is_dir()
     for name in ("out.zarr", "out.tif"):
         ppa_xr.write_cube(scores, tmp_path / name)
+        ppa_xr.write_cube(scores, tmp_path / name, overwrite=True)
+
+
+def test_overwrite_of_a_zarr_store_holding_other_files_is_refused(tmp_path, cube_model):
+    """overwrite=True at a zarr store where the user put files of their own (notes beside the arrays, a file inside an
+    array's folder) replaced the store whole, and they were lost, silently, as a model's save refuses: refused, naming
+    them; stores of arrays only (zarr v2 or v3, a Dataset's) are replaced as before."""
+    cube, model = cube_model
+    scores = cube.ppa.transform(model)
+    for inner in ("notes.txt", "ppa/notes.txt"):
+        ppa_xr.write_cube(scores, tmp_path / "out.zarr", overwrite=True)
+        (tmp_path / "out.zarr" / inner).write_text("precious")
+        with pytest.raises(FileExistsError, match=rf"out.zarr is a zarr store holding files zarr does not write \({inner}\).*"
+                                                  r"move them out of it"):
+            ppa_xr.write_cube(scores, tmp_path / "out.zarr", overwrite=True)
+        assert (tmp_path / "out.zarr" / inner).read_text() == "precious"
+        (tmp_path / "out.zarr" / inner).unlink()
+    scores.to_dataset(name="ppa").drop_vars("spatial_ref", errors="ignore").to_zarr(tmp_path / "v2.zarr", zarr_format=2)
+    for name in ("out.zarr", "v2.zarr"):
+        ppa_xr.write_cube(scores.to_dataset(name="ppa"), tmp_path / name, overwrite=True)
         ppa_xr.write_cube(scores, tmp_path / name, overwrite=True)
 
 

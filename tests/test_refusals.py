@@ -207,7 +207,8 @@ def test_a_series_of_one_variable_and_a_cube_given_to_the_estimator_say_where_th
     through its accessor: each refusal names the call that works, and that call works."""
     cube, model = small
     series = cube.rename(band="time").assign_coords(time=np.arange(cube.sizes["band"])).to_dataset(name="ndvi")
-    with pytest.raises(ValueError, match=r"one data variable, 'ndvi'.*ds\['ndvi'\] with dim='time' \(CLI: --variable ndvi --dim time\)"):
+    with pytest.raises(ValueError, match=r"one data variable, 'ndvi'.*ds\['ndvi'\] with dim='time' \(CLI: --variable ndvi, and "
+                                         r"ppa-xr fit's --dim time; the other commands take the model's\)"):  # only fit has --dim
         series.ppa.fit(dim="time")
     two = series.assign(evi=series.ndvi * 0.5)
     with pytest.raises(ValueError, match=r"already has a dimension 'time'.*ds\['ndvi'\] \(CLI: --variable ndvi\)"):
@@ -292,6 +293,21 @@ def test_a_table_as_a_labelled_dataarray_is_read_by_its_labels(curved):
         model.inverse_transform(scores.isel(component=[1, 0, 2, 3]))
     with pytest.raises(ValueError, match=r"a Dataset \(its variables the features\) goes through its accessor"):
         model.transform(cube.to_dataset("band").stack(pixel=("y", "x")))
+
+
+def test_estimator_fitted_on_a_labelled_dataarray_records_its_features_labels(curved, tmp_path):
+    """``PPA().fit`` of a stacked cube ``(pixel, band)`` records its band labels, as a DataFrame's columns are: a later
+    table or cube in another band order was mapped by position, silently, the model not knowing its labels."""
+    table = xr.DataArray(curved, dims=("pixel", "band"), coords={"band": list("abcd")})
+    model = PPA(degree=2, configuration="fixed").fit(table)
+    np.testing.assert_array_equal(model.feature_labels_, list("abcd"))
+    assert model.feature_dim_ == "band"
+    reversed_bands = table.isel(band=[3, 2, 1, 0])
+    np.testing.assert_array_equal(model.transform(reversed_bands), model.transform(curved))
+    loaded = load_model(model.save(tmp_path / "m.nc"))
+    np.testing.assert_array_equal(loaded.transform(reversed_bands), model.transform(curved))
+    cube = reversed_bands.unstack() if "pixel" in reversed_bands.indexes else reversed_bands.T.expand_dims(y=1)
+    np.testing.assert_allclose(cube.ppa.transform(model).isel(y=0).values, model.transform(curved).T)
 
 
 def test_pandas_nullable_columns_through_to_xarray_are_numbers_with_their_gaps(curved):

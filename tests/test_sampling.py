@@ -2,6 +2,7 @@
 chunking and scheduler, ``max_chunks``' random chunks, and a progress bar of its tasks."""
 
 import re
+import warnings
 
 import dask
 import numpy as np
@@ -126,3 +127,20 @@ def test_one_progress_bar_where_dask_shows_one():
     with ProgressBar():
         assert not isinstance(sampling._task_bar(True), sampling._TaskBar)
     assert not isinstance(sampling._task_bar(False), sampling._TaskBar)
+
+
+def test_spatial_blocks_guessed_among_other_pixel_dims_warn_naming_them():
+    """A ``(band, rows, cols, member)`` cube's spatial blocks went along its last pixel dims, cols and member, so the
+    members of one place fell in other blocks (held out against each other) and rows in none, silently: the degree
+    selection warns naming the dims it blocks and the rename to y and x, as the noise estimate does. Named y/x, or a
+    single degree (nothing held out), passes quietly."""
+    values = curved_sample(20 * 20 * 4, d=3, seed=1).reshape(20, 20, 4, 3)
+    cube = xr.DataArray(values, dims=("rows", "cols", "member", "band"))
+    fit = dict(n_samples=1000, random_state=0)
+    with pytest.warns(UserWarning, match=r"holds out spatial blocks along \['cols', 'member'\].*other pixel dims \['rows'\]"
+                                         r".*cube.rename\(\{'cols': 'y', 'member': 'x'\}\)"):
+        cube.ppa.fit(**fit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        cube.rename(rows="y", cols="x").ppa.fit(**fit)
+        cube.ppa.fit(degree=2, **fit)

@@ -13,7 +13,7 @@ from ..core.fill import check_missing
 from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model import PPA
 from ..model.labels import FeatureLabels, check_matrix_labels, shown
-from .inputs import feature_array, without_dropped
+from .inputs import feature_array, spatial_dims, warn_guessed_space, without_dropped
 from .noise import noise_covariance, noise_moments, sample_covariance
 from .sampling import ALL_OBSERVED, ANY_OBSERVED, feature_weights_at, over_features, sample_cubes
 
@@ -156,6 +156,7 @@ def fit_pooled(
     feature_weights, weights = _by_kind(arrays[0], dim, weights)
     sampled, used = _s_mode_features(arrays, dim)
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
+    _warn_guessed_blocks(sampled, dim, declared)
     pooled = _sampled(sampled, dim, n_samples, random_state, shift, check_missing(missing), progress)
     if isinstance(noise, (xr.DataArray, xr.Dataset)):  # a noise sample: a dark frame, a uniform area
         declared = declared.replace(noise_cov=sample_covariance(_noise_sample(noise, dim, features, d), dim))
@@ -166,6 +167,13 @@ def fit_pooled(
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
     return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights,
                        _weighing_out(feature_weights, used), missing)
+
+
+def _warn_guessed_blocks(arrays: list[xr.DataArray], dim: Hashable, declared: Spec) -> None:
+    """Where degrees are selected (candidates held out on spatial blocks), warn of blocks along guessed spatial dims."""
+    if isinstance(declared.degree, tuple) and len(declared.degree) > 1:
+        for da in arrays:
+            warn_guessed_space(da, dim, f"the degree selection holds out spatial blocks along {spatial_dims(da, dim)}")
 
 
 def _sampled(arrays: list[xr.DataArray], dim: Hashable, n_samples: int | None, random_state: int | None, shift: Any,

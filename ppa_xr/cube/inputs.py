@@ -30,6 +30,18 @@ def spatial_dims(da: xr.DataArray, dim: Hashable) -> list[Hashable]:
     return named if len(named) == 2 else (places or pixel_dims)[-2:]
 
 
+def warn_guessed_space(da: xr.DataArray, dim: Hashable, what: str) -> None:
+    """Warn where :func:`spatial_dims` took the cube's last pixel dims (not named y/x or lat/lon) among more pixel dims
+    than two that are not time: which are the spatial ones is a guess, and another (an ensemble member, a depth) would
+    be taken for one. ``what`` says what follows the guess (the noise's neighbours, the sample's spatial blocks)."""
+    chosen = spatial_dims(da, dim)
+    others = [d for d in da.dims if d != dim and d not in chosen and not is_time(da, d) and da.sizes[d] > 1]
+    if others and not all(str(d) in SPATIAL_DIMS for d in chosen):
+        warn_user(f"{what}, the cube's last pixel dims, and the cube has other pixel dims {others} too: if those are not "
+                  f"its spatial ones, name the spatial ones y and x, e.g. cube.rename({{{str(chosen[0])!r}: 'y', "
+                  f"{str(chosen[-1])!r}: 'x'}})", UserWarning)
+
+
 def is_time(da: xr.DataArray, dim: Hashable) -> bool:
     """Whether ``dim`` is a time axis: named ``time``, or labelled by dates (numpy's or cftime's)."""
     return str(dim).lower() == "time" or (dim in da.coords and calendar(da[dim].values[:1]) is not None)
@@ -71,7 +83,8 @@ def _stacked_variables(ds: xr.Dataset, dim: Hashable) -> xr.DataArray:
         named = dim if dim in ds[name].dims else "<one of them>"
         raise ValueError(f"the Dataset has one data variable, {str(name)!r} {ds[name].dims}, and a Dataset's variables are its "
                          f"features, one each: to take the values along one of its dims as the features, pass the DataArray "
-                         f"ds[{str(name)!r}] with dim={named!r} (CLI: --variable {name} --dim {named})")
+                         f"ds[{str(name)!r}] with dim={named!r} (CLI: --variable {name}, and ppa-xr fit's --dim {named}; the "
+                         f"other commands take the model's)")
     shapes = {name: ds[name].dims for name in ds.data_vars}
     if len({frozenset(dims) for dims in shapes.values()}) > 1:  # the same dims in another order are stacked as xarray broadcasts
         widest = max(shapes, key=lambda name: len(shapes[name]))

@@ -27,8 +27,7 @@ import dask.array as dsa
 import numpy as np
 import xarray as xr
 
-from ..core.checks import warn_user
-from .inputs import SPATIAL_DIMS, is_time, spatial_dims
+from .inputs import spatial_dims, warn_guessed_space
 
 def _spatial_axes(da: xr.DataArray, dim: Hashable) -> list[int]:
     chosen = spatial_dims(da, dim)
@@ -37,19 +36,8 @@ def _spatial_axes(da: xr.DataArray, dim: Hashable) -> list[int]:
         raise ValueError(f"shift differences need neighbouring pixels along spatial dims, 2 or more along one of them, and this "
                          f"cube has {sizes} (pixel dims {[d for d in da.dims if d != dim]}): give a noise covariance instead "
                          "(noise_cov=<(d, d) array>, or a cube of noise samples), or, in fit_pooled, leave this cube out")
-    _warn_other_dims(da, dim, chosen)
+    warn_guessed_space(da, dim, f"the noise is estimated from differences of neighbours along {chosen}")
     return [da.get_axis_num(d) for d in chosen if da.sizes[d] >= 2]
-
-
-def _warn_other_dims(da: xr.DataArray, dim: Hashable, chosen: list[Hashable]) -> None:
-    """Warn where the neighbours' dims were taken by position (not named y/x or lat/lon) among more pixel dims than two
-    that are not time: which are the spatial ones is a guess, and differences along another (an ensemble member, a
-    depth) would be taken as noise."""
-    others = [d for d in da.dims if d != dim and d not in chosen and not is_time(da, d) and da.sizes[d] > 1]
-    if others and not all(str(d) in SPATIAL_DIMS for d in chosen):
-        warn_user(f"the noise is estimated from differences of neighbours along {chosen}, the cube's last pixel dims, and the "
-                  f"cube has other pixel dims {others} too: if those are not its spatial ones, name the spatial ones y and x, "
-                  f"e.g. cube.rename({{{str(chosen[0])!r}: 'y', {str(chosen[-1])!r}: 'x'}})", UserWarning)
 
 
 def noise_moments(da: xr.DataArray, dim: Hashable) -> list[tuple]:

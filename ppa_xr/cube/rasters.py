@@ -20,7 +20,7 @@ import xarray as xr
 
 from ..core.checks import warn_user
 from ..core.docstrings import Chunks
-from .._atomic import as_path, check_output, replace_atomically, special, suffix_of
+from .._atomic import as_path, as_paths, check_output, replace_atomically, special, suffix_of
 from .inputs import COMPONENT, COMPONENT_NAME, common_units, declared_packing, float_dtype, masked_float
 
 #: suffixes opened with xarray (netCDF, zarr stores); any other file is opened as a raster (rioxarray: GeoTIFF, VRT, JPEG 2000, ...)
@@ -380,14 +380,14 @@ def _rounded_within(block: np.ndarray, dtype: np.dtype, nodata: float) -> np.nda
     return rounded
 
 
-def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: str | None = None) -> xr.DataArray | xr.Dataset:
+def open_cube(paths: str | os.PathLike | Sequence[str | os.PathLike], chunks: int = 1024, variable: str | None = None) -> xr.DataArray | xr.Dataset:
     """A raster (GeoTIFF and the like, via rioxarray), a stack of single-band rasters, or a netCDF / zarr
     dataset (or one ``variable`` of it), opened lazily with ``chunks`` pixels along x and y.
 
     Parameters
     ----------
-    paths : sequence of path
-        One file or store, or several single-band rasters (one per band).
+    paths : path or sequence of path
+        One file or store (alone or in a list), or several single-band rasters (one per band).
     chunks : int
         x/y chunk size in pixels.
     variable : str, optional
@@ -403,7 +403,7 @@ def open_cube(paths: Sequence[str | os.PathLike], chunks: int = 1024, variable: 
     FileNotFoundError, ValueError
         A missing input, an unreadable one, a ``variable`` it lacks.
     """
-    files = [as_path(p, "an input") for p in paths]
+    files = as_paths(paths, "an input")
     for path in files:
         if not path.exists():
             raise FileNotFoundError(f"input {path} does not exist")

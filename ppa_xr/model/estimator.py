@@ -133,9 +133,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         leaves those samples out, as anywhere.
         """
         declared = self._get_spec()
-        check_matrix_labels(self.noise_cov, getattr(X, "columns", None))  # a DataFrame's columns, of any type
+        features = _table_features(X)
+        check_matrix_labels(self.noise_cov, getattr(X, "columns", None) if features is None else features.labels)
         X = validate_data(self, _real_numbers(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
-        return self._fit(X, declared, groups, None, None, progress, sample_weight, feature_weight, missing)
+        return self._fit(X, declared, groups, features, None, progress, sample_weight, feature_weight, missing)
 
     @classmethod
     def _fitted(cls, X: np.ndarray, declared: Spec, groups: np.ndarray | None = None, features: FeatureLabels | None = None,
@@ -1003,6 +1004,16 @@ def _unmasked(X: Any) -> Any:
         return X
     data = np.ma.getdata(X)
     return np.ma.filled(X.astype(data.dtype if data.dtype.kind == "f" else np.float64), np.nan)
+
+
+def _table_features(X: Any) -> FeatureLabels | None:
+    """The labels of a 2-D DataArray's features (its second dim: a stacked cube, ``(pixel, band)``), recorded as a
+    cube's are, so later tables and cubes are matched by label; None for other tables (a DataFrame's columns are
+    scikit-learn's ``feature_names_in_``) and for a DataArray without labels along that dim."""
+    dims: tuple[Hashable, ...] = tuple(getattr(X, "dims", ()))
+    if hasattr(X, "data_vars") or len(dims) != 2 or dims[1] not in getattr(X, "coords", {}):
+        return None
+    return FeatureLabels.of(X, dims[1])
 
 
 def _real_numbers(X: Any) -> Any:

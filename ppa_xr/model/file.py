@@ -48,7 +48,7 @@ from ..core.checks import warn_user
 from ..core.keys import FitSample, PixelSample
 from ..core.params import PPAParams
 from ..core.spec import Spec
-from .._atomic import as_path, check_output, locked, recover_interrupted, remove_stale, replace_atomically, special, suffix_of
+from .._atomic import as_path, check_output, foreign_entries, locked, recover_interrupted, remove_stale, replace_atomically, special, suffix_of
 from .labels import FeatureLabels, calendar, kinds, uniform
 
 FORMAT = "ppa_xr.model"
@@ -568,42 +568,13 @@ def check_path(path: str | os.PathLike, format: str | None, overwrite: bool, inp
     engine(path, format)
     if path.exists() and not _is_model(path):
         raise FileExistsError(f"{path} exists and is not a ppa_xr model; refusing to replace it, choose another path")
-    foreign = _foreign_entries(path) if path.is_dir() else []
+    foreign = foreign_entries(path, _allowed) if path.is_dir() else []
     if foreign:
         raise FileExistsError(
             f"{path} holds a ppa_xr model and files a model does not write ({', '.join(foreign)}); replacing the store would "
             "delete them: move them out of it, or save to another path"
         )
     return check_output(path, [path.suffix.lower() or path.name.lower()], inputs, overwrite, what="model")
-
-
-#: the metadata files of a zarr store (v2 and v3) and of each of its arrays
-_META = {"zarr.json", ".zattrs", ".zgroup", ".zmetadata", ".zarray"}
-#: a chunk's key: ``c/0/1`` (zarr v3) or ``0.1`` (v2)
-_CHUNK = re.compile(r"\d+(\.\d+)*")
-
-
-def _foreign_entries(store: Path) -> list[str]:
-    """Everything in a model store, at any depth, that a model does not write: replacing the store would delete it.
-    A model writes the store's metadata files and, per variable it may hold, a folder of array metadata and chunks."""
-    foreign = []
-    for entry in sorted(store.iterdir()):
-        if entry.name in _META and entry.is_file() and not entry.is_symlink():
-            continue
-        array = any((entry / meta).is_file() for meta in ("zarr.json", ".zarray"))
-        if not (entry.is_dir() and not entry.is_symlink() and _allowed(entry.name) and array):
-            foreign.append(entry.name)
-            continue
-        foreign += [str(inner.relative_to(store)) for inner in sorted(entry.rglob("*")) if not _array_entry(inner.relative_to(entry), inner)]
-    return foreign
-
-
-def _array_entry(relative: Path, inner: Path) -> bool:
-    """Whether ``inner`` (``relative`` to its array's folder) is what zarr writes there: metadata, or a chunk
-    (``c/0/1``, zarr v3; ``0.1``, v2) and the folders holding chunks; never a link."""
-    parts = relative.parts
-    chunk = parts[0] == "c" and all(part.isdigit() for part in parts[1:])
-    return not inner.is_symlink() and (chunk or (len(parts) == 1 and (parts[0] in _META or bool(_CHUNK.fullmatch(parts[0])))))
 
 
 def write(ds: xr.Dataset, path: str | os.PathLike, format: str | None = None, overwrite: bool = False) -> Path:

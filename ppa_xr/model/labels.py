@@ -310,9 +310,21 @@ class FeatureLabels:
         types = (f" (the same text, other types: the model's labels are {kinds(self.labels)}, the cube's {kinds(cube_labels)})"
                  if same_text else "") + self._other_names(cube_labels) + self._other_longitudes(cube_labels)
         return (f"the cube lacks {len(missing)} of the model's {n_features} features along {self.dim!r}: {shown(missing)}; "
-                f"the model has {shown(self.labels)}, the cube {shown(cube_labels)}{types}. Open a cube with those features; or, "
-                f"when the cube holds the model's features in its order under other labels (e.g. a file's 1..n), label them "
-                f"as the model's (Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: --match-bands position)")
+                f"the model has {shown(self.labels)}, the cube {shown(cube_labels)}{types}. Open a cube with those features; "
+                + self._relabel_advice())
+
+    def _relabel_advice(self) -> str:
+        """How a cube of other labels is matched to the model: stacked grid cells by selecting the model's cells before
+        stacking (by position, each cell would be read as another), other features by labelling them by position."""
+        if self.levels:
+            levels = ", ".join(f"{name}=grid.{name}" for name in self.levels)
+            return (f"the cube's cells along {self.dim!r} are not the model's: select the model's cells before stacking, "
+                    f"cube.sel({levels}).stack({self.dim}={self.levels}) with grid = model.to_xarray().components"
+                    f".unstack({self.dim!r}) (regrid a cube of another grid onto it first), or fit a model on the cube's "
+                    f"grid; not by position, which would read each cell as another")
+        return (f"or, when the cube holds the model's features in its order under other labels (e.g. a file's 1..n), label "
+                f"them as the model's (Python: cube.assign_coords({self.dim}=model.feature_labels_); command line: "
+                f"--match-bands position)")
 
     def _other_longitudes(self, cube_labels: np.ndarray) -> str:
         """Where a stacked cube's longitudes are the model's in the other convention (-180..180 against 0..360), the
