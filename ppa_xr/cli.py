@@ -115,10 +115,8 @@ def _cmd_inverse(args: argparse.Namespace) -> int:
     output = _output(args, args.output)
     model = load_model(args.model)
     scores = open_cube(args.inputs, args.chunks, args.variable)
-    if isinstance(scores, xr.Dataset):  # what `transform` writes to netCDF / zarr: one variable of components
-        if len(scores.data_vars) != 1:
-            raise ValueError(f"{args.inputs[0]} has several variables {list(scores.data_vars)}; pick the components with --variable")
-        scores = next(iter(scores.data_vars.values()))
+    if isinstance(scores, xr.Dataset):  # `transform` writes one variable of components, which open_cube returns alone
+        raise ValueError(f"{args.inputs[0]} has the variables {list(scores.data_vars)}, not one of components; pick the components with --variable")
     if "component" not in scores.dims:
         scores = scores.rename({scores.dims[0]: "component"})  # a GeoTIFF's bands are the components
     out = scores.ppa.inverse_transform(model)
@@ -319,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where dask computes: threads (default), processes, or a distributed scheduler's address, HOST:PORT (e.g. 10.0.0.5:8786)")
         if reads:
             p.add_argument("--chunks", type=_positive, default=1024, help="x/y chunk size in pixels (default 1024)")
-            p.add_argument("--variable", help="data variable of a netCDF/zarr input (default: all variables are bands)")
+            p.add_argument("--variable", help="data variable of a netCDF/zarr input (default: a file's one variable, else all variables are bands)")
         if name in ("fit", "transform", "report", "fill"):
             p.add_argument("--bands", nargs="+", metavar="NAME", help="names of the input's bands, in order (default: the "
                            "file's band descriptions, or the _B<n> suffix of one-band files)")

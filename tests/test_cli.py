@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import ppa_xr
 from ppa_xr import load_model
 from ppa_xr.cli import main
 from ppa_xr.datasets import rgb_byte_path
@@ -103,3 +104,23 @@ def test_transform_keeps_a_share_of_the_variance(tmp_path):
             assert written.sizes["band"] == load_model(model).kept(float(share))
     with pytest.raises(SystemExit):
         main(["transform", rgb_byte_path(), str(model), str(tmp_path / "x.tif"), "--n-components", "1.5"])
+
+
+def test_a_file_of_one_variable_is_that_variable_as_write_cube_writes_a_dataarray(tmp_path):
+    """A netCDF or zarr file of one variable (what write_cube and `transform` write for a DataArray) is read as that
+    variable by every command: as a Dataset, its one variable would be one feature, no model's input."""
+    rioxarray = pytest.importorskip("rioxarray")
+    from ppa_xr import write_cube
+    cube = rioxarray.open_rasterio(rgb_byte_path(), masked=True, chunks={"x": 256, "y": 256})
+    model = tmp_path / "m.nc"
+    assert main(["fit", rgb_byte_path(), str(model), "--n-samples", "5000", "--degree", "2", "--seed", "0"]) == 0
+    for suffix in (".nc", ".zarr"):
+        scene = write_cube(cube.rename(None), tmp_path / f"scene{suffix}")  # a DataArray without a name: one variable, 'data'
+        assert main(["fit", str(scene), str(tmp_path / f"m{suffix}.nc"), "--n-samples", "5000", "--degree", "2", "--seed", "0"]) == 0
+        assert main(["transform", str(scene), str(model), str(tmp_path / f"c{suffix}")]) == 0
+        assert main(["inverse", str(tmp_path / f"c{suffix}"), str(model), str(tmp_path / f"b{suffix}.tif")]) == 0
+    tif = tmp_path / "c.tif"
+    assert main(["transform", rgb_byte_path(), str(model), str(tif)]) == 0
+    expected = rioxarray.open_rasterio(tif, masked=True).values
+    for suffix in (".nc", ".zarr"):  # the uint8 scene read back with its scale_factor 1.0 as float64: float32 rounding apart
+        np.testing.assert_allclose(ppa_xr.open_cube(tmp_path / f"c{suffix}").values, expected, rtol=1e-5, atol=1e-4)

@@ -418,9 +418,9 @@ def test_an_input_nc_that_is_text_or_a_fifo_is_named(tmp_path, capsys):
     cube.to_netcdf(tmp_path / "h5.nc", engine="h5netcdf")
     cube.to_netcdf(tmp_path / "classic.nc", engine="scipy")
     for name in ("h5.nc", "classic.nc"):
-        assert ppa_xr.open_cube([tmp_path / name])["c"].shape == (2, 3, 3)
+        assert ppa_xr.open_cube([tmp_path / name]).name == "c" and ppa_xr.open_cube([tmp_path / name]).shape == (2, 3, 3)
     for one in (tmp_path / "h5.nc", str(tmp_path / "h5.nc")):  # a name alone: it was read as names of one character each
-        assert ppa_xr.open_cube(one)["c"].shape == (2, 3, 3)
+        assert ppa_xr.open_cube(one).shape == (2, 3, 3)
 
 
 def test_overwrite_replaces_only_what_the_output_would_be(tmp_path, cube_model):

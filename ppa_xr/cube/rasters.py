@@ -391,7 +391,8 @@ def open_cube(paths: str | os.PathLike | Sequence[str | os.PathLike], chunks: in
     chunks : int
         x/y chunk size in pixels.
     variable : str, optional
-        The data variable of a netCDF or zarr input (default: the whole Dataset).
+        The data variable of a netCDF or zarr input (default: the file's one variable where it has one, as
+        :func:`write_cube` writes a DataArray, else the whole Dataset, whose variables are the bands).
 
     Returns
     -------
@@ -420,8 +421,15 @@ def open_cube(paths: str | os.PathLike | Sequence[str | os.PathLike], chunks: in
         raise
     except Exception as err:  # rasterio / h5py / zarr raise their own types for unreadable files
         raise ValueError(f"cannot read {' '.join(map(str, files))} as a raster or dataset ({type(err).__name__}: {err})") from err
+    return _variable(ds, variable, files[0])
+
+
+def _variable(ds: xr.Dataset, variable: str | None, path: Path) -> xr.DataArray | xr.Dataset:
+    """``ds[variable]``; without ``variable``, ``ds`` or its one variable (one feature as a Dataset's, no model's input)."""
     if variable and variable not in ds.data_vars:
-        raise ValueError(f"{files[0]} has no variable {variable!r}; it has {list(ds.data_vars)}")
+        raise ValueError(f"{path} has no variable {variable!r}; it has {list(ds.data_vars)}")
+    if not variable and len(ds.data_vars) == 1:
+        return next(iter(ds.data_vars.values()))
     return ds[variable] if variable else ds
 
 
