@@ -13,7 +13,7 @@ from ..core.fill import check_missing
 from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model import PPA
 from ..model.labels import FeatureLabels, check_matrix_labels, shown
-from .inputs import feature_array, spatial_dims, warn_guessed_space, without_dropped
+from .inputs import common_units, feature_array, spatial_dims, warn_guessed_space, without_dropped
 from .noise import noise_covariance, noise_moments, sample_covariance
 from .sampling import ALL_OBSERVED, ANY_OBSERVED, feature_weights_at, over_features, sample_cubes
 
@@ -206,13 +206,12 @@ def _check_same_units(arrays: list[xr.DataArray]) -> None:
 
 
 def _units_of(da: xr.DataArray) -> Any:
-    """The cube's ``units``: one string where every band shares it (a netCDF's ``"m"`` or rioxarray's ``("m", "m")``), a
-    tuple of the bands' otherwise, None where none is given (``""`` too)."""
+    """The cube's ``units``: its bands' tuple where they differ, else the one they share (:func:`common_units`; None
+    where none is given, ``""`` too)."""
     units = da.attrs.get("units")
-    if isinstance(units, (tuple, list, np.ndarray)):
-        per_band = tuple(str(u) for u in units)
-        return None if not any(per_band) else per_band[0] if len(set(per_band)) == 1 else per_band
-    return units or None
+    if isinstance(units, (tuple, list, np.ndarray)) and len(per_band := tuple(str(u) for u in units)) and len(set(per_band)) > 1:
+        return per_band
+    return common_units(da)
 
 
 def _check_noise_variances(noise_cov: np.ndarray | None, features: FeatureLabels, dim: Hashable) -> None:

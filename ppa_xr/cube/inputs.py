@@ -329,6 +329,7 @@ def common_units(da: xr.DataArray) -> str | None:
         return units[0] or None
     return None
 
+
 def _component_units(da: xr.DataArray, model: PPA) -> str | None:
     """The unit of the model's components and errors: the features' common unit, none for a whitening
     model (standardizing or noise-whitening: its components and errors are in whitened units)."""

@@ -326,6 +326,7 @@ def _with_common_nodata(out: xr.DataArray, variables: dict[Hashable, xr.DataArra
     first, encoded = next(iter(given.values()))
     return out.rio.write_nodata(first, encoded=encoded)
 
+
 def _geotiff(obj: xr.DataArray | xr.Dataset, path: Path, **kwargs: Any) -> None:
     """The GeoTIFF of :func:`to_raster`, written at ``path``."""
     import rasterio
