@@ -454,7 +454,7 @@ def _report_sample(da: xr.DataArray, dim: Hashable, model: PPA, n_samples: int |
     fitted = record.shares
     if held_out:
         drawn = record.held_out(da, dim, n_samples, random_state, default=REPORT_SAMPLES)
-        if message := sampling.without_complete_pixels(da, dim, drawn, fitted, random_state):
+        if message := record.without_complete_pixels(da, dim, drawn, random_state):
             raise ValueError(message)
         message = sampling.shortfall(drawn, None, model.params_.s_mode)
         if message is None:

@@ -264,6 +264,19 @@ class Fitted:
         """:func:`held_out` of the cube outside these shares."""
         return held_out(da, dim, self.shares, n_samples, random_state, max_chunks, default, fitted=self.witnessed)
 
+    def without_complete_pixels(self, da: xr.DataArray, dim: Hashable, sample: Sample, random_state: int | None,
+                                max_chunks: int | None = None) -> str | None:
+        """Where a :meth:`held_out` draw found no pixel, whether the cube (or the chunks it read: the same ones, drawn
+        again under ``random_state`` without these shares) holds no complete pixel at all, fitted ones included: then
+        what its pixels get and what to do, else None (its complete pixels were all fitted: :func:`shortfall`'s to say)."""
+        if sample.n_valid or (any(share.size for share in self.shares) and
+                              sample_features(da, dim, 1, random_state, max_chunks=max_chunks, empty_ok=True, warn=False).n_valid):
+            return None
+        return (f"no pixel of this cube{' in the chunks read' if max_chunks else ''} is complete (every band the model reads "
+                "observed: no NaN or nodata): their components are NaN, and a held-out estimate measures complete pixels only. "
+                "Fill the gaps first, cube.ppa.fill(model) (command line: ppa-xr fill), to transform the filled cube; measure "
+                "the model on a scene with complete pixels (filled values agree with the model by construction)")
+
 
 def witnessed(sample: FitSample | None, s_mode: bool) -> FitSample | None:
     """The fitting sample whose witness pixels a held-out draw is checked against (:func:`held_out`'s ``fitted``):
@@ -284,20 +297,6 @@ def _warn_moved(rows: np.ndarray, fitted: FitSample | None, exclude: tuple[Pixel
                   "places it: the fitting cube cropped, reordered, flipped or transposed since the fit? Its fitting pixels "
                   "then count as held out, and the estimate is biased towards the fit. Pass the cube as it was fitted "
                   "(same pixels in the same order, e.g. without .isel or .sortby) or a scene the fit never saw", UserWarning)
-
-
-def without_complete_pixels(da: xr.DataArray, dim: Hashable, sample: Sample, exclude: tuple[PixelSample, ...],
-                            random_state: int | None, max_chunks: int | None = None) -> str | None:
-    """Where a :func:`held_out` draw found no pixel, whether the cube (or the chunks it read: the same ones, drawn
-    again under ``random_state`` without ``exclude``) holds no complete pixel at all, fitted ones included: then what
-    its pixels get and what to do, else None (its complete pixels were all fitted: :func:`shortfall`'s to say)."""
-    if sample.n_valid or (any(share.size for share in exclude) and
-                          sample_features(da, dim, 1, random_state, max_chunks=max_chunks, empty_ok=True, warn=False).n_valid):
-        return None
-    return (f"no pixel of this cube{' in the chunks read' if max_chunks else ''} is complete (every band the model reads "
-            "observed: no NaN or nodata): their components are NaN, and a held-out estimate measures complete pixels only. "
-            "Fill the gaps first, cube.ppa.fill(model) (command line: ppa-xr fill), to transform the filled cube; measure "
-            "the model on a scene with complete pixels (filled values agree with the model by construction)")
 
 
 def shortfall(sample: Sample, chunks: int | None = None, s_mode: bool = False) -> str | None:

@@ -12,7 +12,7 @@ from ..core.checks import warn_user
 from ..core.spec import RANDOM_STATE
 from ..model import PPA
 from .inputs import COMPONENT, model_features, squared_units
-from .sampling import Fitted, shortfall, weights_at, without_complete_pixels
+from .sampling import Fitted, shortfall, weights_at
 
 #: pixels the shift check compares PPA and PCA on, and the chunks it reads them from at most
 CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8
@@ -71,7 +71,7 @@ def evaluate(
     da, dim = model_features(obj, model, dim)
     fitted = Fitted.of(da, dim, model)
     sample = fitted.held_out(da, dim, n_samples, random_state, max_chunks)
-    if message := without_complete_pixels(da, dim, sample, fitted.shares, random_state, max_chunks) or shortfall(sample, max_chunks, model.params_.s_mode):
+    if message := fitted.without_complete_pixels(da, dim, sample, random_state, max_chunks) or shortfall(sample, max_chunks, model.params_.s_mode):
         raise ValueError(message)
     row_weights = None if weights is None else weights_at(da, dim, weights, sample.index)
     comparison = errors.compare_errors(model.params_, sample.values, weights=row_weights)
@@ -102,7 +102,7 @@ def warn_on_shift(da: xr.DataArray, dim: Hashable, model: PPA, k: int) -> None:
     (silent where too few pixels are held out to tell)."""
     fitted = Fitted.of(da, dim, model)
     sample = fitted.held_out(da, dim, CHECK_SAMPLES, 0, CHECK_CHUNKS)
-    if message := without_complete_pixels(da, dim, sample, fitted.shares, 0, CHECK_CHUNKS):
+    if message := fitted.without_complete_pixels(da, dim, sample, 0, CHECK_CHUNKS):
         warn_user(f"the shift check: {message}", UserWarning)
     elif not shortfall(sample):
         comparison = errors.compare_errors(model.params_, sample.values)
