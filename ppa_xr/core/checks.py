@@ -61,6 +61,16 @@ def real_components(dtype: np.dtype) -> np.dtype:
     return dtype
 
 
+def real_number_advice(kind: str, name: str) -> str:
+    """What to give instead of values of numpy dtype ``kind`` that are no real numbers (complex, durations, dates,
+    Python objects, text), written for the array called ``name``."""
+    return {"c": f"give their real part, {name}.real, or their magnitude, np.abs({name})",
+            "m": f"convert them to the numbers meant, e.g. days, {name} / np.timedelta64(1, 'D')",
+            "M": f"convert them to the numbers meant, e.g. days since a date, ({name} - t0) / np.timedelta64(1, 'D')",
+            "O": f"where they are numbers held as Python objects, {name}.astype('float64')"}.get(
+                kind, f"where they are numbers written as text, {name}.astype('float64')")
+
+
 def components_or_share(what: str) -> Check:
     """A count of components (:func:`integer`, >= 1) or a share of the variance to keep, a float in (0, 1) (scikit-learn's
     PCA: ``0.95`` keeps the fewest leading components whose variances sum to 95% of the total)."""

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..core.checks import warn_user
+from ..core.checks import real_number_advice, warn_user
 from ..model import PPA
 from ..model.labels import FeatureLabels, calendar
 
@@ -175,13 +175,8 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
     if not isinstance(da.dtype, np.dtype) and getattr(da.dtype, "kind", "O") in "iufb":  # pandas' nullable Float64, Int64, boolean
         da = da.astype(np.float64)  # (a DataFrame's, through to_xarray): their pd.NA as NaN, numpy's numbers
     if da.dtype.kind not in "iufb":
-        advice = {"c": "give their real part, cube.real, or their magnitude, abs(cube)",
-                  "m": "convert them to the numbers meant, e.g. days, cube / np.timedelta64(1, 'D')",
-                  "M": "convert them to the numbers meant, e.g. days since a date, (cube - t0) / np.timedelta64(1, 'D')",
-                  "O": "where they are numbers held as Python objects, cube.astype('float64')"}.get(
-                      da.dtype.kind, "where they are numbers written as text, cube.astype('float64')")
         raise TypeError(f"feature values must be numeric (real numbers: int, float or bool), got dtype {da.dtype}"
-                        + (f" for {da.name!r}" if da.name is not None else "") + f": {advice}")
+                        + (f" for {da.name!r}" if da.name is not None else "") + f": {real_number_advice(da.dtype.kind, 'cube')}")
     if dtype is None:
         dtype = float_dtype(da.dtype)
     nodata, (scale, offset) = declared_nodata(da), declared_packing(da)

@@ -1019,13 +1019,11 @@ def _table_features(X: Any) -> FeatureLabels | None:
 def _real_numbers(X: Any) -> Any:
     """``X`` (a table of samples) unmasked (:func:`_unmasked`); complex numbers, dates and durations are refused, saying
     which numbers to give: scikit-learn's check took dates as their nanoseconds, silently."""
-    kinds = {getattr(t, "kind", "f") for t in getattr(X, "dtypes", [getattr(X, "dtype", None)])}
-    if "c" in kinds:  # scikit-learn's words, which its checks look for
-        raise ValueError("Complex data not supported: X must hold real numbers; give their real part, X.real, or their "
-                         "magnitude, np.abs(X)")
-    if kinds & set("mM"):
-        raise TypeError("X must hold real numbers, and it holds dates or durations: convert them to the numbers meant, e.g. "
-                        "days since a date, (X - t0) / np.timedelta64(1, 'D')")
+    dtype_kinds = {getattr(t, "kind", "f") for t in getattr(X, "dtypes", [getattr(X, "dtype", None)])}
+    if "c" in dtype_kinds:  # scikit-learn's words, which its checks look for
+        raise ValueError(f"Complex data not supported: X must hold real numbers; {checks.real_number_advice('c', 'X')}")
+    if dtype_kinds & set("mM"):
+        raise TypeError(f"X must hold real numbers, and it holds dates or durations: {checks.real_number_advice('M', 'X')}")
     return _unmasked(X)
 
 
