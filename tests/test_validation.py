@@ -7,7 +7,7 @@ import pytest
 import scipy.special
 
 from ppa_xr import PPA, load_model
-from ppa_xr.core import candidates, checks, kernels, shrink
+from ppa_xr.core import blas, candidates, checks, kernels, shrink
 from ppa_xr.core.candidates import judge, truncation_errors
 from ppa_xr.core.errors import LEVEL, compare_errors
 from ppa_xr.core.ppa import fit as core_fit, fit_params
@@ -586,15 +586,15 @@ def test_the_truncations_from_the_first_curved_one_are_those_of_the_whole_pass(s
         np.testing.assert_array_equal(later[1:], whole[1:])
 
 
-def test_the_validations_second_thread_is_made_once_and_a_call_on_it_runs_in_turn():
-    """``_both`` runs its second task on one worker thread kept for the process (no thread pool started per call), its
+def test_the_second_thread_of_two_passes_is_made_once_and_a_call_on_it_runs_in_turn():
+    """``blas.both`` runs its second task on one worker thread kept for the process (no thread pool started per call), its
     first on the caller's; called on the worker itself, it runs both in turn instead of waiting on itself."""
     import threading
 
     firsts: list[threading.Thread] = []
     seconds: list[threading.Thread] = []
     for _ in range(3):
-        assert candidates._both(lambda: firsts.append(threading.current_thread()) or 1, lambda: seconds.append(threading.current_thread()) or 2, 2) == [1, 2]
+        assert blas.both(lambda: firsts.append(threading.current_thread()) or 1, lambda: seconds.append(threading.current_thread()) or 2, 2) == [1, 2]
     assert set(firsts) == {threading.current_thread()} and len(set(seconds)) == 1 and seconds[0] is not threading.current_thread()
-    assert candidates._both(lambda: 1, lambda: candidates._both(lambda: 2, lambda: 3, 2), 2) == [1, [2, 3]]
-    assert candidates._both(lambda: 4, lambda: seconds.append(threading.current_thread()), 1) == [4, None] and seconds[-1] is threading.current_thread()
+    assert blas.both(lambda: 1, lambda: blas.both(lambda: 2, lambda: 3, 2), 2) == [1, [2, 3]]
+    assert blas.both(lambda: 4, lambda: seconds.append(threading.current_thread()), 1) == [4, None] and seconds[-1] is threading.current_thread()

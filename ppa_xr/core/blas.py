@@ -97,6 +97,36 @@ def pair_threads() -> int:
     return min(product_threads(), 2)
 
 
+def both(first: Callable[[], object], second: Callable[[], object], threads: int) -> list:
+    """``[first(), second()]``: where ``threads > 1`` (:func:`pair_threads`), ``second`` on one worker thread
+    (:func:`_worker`, made once per process: a thread pool's start per call cost more than a d x d x d product below
+    100 features) while ``first`` runs on this one (their products and the kernels release the GIL): the same results
+    as one after the other, where the two write apart. On the worker itself, one after the other."""
+    if threads < 2 or threading.current_thread().name.startswith(_WORKER_NAME):
+        return [first(), second()]
+    later = _worker().submit(second)
+    try:
+        result = first()
+    finally:
+        other = later.result()  # waited for even where ``first`` raised: nothing runs on after the call
+    return [result, other]
+
+
+_WORKER_NAME = "ppa_xr-pair"
+_WORKERS: list[ThreadPoolExecutor] = []
+
+
+def _worker() -> ThreadPoolExecutor:
+    """The worker thread of :func:`both`, started at its first use; a forked child starts its own."""
+    if not _WORKERS:
+        _WORKERS.append(ThreadPoolExecutor(1, thread_name_prefix=_WORKER_NAME))
+    return _WORKERS[0]
+
+
+if hasattr(os, "register_at_fork"):  # the parent's thread does not exist in a child
+    os.register_at_fork(after_in_child=_WORKERS.clear)
+
+
 def in_order(func: Callable[[int], object], starts: Sequence[int], threads: int) -> Iterator:
     """``func(start)`` of each of ``starts``, in their order, ``threads`` at a time on as many Python threads (each
     product inside on one BLAS thread, numpy's releasing the GIL): the results are those of one thread, bit for

@@ -119,10 +119,7 @@ held-out halves of the fitting sample do not reproduce it
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -195,36 +192,6 @@ def _coefficients(params: PPAParams, p: int) -> np.ndarray:
     """:func:`_correction`'s coefficients ``F`` (g+1 x d-p-1)."""
     g = max(int(params.degrees[p]), 1)
     return np.vstack([params.forward_bias[p, p + 1:], params.forward[p, :g, p + 1:]])
-
-
-def _both(first: Callable[[], object], second: Callable[[], object], threads: int) -> list:
-    """``[first(), second()]``: where ``threads > 1``, ``second`` on the validation's one worker thread (:func:`_worker`,
-    made once per process: a thread pool's start per call cost more than a d x d x d product below 100 features) while
-    ``first`` runs on this one (their products release the GIL, each on one BLAS thread): the same results as one after
-    the other, where the two write apart. On the worker itself, one after the other."""
-    if threads < 2 or threading.current_thread().name.startswith(_WORKER_NAME):
-        return [first(), second()]
-    later = _worker().submit(second)
-    try:
-        result = first()
-    finally:
-        other = later.result()  # waited for even where ``first`` raised: nothing runs on after the call
-    return [result, other]
-
-
-_WORKER_NAME = "ppa_xr-validation"
-_WORKERS: list[ThreadPoolExecutor] = []
-
-
-def _worker() -> ThreadPoolExecutor:
-    """The validation's worker thread, started at its first use; a forked child starts its own."""
-    if not _WORKERS:
-        _WORKERS.append(ThreadPoolExecutor(1, thread_name_prefix=_WORKER_NAME))
-    return _WORKERS[0]
-
-
-if hasattr(os, "register_at_fork"):  # the parent's thread does not exist in a child
-    os.register_at_fork(after_in_child=_WORKERS.clear)
 
 
 def _norms(stack: np.ndarray) -> np.ndarray:
@@ -395,7 +362,7 @@ class _Moments:
             out[groups] = np.einsum("gij,ij->gj", self.moments[groups, lead:, lead:] @ vectors, vectors)
 
         half = (len(out) + 1) // 2 if threads > 1 else len(out)
-        _both(lambda: of(slice(0, half)), lambda: of(slice(half, len(out))), threads)
+        blas.both(lambda: of(slice(0, half)), lambda: of(slice(half, len(out))), threads)
         return out
 
     def cross(self, lead: int, vectors: np.ndarray) -> np.ndarray:
@@ -482,7 +449,7 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     groups' second moments (None: :func:`by_moments`), both from the training
     residual's moments where their rounding allows (:func:`_settled`); False:
     every error from the rows' own arithmetic, the reference they match. ``threads``: the training and held-out
-    sides are made and corrected side by side on as many Python threads (:func:`_both`), with the same results.
+    sides are made and corrected side by side on as many Python threads (:func:`~ppa_xr.core.blas.both`), with the same results.
     """
     w_train, w_held = (None, None) if weights is None else weights
     rows, moments = moments is False, by_moments(len(bounds) - 1, held.shape[1], len(held)) if moments is None else moments
@@ -511,7 +478,7 @@ def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = Fa
     curved = params.curved_steps()
     measured = None
     if not rows:
-        fitted, unseen = _both(lambda: _Moments(params, train, curved),
+        fitted, unseen = blas.both(lambda: _Moments(params, train, curved),
                                lambda: _Rows(params, held) if held.scatter is None else _Moments(params, held, curved), threads)
         measured = _measure(params, fitted, unseen, len(held.spans), threads, first)
     if measured is None:  # the two sides' states made one after the other: each with its temporary, they are the peak
@@ -533,7 +500,7 @@ def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments
     total = 0.0
     for c in range(len(curved) + 1):
         if c:
-            _both(lambda: fitted.correct(curved[c - 1]), lambda: unseen.correct(curved[c - 1]), threads)
+            blas.both(lambda: fitted.correct(curved[c - 1]), lambda: unseen.correct(curved[c - 1]), threads)
         lead = 0 if c == 0 else curved[c - 1] + 1  # outputs fixed by the kept steps
         # state c holds for k from lead to the next curved step: the untruncated errors ||r[k:]||^2 there
         squares = unseen.squares(lead)
@@ -833,7 +800,7 @@ class _Validation:
         training, unseen = self._rows(i)  # gathered before either thread reads them
         if self.threads < 2 or len(self.parts[i].held) * unseen.shape[1] ** 2 > BESIDE * training.size:
             return self._fit(i, False)
-        params, self._groups[i] = _both(lambda: self._fit(i, False), lambda: self._moments(i, 1), 2)
+        params, self._groups[i] = blas.both(lambda: self._fit(i, False), lambda: self._moments(i, 1), 2)
         return params
 
     def _moments(self, i: int, threads: int) -> tuple[Groups, Groups]:
@@ -842,7 +809,7 @@ class _Validation:
         part, (training, unseen), w = self.parts[i], self._rows(i), self.weights
         moments = by_moments(len(part.held), unseen.shape[1], len(unseen))
         origin = training.mean(axis=0)  # Groups' own origin of the training rows, taken once for both
-        fitted, held = _both(lambda: Groups(training, None if w is None else w[part.train], np.array([0, len(training)]), origin=origin),
+        fitted, held = blas.both(lambda: Groups(training, None if w is None else w[part.train], np.array([0, len(training)]), origin=origin),
                              lambda: Groups(unseen, None if w is None else w[part.rows], part.bounds, moments, origin), threads)
         return fitted, held
 

@@ -21,7 +21,6 @@ at most ``LEVEL`` of the time.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -176,10 +175,8 @@ def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weigh
     outputs: tuple[np.ndarray | None, ...] = ()
     if with_forward:  # the report's pass: the two maps' curves side by side where two cores are free (blas.pair_threads),
         # each the same pass as alone (the kernels release the GIL); on a busy machine one after the other
-        with ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(kernels.error_curve, X, baseline.scaled(c), with_forward=True) if blas.pair_threads() > 1 else None
-            (a, r_a) = kernels.error_curve(X, params.scaled(c), with_forward=True)
-            (b, r_b) = kernels.error_curve(X, baseline.scaled(c), with_forward=True) if pending is None else pending.result()
+        (a, r_a), (b, r_b) = blas.both(lambda: kernels.error_curve(X, params.scaled(c), with_forward=True),
+                                       lambda: kernels.error_curve(X, baseline.scaled(c), with_forward=True), blas.pair_threads())
         outputs = (np.divide(r_a, c, out=r_a), np.divide(r_b, c, out=r_b))  # exact: c is a power of two (in place: no new pages)
         outputs += tuple(e[:, kept - 1] / c / c if kept else None for e in (a, b))
     else:
