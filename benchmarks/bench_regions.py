@@ -79,7 +79,7 @@ def _backward(X, declared, groups, rng, progress=None, weights=None, shrink_curv
         count = len(fitted.params.curved_steps())
         refit = ppa.fit(X, declared.replace(robust=False, max_curved=count), groups=groups, rng=copy.deepcopy(start),
                         weights=weights, shrink_outputs=candidates.SHARES)
-        lam = CHOOSE(refit.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)
+        lam = shrink.choose(refit.params, X, groups, rng.spawn(1)[0], weights, kept, declared.selection_samples)  # as patched (shrinkcoarseQ)
         fitted = shrink.shrunk(X, refit, lam, weights)
         fitted = dataclasses.replace(fitted, params=fill.with_marginals(fitted.params, X, weights))
         choice = choice | {"max_curved": count, "shrink": lam}

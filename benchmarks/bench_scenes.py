@@ -10,6 +10,8 @@ Variants: ``base`` (the default ``PPA()``), ``fenced`` (every step's polynomial 
 far-out fences, ``ppa_xr.core.basis.fences``, the tails beyond them, plain fits included), ``coarseQ`` (the whole-fit
 validation's halves dealt over Q x Q regions of the 10 x 10 spatial blocks, degree selection on the blocks as before;
 cube fits only, the random halves are unchanged).
+``anyk``: the check where users look (``candidates._where_users_look``) also asks every k to stay within 6% of
+PCA on the held-out half (a candidate's worst read as the larger of its worst kept k and its worst k less 5).
 ``nolook``: the whole-fit validation's choice by the held-out mean alone, not checked where users look
 (``ppa_xr.core.candidates.LOOK = False``: the default before that check).
 ``noshrink``: the validated fit's last curve as fitted (``ppa_xr.core.shrink.SHRINK = False``: the default before
@@ -50,6 +52,14 @@ from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 
 fences, FENCE, ROUNDS, LOOK, COUNT, SHRINK = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT, shrink.SHRINK
 CHOICES, AXIS_SIGNIFICANCE = ppa._Loop._choices, degrees.axis_significance
+JUDGE = candidates.judge
+
+
+def _judge_any_k(*args, **kwargs):
+    """``candidates.judge`` whose worst where users look also holds every k within 6% of PCA (the second bound of the
+    protocol): ``worst = max(worst over the kept k, worst over every k - 5)``, so the check's 101 reads 106 there."""
+    v = JUDGE(*args, **kwargs)
+    return dataclasses.replace(v, worst=max(v.worst, float(v.relative.max()) - 5.0))
 
 
 @contextlib.contextmanager
@@ -64,6 +74,8 @@ def variant(name: str):
     if name.startswith("tukey"):  # fenced at Tukey fences of the given number of interquartile ranges
         steps.Designs.__call__ = lambda self, alphas, top: original(dataclasses.replace(self, fenced=True), alphas, top)
         basis.FENCE = float(name[len("tukey"):])
+    if name == "anyk":  # the check where users look holds every k within 6% too (curves12)
+        candidates.judge = _judge_any_k
     if name == "nolook":  # the choice by the held-out mean alone, not checked where users look
         candidates.LOOK = False
     if name == "noshrink":  # the validated fit's last curve kept as fitted, not shrunk (ppa_xr.core.shrink)
@@ -101,7 +113,7 @@ def variant(name: str):
         candidates.Folds = degrees.Folds
         ppa._Loop._choices, degrees.axis_significance = CHOICES, AXIS_SIGNIFICANCE
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
-        shrink.SHRINK, candidates.SHARES = SHRINK, True
+        shrink.SHRINK, candidates.SHARES, candidates.judge = SHRINK, True, JUDGE
 
 
 def edge_rows(model: PPA, held: np.ndarray, scale: np.ndarray | None = None) -> dict:
