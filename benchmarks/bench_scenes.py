@@ -12,6 +12,8 @@ validation's halves dealt over Q x Q regions of the 10 x 10 spatial blocks, degr
 cube fits only, the random halves are unchanged).
 ``anyk``: the check where users look (``candidates._where_users_look``) also asks every k to stay within 6% of
 PCA on the held-out half (a candidate's worst read as the larger of its worst kept k and its worst k less 5).
+``marginM``: the check where users look reads every k at which PCA's held-out error is at least 0.1% / M of the
+held-out energy, the same bound as at the kept k (``margin1``: the kept k alone, the default; curves13).
 ``nolook``: the whole-fit validation's choice by the held-out mean alone, not checked where users look
 (``ppa_xr.core.candidates.LOOK = False``: the default before that check).
 ``noshrink``: the validated fit's last curve as fitted (``ppa_xr.core.shrink.SHRINK = False``: the default before
@@ -62,6 +64,19 @@ def _judge_any_k(*args, **kwargs):
     return dataclasses.replace(v, worst=max(v.worst, float(v.relative.max()) - 5.0))
 
 
+def _judge_margin(margin: float):
+    """``candidates.judge`` (the whole-fit validation's; ``shrink`` keeps its own binding) whose worst where users look
+    reads every k at which PCA's held-out error is at least ``KEPT / margin`` of the held-out energy, not ``KEPT``: the
+    same per-k bound, held a margin below the line (``components`` given: unchanged)."""
+    def judge(errors, pca, total, components=None):
+        v = JUDGE(errors, pca, total, components)
+        if components is not None:
+            return v
+        kept = pca.sum(axis=0) >= candidates.KEPT / margin * total
+        return dataclasses.replace(v, worst=float(v.relative[kept].max()) if kept.any() else 100.0)
+    return judge
+
+
 @contextlib.contextmanager
 def variant(name: str):
     original = steps.Designs.__call__
@@ -76,6 +91,8 @@ def variant(name: str):
         basis.FENCE = float(name[len("tukey"):])
     if name == "anyk":  # the check where users look holds every k within 6% too (curves12)
         candidates.judge = _judge_any_k
+    if name.startswith("margin"):  # the check where users look also reads the k of PCA's error >= 0.1% / M (curves13)
+        candidates.judge = _judge_margin(float(name[len("margin"):]))
     if name == "nolook":  # the choice by the held-out mean alone, not checked where users look
         candidates.LOOK = False
     if name == "noshrink":  # the validated fit's last curve kept as fitted, not shrunk (ppa_xr.core.shrink)
