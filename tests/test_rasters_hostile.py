@@ -353,6 +353,28 @@ def test_a_cf_missing_value_beside_the_fill_value_marks_missing_values(tmp_path)
         np.testing.assert_array_equal(stored.ppa.transform(model, n_components=2).values, expected)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_unsigned_bytes_held_signed_are_read_unsigned_as_declared(tmp_path, seed):
+    """netCDF keeps unsigned bytes as int8 with ``_Unsigned="true"``; opened with mask_and_scale=False, a byte of 200 was
+    read as -56: a model of the decoded file gave components up to 376 off on the stored one, silently. The fill byte
+    (-1, 255 unsigned) marks missing values either way, and the outputs carry no _Unsigned."""
+    values = np.random.default_rng(seed).integers(100, 250, size=(4, 40, 40)).astype("uint8")
+    values[:, 0, 0] = 255
+    stored = xr.DataArray(values.view("int8"), dims=("b", "y", "x"), coords={"b": list("abcd")}, attrs={"_Unsigned": "true"})
+    stored.encoding = {"_FillValue": np.int8(-1)}
+    stored.to_dataset(name="refl").to_netcdf(tmp_path / "u.nc", engine="h5netcdf")
+    with xr.open_dataset(tmp_path / "u.nc")["refl"] as decoded, xr.open_dataset(tmp_path / "u.nc", mask_and_scale=False)["refl"] as raw:
+        assert raw.dtype == np.int8 and raw.attrs["_Unsigned"] == "true" and decoded.dtype.kind == "f"
+        model = decoded.ppa.fit(dim="b", n_samples=1000, random_state=seed, degree=1)
+        np.testing.assert_allclose(raw.ppa.fit(dim="b", n_samples=1000, random_state=seed, degree=1).params_.mean, model.params_.mean)
+        expected = decoded.ppa.transform(model).values
+        assert np.isnan(expected[:, 0, 0]).all() and np.isfinite(expected[:, 1:]).all()
+        np.testing.assert_allclose(raw.ppa.transform(model).values, expected, atol=1e-3)
+        assert "_Unsigned" not in raw.ppa.fill(model).attrs
+    flipped = xr.DataArray(values.view("int8").view("uint8"), dims=("b", "y", "x"), attrs={"_Unsigned": "false"})  # the reverse
+    np.testing.assert_array_equal(ppa_xr.cube.inputs.feature_array(flipped, "b").values, values.view("int8"))
+
+
 def test_components_along_another_dimension_are_refused_with_the_fix(tmp_path, landsat):
     """A component GeoTIFF opened with rioxarray has its components along 'band': the message names the rename."""
     model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
