@@ -1,6 +1,8 @@
 """Rasters as users bring them: any byte order, copies in another precision, GCP georeferencing, internal masks and
 alpha bands, bands at several resolutions, results written straight with rioxarray, files that are not what they say."""
 
+import warnings
+
 import numpy as np
 import pytest
 import rasterio
@@ -277,6 +279,30 @@ def test_packed_values_are_unpacked_however_the_file_is_opened(tmp_path):
         model = decoded["refl"].ppa.fit(dim="b", n_samples=3000, random_state=0, degree=2)
         np.testing.assert_allclose(packed["refl"].ppa.transform(model, n_components=3).values,
                                    decoded["refl"].ppa.transform(model, n_components=3).values, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_stored_numbers_without_their_scale_on_a_model_of_the_values_are_named(tmp_path, seed):
+    """A packed file's stored numbers whose scale_factor was dropped (read with rasterio, rebuilt from .values) on a model of
+    its reflectances: components 4e4 times too large, evaluate's curves near 100% and the shift check's "differs from the
+    fitting sample", nothing saying why. Every comparison (evaluate, the shift check, the report, PPA.evaluate) says how far
+    the values lie from the model, in its spread, and what to check; the fitting scene's lie at about 1."""
+    path = _packed_scene(tmp_path, (2.75e-5,) * 6, (-0.2,) * 6)
+    values = rioxarray.open_rasterio(path, mask_and_scale=True)
+    model = values.ppa.fit(n_samples=3000, random_state=seed, degree=2)
+    stored = rioxarray.open_rasterio(path, masked=True).assign_attrs(scale_factor=1.0, add_offset=0.0)  # the scale lost
+    for compare in (lambda cube: cube.ppa.evaluate(model), lambda cube: cube.ppa.transform(model, n_components=2, check=True),
+                    lambda cube: model.evaluate(cube.ppa.sample(n_samples=500, random_state=seed))):
+        with pytest.warns(ppa_xr.ShiftWarning, match=r"lie [0-9.e+]+ times as far from the model's mean as its fitting sample's "
+                                                     r"spread.*other units.*cube \* scale_factor \+ add_offset"):
+            compare(stored)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ppa_xr.ShiftWarning)
+        values.ppa.evaluate(model)
+    held_out = ppa_xr.core.errors.compare_errors(model.params_, values.ppa.sample(n_samples=2000, random_state=seed + 10))
+    assert 0.7 < held_out.spread < 1.4
+    with pytest.warns(ppa_xr.ShiftWarning):
+        assert ppa_xr.core.errors.compare_errors(model.params_, stored.ppa.sample(n_samples=500)).spread > 1e4
 
 
 def test_a_scale_per_band_is_applied_or_refused(tmp_path):
