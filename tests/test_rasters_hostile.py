@@ -401,6 +401,19 @@ def test_unsigned_bytes_held_signed_are_read_unsigned_as_declared(tmp_path, seed
     np.testing.assert_array_equal(ppa_xr.cube.inputs.feature_array(flipped, "b").values, values.view("int8"))
 
 
+def test_the_largest_uint64_as_nodata_marks_missing_values(tmp_path):
+    """2^64 - 1, a uint64 file's usual fill value, is 2^64 as a float: it was refused as "a value uint64 cannot hold"."""
+    values = np.random.default_rng(0).integers(1000, 5000, size=(3, 30, 30)).astype("uint64")
+    values[:, :5, :5] = np.iinfo("uint64").max
+    cube = xr.DataArray(values, dims=("band", "y", "x"), coords={"band": ["a", "b", "c"]}, name="counts")
+    cube.encoding = {"_FillValue": np.iinfo("uint64").max}
+    cube.to_dataset().to_netcdf(tmp_path / "u64.nc", engine="h5netcdf")
+    with xr.open_dataset(tmp_path / "u64.nc", mask_and_scale=False)["counts"] as stored:
+        assert stored.dtype == np.uint64 and stored.attrs["_FillValue"] == np.iinfo("uint64").max
+        features = ppa_xr.cube.inputs.feature_array(stored, "band").values
+    assert np.isnan(features[:, :5, :5]).all() and np.isfinite(features).sum() == 3 * (900 - 25)
+
+
 def test_components_along_another_dimension_are_refused_with_the_fix(tmp_path, landsat):
     """A component GeoTIFF opened with rioxarray has its components along 'band': the message names the rename."""
     model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)

@@ -267,7 +267,8 @@ def _held(value: Any, dtype: np.dtype) -> Any:
     """``value`` itself where it is a number ``dtype`` holds (NaN included: it marks no value); a string, or an
     integer dtype's out-of-range or fractional value, raises."""
     number = float(value)
-    if dtype.kind in "iu" and not np.isnan(number) and not (number.is_integer() and np.iinfo(dtype).min <= number <= np.iinfo(dtype).max):
+    exact = int(value) if isinstance(value, (int, np.integer)) else number  # a uint64's 2^64 - 1 is 2^64 as a float
+    if dtype.kind in "iu" and not np.isnan(number) and not (float(exact).is_integer() and np.iinfo(dtype).min <= exact <= np.iinfo(dtype).max):
         raise OverflowError(f"{value!r} is not a {dtype} value")
     return value
 
