@@ -414,6 +414,21 @@ def test_the_largest_uint64_as_nodata_marks_missing_values(tmp_path):
     assert np.isnan(features[:, :5, :5]).all() and np.isfinite(features).sum() == 3 * (900 - 25)
 
 
+def test_results_of_a_cube_with_its_bands_last_are_written_as_geotiffs(tmp_path, landsat):
+    """A netCDF cube stored (y, x, band) gives results with y and x first: their GeoTIFF was refused by rioxarray
+    ("Invalid dimension order") after they were computed. Written band first, they read back as the band-first cube's."""
+    cube = landsat.isel(x=slice(0, 48), y=slice(0, 48))
+    model = cube.ppa.fit(n_samples=1000, random_state=0, degree=2)
+    last = cube.transpose("y", "x", "band")
+    for name, result, expected in (("f.tif", last.ppa.fill(model), cube.ppa.fill(model)),
+                                   ("c.tif", last.ppa.transform(model, n_components=3), cube.ppa.transform(model, n_components=3)),
+                                   ("d.tif", last.ppa.transform(model, n_components=3).to_dataset("component").transpose("x", "y"),
+                                    cube.ppa.transform(model, n_components=3))):
+        ppa_xr.to_raster(result, tmp_path / name)
+        with rioxarray.open_rasterio(tmp_path / name) as written:
+            np.testing.assert_array_equal(written.values, expected.values)
+
+
 def test_components_along_another_dimension_are_refused_with_the_fix(tmp_path, landsat):
     """A component GeoTIFF opened with rioxarray has its components along 'band': the message names the rename."""
     model = landsat.ppa.fit(n_samples=3000, random_state=0, degree=2)
