@@ -61,8 +61,8 @@ class ErrorComparison:
         Pixels compared.
     spread : float
         The rows' RMS distance from the model's mean over the fitting sample's RMS spread,
-        ``sqrt(mean_i ||W (x_i - mean)||^2 / sum_j lambda_j)`` (about 1 on the fitting scene; above :data:`UNITS_APART`
-        the rows are taken as in other units, with a :class:`ShiftWarning`).
+        ``sqrt(mean_i ||W (x_i - mean)||^2 / sum_j lambda_j)`` (about 1 on the fitting scene; above ``UNITS_APART``, 30,
+        the rows are taken as in other units, with a :class:`~ppa_xr.ShiftWarning`).
     """
 
     ppa: np.ndarray
