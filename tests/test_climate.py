@@ -519,3 +519,10 @@ def test_months_repeated_where_files_overlap_are_named_before_they_weigh_twice(a
     with pytest.warns(UserWarning, match=r"cube 2 of 2's labels along 'x' repeat"):  # a mosaic's overlap, pooled
         ppa_xr.fit_pooled([_global_field(0).rename(lat="y", lon="x"), xr.concat([_global_field(1).rename(lat="y", lon="x")] * 2, "x")],
                           dim="time", degree=1)
+
+
+def test_a_cube_repeating_the_models_months_names_them_as_dates(sst, model):
+    """Months as features repeated (overlapping files) were named as nanoseconds since 1970 ('1262304000000000000')."""
+    with pytest.raises(ValueError, match=r"labels along 'time' repeat: \['2010-01-01T00:00:00.000000000', .*"
+                                         r"cube.drop_duplicates\('time'\)"):
+        xr.concat([sst, sst.isel(time=[0, 1])], "time").ppa.transform(model)

@@ -245,8 +245,9 @@ class FeatureLabels:
             cube_labels = self._cube_labels(da)
             have, want = (labels.astype(np.result_type(cube_labels, self.labels)).tolist() if cube_labels.dtype.kind == self.labels.dtype.kind == "M"
                           else labels.tolist() for labels in (cube_labels, self.labels))  # dates as dates at any resolution (s, ns)
-            if dups := _duplicates(have):
-                raise ValueError(f"the cube's labels along {self.dim!r} repeat: {dups}; the model cannot tell those features apart")
+            if dups := _duplicates(cube_labels):  # as the cube holds them (dates as dates, not nanoseconds)
+                raise ValueError(f"the cube's labels along {self.dim!r} repeat: {dups}; the model cannot tell those features apart: "
+                                 f"keep one of each, cube.drop_duplicates({str(self.dim)!r})")
             if have != want:
                 missing = self.labels[[label not in have for label in want]]
                 extra = cube_labels[[label not in want for label in have]]
