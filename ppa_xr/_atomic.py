@@ -83,7 +83,24 @@ def check_output(path: str | os.PathLike, suffixes: Iterable[str], inputs: Itera
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise FileExistsError(f"{what} {path} exists; choose another path or allow replacing it (overwrite=True, CLI: --overwrite)")
     _check_replaceable(path, what)
+    check_writable(path, what)
     return path
+
+
+def check_writable(path: Path, what: str = "output") -> None:
+    """An OSError naming the folder where ``path`` is to be written (the nearest that exists: a report's folder is made
+    later) when nothing can be created in it (no permission, a read-only file system), found by creating and removing a
+    hidden sibling of ``path`` there: checked before any work, as the outputs are, not after the work is done."""
+    folder = Path(os.path.abspath(path)).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    probe = _new_sibling(folder / path.name, _TMP)
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError as err:
+        raise OSError(err.errno, f"{what} {path} cannot be written: nothing can be created in {folder} ({err.strerror}); "
+                                 "write it to another folder (nothing was written)") from err
+    os.remove(probe)
 
 
 #: what marks a folder as a zarr store (version 3, version 2 group or array)

@@ -27,7 +27,7 @@ import xarray as xr
 from .core import checks, spec
 from .cube.rasters import OUTPUT_SUFFIXES, open_cube, with_grid_mapping, write_cube
 from .model import PPA, load_model
-from ._atomic import as_path, check_output, recover_interrupted, refuse_inputs, replace_atomically
+from ._atomic import as_path, check_output, check_writable, recover_interrupted, refuse_inputs, replace_atomically
 from .model.display import facts
 from .model.file import check_path
 from .model.labels import shown
@@ -148,6 +148,7 @@ def _report_folder(args: argparse.Namespace) -> Path:
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"the report folder {folder} is a file; name a directory")
     refuse_inputs(folder, [*args.inputs, args.model], "the report folder")
+    check_writable(folder, "the report folder")
     entries = sorted(os.listdir(folder)) if folder.is_dir() else []
     foreign = [name for name in entries if name not in REPORT_FILES]
     if foreign:

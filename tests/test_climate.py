@@ -504,3 +504,25 @@ def test_grids_in_another_longitude_convention_or_latitudes_in_degrees_say_how_t
     np.testing.assert_array_equal(back.ppa.transform(model).values, cells.stack(cell=("lat", "lon")).ppa.transform(model).values)
     with pytest.raises(ValueError, match=r"np.cos\(np.deg2rad\(lat\)\)"):
         cells.ppa.fit(dim="time", weights=np.cos(cells.lat), random_state=0, degree=1)
+
+
+def test_months_repeated_where_files_overlap_are_named_before_they_weigh_twice(anomalies):
+    """Files of overlapping years concatenated repeat their shared months: each was fitted twice, its map weighing
+    double (the first EOF's share 0.284 became 0.335), silently. The fit warns naming them and the way out."""
+    cells = anomalies.stack(cell=("lat", "lon"))
+    overlapping = xr.concat([cells.isel(time=slice(0, 24)), cells.isel(time=slice(21, 36))], "time")
+    with pytest.warns(UserWarning, match=r"labels along 'time' repeat \(3 of them, \[2011-10-01, 2011-11-01, 2011-12-01\]\).*"
+                                         r"cube.drop_duplicates\('time'\)"):
+        overlapping.ppa.fit(dim="cell", degree=1)
+    kept = overlapping.drop_duplicates("time").ppa.fit(dim="cell", degree=1)
+    np.testing.assert_allclose(kept.explained_variance_ratio_, cells.ppa.fit(dim="cell", degree=1).explained_variance_ratio_)
+    with pytest.warns(UserWarning, match=r"cube 2 of 2's labels along 'x' repeat"):  # a mosaic's overlap, pooled
+        ppa_xr.fit_pooled([_global_field(0).rename(lat="y", lon="x"), xr.concat([_global_field(1).rename(lat="y", lon="x")] * 2, "x")],
+                          dim="time", degree=1)
+
+
+def test_a_cube_repeating_the_models_months_names_them_as_dates(sst, model):
+    """Months as features repeated (overlapping files) were named as nanoseconds since 1970 ('1262304000000000000')."""
+    with pytest.raises(ValueError, match=r"labels along 'time' repeat: \['2010-01-01T00:00:00.000000000', .*"
+                                         r"cube.drop_duplicates\('time'\)"):
+        xr.concat([sst, sst.isel(time=[0, 1])], "time").ppa.transform(model)

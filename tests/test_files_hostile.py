@@ -21,7 +21,7 @@ from ppa_xr import PPA, load_model
 from ppa_xr import _atomic as atomic
 from ppa_xr.cli import main
 
-from .test_files import hidden, listing, models  # noqa: F401 (models: a fixture)
+from .test_files import hidden, listing, models, scene  # noqa: F401 (models, scene: fixtures)
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +248,40 @@ def test_a_full_disk_refuses_an_output_before_writing_it(small_disk, name):
     assert listing(small_disk) == before
     (small_disk / "filler").unlink()
     assert finished(ppa_xr.write_cube, cube, small_disk / name) == small_disk / name  # with room, written
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A folder nothing can be created in: a read-only tmpfs mounted for the test (root writes through permissions), else
+    a folder without write permission; skipped where neither holds."""
+    folder = tmp_path / "read_only"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True, text=True)
+    if mounted.returncode:
+        folder.chmod(0o555)
+        if os.access(folder, os.W_OK):
+            pytest.skip(f"no read-only folder here: cannot mount ({mounted.stderr.strip()}) and permissions do not bind")
+    yield folder
+    if mounted.returncode:
+        folder.chmod(0o755)
+    else:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("command", ["fit", "transform", "fill", "report", "report_deeper"])
+def test_an_output_in_a_folder_that_cannot_be_written_is_refused_before_any_work(read_only, scene, capsys, command):
+    """Every command's output checked once, before its work: a fit or a report into a read-only folder was computed,
+    then failed at its write ("Operation not permitted"), the work lost."""
+    inputs = [str(scene / "scene.tif"), str(scene / "m.nc")]
+    output = {"fit": "m2.nc", "transform": "c.tif", "fill": "f.nc", "report": "rep", "report_deeper": "a/b/rep"}[command]
+    args = [command.split("_")[0], *(inputs[:1] if command == "fit" else inputs), str(read_only / output)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{read_only / output} cannot be written: nothing can be created in {read_only}" in err
+    assert "PPA fit" not in err and "report on" not in err  # refused before the fit's steps, before the report's pass
+    assert os.listdir(read_only) == []
+    with pytest.raises(OSError, match="cannot be written: nothing can be created in"):
+        load_model(scene / "m.nc").save(read_only / "m.zarr")
 
 
 def test_a_write_that_fills_the_disk_without_an_error_is_refused(small_disk):

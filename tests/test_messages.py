@@ -77,6 +77,8 @@ def test_parameters_that_are_gone_or_renamed_say_what_to_pass(landsat):
     ("360_day", "noleap", r"cube.convert_calendar\('360_day', dim='time', use_cftime=True, align_on='date'\)"),
     (None, "noleap", r"cube.convert_calendar\('standard', dim='time', use_cftime=False\)"),
     ("standard", None, r"the same days held as another type, .*cube.convert_calendar\('standard', dim='time', use_cftime=True\)"),
+    (None, "proleptic_gregorian", r"the same days from 1582-10-15 on, held as another type, .*cube.convert_calendar\('standard', "
+                                  r"dim='time', use_cftime=False\)"),  # rioxarray's reading of a netCDF's dates
 ])
 def test_dates_of_another_calendar_name_both_calendars_and_the_conversion(model_calendar, cube_calendar, conversion):
     """A model of months of one calendar against a cube of another: "lacks 24 of 24" under labels printed alike, or a raw

@@ -1,6 +1,8 @@
 """Rasters as users bring them: any byte order, copies in another precision, GCP georeferencing, internal masks and
 alpha bands, bands at several resolutions, results written straight with rioxarray, files that are not what they say."""
 
+import warnings
+
 import numpy as np
 import pytest
 import rasterio
@@ -279,6 +281,30 @@ def test_packed_values_are_unpacked_however_the_file_is_opened(tmp_path):
                                    decoded["refl"].ppa.transform(model, n_components=3).values, atol=1e-5)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_stored_numbers_without_their_scale_on_a_model_of_the_values_are_named(tmp_path, seed):
+    """A packed file's stored numbers whose scale_factor was dropped (read with rasterio, rebuilt from .values) on a model of
+    its reflectances: components 4e4 times too large, evaluate's curves near 100% and the shift check's "differs from the
+    fitting sample", nothing saying why. Every comparison (evaluate, the shift check, the report, PPA.evaluate) says how far
+    the values lie from the model, in its spread, and what to check; the fitting scene's lie at about 1."""
+    path = _packed_scene(tmp_path, (2.75e-5,) * 6, (-0.2,) * 6)
+    values = rioxarray.open_rasterio(path, mask_and_scale=True)
+    model = values.ppa.fit(n_samples=3000, random_state=seed, degree=2)
+    stored = rioxarray.open_rasterio(path, masked=True).assign_attrs(scale_factor=1.0, add_offset=0.0)  # the scale lost
+    for compare in (lambda cube: cube.ppa.evaluate(model), lambda cube: cube.ppa.transform(model, n_components=2, check=True),
+                    lambda cube: model.evaluate(cube.ppa.sample(n_samples=500, random_state=seed))):
+        with pytest.warns(ppa_xr.ShiftWarning, match=r"lie [0-9.e+]+ times as far from the model's mean as its fitting sample's "
+                                                     r"spread.*other units.*cube \* scale_factor \+ add_offset"):
+            compare(stored)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ppa_xr.ShiftWarning)
+        values.ppa.evaluate(model)
+    held_out = ppa_xr.core.errors.compare_errors(model.params_, values.ppa.sample(n_samples=2000, random_state=seed + 10))
+    assert 0.7 < held_out.spread < 1.4
+    with pytest.warns(ppa_xr.ShiftWarning):
+        assert ppa_xr.core.errors.compare_errors(model.params_, stored.ppa.sample(n_samples=500)).spread > 1e4
+
+
 def test_a_scale_per_band_is_applied_or_refused(tmp_path):
     path = _packed_scene(tmp_path, (1e-4, 2e-4, 1e-4, 1e-4, 1e-4, 1e-4), (0.0,) * 6)
     with pytest.raises(ValueError, match="mask_and_scale=True"):
@@ -351,6 +377,56 @@ def test_a_cf_missing_value_beside_the_fill_value_marks_missing_values(tmp_path)
         expected = decoded.ppa.transform(model, n_components=2).values
         assert np.isnan(expected[:, :20]).all() and np.isfinite(expected[:, 20:]).all()
         np.testing.assert_array_equal(stored.ppa.transform(model, n_components=2).values, expected)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_unsigned_bytes_held_signed_are_read_unsigned_as_declared(tmp_path, seed):
+    """netCDF keeps unsigned bytes as int8 with ``_Unsigned="true"``; opened with mask_and_scale=False, a byte of 200 was
+    read as -56: a model of the decoded file gave components up to 376 off on the stored one, silently. The fill byte
+    (-1, 255 unsigned) marks missing values either way, and the outputs carry no _Unsigned."""
+    values = np.random.default_rng(seed).integers(100, 250, size=(4, 40, 40)).astype("uint8")
+    values[:, 0, 0] = 255
+    stored = xr.DataArray(values.view("int8"), dims=("b", "y", "x"), coords={"b": list("abcd")}, attrs={"_Unsigned": "true"})
+    stored.encoding = {"_FillValue": np.int8(-1)}
+    stored.to_dataset(name="refl").to_netcdf(tmp_path / "u.nc", engine="h5netcdf")
+    with xr.open_dataset(tmp_path / "u.nc")["refl"] as decoded, xr.open_dataset(tmp_path / "u.nc", mask_and_scale=False)["refl"] as raw:
+        assert raw.dtype == np.int8 and raw.attrs["_Unsigned"] == "true" and decoded.dtype.kind == "f"
+        model = decoded.ppa.fit(dim="b", n_samples=1000, random_state=seed, degree=1)
+        np.testing.assert_allclose(raw.ppa.fit(dim="b", n_samples=1000, random_state=seed, degree=1).params_.mean, model.params_.mean)
+        expected = decoded.ppa.transform(model).values
+        assert np.isnan(expected[:, 0, 0]).all() and np.isfinite(expected[:, 1:]).all()
+        np.testing.assert_allclose(raw.ppa.transform(model).values, expected, atol=1e-3)
+        assert "_Unsigned" not in raw.ppa.fill(model).attrs
+    flipped = xr.DataArray(values.view("int8").view("uint8"), dims=("b", "y", "x"), attrs={"_Unsigned": "false"})  # the reverse
+    np.testing.assert_array_equal(ppa_xr.cube.inputs.feature_array(flipped, "b").values, values.view("int8"))
+
+
+def test_the_largest_uint64_as_nodata_marks_missing_values(tmp_path):
+    """2^64 - 1, a uint64 file's usual fill value, is 2^64 as a float: it was refused as "a value uint64 cannot hold"."""
+    values = np.random.default_rng(0).integers(1000, 5000, size=(3, 30, 30)).astype("uint64")
+    values[:, :5, :5] = np.iinfo("uint64").max
+    cube = xr.DataArray(values, dims=("band", "y", "x"), coords={"band": ["a", "b", "c"]}, name="counts")
+    cube.encoding = {"_FillValue": np.iinfo("uint64").max}
+    cube.to_dataset().to_netcdf(tmp_path / "u64.nc", engine="h5netcdf")
+    with xr.open_dataset(tmp_path / "u64.nc", mask_and_scale=False)["counts"] as stored:
+        assert stored.dtype == np.uint64 and stored.attrs["_FillValue"] == np.iinfo("uint64").max
+        features = ppa_xr.cube.inputs.feature_array(stored, "band").values
+    assert np.isnan(features[:, :5, :5]).all() and np.isfinite(features).sum() == 3 * (900 - 25)
+
+
+def test_results_of_a_cube_with_its_bands_last_are_written_as_geotiffs(tmp_path, landsat):
+    """A netCDF cube stored (y, x, band) gives results with y and x first: their GeoTIFF was refused by rioxarray
+    ("Invalid dimension order") after they were computed. Written band first, they read back as the band-first cube's."""
+    cube = landsat.isel(x=slice(0, 48), y=slice(0, 48))
+    model = cube.ppa.fit(n_samples=1000, random_state=0, degree=2)
+    last = cube.transpose("y", "x", "band")
+    for name, result, expected in (("f.tif", last.ppa.fill(model), cube.ppa.fill(model)),
+                                   ("c.tif", last.ppa.transform(model, n_components=3), cube.ppa.transform(model, n_components=3)),
+                                   ("d.tif", last.ppa.transform(model, n_components=3).to_dataset("component").transpose("x", "y"),
+                                    cube.ppa.transform(model, n_components=3))):
+        ppa_xr.to_raster(result, tmp_path / name)
+        with rioxarray.open_rasterio(tmp_path / name) as written:
+            np.testing.assert_array_equal(written.values, expected.values)
 
 
 def test_components_along_another_dimension_are_refused_with_the_fix(tmp_path, landsat):

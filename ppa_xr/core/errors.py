@@ -35,10 +35,13 @@ FLOOR = 1e-12
 LEVEL = 0.05
 #: PPA may be this much worse than PCA (a fraction of PCA's error) before it counts as worse: the noise allowance
 ALLOWANCE = 0.01
+#: rows this many times as far from the model's mean as its fitting sample's spread (RMS) are taken as in other units
+UNITS_APART = 30.0
 
 
 class ShiftWarning(UserWarning):
-    """PPA reconstructs a cube worse than the PCA of its own fitting sample: the cube differs from that sample."""
+    """PPA reconstructs a cube worse than the PCA of its own fitting sample, or the cube's values lie far beyond that
+    sample's spread (other units): the cube differs from that sample."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,10 @@ class ErrorComparison:
         Standard error of ``relative`` (delta method).
     n : int
         Pixels compared.
+    spread : float
+        The rows' RMS distance from the model's mean over the fitting sample's RMS spread,
+        ``sqrt(mean_i ||W (x_i - mean)||^2 / sum_j lambda_j)`` (about 1 on the fitting scene; above ``UNITS_APART``, 30,
+        the rows are taken as in other units, with a :class:`~ppa_xr.ShiftWarning`).
     """
 
     ppa: np.ndarray
@@ -63,6 +70,7 @@ class ErrorComparison:
     relative: np.ndarray
     se: np.ndarray
     n: int
+    spread: float = 1.0
 
     def __repr__(self) -> str:
         worst = int(np.argmax(self.relative))
@@ -170,7 +178,8 @@ def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weigh
     c = 1 / float(power_of_two(np.maximum(centred.max(initial=0.0), -centred.min(initial=0.0))))
     X = np.multiply(X, c, order="F" if with_forward else "K")  # feature-major: the outputs come out so, each row written whole
     centred *= c  # = scaled(c).to_fit_space(X * c): W stays, the mean scales (exact, a power of two)
-    floor = floor_of(np.mean(np.einsum("ij,ij->i", centred, centred)))
+    energy = float(np.mean(np.einsum("ij,ij->i", centred, centred)))
+    floor, apart = floor_of(energy), _spread(params, energy / c / c)
     del centred  # its pages serve the curves' outputs
     outputs: tuple[np.ndarray | None, ...] = ()
     if with_forward:  # the report's pass: the two maps' curves side by side where two cores are free (blas.pair_threads),
@@ -183,22 +192,36 @@ def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weigh
         a, b = (kernels.error_curve(X, method.scaled(c)) for method in (params, baseline))
     a, b = a[:, :-1], b[:, :-1]
     if weights is not None:
-        return _weighted(a, b, weights, floor, c), outputs
+        return _weighted(a, b, weights, floor, c, apart), outputs
     n = len(X)
     mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
     ours, theirs = np.maximum(mean_a, floor), np.maximum(mean_b, floor)
     ratio = ours / theirs
     means = (mean_a / c / c, mean_b / c / c)  # in the data's own units again
     if n < 2:
-        return ErrorComparison(*means, 100 * ratio, np.full_like(ratio, np.inf), n), outputs
+        return ErrorComparison(*means, 100 * ratio, np.full_like(ratio, np.inf), n, apart), outputs
     # var(a - r b) from column moments, one pass each instead of an (n, d) temporary per term
     moment = lambda u, v: np.einsum("ij,ij->j", u, v) / n  # noqa: E731
     spread = moment(a, a) - 2 * ratio * moment(a, b) + ratio**2 * moment(b, b) - (mean_a - ratio * mean_b) ** 2
     se = np.sqrt(np.maximum(spread, 0) * n / (n - 1)) / (np.sqrt(n) * theirs)
-    return ErrorComparison(*means, 100 * ratio, 100 * se, n), outputs
+    return ErrorComparison(*means, 100 * ratio, 100 * se, n, apart), outputs
 
 
-def _weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray, floor: float, c: float) -> ErrorComparison:
+def _spread(params: PPAParams, energy: float) -> float:
+    """:attr:`ErrorComparison.spread` of rows of mean energy ``energy`` about the model's mean (in its fit space), with a
+    :class:`ShiftWarning` where it exceeds :data:`UNITS_APART`: the stored numbers of a packed file (reflectance x 10,000)
+    on a model of its values, or kilometres on a model of metres, compared as if in the model's units."""
+    spread = float(np.sqrt(energy / max(float(np.sum(params.pca_variance)), np.finfo(float).tiny)))
+    if spread > UNITS_APART:
+        checks.warn_user(
+            f"these values lie {spread:.3g} times as far from the model's mean as its fitting sample's spread (RMS): are they in "
+            "other units or another scale than the values it was fitted on? A file's stored numbers beside its unpacked "
+            "values (reflectance x 10,000) read alike where both are opened the same way (mask_and_scale=True, or the "
+            "scale_factor and add_offset attributes left on), or unpack them: cube * scale_factor + add_offset", ShiftWarning)
+    return spread
+
+
+def _weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray, floor: float, c: float, spread: float) -> ErrorComparison:
     """:func:`compare_errors` of per-row errors ``a`` (PPA) and ``b`` (baseline), ``(n, k)`` at scale ``c``, weighted."""
     n = len(a)
     v = unit_mean(weights)
@@ -206,11 +229,11 @@ def _weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray, floor: float, c
     ratio = np.maximum(mean_a, floor) / np.maximum(mean_b, floor)
     means = (mean_a / c / c, mean_b / c / c)
     if n < 2:
-        return ErrorComparison(*means, 100 * ratio, np.full_like(ratio, np.inf), n)
+        return ErrorComparison(*means, 100 * ratio, np.full_like(ratio, np.inf), n, spread)
     residual = a - ratio * b
     residual -= (v @ residual) / n
     se = np.sqrt(n / (n - 1) * ((v**2) @ residual**2)) / (n * np.maximum(mean_b, floor))
-    return ErrorComparison(*means, 100 * ratio, 100 * se, n)
+    return ErrorComparison(*means, 100 * ratio, 100 * se, n, spread)
 
 
 def shift_message(comparison: ErrorComparison, k_max: int, where: str) -> str | None:

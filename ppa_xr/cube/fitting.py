@@ -153,6 +153,7 @@ def fit_pooled(
     check_matrix_labels(noise, features.labels)
     arrays = [features.select(da, d) for da in arrays]
     _check_same_units(arrays)
+    _warn_repeated_pixels(arrays, dim)
     feature_weights, weights = _by_kind(arrays[0], dim, weights)
     sampled, used = _s_mode_features(arrays, dim)
     shift = [noise_moments(da, dim) for da in arrays] if isinstance(noise, str) else None  # lazy: in the sampling pass
@@ -191,6 +192,20 @@ def _sampled(arrays: list[xr.DataArray], dim: Hashable, n_samples: int | None, r
     if filling:
         pooled.values[~np.isfinite(pooled.values)] = np.nan  # an infinite value is a gap too
     return pooled
+
+
+def _warn_repeated_pixels(arrays: list[xr.DataArray], dim: Hashable) -> None:
+    """Warn of labels that repeat along a pixel dimension (the same month twice where overlapping files were concatenated,
+    an x twice in a mosaic): their pixels are drawn and fitted as often as they appear, weighing them more, silently."""
+    for i, da in enumerate(arrays):
+        for d, index in da.indexes.items():
+            if d == dim or d not in da.dims or index.is_unique:
+                continue
+            repeated = index[index.duplicated()].unique()
+            where = f"cube {i + 1} of {len(arrays)}'s" if len(arrays) > 1 else "the cube's"
+            warn_user(f"{where} labels along {d!r} repeat ({len(repeated)} of them, {shown(np.asarray(repeated))}): their samples are "
+                      f"fitted as often as they appear, weighing them more; keep one of each, cube.drop_duplicates({str(d)!r}), "
+                      "or label them apart where they hold other data", UserWarning)
 
 
 def _check_same_units(arrays: list[xr.DataArray]) -> None:

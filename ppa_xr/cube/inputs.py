@@ -166,7 +166,8 @@ def float_dtype(dtype: np.dtype) -> np.dtype:
 
 def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArray:
     """``da`` as floats with its declared nodata (rioxarray's ``nodata`` / ``_FillValue``, and a CF ``missing_value``)
-    as NaN and its declared packing applied, ``scale_factor * stored + add_offset`` (:func:`declared_packing`), a new object without those
+    as NaN, its integers read with the sign ``_Unsigned`` declares and its declared packing applied, ``scale_factor * stored +
+    add_offset`` (:func:`declared_packing`), a new object without those
     attributes; ``dtype`` by default float32 for 8/16-bit integers and float32 data, float64 otherwise (no value
     is rounded). The one nodata masking and unpacking (cubes and band stacks): a file opened with or without
     ``mask_and_scale`` gives the same values."""
@@ -184,10 +185,24 @@ def masked_float(da: xr.DataArray, dtype: np.dtype | None = None) -> xr.DataArra
     for marker in dict.fromkeys([nodata, *np.ravel(da.attrs.get("missing_value", [])).tolist()]):  # CF: both mark missing
         if marker is not None and not np.isnan(float(marker)):
             out = out.where(da != marker)
+    out = _signed_as_declared(da, out)
     if (scale, offset) != (1.0, 0.0):
         out = out * np.dtype(dtype).type(scale) + np.dtype(dtype).type(offset)
     out.attrs = unpacked_attrs(da.attrs)
     return out
+
+
+def _signed_as_declared(stored: xr.DataArray, out: xr.DataArray) -> xr.DataArray:
+    """``out``, the floats of the integers ``stored``, read with the sign its ``_Unsigned`` attribute declares (netCDF's
+    convention for unsigned bytes of formats without them, which ``xr.open_dataset(mask_and_scale=False)`` leaves):
+    ``_Unsigned="true"`` on int8 reads -1 as 255, ``v + 2^bits`` for negative ``v``; ``"false"`` on unsigned the reverse."""
+    declared = str(stored.attrs.get("_Unsigned", "")).lower()
+    if stored.dtype.kind not in "iu" or {"true": "u", "false": "i"}.get(declared, stored.dtype.kind) == stored.dtype.kind:
+        return out
+    wrap = out.dtype.type(2 ** (8 * stored.dtype.itemsize))
+    if stored.dtype.kind == "i":
+        return out.where(stored >= 0, out + wrap)
+    return out.where(stored < wrap / 2, out - wrap)
 
 
 def unpacked_attrs(attrs: dict) -> dict:
@@ -196,7 +211,7 @@ def unpacked_attrs(attrs: dict) -> dict:
 
 
 #: attributes that say how stored values map to data values (nodata and CF packing), gone once applied
-_PACKING = ("_FillValue", "missing_value", "scale_factor", "add_offset", "scales", "offsets")
+_PACKING = ("_FillValue", "missing_value", "scale_factor", "add_offset", "scales", "offsets", "_Unsigned")
 
 
 def declared_packing(da: xr.DataArray) -> tuple[float, float]:
@@ -252,7 +267,8 @@ def _held(value: Any, dtype: np.dtype) -> Any:
     """``value`` itself where it is a number ``dtype`` holds (NaN included: it marks no value); a string, or an
     integer dtype's out-of-range or fractional value, raises."""
     number = float(value)
-    if dtype.kind in "iu" and not np.isnan(number) and not (number.is_integer() and np.iinfo(dtype).min <= number <= np.iinfo(dtype).max):
+    exact = int(value) if isinstance(value, (int, np.integer)) else number  # a uint64's 2^64 - 1 is 2^64 as a float
+    if dtype.kind in "iu" and not np.isnan(number) and not (float(exact).is_integer() and np.iinfo(dtype).min <= exact <= np.iinfo(dtype).max):
         raise OverflowError(f"{value!r} is not a {dtype} value")
     return value
 

@@ -293,15 +293,28 @@ def to_raster(da: xr.DataArray | xr.Dataset, path: str | os.PathLike, overwrite:
 
 
 def _as_bands(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
-    """A Dataset's variables as the bands of one DataArray (named by the variables), a DataArray as it is."""
+    """A Dataset's variables as the bands of one DataArray (named by the variables), a DataArray as it is; y and x last,
+    as a GeoTIFF holds them (a result of a ``(y, x, band)`` cube was refused by rioxarray after it was computed)."""
     if isinstance(obj, xr.DataArray):
-        return obj
+        return _grid_last(obj)
     if not obj.data_vars:
         raise ValueError("the Dataset has no data variables to write")
     units = {str(v.attrs.get("units", "")) for v in obj.data_vars.values()}
-    out = obj.to_dataarray(dim="band")
+    out = _grid_last(obj.to_dataarray(dim="band"))
     out = out.assign_attrs(units=units.pop()) if len(units) == 1 and "" not in units else out
     return _with_common_nodata(out, dict(obj.data_vars))
+
+
+def _grid_last(da: xr.DataArray) -> xr.DataArray:
+    """``da`` with its y and x dims (as rioxarray finds them) last, the others first in their order; as it is without them."""
+    import rioxarray  # noqa: F401 (the .rio accessor)
+    from rioxarray.exceptions import RioXarrayError
+
+    try:
+        y, x = da.rio.y_dim, da.rio.x_dim
+    except RioXarrayError:
+        return da
+    return da.transpose(..., y, x)
 
 
 def _with_common_nodata(out: xr.DataArray, variables: dict[Hashable, xr.DataArray]) -> xr.DataArray:

@@ -86,12 +86,18 @@ def calendar(labels: Any) -> tuple[str, bool] | None:
     return (str(found.pop()), True) if len(found) == 1 and None not in found else None
 
 
+#: calendars whose dates from 1582-10-15 on are the same days (numpy's datetime64, labelled "standard", is proleptic Gregorian)
+_GREGORIAN = {"standard", "gregorian", "proleptic_gregorian"}
+
+
 def _other_calendar(dim: Hashable, model: tuple[str, bool], cube: tuple[str, bool]) -> str:
     """Why dates of another calendar (or other date objects) cannot be matched to the model's, and how to convert them."""
     def said(cal: tuple[str, bool]) -> str:
         return f"the {cal[0]!r} calendar as {'cftime dates' if cal[1] else 'numpy datetime64'}"
     align = ", align_on='date'" if "360_day" in (model[0], cube[0]) else ""
-    why = ("the same days held as another type" if model[0] == cube[0] else "a date printed alike is another day in each")
+    gregorian = {model[0], cube[0]} <= _GREGORIAN and model[0] != cube[0]  # numpy's days are proleptic Gregorian
+    why = ("the same days held as another type" if model[0] == cube[0] else "the same days from 1582-10-15 on, held as another type"
+           if gregorian else "a date printed alike is another day in each")
     return (f"the model's labels along {dim!r} are dates of {said(model)}, the cube's of {said(cube)}: {why}, "
             f"so none can be matched. Convert the cube to the model's calendar: "
             f"cube.convert_calendar({model[0]!r}, dim={str(dim)!r}, use_cftime={model[1]}{align}) (xarray; dates the model's "
@@ -239,8 +245,9 @@ class FeatureLabels:
             cube_labels = self._cube_labels(da)
             have, want = (labels.astype(np.result_type(cube_labels, self.labels)).tolist() if cube_labels.dtype.kind == self.labels.dtype.kind == "M"
                           else labels.tolist() for labels in (cube_labels, self.labels))  # dates as dates at any resolution (s, ns)
-            if dups := _duplicates(have):
-                raise ValueError(f"the cube's labels along {self.dim!r} repeat: {dups}; the model cannot tell those features apart")
+            if dups := _duplicates(cube_labels):  # as the cube holds them (dates as dates, not nanoseconds)
+                raise ValueError(f"the cube's labels along {self.dim!r} repeat: {dups}; the model cannot tell those features apart: "
+                                 f"keep one of each, cube.drop_duplicates({str(self.dim)!r})")
             if have != want:
                 missing = self.labels[[label not in have for label in want]]
                 extra = cube_labels[[label not in want for label in have]]
