@@ -549,6 +549,32 @@ def test_fit_with_missing_fill_fits_its_curves_on_the_rows_with_fewest_gaps(seed
     assert PPA(degree=1, random_state=0).fit(gappy, missing="fill").n_effective_ == n
 
 
+def test_fit_with_missing_fill_refills_its_fewest_gap_rows_by_its_own_curves():
+    """No complete row (each with one gap, 40% with two): the curved map is fitted on the one-gap rows after one
+    refill of their gaps by the map they give, not on the loop's fill, which lies on its straighter model. The
+    fill of one gap per held-out row, as a share of the squared error of a model fitted on the complete rows, mean
+    over three seeds: 1.11 (1.07-1.15 each; 0.96-1.18 over seeds 0-11, any three 1.13 at most) against 1.54 on the
+    loop's fill (1.21-2.10; 1.07-2.10 over seeds 0-11, any three 1.21 at least). On Landsat 5 (44,000 rows, one band
+    and a quarter of the others missing) over 45 fits: mean 0.996 and worst 1.115 against 1.021 and 1.149."""
+    ratios = []
+    for seed in range(3):
+        X = curved_sample(6000, d=5, seed=seed)
+        train, test = X[:3000], X[3000:]
+        rng = np.random.default_rng(seed + 30)
+        gaps = np.zeros(train.shape, bool)
+        gaps[np.arange(3000), rng.integers(0, 5, 3000)] = True
+        two = rng.random(3000) < 0.4
+        gaps[np.flatnonzero(two), (np.argmax(gaps[two], axis=1) + 1 + rng.integers(0, 4, two.sum())) % 5] = True
+        hide = np.zeros(test.shape, bool)
+        hide[np.arange(3000), rng.integers(0, 5, 3000)] = True
+        gappy = np.where(hide, np.nan, test)
+        filled = PPA(random_state=0).fit(np.where(gaps, np.nan, train), missing="fill")
+        assert filled.degrees_.max() > 1
+        complete = PPA(random_state=0).fit(train)
+        ratios.append(mse(filled.fill(gappy), test, ~hide) / mse(complete.fill(gappy), test, ~hide))
+    assert np.mean(ratios) < 1.17, ratios
+
+
 def test_a_date_observed_nowhere_is_named_by_its_label():
     """``missing='fill'`` refuses a feature observed in no sampled pixel: the message gave its position only (features
     [1, 2]), where a cube's user knows the dates; it names them too."""

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..core import checks, errors, kernels, spec, subspace
-from ..core.fill import check_missing, fewest_gaps, fit_with_gaps
+from ..core.fill import check_missing, fewest_gaps, fit_with_gaps, refilled
 from ..core.fill import fill as fill_gaps
 from ..core.checks import warn_user
 from ..core.docstrings import shared
@@ -855,7 +855,8 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
     """``missing="fill"``: the rows with at least one observed value, their gaps filled by the EM-style loop of
     :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype;
     for a curved map only those with the fewest gaps (:func:`~ppa_xr.core.fill.fewest_gaps`, what it is fitted on; a
-    linear map is fitted on every row, EM-PCA's fixed point); whether the curves' fill was worse beyond noise on
+    linear map is fitted on every row, EM-PCA's fixed point), their gaps refilled by the map they give
+    (:func:`~ppa_xr.core.fill.refilled`); whether the curves' fill was worse beyond noise on
     observed values held out of the loop (then the rows are the linear phase's, the model is fitted linear, and a
     warning says so), None where no kept row had a gap (nothing was filled: the rows are fitted as ``missing="drop"``
     fits them); and the same rows with the fill's last posterior draw added (float64; None where nothing was filled),
@@ -874,10 +875,11 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
         return X, groups, weights, None, None
     rng_seed = declared.random_state
 
-    def fit(filled: np.ndarray, linear: bool) -> PPAParams:
+    def fit(filled: np.ndarray, linear: bool, groups: Any = groups, weights: np.ndarray | None = weights,
+            drawn: np.ndarray | None = None) -> PPAParams:
         spec = declared.pca() if linear else declared
         with np.errstate(over="raise", invalid="raise", divide="raise"):
-            return fit_selected(filled, spec, groups, checks.rng_of(rng_seed), None, weights, shrink=False)[0].params
+            return fit_selected(filled, spec, groups, checks.rng_of(rng_seed), None, weights, shrink=False, drawn=drawn)[0].params
 
     filled, drawn, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed))
     if check.worse:
@@ -885,18 +887,20 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
                   f"the squared error of the linear fill (+-{check.standard_error:.0%}): its curves do not carry over to the gaps "
                   "of these data, so the model is the linear one (degree=1), fitted on the linear fill", UserWarning)
     if max(declared.candidates) > 1 and not check.worse:
-        filled, drawn, groups, weights = _fewest_gaps(finite, filled, drawn, groups, weights)
+        X, filled, drawn, groups, weights = _fewest_gaps(finite, X, filled, drawn, groups, weights)
+        filled, drawn = refilled(X, filled, drawn, lambda rows, draw: fit(rows, False, groups, weights, draw))
     return filled.astype(X.dtype, copy=False), groups, weights, check.worse, drawn
 
 
-def _fewest_gaps(finite: np.ndarray, filled: np.ndarray, drawn: np.ndarray, groups: Any,
-                 weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, Any, np.ndarray | None]:
-    """The filled rows, drawn rows, groups and weights (at unit mean again) of the rows a curved map of a fit with gaps
-    is fitted on (:func:`~ppa_xr.core.fill.fewest_gaps`)."""
+def _fewest_gaps(finite: np.ndarray, X: np.ndarray, filled: np.ndarray, drawn: np.ndarray, groups: Any,
+                 weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any, np.ndarray | None]:
+    """The rows (with their gaps), filled rows, drawn rows, groups and weights (at unit mean again) of the rows a curved
+    map of a fit with gaps is fitted on (:func:`~ppa_xr.core.fill.fewest_gaps`)."""
     few = fewest_gaps(finite)
     if few.all():
-        return filled, drawn, groups, weights
-    return filled[few], drawn[few], None if groups is None else np.asarray(groups)[few], None if weights is None else unit_mean(weights[few])
+        return X, filled, drawn, groups, weights
+    return (X[few], filled[few], drawn[few], None if groups is None else np.asarray(groups)[few],
+            None if weights is None else unit_mean(weights[few]))
 
 
 def _check_groups(groups: Any, n: int) -> None:
