@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -18,10 +18,12 @@ from ..core.entropy import (DEGENERATE, LN2, MapDensities, PointwiseReduction, c
 from ..core.linalg import unit_mean
 from ..core.params import PPAParams
 from ..core.spec import RANDOM_STATE
-from ..model import PPA
 from . import sampling
 from .inputs import model_features
 from .maps import map_kernel, provenance
+
+if TYPE_CHECKING:
+    from ..model import PPA
 
 
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None,
