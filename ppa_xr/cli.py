@@ -59,8 +59,11 @@ def _output(args: argparse.Namespace, path: str) -> Path:
     return check_output(path, OUTPUT_SUFFIXES, [*args.inputs, args.model], args.overwrite)
 
 
-def _write(da: xr.DataArray, path: Path, args: argparse.Namespace) -> None:
+def _written(da: xr.DataArray, path: Path, args: argparse.Namespace) -> int:
+    """Write a command's output ``da`` to ``path`` and say so: the command's last step, its exit status 0."""
     write_cube(da, path, overwrite=True, inputs=[*args.inputs, args.model])  # checked by _output before any work
+    print(f"wrote {path}: {dict(da.sizes)}")
+    return 0
 
 
 def _spec_options(args: argparse.Namespace) -> dict:
@@ -96,9 +99,7 @@ def _cmd_transform(args: argparse.Namespace) -> int:
     output = _output(args, args.output)
     model = load_model(args.model)
     scores = _cube(args, model).ppa.transform(model, n_components=args.n_components, check=True)
-    _write(scores, output, args)
-    print(f"wrote {output}: {dict(scores.sizes)}")
-    return 0
+    return _written(scores, output, args)
 
 
 def _cmd_fill(args: argparse.Namespace) -> int:
@@ -106,9 +107,7 @@ def _cmd_fill(args: argparse.Namespace) -> int:
     output = _output(args, args.output)
     model = load_model(args.model)
     filled = _cube(args, model).ppa.fill(model, n_components=args.n_components)
-    _write(filled, output, args)
-    print(f"wrote {output}: {dict(filled.sizes)}")
-    return 0
+    return _written(filled, output, args)
 
 
 def _cmd_inverse(args: argparse.Namespace) -> int:
@@ -120,9 +119,7 @@ def _cmd_inverse(args: argparse.Namespace) -> int:
     if "component" not in scores.dims:
         scores = scores.rename({scores.dims[0]: "component"})  # a GeoTIFF's bands are the components
     out = scores.ppa.inverse_transform(model)
-    _write(out, output, args)
-    print(f"wrote {output}: {dict(out.sizes)}")
-    return 0
+    return _written(out, output, args)
 
 
 def _error_table(curves: xr.Dataset) -> None:

@@ -10,15 +10,16 @@ Frenet-Serret frame and its generalised curvatures, and the PPA metric
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .core import geometry
 from .core.docstrings import shared
-from .model import PPA
-from .model._sklearn import check_is_fitted
 from .view import plot_principal_curves
+
+if TYPE_CHECKING:
+    from .model import PPA
 
 __all__ = ["curvatures", "derivatives", "frenet_frame", "metric", "plot_principal_curves", "principal_grid"]
 
@@ -139,5 +140,7 @@ def principal_grid(model: PPA, n_components: int = 1, points: int = 25, spread: 
     np.ndarray
         ``(points,) * n_components + (d,)`` points in input space.
     """
+    from .model._sklearn import check_is_fitted
+
     check_is_fitted(model)
     return geometry.principal_grid(model.params_, n_components, points, spread)

@@ -11,7 +11,7 @@ takes fitted models where the core takes their parameters.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,8 +22,10 @@ from .core.entropy import (ESTIMATORS, EqualMassBins, Histograms, MIReduction, P
 from .core.lookup import StepLookup
 from .cube.report import REPORT_COMPONENTS, REPORT_SAMPLES, information_report
 from .cube.sampling import MIN_HELD_OUT
-from .model import PPA
 from .view import SUMMARY_ROWS, plot_report, summary_table
+
+if TYPE_CHECKING:
+    from .model import PPA
 
 __all__ = [
     "ESTIMATORS", "MIN_HELD_OUT", "REPORT_COMPONENTS", "REPORT_SAMPLES", "SUMMARY_ROWS", "EqualMassBins", "Histograms", "MIReduction",
@@ -65,6 +67,8 @@ def multi_information_reduction(
 
     {{mi_reduction}}
     """
+    from .model import PPA
+
     if isinstance(R, PPA):  # X as the model reads it: its width, a table's columns by name and order
         return entropy.multi_information_reduction(R._check_input(X), R.params_, estimator, log2_det_jacobian)
     return entropy.multi_information_reduction(X, R, estimator, log2_det_jacobian)

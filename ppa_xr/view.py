@@ -12,10 +12,11 @@ import numpy as np
 import xarray as xr
 
 from .core.geometry import principal_grid
-from .model import PPA
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from .model import PPA
 
 #: reconstruction-error rows a summary shows before summarising the rest (a 198-band cube gives 197 k)
 SUMMARY_ROWS = 10

@@ -123,10 +123,10 @@ def test_no_writable_cache_folder_compiles_without_one_and_says_how_to_keep_one(
     assert list(planted.iterdir()) == []
 
 
-def _call(tmp_path: Path, cache: Path) -> subprocess.CompletedProcess:
-    """:data:`_CALL` in a fresh interpreter importing the tested ppa_xr, with ``NUMBA_CACHE_DIR=cache``."""
+def _call(tmp_path: Path, cache: Path, code: str = _CALL) -> subprocess.CompletedProcess:
+    """:data:`_CALL` (or ``code``) in a fresh interpreter importing the tested ppa_xr, with ``NUMBA_CACHE_DIR=cache``."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(PACKAGE.parent)}
-    return subprocess.run([sys.executable, "-c", _CALL], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -149,12 +149,28 @@ def test_a_damaged_cache_file_is_removed_and_compiled_again(tmp_path, first_cach
     files = sorted(cache.glob(f"*/compiled.row_coordinates-*{suffix}"))
     assert files
     files[0].write_bytes(files[0].read_bytes()[: files[0].stat().st_size // 2])
+    damaged = files[0].read_bytes()
+    imported = _call(tmp_path, cache, "import ppa_xr; from ppa_xr.core import compiled")  # no loop called: no cache file read
+    assert imported.returncode == 0 and "CacheWarning" not in imported.stderr, imported.stderr[-3000:]
+    assert files[0].read_bytes() == damaged
     second = _call(tmp_path, cache)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "CacheWarning" in second.stderr and files[0].name in second.stderr, second.stderr
     assert second.stdout.startswith("hits 0 ")
     third = _call(tmp_path, cache)
     assert third.returncode == 0 and "CacheWarning" not in third.stderr and third.stdout.startswith("hits 1 "), third.stderr
+
+
+def test_an_import_leaves_the_cache_folder_alone(tmp_path):
+    """``import ppa_xr`` neither makes nor probes numba's cache folder (numba created and deleted a file in it for each
+    of the 60 compiled loops, and every cache file was read for damage: 0.1-0.6 s of an import where the folder holds
+    the files of earlier versions, more on a network file system); the first call of a loop does."""
+    cache = tmp_path / "cache"
+    imported = _call(tmp_path, cache, "import ppa_xr; from ppa_xr.core import compiled")
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    assert not cache.exists()
+    called = _call(tmp_path, cache)
+    assert called.returncode == 0 and called.stdout.startswith("hits 0 ") and list(cache.glob("*/compiled.row_coordinates-*.nbi"))
 
 
 def test_the_temporary_cache_folder_must_be_this_users_alone(tmp_path):

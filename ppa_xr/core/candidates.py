@@ -124,10 +124,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
-import scipy.special
 
 from . import basis, blas, checks
-from .degrees import PSEUDO_GROUPS, Folds
+from .degrees import PSEUDO_GROUPS, Folds, upper_quantile
 from .errors import ALLOWANCE, LEVEL
 from .linalg import PANEL, power_of_two, spread_about, unit_mean
 from .params import PPAParams
@@ -613,7 +612,7 @@ def judge(errors: np.ndarray, pca: np.ndarray, total: float, components: int | N
     ratio = np.maximum(a, floor) / np.maximum(b, floor)
     spread = np.sqrt(groups / max(groups - 1, 1) * np.sum((errors - ratio * pca) ** 2, axis=0)) / np.maximum(b, floor)
     spread[(a <= floor) & (b <= floor)] = 0.0  # both are rounding: equal
-    z = -scipy.special.ndtri(LEVEL / width)  # the normal quantile (scipy.stats.norm.isf without its overhead)
+    z = upper_quantile(LEVEL / width)
     admitted = bool(np.all(ratio - z * spread <= 1 + ALLOWANCE))
     # the delta method's linearisation of mean_k R_k: group g contributes mean_k (a_gk - R_k b_gk) / sum_g b_gk
     terms = (errors - ratio * pca) / np.maximum(b, floor)

@@ -54,6 +54,22 @@ def _count(value: Any, what: str, high: int | None = None) -> int:
         raise ValueError(f"{what} must be an integer {_bound(1, high)} or a share of the variance in (0, 1) (e.g. 0.95), got {value!r}") from None
 
 
+def features_last(x: np.ndarray, width: int, what: str = "x") -> np.ndarray:
+    """``x`` refused unless it holds ``width`` values along its last axis, ``(..., width)``: the one check of a
+    kernel's input."""
+    if x.ndim < 1 or x.shape[-1] != width:
+        raise ValueError(f"{what} must have {width} values along its last axis, got shape {x.shape}")
+    return x
+
+
+def table(x: np.ndarray, what: str, columns: str = "features") -> np.ndarray:
+    """``x`` refused unless 2-D, ``(samples, columns)``, with how to make one: the one check of a table."""
+    if x.ndim != 2:
+        raise ValueError(f"{what} must be 2-D (samples, {columns}), got shape {x.shape}; reshape it, e.g. .reshape(1, -1) "
+                         "for one sample")
+    return x
+
+
 def real_components(dtype: np.dtype) -> np.dtype:
     """The dtype of components given to an inverse, refused unless integers or floats (no bool, complex, date or string)."""
     if dtype.kind not in "iuf":

@@ -88,9 +88,7 @@ def _weighted_rows(X: np.ndarray, weights: np.ndarray | None, sorted_columns: np
     """The complete (finite) rows of ``X`` (n, d), and their weights scaled to mean 1 (None: unweighted).
     ``sorted_columns`` (:func:`column_sorts` of ``X``, NaN and inf at the ends) tells at once where every value is
     finite: its first and last rows are (then the rows' test, an (n, d) pass, is not needed)."""
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"expected a 2-D (samples, features) array, got shape {X.shape}")
+    X = checks.table(np.asarray(X, dtype=np.float64), "X")
     if weights is not None:
         weights = checks.row_weights(weights, len(X))
     S = sorted_columns if sorted_columns is not None and len(sorted_columns) == len(X) > 0 else None

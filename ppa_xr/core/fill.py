@@ -81,10 +81,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.ndimage import gaussian_filter1d
 
 from . import basis, blas, compiled
-from .checks import check_components
+from .checks import check_components, features_last
 from .kernels import computed_dtype, forward, inverse
 from .params import PPAParams
 
@@ -134,10 +133,8 @@ def fill(x: np.ndarray, params: PPAParams, n_components: int | None = None, thre
     np.ndarray
         (``...`` x d): observed values as they were, missing ones estimated; a row with no observed value stays NaN.
     """
-    x = np.asarray(x)
     d = params.n_inputs
-    if x.ndim < 1 or x.shape[-1] != d:
-        raise ValueError(f"x must have {d} values along its last axis, got shape {x.shape}")
+    x = features_last(np.asarray(x), d)
     k = params.n_features if n_components is None else check_components(n_components, params.n_features)
     if params.reduced:
         return _fill_reduced(x, params, k)
@@ -241,6 +238,8 @@ def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None 
     PPAParams
         ``params`` with ``marginal`` and ``marginal_range`` (as they were where no output departs from its Gaussian).
     """
+    from scipy.ndimage import gaussian_filter1d  # imported here: 25 ms of an import of ppa_xr that a dask worker need not pay
+
     if params.reduced or not params.curved_steps():  # a model without curves fills linearly
         return params
     model = params.cast(np.dtype(np.float64))

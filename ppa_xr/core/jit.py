@@ -1,10 +1,10 @@
 """Where numba keeps the compiled loops between sessions, wherever the package is installed.
 
 :func:`njit` is ``numba.njit(cache=True, nogil=True)`` with a cache folder that works for the user
-running it. numba picks a function's cache folder when the function is decorated, among ``NUMBA_CACHE_DIR``
-(``numba.config.CACHE_DIR``), the ``__pycache__`` beside the source, and its user-wide folder, and
-raises ``RuntimeError`` at import where none is writable (a package installed by root, used by a user
-whose home is not writable). Here the first writable folder of
+running it. numba picks a function's cache folder among ``NUMBA_CACHE_DIR`` (``numba.config.CACHE_DIR``),
+the ``__pycache__`` beside the source, and its user-wide folder, and raises ``RuntimeError`` where none is
+writable (a package installed by root, used by a user whose home is not writable). Here the first writable
+folder of
 
 1. ``NUMBA_CACHE_DIR``, where set;
 2. ``__pycache__`` beside the source (numba's default);
@@ -12,12 +12,16 @@ whose home is not writable). Here the first writable folder of
 4. ``<tempfile.gettempdir()>/ppa_xr-numba-<uid>``, used only when it is a folder of this user's alone
    (created ``0700``; one another user made, or one others can write, is passed over);
 
-is given to numba (as ``numba.config.CACHE_DIR`` while the function is decorated, then restored). With
-none, the loops are compiled in each session without a cache, and one :class:`CacheWarning` says how to
-keep one.
+is given to numba (as ``numba.config.CACHE_DIR`` while numba finds the function's folder, then restored).
+With none, the loops are compiled in each session without a cache, and one :class:`CacheWarning` says how
+to keep one.
+
+All of this happens at a function's first compile (:class:`FirstUseCache`), not when it is decorated: an
+import touches no cache file (numba itself would create and delete a file in the folder for each function
+decorated), and a session reads the files of the functions it calls alone.
 
 A cache file that is not a whole pickle stream (a truncated ``.nbi`` index or ``.nbc`` entry, which
-numba's loader would fail on at every later call) is removed before numba sees the folder, so numba
+numba's loader would fail on at every later call) is removed before numba reads it, so numba
 compiles that function again and rewrites it. The files are checked with :func:`pickletools.genops`,
 which reads the opcodes without building any object.
 """
@@ -39,6 +43,7 @@ from typing import Any
 
 import numba
 from numba.core import config as numba_config
+from numba.core.caching import FunctionCache, NullCache
 
 #: the environment variable numba reads its cache folder from
 ENV = "NUMBA_CACHE_DIR"
@@ -132,13 +137,10 @@ def candidates(source: Path) -> list[tuple[str, Path, bool]]:
 @lru_cache(maxsize=None)
 def cache_dir(source: str) -> str | None:
     """numba's ``CACHE_DIR`` for the functions of the file ``source`` (:data:`IN_TREE`: numba's own folder
-    beside it), or None with one :class:`CacheWarning` where no folder is writable. Damaged files of the
-    chosen folder are removed first."""
+    beside it), or None with one :class:`CacheWarning` where no folder is writable."""
     path = Path(source)
     for setting, folder, private in candidates(path):
-        # numba's files of ``source``: beside it, or in a folder ``<parent>_<hash of the parent's path>``
-        pattern = f"{path.stem}.*" if setting == IN_TREE else f"{path.parent.name}_*/{path.stem}.*"
-        if _writable(folder, private) and _remove_broken(folder, pattern):
+        if _writable(folder, private):
             return setting
     tried = ", ".join(str(folder) for _, folder, _ in candidates(path))
     warnings.warn(
@@ -160,17 +162,76 @@ def _numba_cache_dir(setting: str):
             numba_config.CACHE_DIR = saved
 
 
+class FirstUseCache:
+    """numba's disk cache of one function (the methods of numba's ``_Cache`` that a dispatcher calls), found at
+    the function's first compile: the folder (:func:`cache_dir`), numba's own probe of it and the check of the
+    function's files, a damaged one removed (:func:`_remove_broken`), cost an import nothing."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self._func = func
+        self._cache: Any = None
+        self._enabled = True
+
+    def _found(self) -> Any:
+        """numba's cache of the function (a ``FunctionCache``, or a ``NullCache`` where none can be kept), made once."""
+        if self._cache is None:
+            self._cache = _function_cache(self._func)
+            if not self._enabled:
+                self._cache.disable()
+        return self._cache
+
+    @property
+    def cache_path(self) -> str | None:
+        return self._found().cache_path
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        return self._found().load_overload(sig, target_context)
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        self._found().save_overload(sig, data)
+
+    def enable(self) -> None:
+        self._enabled = True
+        if self._cache is not None:
+            self._cache.enable()
+
+    def disable(self) -> None:
+        self._enabled = False
+        if self._cache is not None:
+            self._cache.disable()
+
+    def flush(self) -> None:
+        self._found().flush()
+
+
+def _function_cache(func: Callable[..., Any]) -> Any:
+    """numba's ``FunctionCache`` of ``func`` in :func:`cache_dir`'s folder, its damaged files removed first; a
+    ``NullCache`` (compiled in each session) with one :class:`CacheWarning` where none can be kept."""
+    setting = cache_dir(os.path.abspath(func.__code__.co_filename))
+    if setting is None:
+        return NullCache()
+    with _numba_cache_dir(setting):
+        try:
+            cache = FunctionCache(func)
+        except RuntimeError as error:  # numba found no locator after all (the folder changed since)
+            warnings.warn(f"ppa_xr: {error}; {func.__name__} compiles without a cache (set {ENV} to keep one)", CacheWarning, stacklevel=2)
+            return NullCache()
+    # numba's files of the function: ``<module>.<qualname>-<first line>.py<version>.nbi`` and ``.<n>.nbc``
+    pattern = f"{Path(func.__code__.co_filename).stem}.{func.__qualname__}-{func.__code__.co_firstlineno}.*"
+    if not _remove_broken(Path(cache.cache_path), pattern):
+        warnings.warn(f"ppa_xr: a damaged numba cache file of {func.__name__} in {cache.cache_path} cannot be removed, so it "
+                      f"compiles without a cache (set {ENV} to a writable folder to keep one)", CacheWarning, stacklevel=2)
+        return NullCache()
+    return cache
+
+
 def njit(func: Callable[..., Any], **options: Any) -> Any:
     """``numba.njit(cache=True, nogil=True, **options)(func)``, cached in :func:`cache_dir`'s folder, or compiled
-    without a cache where there is none (``func`` compiles on its first call either way)."""
-    setting = cache_dir(os.path.abspath(func.__code__.co_filename))
-    if setting is not None:
-        with _numba_cache_dir(setting):
-            try:
-                return numba.njit(cache=True, nogil=True, **options)(func)
-            except RuntimeError as error:  # numba found no locator after all (the folder changed since)
-                warnings.warn(f"ppa_xr: {error}; {func.__name__} compiles without a cache (set {ENV} to keep one)", CacheWarning, stacklevel=2)
-    return numba.njit(nogil=True, **options)(func)
+    without a cache where there is none (``func`` compiles, or loads from the cache, on its first call either
+    way); the cache is found at that call (:class:`FirstUseCache`)."""
+    dispatcher = numba.njit(nogil=True, **options)(func)
+    dispatcher._cache = FirstUseCache(func)  # what numba's cache=True sets at once (dispatcher.enable_caching)
+    return dispatcher
 
 
 def inlined(func: Callable[..., Any]) -> Any:

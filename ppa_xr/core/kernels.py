@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import basis, blas, compiled
-from .checks import check_components
+from .checks import check_components, features_last
 from .docstrings import shared
 from .params import PPAParams
 
@@ -61,9 +61,7 @@ def _as_columns(x: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.dt
     stored feature-major (bands first in memory, as a raster chunk of a
     ``(band, y, x)`` cube is): then the output is laid out the same way.
     """
-    x = np.asarray(x)
-    if x.ndim < 1 or x.shape[-1] != width:
-        raise ValueError(f"{what} must have {width} values along its last axis, got shape {x.shape}")
+    x = features_last(np.asarray(x), width, what)
     dtype = computed_dtype(x.dtype)
     moved = np.moveaxis(x, -1, 0)
     return moved.reshape(width, -1).astype(dtype, copy=False), dtype, band_first(x)

@@ -110,6 +110,6 @@ def least_squares(design: np.ndarray, y: Callable[[], np.ndarray], gram: np.ndar
 
 def eigenbasis(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues of a symmetric ``cov``, largest first, and its eigenvectors as columns in that order
-    (unoriented): ``cov = V diag(lambda) V^T``."""
+    (unoriented): ``cov = V diag(lambda) V^T`` (numpy's ``eigh``: LAPACK's divide and conquer, ``syevd``)."""
     values, vectors = np.linalg.eigh(cov)
     return values[::-1], vectors[:, ::-1]

@@ -57,14 +57,13 @@ import copy
 import dataclasses
 
 import numpy as np
-import scipy.linalg
 
 from . import blas, candidates
 from .candidates import EQUAL, KEPT, SWITCH, Choice, _basis, _coefficients, judge, truncation_errors
 from .degrees import PSEUDO_GROUPS
 from .errors import ALLOWANCE, training_ratio
 from .fill import with_drawn_outputs, with_marginals
-from .linalg import PANEL, orientation, power_of_two, unit_mean
+from .linalg import PANEL, eigenbasis, orientation, power_of_two, unit_mean
 from .params import PPAParams
 from .ppa import Fit, Progress, fit
 from .spec import Spec
@@ -133,8 +132,9 @@ def _suffix(values: np.ndarray) -> np.ndarray:
 
 def _leading(matrix: np.ndarray, count: int | None = None) -> np.ndarray:
     """The ``count`` (None: all) leading eigenvectors of a symmetric matrix, as columns in descending order (the
-    whole decomposition by ``evd``: 0.7 the time of ``evr`` at 189 x 189, and no slower than its subsets)."""
-    return scipy.linalg.eigh(matrix, check_finite=False, driver="evd")[1][:, ::-1][:, :count]
+    whole decomposition, :func:`~ppa_xr.core.linalg.eigenbasis`, LAPACK's ``evd``: 0.7 the time of ``evr`` at
+    189 x 189, and no slower than its subsets)."""
+    return eigenbasis(matrix)[1][:, :count]
 
 
 def _beyond(second: np.ndarray, sums: np.ndarray, count: float, centre: np.ndarray, axes: np.ndarray) -> np.ndarray:
@@ -218,8 +218,7 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
     shift = (1 - lam) * cross @ coef
     covariance = (np.diag(params.explained_variance[p + 1:] / unit / unit) + shift + shift.T
                   + (1 - lam) ** 2 * coef.T @ moments @ coef)
-    values, vectors = scipy.linalg.eigh(covariance, check_finite=False)
-    values, vectors = values[::-1], vectors[:, ::-1]
+    values, vectors = eigenbasis(covariance)
     vectors = vectors * orientation(params.rotation[p + 1:].T @ vectors)
     variances = np.maximum(values, 0.0) * unit * unit
     energies = np.concatenate([np.zeros(p), _suffix(variances)[: d - 1 - p]])

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from ..core.docstrings import shared
 from ..core.spec import RANDOM_STATE
-from ..model import PPA
 from . import fitting, inputs, maps, report, sampling, shift
+
+if TYPE_CHECKING:
+    from ..model import PPA
 
 
 def _delegates_to(func: Callable) -> Callable:

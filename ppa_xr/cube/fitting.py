@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -11,11 +11,13 @@ import xarray as xr
 from ..core.checks import warn_user
 from ..core.fill import check_missing
 from ..core.spec import RANDOM_STATE, Spec, check_names
-from ..model import PPA
 from ..model.labels import FeatureLabels, check_matrix_labels, shown
 from .inputs import common_units, feature_array, spatial_dims, warn_guessed_space, without_dropped
 from .noise import noise_covariance, noise_moments, sample_covariance
 from .sampling import ALL_OBSERVED, ANY_OBSERVED, feature_weights_at, over_features, sample_cubes
+
+if TYPE_CHECKING:
+    from ..model import PPA
 
 
 def fit(
@@ -166,6 +168,8 @@ def fit_pooled(
     _check_noise_variances(declared.noise_cov, features, dim)
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
+    from ..model import PPA
+
     return PPA._fitted(pooled.values, declared, pooled.groups, features, pooled.sample, progress, row_weights,
                        _weighing_out(feature_weights, used), missing)
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from ..core.checks import real_number_advice, warn_user
-from ..model import PPA
 from ..model.labels import FeatureLabels, calendar
+
+if TYPE_CHECKING:
+    from ..model import PPA
 
 COMPONENT = "component"
 #: what a component band is called in files (``PPA component k``: ppa_xr.to_raster's band descriptions)
@@ -276,6 +278,7 @@ def _held(value: Any, dtype: np.dtype) -> Any:
 def check_model(model: object) -> PPA:
     """``model`` as the cube layer takes it: a fitted :class:`~ppa_xr.PPA` (a TypeError naming PPA for any other
     object, scikit-learn's NotFittedError for an unfitted one)."""
+    from ..model import PPA
     from ..model._sklearn import check_is_fitted
 
     if not isinstance(model, PPA):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 import warnings
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -21,13 +21,16 @@ from ..core import kernels
 from ..core.fill import fill as fill_kernel
 from ..core.checks import check_components, real_components
 from ..core.docstrings import shared
-from ..model import PPA, identity
+from ..model import identity
 from ..model.labels import FeatureLabels
 from .inputs import (
     COMPONENT, COMPONENT_NAME, _component_units, _one_chunk_along, check_model, common_units, described_components, masked_float, model_features,
     squared_units, unpacked_attrs,
 )
 from .shift import warn_on_shift
+
+if TYPE_CHECKING:
+    from ..model import PPA
 
 # attributes that describe the values of the input bands, wrong for components or errors
 _VALUE_ATTRS = ("long_name", "units", "scale_factor", "add_offset", "valid_range", "valid_min", "valid_max", "description", "standard_name")

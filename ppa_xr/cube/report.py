@@ -6,22 +6,24 @@ import uuid
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from ..core import blas, errors, kernels
-from ..core.checks import check_components, warn_user
+from ..core.checks import check_components, table, warn_user
 from ..core.entropy import (DEGENERATE, LN2, MapDensities, PointwiseReduction, check_estimator, column_sorts, degenerate, dequantized, discrete_columns,
                              marginal_density, reduction)
 from ..core.linalg import unit_mean
 from ..core.params import PPAParams
 from ..core.spec import RANDOM_STATE
-from ..model import PPA
 from . import sampling
 from .inputs import model_features
 from .maps import map_kernel, provenance
+
+if TYPE_CHECKING:
+    from ..model import PPA
 
 
 def _pixel_block(x: np.ndarray, ppa: PointwiseReduction, pca: PointwiseReduction, k: int, threads: int | None,
@@ -326,9 +328,7 @@ def information_report(
     >>> print(ppa_xr.information.summary_table(report))  # doctest: +SKIP
     """
     if isinstance(obj, np.ndarray):
-        if obj.ndim != 2:
-            raise ValueError(f"a numpy table must be 2-D (samples, features), got shape {obj.shape}; reshape it, e.g. x.reshape(1, -1) for one sample")
-        obj = xr.DataArray(obj, dims=("pixel", dim or "band"))
+        obj = xr.DataArray(table(obj, "a numpy table"), dims=("pixel", dim or "band"))
     da, dim = model_features(obj, model, dim)
     check_estimator(estimator)  # before the sampling pass
     params = model.params_

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -10,9 +11,11 @@ import xarray as xr
 from ..core import errors
 from ..core.checks import warn_user
 from ..core.spec import RANDOM_STATE
-from ..model import PPA
 from .inputs import COMPONENT, model_features, squared_units
 from .sampling import Fitted, shortfall, weights_at
+
+if TYPE_CHECKING:
+    from ..model import PPA
 
 #: pixels the shift check compares PPA and PCA on, and the chunks it reads them from at most
 CHECK_SAMPLES, CHECK_CHUNKS = 5000, 8

@@ -542,9 +542,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = _leading_components(X)
-        R = np.asarray(_unmasked(X))  # a masked array's masked components are missing (NaN rows), not its hidden values
-        if R.ndim != 2:
-            raise ValueError(f"expected a 2-D array (n_samples, k), got shape {R.shape}; reshape it first.")
+        R = checks.table(np.asarray(_unmasked(X)), "the components", "k")  # a masked array's masked components are missing (NaN rows)
         checks.check_components(R.shape[1], self.params_.n_features, "the number of components per row")
         _check_component_columns(X, output_names(self, self.params_.n_features), R.shape[1])
         if checks.real_components(R.dtype).kind != "f":
