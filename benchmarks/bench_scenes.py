@@ -22,9 +22,9 @@ it was shrunk toward the straight step by fits on halves of the groups, ``ppa_xr
 each curve kept its axes' shares of signal, ``ppa_xr.core.steps.signal_shares``).
 ``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
 half-size fit's count (``ppa_xr.core.candidates.COUNT = False``: the default before that cap).
-``ties`` (``tiesS``): the final map's straight outputs after its last curve, in runs whose variances the fitting rows
-cannot order (within 2, or S, standard errors), turned toward PCA's subspace (benchmarks/ties.py; curves14).
-``gausstie``: the same with the Gaussian standard error of the variances' difference.
+``noties``: the final map's straight outputs after its last curve as fitted, not turned toward PCA's subspace where
+the fitting rows cannot order their variances (``ppa_xr.core.ties.TIES = False``: the default before that turn;
+curves14). ``tiesS``: those runs within S standard errors instead of 2 (``ties`` is the default).
 ``axesZ`` (``axes1``, ``axes0``, ``axesbonf``): the plain fits (the validation's and the final one) choose each step's
 degree axis by axis as ``robust=True`` does, but without its fences, an axis predicted where its held-out gain reaches
 Z standard errors (``bonf``: the robust fits' Bonferroni level, ``degrees.axis_significance``). ``escaxesZ``: the plain
@@ -48,16 +48,14 @@ import numpy as np
 
 sys.path.insert(0, os.environ.get("PPA_SCENES", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "bench")))
 import scenes  # noqa: E402
-import ties  # noqa: E402
 
 from ppa_xr import PPA  # noqa: E402
-from ppa_xr.core import basis, candidates, degrees, ppa, shrink, steps  # noqa: E402
+from ppa_xr.core import basis, candidates, degrees, ppa, shrink, steps, ties  # noqa: E402
 from ppa_xr.core.errors import compare_errors_and_forward  # noqa: E402
 from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 
 
 fences, FENCE, ROUNDS, LOOK, COUNT, SHRINK = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT, shrink.SHRINK
-MARGINALS = shrink.with_marginals
 CHOICES, AXIS_SIGNIFICANCE = ppa._Loop._choices, degrees.axis_significance
 JUDGE = candidates.judge
 
@@ -104,12 +102,10 @@ def variant(name: str):
         shrink.SHRINK = False
     if name == "nocount":  # an uncapped choice refitted with every curved step the whole sample supports
         candidates.COUNT = False
-    if name.startswith("ties"):  # the final map's tied straight axes turned toward PCA's subspace (ties.py; curves14)
+    if name == "noties":  # the final map's tied straight axes as fitted, not turned toward PCA's subspace (curves14)
+        ties.TIES = False
+    if name.startswith("ties"):  # the runs of tied axes within S standard errors (the default: 2)
         ties.TIE_SE = float(name[len("ties"):] or 2.0)
-        shrink.with_marginals = lambda params, X, weights=None: MARGINALS(ties.turned(params, X), X, weights)
-    if name == "gausstie":  # the same with the Gaussian standard error of the variances' difference
-        ties.GAUSS = True
-        shrink.with_marginals = lambda params, X, weights=None: MARGINALS(ties.turned(params, X), X, weights)
     if name == "noshares":  # the final fit's curves by least squares, not kept at their axes' shares of signal
         candidates.SHARES = False
     if name.startswith("axes"):  # plain fits validated axis by axis (no fences), at z = 1, 0 or Bonferroni's
@@ -141,8 +137,8 @@ def variant(name: str):
         candidates.Folds = degrees.Folds
         ppa._Loop._choices, degrees.axis_significance = CHOICES, AXIS_SIGNIFICANCE
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
-        shrink.SHRINK, candidates.SHARES, candidates.judge, shrink.with_marginals = SHRINK, True, JUDGE, MARGINALS
-        ties.TIE_SE, ties.GAUSS = 2.0, False
+        shrink.SHRINK, candidates.SHARES, candidates.judge = SHRINK, True, JUDGE
+        ties.TIE_SE, ties.TIES = 2.0, True
 
 
 def edge_rows(model: PPA, held: np.ndarray, scale: np.ndarray | None = None) -> dict:
