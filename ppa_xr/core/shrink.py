@@ -126,17 +126,29 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             fitted = fit(X, declared.replace(robust=False, max_curved=count), groups=groups, rng=start, weights=weights,
                          shrink_outputs=candidates.SHARES)
     if drawn is None:
-        fitted, choice["turned"] = _tied(fitted, X)
+        fitted, choice["turned"] = tied(fitted, X)
         params = with_marginals(fitted.params, X, weights)
     else:
         params = with_drawn_outputs(fitted.params, drawn, weights)
     return dataclasses.replace(fitted, params=params), choice
 
 
-def _tied(fitted: Fit, X: np.ndarray) -> tuple[Fit, list[list[int]]]:
+def tied(fitted: Fit, X: np.ndarray) -> tuple[Fit, list[list[int]]]:
     """``fitted`` with its tied straight outputs after the last curve turned toward PCA's subspace
-    (:func:`~ppa_xr.core.ties.turned`, where :data:`~ppa_xr.core.ties.TIES`), its training error curve with them, and
-    the runs turned."""
+    (:func:`~ppa_xr.core.ties.turned`, where :data:`~ppa_xr.core.ties.TIES`).
+
+    Parameters
+    ----------
+    fitted : Fit
+        A fit of ``X``.
+    X : np.ndarray
+        (n, d) its fitting rows.
+
+    Returns
+    -------
+    tuple of Fit and list
+        The turned map with its training error curve, and the runs turned, ``[first k, last k]`` each.
+    """
     block, runs = ties.turned(fitted.params, X) if ties.TIES else (None, [])
     return (fitted if block is None else _sheared(fitted, 1.0, block)), runs
 

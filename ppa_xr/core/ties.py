@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .linalg import orientation
+from .linalg import PANEL, orientation, power_of_two
 from .params import PPAParams
 
 #: standard errors within which two variances are tied: the usual two of a difference, fixed before measuring
@@ -40,21 +40,30 @@ TIE_SE = 2.0
 TIES = True
 
 
-def tied_runs(outputs: np.ndarray, variances: np.ndarray) -> list[tuple[int, int]]:
-    """The runs ``[a, b)`` of adjacent columns of ``outputs`` (n, m; centred) each pair of which the rows cannot order
-    (module docstring), ``variances`` (m,) descending."""
-    n, m = outputs.shape
-    squares = outputs * outputs
+def tied_runs(squares: np.ndarray, variances: np.ndarray) -> list[tuple[int, int]]:
+    """The runs ``[a, b)`` of adjacent outputs each pair of which the rows cannot order (module docstring), from the
+    squares of the centred outputs (n, m) and their variances (m,), descending, in the same units."""
+    n, m = squares.shape
     runs, a = [], 0
     for b in range(1, m + 1):
         if b < m:
-            spread = np.std(squares[:, a:b] - squares[:, b:b + 1], axis=0) / np.sqrt(max(n - 1, 1))
+            spread = np.array([np.std(squares[:, i] - squares[:, b]) for i in range(a, b)]) / np.sqrt(max(n - 1, 1))
             if np.all(variances[a:b] - variances[b] <= TIE_SE * spread):
                 continue
         if b - a > 1:
             runs.append((a, b))
         a = b
     return runs
+
+
+def _squares(params: PPAParams, X: np.ndarray, p: int, unit: float) -> np.ndarray:
+    """The squares of the rows' centred outputs after step ``p``, divided by ``unit^2`` (n, d-p-1), panel by panel:
+    no other array of ``n`` rows."""
+    out = np.empty((len(X), params.n_features - p - 1))
+    for start in range(0, len(X), PANEL):
+        out[start:start + PANEL] = kernels.forward(X[start:start + PANEL], params)[:, p + 1:] / unit
+    out -= out.mean(axis=0)
+    return np.square(out, out=out)
 
 
 def toward(axes: np.ndarray, pca: np.ndarray, first: int) -> np.ndarray:
@@ -83,23 +92,24 @@ def turned(params: PPAParams, X: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarr
     -------
     tuple
         ``(variances, V)``: the outputs ``p+1:``'s variances and their rotation (m x m, as
-        :func:`~ppa_xr.core.shrink.shrunk`'s), None where no run is turned (no curve, a whitened or reduced map, no
-        tie, or Property 2 refuses); and the turned runs, ``[first k, last k]`` each.
+        :func:`~ppa_xr.core.shrink.shrunk`'s), None where no run is turned (no curve, a whitened or reduced map,
+        variances float64 does not hold to full precision, no tie, or Property 2 refuses); and the turned runs, ``[first k, last k]`` each.
     """
     curved = params.curved_steps()
-    if not curved or params.whitened or params.reduced:
+    held = float(np.sum(params.pca_variance)) * np.finfo(float).eps >= np.finfo(float).tiny  # data near 1e-150 and below: lost
+    if not curved or params.whitened or params.reduced or not held:
         return None, []
     p = curved[-1]
-    outputs = kernels.forward(X, params)[:, p + 1:]
-    values = params.explained_variance[p + 1:].copy()
-    pca_error = np.append(np.cumsum(params.pca_variance[::-1])[::-1], 0.0)  # PCA's training error keeping j components
-    slack = 1e-9 * float(np.sum(params.pca_variance))
+    unit = float(power_of_two(float(np.sqrt(np.sum(params.explained_variance)))))  # data at 1e-200 or 1e150: exact
+    values = params.explained_variance[p + 1:] / unit / unit
+    pca_error = np.append(np.cumsum(params.pca_variance[::-1])[::-1], 0.0) / unit / unit  # PCA's, keeping j components
+    slack = 1e-9 * pca_error[0]
     V, runs = np.eye(len(values)), []
-    for a, b in tied_runs(outputs - outputs.mean(axis=0), values):
+    for a, b in tied_runs(_squares(params, X, p, unit), values):
         axes = params.rotation[p + 1 + a: p + 1 + b]
         Q = toward(axes, params.pca_rotation, p + 1 + a)
         run = np.einsum("ij,i,ij->j", Q, values[a:b], Q)
         if np.all(values[a:].sum() - np.cumsum(run) <= pca_error[p + 2 + a: p + 2 + b] + slack):
             V[a:b, a:b], values[a:b] = Q * orientation(axes.T @ Q), run
             runs.append([p + 2 + a, p + 1 + b])
-    return ((values, V) if runs else None), runs
+    return ((values * unit * unit, V) if runs else None), runs
