@@ -84,7 +84,8 @@ def turned(params: PPAParams, X: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarr
     Parameters
     ----------
     params : PPAParams
-        A fitted map.
+        A fitted map (one without a curved step, whitened or reduced, or whose variances float64 does not hold to
+        full precision, is left as it is).
     X : np.ndarray
         (n, d) its fitting rows.
 
@@ -92,8 +93,8 @@ def turned(params: PPAParams, X: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarr
     -------
     tuple
         ``(variances, V)``: the outputs ``p+1:``'s variances and their rotation (m x m, as
-        :func:`~ppa_xr.core.shrink.shrunk`'s), None where no run is turned (no curve, a whitened or reduced map,
-        variances float64 does not hold to full precision, no tie, or Property 2 refuses); and the turned runs, ``[first k, last k]`` each.
+        :func:`~ppa_xr.core.shrink.shrunk`'s), None where no run is turned (such a map, no tie, or Property 2
+        refuses); and the turned runs, ``[first k, last k]`` each.
     """
     curved = params.curved_steps()
     held = float(np.sum(params.pca_variance)) * np.finfo(float).eps >= np.finfo(float).tiny  # data near 1e-150 and below: lost
