@@ -22,6 +22,9 @@ it was shrunk toward the straight step by fits on halves of the groups, ``ppa_xr
 each curve kept its axes' shares of signal, ``ppa_xr.core.steps.signal_shares``).
 ``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
 half-size fit's count (``ppa_xr.core.candidates.COUNT = False``: the default before that cap).
+``noties``: the final map's straight outputs after its last curve as fitted, not turned toward PCA's subspace where
+the fitting rows cannot order their variances (``ppa_xr.core.ties.TIES = False``: the default before that turn;
+curves14). ``tiesS``: those runs within S standard errors instead of 2 (``ties`` is the default).
 ``axesZ`` (``axes1``, ``axes0``, ``axesbonf``): the plain fits (the validation's and the final one) choose each step's
 degree axis by axis as ``robust=True`` does, but without its fences, an axis predicted where its held-out gain reaches
 Z standard errors (``bonf``: the robust fits' Bonferroni level, ``degrees.axis_significance``). ``escaxesZ``: the plain
@@ -47,7 +50,7 @@ sys.path.insert(0, os.environ.get("PPA_SCENES", os.path.join(os.path.dirname(os.
 import scenes  # noqa: E402
 
 from ppa_xr import PPA  # noqa: E402
-from ppa_xr.core import basis, candidates, degrees, ppa, shrink, steps  # noqa: E402
+from ppa_xr.core import basis, candidates, degrees, ppa, shrink, steps, ties  # noqa: E402
 from ppa_xr.core.errors import compare_errors_and_forward  # noqa: E402
 from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 
@@ -99,6 +102,10 @@ def variant(name: str):
         shrink.SHRINK = False
     if name == "nocount":  # an uncapped choice refitted with every curved step the whole sample supports
         candidates.COUNT = False
+    if name == "noties":  # the final map's tied straight axes as fitted, not turned toward PCA's subspace (curves14)
+        ties.TIES = False
+    if name.startswith("ties"):  # the runs of tied axes within S standard errors (the default: 2)
+        ties.TIE_SE = float(name[len("ties"):] or 2.0)
     if name == "noshares":  # the final fit's curves by least squares, not kept at their axes' shares of signal
         candidates.SHARES = False
     if name.startswith("axes"):  # plain fits validated axis by axis (no fences), at z = 1, 0 or Bonferroni's
@@ -131,6 +138,7 @@ def variant(name: str):
         ppa._Loop._choices, degrees.axis_significance = CHOICES, AXIS_SIGNIFICANCE
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
         shrink.SHRINK, candidates.SHARES, candidates.judge = SHRINK, True, JUDGE
+        ties.TIE_SE, ties.TIES = 2.0, True
 
 
 def edge_rows(model: PPA, held: np.ndarray, scale: np.ndarray | None = None) -> dict:

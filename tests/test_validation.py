@@ -16,10 +16,14 @@ from ppa_xr.datasets.synthetic import make_curved_mixture
 
 def as_chosen(model: PPA, X: np.ndarray, seed: int):
     """The fit of ``model``'s recorded configuration, its curves keeping their axes' shares of signal (the default's
-    final fit), its last curve shrunk by the recorded factor (``ppa_xr.core.shrink``): the map the default fit must be."""
+    final fit), its last curve shrunk by the recorded factor (``ppa_xr.core.shrink``), its tied straight outputs after
+    it turned toward PCA's subspace (``ppa_xr.core.ties``): the map the default fit must be."""
     choice = model.configuration_
     fixed = PPA(configuration="fixed", robust=choice["robust"], max_curved=choice["max_curved"], random_state=seed)
-    return shrink.shrunk(X, core_fit(X, fixed._get_spec(), rng=checks.rng_of(seed), shrink_outputs=True), choice["shrink"]).params
+    fitted, turned = shrink.tied(shrink.shrunk(X, core_fit(X, fixed._get_spec(), rng=checks.rng_of(seed), shrink_outputs=True),
+                                               choice["shrink"]), X)
+    assert turned == choice["turned"]
+    return fitted.params
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +266,7 @@ def test_the_validated_choice_is_refitted_exactly_and_recorded(seed, selections,
     model = PPA(random_state=seed).fit(fit)
     choice = model.configuration_
     (selection,) = selections
-    assert choice == selection.choice | {"validated": True, "shrink": choice["shrink"]}
+    assert choice == selection.choice | {"validated": True, "shrink": choice["shrink"], "turned": choice["turned"]}
     assert_the_rule_chose(selection)
     np.testing.assert_array_equal(kernels.forward(unseen, model.params_), kernels.forward(unseen, as_chosen(model, fit, seed)))
     shrunk = f", last curve x{choice['shrink']:g}" if choice["shrink"] < 1 else ""
@@ -392,7 +396,7 @@ def test_a_searched_fit_is_not_capped_at_the_pca_led_count(seed, selections):
     pca = PPA(random_state=seed).fit(X)
     gd = PPA(leading="gd", random_state=seed).fit(X)
     assert pca.configuration_["max_curved"] == selections[0].curved[False]
-    assert gd.configuration_ == {"robust": False, "max_curved": None, "validated": True, "shrink": 1.0}
+    assert gd.configuration_ == {"robust": False, "max_curved": None, "validated": True, "shrink": 1.0, "turned": []}
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -418,19 +422,22 @@ def test_unit_weights_choose_as_no_weights(heavy_tailed):
 @pytest.mark.parametrize("options", [{"configuration": "fixed"}, {"robust": True}, {"max_curved": 2}, {"degree": 1}, {"degree": 3}])
 def test_options_that_fix_the_configuration_skip_the_validation(heavy_tailed, options):
     model = PPA(random_state=0, **options).fit(heavy_tailed[:1500])
-    expected = {"robust": options.get("robust", False), "max_curved": options.get("max_curved"), "validated": False, "shrink": 1.0}
+    expected = {"robust": options.get("robust", False), "max_curved": options.get("max_curved"), "validated": False, "shrink": 1.0,
+                "turned": model.configuration_["turned"]}
     assert model.configuration_ == expected
     assert "(as given)" in repr(model)
     # the fit as given; outside configuration="fixed" its curves keep their axes' shares of signal, as every default fit
     spec = PPA(random_state=0, **options | {"configuration": "fixed"})._get_spec()
     same = core_fit(heavy_tailed[:1500], spec, rng=checks.rng_of(0), shrink_outputs=options.get("configuration") != "fixed")
+    same, turned = shrink.tied(same, heavy_tailed[:1500])  # its tied straight outputs turned toward PCA's (core.ties)
+    assert turned == expected["turned"]
     np.testing.assert_array_equal(model.transform(heavy_tailed), kernels.forward(heavy_tailed, same.params))
 
 
 def test_too_small_a_sample_is_fitted_as_given():
     X = make_curved_mixture(40, n_bands=5, random_state=0).data
     model = PPA(random_state=0).fit(X)
-    assert model.configuration_ == {"robust": False, "max_curved": None, "validated": False, "shrink": 1.0}
+    assert model.configuration_ == {"robust": False, "max_curved": None, "validated": False, "shrink": 1.0, "turned": [[4, 5]]}
 
 
 def test_the_searched_leading_vectors_are_capped_by_the_same_validation(heavy_tailed):
@@ -445,7 +452,7 @@ def test_without_curvature_the_plain_fit_stands_unjudged():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((3000, 20)) @ rng.standard_normal((20, 20))
     model = PPA(random_state=0).fit(X)
-    assert model.configuration_ == {"robust": False, "max_curved": None, "validated": True, "shrink": 1.0}
+    assert model.configuration_ == {"robust": False, "max_curved": None, "validated": True, "shrink": 1.0, "turned": []}
     fixed = PPA(configuration="fixed", random_state=0).fit(X)
     np.testing.assert_array_equal(model.transform(X), fixed.transform(X))
 

@@ -58,7 +58,7 @@ import dataclasses
 
 import numpy as np
 
-from . import blas, candidates
+from . import blas, candidates, ties
 from .candidates import EQUAL, KEPT, SWITCH, Choice, _basis, _coefficients, judge, truncation_errors
 from .degrees import PSEUDO_GROUPS
 from .errors import ALLOWANCE, training_ratio
@@ -86,7 +86,8 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
                  drawn: np.ndarray | None = None) -> tuple[Fit, Choice]:
     """:func:`~ppa_xr.core.candidates.fit_selected`, then, where its choice is a validated plain PCA-led fit with a
     curved step, that fit's last curve shrunk (module docstring). The factor draws from a child of ``rng``. The
-    final map records its outputs' marginal densities where they are not Gaussian
+    final map's tied straight outputs after its last curve are turned toward PCA's subspace (:mod:`~ppa_xr.core.ties`;
+    not where ``drawn`` is given), and it records its outputs' marginal densities where they are not Gaussian
     (:func:`~ppa_xr.core.fill.with_marginals`: the fill's model).
 
     Parameters
@@ -103,12 +104,13 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     Returns
     -------
     tuple of Fit and dict
-        The fit, and the configuration: ``{"robust", "max_curved", "validated", "shrink"}`` (``shrink`` the factor
-        of the last curve, 1 where it is as fitted).
+        The fit, and the configuration: ``{"robust", "max_curved", "validated", "shrink", "turned"}`` (``shrink`` the
+        factor of the last curve, 1 where it is as fitted; ``turned`` the runs of tied outputs turned, ``[first k, last k]``
+        each).
     """
     start = copy.deepcopy(rng)  # the final fit's draws: a searched fit capped at its count is refitted from them
     fitted, choice = candidates.fit_selected(X, declared, groups, rng, progress, weights, shrink_outputs=shrink)
-    choice = choice | {"shrink": 1.0}
+    choice = choice | {"shrink": 1.0, "turned": []}
     chosen = shrink and choice["validated"] and not choice["robust"] and bool(fitted.params.curved_steps())
     kept = declared.n_components if isinstance(declared.n_components, int) else None  # the k the user keeps
     if SHRINK and chosen and declared.leading == "pca":
@@ -122,8 +124,32 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             choice["max_curved"] = count
             fitted = fit(X, declared.replace(robust=False, max_curved=count), groups=groups, rng=start, weights=weights,
                          shrink_outputs=candidates.SHARES)
-    params = with_marginals(fitted.params, X, weights) if drawn is None else with_drawn_outputs(fitted.params, drawn, weights)
+    if drawn is None:
+        fitted, choice["turned"] = tied(fitted, X)
+        params = with_marginals(fitted.params, X, weights)
+    else:
+        params = with_drawn_outputs(fitted.params, drawn, weights)
     return dataclasses.replace(fitted, params=params), choice
+
+
+def tied(fitted: Fit, X: np.ndarray) -> tuple[Fit, list[list[int]]]:
+    """``fitted`` with its tied straight outputs after the last curve turned toward PCA's subspace
+    (:func:`~ppa_xr.core.ties.turned`, where :data:`~ppa_xr.core.ties.TIES`).
+
+    Parameters
+    ----------
+    fitted : Fit
+        A fit of ``X``.
+    X : np.ndarray
+        (n, d) its fitting rows.
+
+    Returns
+    -------
+    tuple of Fit and list
+        The turned map with its training error curve, and the runs turned, ``[first k, last k]`` each.
+    """
+    block, runs = ties.turned(fitted.params, X) if ties.TIES else (None, [])
+    return (fitted if block is None else _sheared(fitted, 1.0, block)), runs
 
 
 def _suffix(values: np.ndarray) -> np.ndarray:
@@ -208,8 +234,7 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
     params = fitted.params
     if lam == 1.0:
         return fitted
-    curved, d = params.curved_steps(), params.n_features
-    p = curved[-1]
+    p = params.curved_steps()[-1]
     unit = float(power_of_two(float(np.sqrt(np.sum(params.explained_variance)))))  # squares of data at 1e150 stay finite
     moments, cross = _last_moments(params, X, weights, unit)
     coef = _coefficients(params, p) / unit
@@ -220,11 +245,18 @@ def shrunk(X: np.ndarray, fitted: Fit, lam: float, weights: np.ndarray | None = 
                   + (1 - lam) ** 2 * coef.T @ moments @ coef)
     values, vectors = eigenbasis(covariance)
     vectors = vectors * orientation(params.rotation[p + 1:].T @ vectors)
-    variances = np.maximum(values, 0.0) * unit * unit
-    energies = np.concatenate([np.zeros(p), _suffix(variances)[: d - 1 - p]])
+    return _sheared(fitted, lam, (np.maximum(values, 0.0) * unit * unit, vectors))
+
+
+def _sheared(fitted: Fit, lam: float, block: tuple[np.ndarray, np.ndarray]) -> Fit:
+    """:func:`_shear` of ``fitted``'s map, with its training error curve from the later outputs' new variances:
+    ``e(k) = sum_{j >= k} v_j`` for ``k > p``."""
+    params = fitted.params
+    p, d = params.curved_steps()[-1], params.n_features
+    energies = np.concatenate([np.zeros(p), _suffix(block[0])[: d - 1 - p]])
     ratio = fitted.error_ratio.copy()
     ratio[p:] = training_ratio(energies, params.pca_variance, float(np.sum(params.pca_variance)))[p:]
-    return Fit(_shear(params, lam, (variances, vectors)), ratio)
+    return Fit(_shear(params, lam, block), ratio)
 
 
 def _last_moments(params: PPAParams, X: np.ndarray, weights: np.ndarray | None, unit: float) -> tuple[np.ndarray, np.ndarray]:

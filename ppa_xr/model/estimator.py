@@ -745,9 +745,11 @@ explained_variance_error_ : np.ndarray of shape (d,)
     North's rule-of-thumb errors, ``explained_variance_ * sqrt(2 / n_effective_)``
     (eofs' ``northTest``): components whose variances differ by less are mixed.
 configuration_ : dict
-    The configuration fitted, ``{{"robust": bool, "max_curved": int or None, "validated": bool, "shrink": float}}``:
-    chosen by whole-fit validation (``configuration="validated"``) or as given; ``shrink``, the factor of the last
-    curve (``ppa_xr.core.shrink``; 1: as fitted).
+    The configuration fitted, ``{{"robust": bool, "max_curved": int or None, "validated": bool, "shrink": float,
+    "turned": list}}``: chosen by whole-fit validation (``configuration="validated"``) or as given; ``shrink``, the
+    factor of the last curve (``ppa_xr.core.shrink``; 1: as fitted); ``turned``, the runs of straight components after
+    the last curve whose tied variances were turned toward PCA's subspace, ``[first k, last k]`` each
+    (``ppa_xr.core.ties``).
 fit_error_ratio_ : np.ndarray of shape (d-1,)
     ``100 e_PPA(k) / e_PCA(k)`` on every row of the fitting sample, from the
     fit's own residual energies, shown in the model's summary.

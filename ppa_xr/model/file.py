@@ -373,21 +373,28 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, Sp
 
 
 def configuration(ds: xr.Dataset, source: str = "dataset") -> dict[str, Any] | None:
-    """The configuration a model was fitted with (``robust``, ``max_curved``, ``validated``, ``shrink``), None where the
-    file does not record it (formats before 8); ``shrink`` 1 (the last curve as fitted) where it is older."""
+    """The configuration a model was fitted with (``robust``, ``max_curved``, ``validated``, ``shrink``, ``turned``), None
+    where the file does not record it (formats before 8); where it is older, ``shrink`` 1 (the last curve as fitted) and
+    ``turned`` none (no tied outputs turned, ``ppa_xr.core.ties``)."""
     raw = ds.attrs.get("configuration") or ""
     if not raw:
         return None
     try:
-        found = {"shrink": 1.0} | json.loads(raw)
-        ok = set(found) == {"robust", "max_curved", "validated", "shrink"} and isinstance(found["robust"], bool) and \
+        found = {"shrink": 1.0, "turned": []} | json.loads(raw)
+        ok = set(found) == {"robust", "max_curved", "validated", "shrink", "turned"} and isinstance(found["robust"], bool) and \
             isinstance(found["validated"], bool) and (found["max_curved"] is None or isinstance(found["max_curved"], int)) and \
-            isinstance(found["shrink"], (int, float)) and 0 <= found["shrink"] <= 1
+            isinstance(found["shrink"], (int, float)) and 0 <= found["shrink"] <= 1 and _runs(found["turned"])
     except (ValueError, TypeError):
         ok = False
     if not ok:
         raise ValueError(f"{source} is corrupt: its configuration attribute is not readable ({raw!r})")
     return found
+
+
+def _runs(turned: Any) -> bool:
+    """Whether a configuration's ``turned`` reads as runs of components, ``[first k, last k]`` each."""
+    return isinstance(turned, list) and all(isinstance(run, list) and len(run) == 2 and all(isinstance(k, int) for k in run)
+                                            for run in turned)
 
 
 def error_ratio(ds: xr.Dataset, source: str = "dataset") -> np.ndarray | None:
