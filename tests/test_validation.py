@@ -610,7 +610,7 @@ def test_the_training_moments_from_the_fits_covariances_are_the_rows_moments(see
     checked = 0
     for options in ({}, {"robust": True}, {"standardize": True}):
         for w in (None, weights):
-            fitted = core_fit(X, PPA(configuration="fixed", **options)._get_spec(), rng=np.random.default_rng(seed), weights=w, carry=True)
+            fitted = core_fit(X, PPA(configuration="fixed", **options)._get_spec(), rng=np.random.default_rng(seed), weights=w, carry=2**30)
             params, curved = fitted.params, fitted.params.curved_steps()
             assert len(fitted.carried) == len(curved) + 1
             checked += len(curved)
@@ -629,17 +629,20 @@ def test_the_training_moments_from_the_fits_covariances_are_the_rows_moments(see
     assert checked >= 6  # curved steps in most of the six fits
 
 
-def _carrying(rows, groups, rng, weights, unit, robust=False, max_curved=None):
-    """:func:`_overfitting`'s fits, with the covariances they carry (the default's half fits)."""
+def _carrying(rows, groups, rng, weights, unit, robust=False, max_curved=None, carry=2**30):
+    """:func:`_overfitting`'s fits, with the covariances they carry (the default's half fits) within ``carry`` values."""
     spec = PPA(robust=True, configuration="fixed") if robust else PPA(degree=5, configuration="fixed")
-    return core_fit(rows, spec._get_spec().replace(max_curved=max_curved), groups=groups, rng=rng, weights=weights, carry=True)
+    return core_fit(rows, spec._get_spec().replace(max_curved=max_curved), groups=groups, rng=rng, weights=weights, carry=carry)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_choice_from_the_fits_covariances_is_the_choice_from_the_rows(seed, monkeypatch):
     """A validation whose half fits carry their covariances measures the training side from them: the same choice and
     counts as from the training rows' moments, every verdict equal to within the verdicts' rounding (``TIE``), both
-    families judged (1% anomalies: the robust family joins), weighted or not."""
+    families judged (1% anomalies: the robust family joins), weighted or not; beyond their budget of values the fits
+    carry none, and the training side is the rows'."""
+    import functools
+
     X = make_curved_mixture(6000, n_bands=10, anomalies=0.01, random_state=seed).data
     weights = np.random.default_rng(seed).uniform(0.5, 2.0, len(X))
     made = []
@@ -652,6 +655,11 @@ def test_the_choice_from_the_fits_covariances_is_the_choice_from_the_rows(seed, 
         assert made and any(robust for robust, _ in rows.verdicts)
         made.clear()
         assert (carried.choice, carried.curved) == (rows.choice, rows.curved) and carried.verdicts.keys() == rows.verdicts.keys()
+        # fits whose covariances would hold more than their budget carry none: the rows' verdicts, bit for bit
+        over = candidates.select(X, functools.partial(_carrying, carry=100), None, np.random.default_rng(seed), 10, weights=w)
+        assert not made and over.choice == rows.choice
+        for key, verdict in rows.verdicts.items():
+            np.testing.assert_array_equal(over.verdicts[key].relative, verdict.relative)
         for key, verdict in rows.verdicts.items():
             other = carried.verdicts[key]
             for name in ("relative", "se", "influence"):

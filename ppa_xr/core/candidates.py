@@ -163,6 +163,10 @@ CARRIED = 2048.0
 #: fit's covariances moved ``R(k) - z se(k)`` by up to 1.8e-8 of the allowance and the means by 3.4e-9; the closest
 #: margin of a decision, a truncation beating the uncapped fit at 200,000 x 198, was 5.5e-7 of the mean)
 TIE = 2.0**-23
+#: a half-size fit keeps its carried covariances (d x m and m x m after each curved step) where they hold at most
+#: this share of its rows' values, or :data:`CARRY_FLOOR` values: beyond (wide tables of few rows: 20,000 x 1,000
+#: would keep about its rows' size again), the training side is measured from its rows (:func:`carried_values`)
+CARRY, CARRY_FLOOR = 0.1, 2**20
 #: the held-out errors are taken from moments where their rounding moves no error by more than the rows' float32
 #: projections could, or than this share of the floor of equal errors (``EQUAL`` of the held-out energy); else
 #: from the rows (:func:`_settled`)
@@ -907,7 +911,7 @@ class _Validation:
         (:class:`_Carried`) where it returned them, else from the training rows' moments; the held-out rows' moments
         made once for every family."""
         part = self.parts[i]
-        carried = self._carried.get((i, robust))
+        carried = self._carried.pop((i, robust), None)  # used once: not held through the next family's fit
         if carried is not None:
             weight = float(len(part.train)) if self.weights is None else float(self.weights[part.train].sum())
             train: Groups | _Carried = _Carried(params, carried, weight, lambda: self._training(i, False))
@@ -955,6 +959,12 @@ class _Starts:
         return last is weights or (last is not None and weights is not None and np.array_equal(last, weights))
 
 
+def carried_values(shape: tuple[int, int]) -> int:
+    """The most values a half-size fit of ``shape`` (n x d) keeps of its carried covariances (:class:`_Carried`): a
+    :data:`CARRY` share of its rows' values, or :data:`CARRY_FLOOR`, the more."""
+    return max(int(CARRY * shape[0] * shape[1]), CARRY_FLOOR)
+
+
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
                  progress: Progress | None = None, weights: np.ndarray | None = None,
                  shrink_outputs: bool = False) -> tuple[Fitted, Choice]:
@@ -985,7 +995,8 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             # whitened rows, where the truncations are measured, are those of the fit itself
             noise = None if declared.noise_cov is None else declared.noise_cov / unit / unit
             spec = declared.replace(leading="pca", noise_cov=noise, **configuration)
-            return fit(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights), carry=True)
+            # the residual covariances it carries (the held-out measurement's training side) within CARRY of its rows' values
+            return fit(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights), carry=carried_values(rows.shape))
 
         # the cores the load leaves (read before the fits hold one BLAS thread): the held-out measurement's two sides
         # run side by side on as many Python threads, each product on one BLAS thread
