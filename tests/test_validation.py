@@ -695,3 +695,17 @@ def test_a_verdict_within_its_rounding_is_decided_by_the_rule():
     assert candidates._lowest({(False, None): verdict(90.0), (False, 3): verdict(90.0 * (1 - 1e-4)), (False, 2): verdict(90.0)}) == (False, 3)
     at_limit = candidates.Verdict(np.array([101.0]), np.array([0.0]), 99.0, True, np.array([0.0]), 100 * (1 + ALLOWANCE) * (1 + 1e-13))
     assert candidates._where_users_look({(False, None): at_limit}, (False, None)) is None
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_validation_from_carried_covariances_on_two_threads_is_the_validation_on_one(seed):
+    """With the training side from the half fits' carried covariances, the held-out measurement's two sides side by side
+    on two threads give every verdict and choice of one thread bit for bit, weighted or not."""
+    X = make_curved_mixture(10000, n_bands=8, anomalies=0.01, random_state=seed).data
+    weights = np.random.default_rng(seed).uniform(0.5, 2.0, len(X))
+    for w in (None, weights):
+        one, two = (candidates.select(X, _carrying, None, np.random.default_rng(seed), 10, weights=w, threads=t) for t in (1, 2))
+        assert one.choice == two.choice and one.curved == two.curved and one.verdicts.keys() == two.verdicts.keys()
+        for key, verdict in one.verdicts.items():
+            for name in ("relative", "se", "influence"):
+                np.testing.assert_array_equal(getattr(verdict, name), getattr(two.verdicts[key], name))
