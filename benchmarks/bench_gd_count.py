@@ -36,7 +36,7 @@ from ppa_xr.core import candidates, shrink
 from ppa_xr.datasets import UCI_TABLES, load_table
 
 VARIANTS = ("now", "nocount", "pcacount", "gdhalf", "gdstep")
-SELECT, FIT_PARAMS = candidates.select, candidates.fit_params
+SELECT, FIT = candidates.select, candidates.fit
 
 
 def stepwise(selection: candidates.Selection) -> candidates.Selection:
@@ -58,14 +58,15 @@ def variant(name: str, seen: dict):
         seen["selection"] = found
         return stepwise(found) if name == "gdstep" and found is not None and found.verdicts else found
 
-    def fit_params(rows, spec, begun=None):  # the validation's half fits: GD-led like the final fit
-        return FIT_PARAMS(rows, spec.replace(leading="gd") if name in ("gdhalf", "gdstep") else spec, begun=begun)
+    def fit(rows, spec, **kwargs):  # the validation's half fits (those that carry their covariances): GD-led like the final fit
+        half = kwargs.get("carry", False) and name in ("gdhalf", "gdstep")
+        return FIT(rows, spec.replace(leading="gd") if half else spec, **kwargs)
 
-    candidates.select, candidates.fit_params, shrink.COUNT = select, fit_params, name == "now"
+    candidates.select, candidates.fit, shrink.COUNT = select, fit, name == "now"
     try:
         yield
     finally:
-        candidates.select, candidates.fit_params, shrink.COUNT = SELECT, FIT_PARAMS, True
+        candidates.select, candidates.fit, shrink.COUNT = SELECT, FIT, True
 
 
 def run(name: str, seed: int, fit: np.ndarray, unseen: np.ndarray, which: str) -> dict:

@@ -9,9 +9,10 @@ stages that called it, summed over its calls in one fit, the median over the rou
 * the validation (``candidates.select``): each family's half-size fit (``half fit, plain``; ``half fit, robust``
   where the validation escalates): the halves gathered (``gather``), the start (``start``: centring, covariance,
   eigendecomposition; the robust fit takes the plain one's and centres the rows again) and steps (``loop``); each
-  family's truncations (``truncations, plain`` / ``robust``): the held-out and training rows' second moments
-  (``Groups``, made once), the truncation moments (``Moments``: the bases' pass over the rows, ``products``) and
-  their PCA and held-out errors (``measure``);
+  family's truncations (``truncations, plain`` / ``robust``): the held-out rows' second moments
+  (``Groups``, made once), the truncation moments (``Moments``: the bases' pass over the rows, ``products``), the
+  training side's from the half fit's carried covariances (``Carried``, ``carried``) and their PCA and held-out
+  errors (``measure``);
 * the final fit (``fit``: ``begin``, ``loop``), the last curve's factor (``shrink.choose``) and shrunk refit
   (``shrink.shrunk``), the outputs' marginals (``with_marginals``); the fixed fit's the same, less the validation
   and the shrinkage.
@@ -54,6 +55,7 @@ STAGES = [
     (candidates._Validation, "_errors", lambda args: f"truncations, {FAMILY[args[3]]}"),
     (candidates.Groups, "__init__", "Groups"), (candidates._Moments, "__init__", "Moments"),
     (candidates._Moments, "_products", "products"), (candidates, "_measure", "measure"), (candidates, "judge", "judge"),
+    *([(candidates._Carried, "__init__", "Carried"), (candidates._Carried, "correct", "carried")] if hasattr(candidates, "_Carried") else []),
     (candidates, "fit", "fit"), (ppa, "begin", "begin"), (ppa, "_centred", "centring"), (ppa, "_covariance", "covariance"),
     (ppa, "eigenbasis", "eigh"), (ppa._Loop, "run", "loop"), (ppa, "fit_step", "fit_step"), (steps, "_polynomial", "curve"),
     (steps.Residual, "advance", "advance"), (steps.Residual, "to_principal_axes", "principal"),

@@ -69,20 +69,22 @@ def _explained(w, cross, gram, exact):
     return EXPLAINED(w, cross, gram, False)
 
 
-def _fit_params(*args, **kwargs):  # JSWHERE=final: the validation's candidates by least squares
+def _fit_params(*args, **kwargs):  # JSWHERE=final: the validation's candidates (the fits that carry their covariances) by least squares
     global MODE
+    if not kwargs.get("carry"):
+        return FIT(*args, **kwargs)
     saved, MODE = MODE, "off"
     try:
-        return FIT_PARAMS(*args, **kwargs)
+        return FIT(*args, **kwargs)
     finally:
         MODE = saved
 
 
 candidates.SHARES = False
 steps._polynomial, steps._explained = _polynomial, _explained
-FIT_PARAMS = candidates.fit_params
+FIT = candidates.fit
 if os.environ.get("JSWHERE") == "final":
-    candidates.fit_params = _fit_params
+    candidates.fit = _fit_params
 
 
 if __name__ == "__main__":

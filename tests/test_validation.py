@@ -605,3 +605,114 @@ def test_the_second_thread_of_two_passes_is_made_once_and_a_call_on_it_runs_in_t
     assert set(firsts) == {threading.current_thread()} and len(set(seconds)) == 1 and seconds[0] is not threading.current_thread()
     assert blas.both(lambda: 1, lambda: blas.both(lambda: 2, lambda: 3, 2), 2) == [1, [2, 3]]
     assert blas.both(lambda: 4, lambda: seconds.append(threading.current_thread()), 1) == [4, None] and seconds[-1] is threading.current_thread()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_training_moments_from_the_fits_covariances_are_the_rows_moments(seed):
+    """The held-out measurement's training side taken from the half-size fit's own covariances (``_Carried``: the sample's,
+    then the residual's after each curved step, ``N unit^2 Q C Q^T``) is the rows' moments (``_Moments``, a pass over the
+    rows) within the two's rounding bounds, block by block, plain or robust, standardized or not, weighted or not."""
+    X = make_curved_mixture(4000, n_bands=12, anomalies=0.01, random_state=seed).data * 1e3
+    weights = np.random.default_rng(seed).uniform(0.5, 2.0, len(X))
+    checked = 0
+    for options in ({}, {"robust": True}, {"standardize": True}):
+        for w in (None, weights):
+            fitted = core_fit(X, PPA(configuration="fixed", **options)._get_spec(), rng=np.random.default_rng(seed), weights=w, carry=2**30)
+            params, curved = fitted.params, fitted.params.curved_steps()
+            assert len(fitted.carried) == len(curved) + 1
+            checked += len(curved)
+            rows = candidates.Groups(X, None if w is None else checks.row_weights(w, len(X)), np.array([0, len(X)]))
+            carried = candidates._Carried(params, fitted.carried, float(rows.counts[0]), lambda: rows)
+            moments = candidates._Moments(params, rows, curved)
+            size = np.linalg.norm(moments.moments[0], 2)
+            for lead in [0] + [p + 1 for p in curved]:
+                if lead:
+                    carried.correct(lead - 1)
+                    moments.correct(lead - 1)
+                bound = carried.rounding(lead)[0] + moments.rounding(lead)[0]
+                assert np.linalg.norm(carried.moments[0, lead:, lead:] - moments.moments[0, lead:, lead:], 2) <= bound
+                # and the bound is not vacuous: far below the sample's moments (the scale the rows' rounding has)
+                assert bound < 1e-9 * size
+    assert checked >= 6  # curved steps in most of the six fits
+
+
+def _carrying(rows, groups, rng, weights, unit, robust=False, max_curved=None, carry=2**30):
+    """:func:`_overfitting`'s fits, with the covariances they carry (the default's half fits) within ``carry`` values."""
+    spec = PPA(robust=True, configuration="fixed") if robust else PPA(degree=5, configuration="fixed")
+    return core_fit(rows, spec._get_spec().replace(max_curved=max_curved), groups=groups, rng=rng, weights=weights, carry=carry)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_choice_from_the_fits_covariances_is_the_choice_from_the_rows(seed, monkeypatch):
+    """A validation whose half fits carry their covariances measures the training side from them: the same choice and
+    counts as from the training rows' moments, every verdict equal to within the verdicts' rounding (``TIE``), both
+    families judged (1% anomalies: the robust family joins), weighted or not; beyond their budget of values the fits
+    carry none, and the training side is the rows'."""
+    import functools
+
+    X = make_curved_mixture(6000, n_bands=10, anomalies=0.01, random_state=seed).data
+    weights = np.random.default_rng(seed).uniform(0.5, 2.0, len(X))
+    made = []
+    real = candidates._Carried.__init__
+    monkeypatch.setattr(candidates._Carried, "__init__", lambda self, *a: made.append(1) or real(self, *a))
+    for w in (None, weights):
+        rows = candidates.select(X, _overfitting, None, np.random.default_rng(seed), 10, weights=w)
+        assert not made
+        carried = candidates.select(X, _carrying, None, np.random.default_rng(seed), 10, weights=w)
+        assert made and any(robust for robust, _ in rows.verdicts)
+        made.clear()
+        assert (carried.choice, carried.curved) == (rows.choice, rows.curved) and carried.verdicts.keys() == rows.verdicts.keys()
+        # fits whose covariances would hold more than their budget carry none: the rows' verdicts, bit for bit
+        over = candidates.select(X, functools.partial(_carrying, carry=100), None, np.random.default_rng(seed), 10, weights=w)
+        assert not made and over.choice == rows.choice
+        for key, verdict in rows.verdicts.items():
+            np.testing.assert_array_equal(over.verdicts[key].relative, verdict.relative)
+        for key, verdict in rows.verdicts.items():
+            other = carried.verdicts[key]
+            for name in ("relative", "se", "influence"):
+                np.testing.assert_allclose(getattr(other, name), getattr(verdict, name), rtol=candidates.TIE, atol=candidates.TIE * 100)
+            assert other.admitted == verdict.admitted
+            np.testing.assert_allclose([other.mean, other.worst], [verdict.mean, verdict.worst], rtol=candidates.TIE)
+
+
+def test_a_verdict_within_its_rounding_is_decided_by_the_rule():
+    """Comparisons whose sides differ by less than ``TIE`` of their size are ties, decided by a stated rule whatever
+    the last bits: a guard at its limit admits, a mean a rounding below the switch's threshold does not beat, the
+    lowest mean among ties is the fewest curved steps', and a worst kept k at the allowance holds."""
+    from ppa_xr.core.errors import ALLOWANCE
+
+    for tiny in (1e-13, -1e-13, 1e-9):
+        # one group: no spread, R = the ratio itself, at the limit to within ``tiny``
+        assert judge(np.array([[(1 + ALLOWANCE) * (1 + tiny)]]), np.array([[1.0]]), 1e-3).admitted
+    assert not judge(np.array([[(1 + ALLOWANCE) * (1 + 1e-4)]]), np.array([[1.0]]), 1e-3).admitted
+    other = candidates.Verdict(np.array([100.0]), np.array([0.0]), 100.0, True, np.array([0.5, -0.5]))
+    se = 1.0  # the paired standard error of influences [1, -1] against [0.5, -0.5]: sqrt(2 (0.5^2 + 0.5^2))
+    for tiny in (1e-13, 1e-9):
+        below = candidates.Verdict(np.array([90.0]), np.array([0.0]), (100.0 - candidates.SWITCH * se) * (1 - tiny), True, np.array([1.0, -1.0]))
+        assert not below.beats(other)
+    clearly = candidates.Verdict(np.array([90.0]), np.array([0.0]), (100.0 - candidates.SWITCH * se) * (1 - 1e-4), True, np.array([1.0, -1.0]))
+    assert clearly.beats(other)
+
+    def verdict(mean):
+        return candidates.Verdict(np.array([mean]), np.array([0.0]), mean, True, np.array([0.0, 0.0]))
+
+    for tiny in (1e-13, -1e-13, 1e-9):
+        assert candidates._lowest({(False, None): verdict(90.0), (False, 3): verdict(90.0 * (1 - tiny)), (False, 2): verdict(90.0 * (1 + tiny)),
+                                   (True, 1): verdict(95.0)}) == (False, 2)
+    assert candidates._lowest({(False, None): verdict(90.0), (False, 3): verdict(90.0 * (1 - 1e-4)), (False, 2): verdict(90.0)}) == (False, 3)
+    at_limit = candidates.Verdict(np.array([101.0]), np.array([0.0]), 99.0, True, np.array([0.0]), 100 * (1 + ALLOWANCE) * (1 + 1e-13))
+    assert candidates._where_users_look({(False, None): at_limit}, (False, None)) is None
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_validation_from_carried_covariances_on_two_threads_is_the_validation_on_one(seed):
+    """With the training side from the half fits' carried covariances, the held-out measurement's two sides side by side
+    on two threads give every verdict and choice of one thread bit for bit, weighted or not."""
+    X = make_curved_mixture(10000, n_bands=8, anomalies=0.01, random_state=seed).data
+    weights = np.random.default_rng(seed).uniform(0.5, 2.0, len(X))
+    for w in (None, weights):
+        one, two = (candidates.select(X, _carrying, None, np.random.default_rng(seed), 10, weights=w, threads=t) for t in (1, 2))
+        assert one.choice == two.choice and one.curved == two.curved and one.verdicts.keys() == two.verdicts.keys()
+        for key, verdict in one.verdicts.items():
+            for name in ("relative", "se", "influence"):
+                np.testing.assert_array_equal(getattr(verdict, name), getattr(two.verdicts[key], name))

@@ -25,12 +25,16 @@ many curved steps to keep (``max_curved``) from them:
   exactly (same folds, same choices), followed by the PCA of the residual,
   so the truncations cost no refit. Nor a projection of the rows: each
   held-out group's second moments (d x d, made once for both families) are
-  turned into a fit's outputs and downdated with its corrections, and so
-  are the training rows', whose eigenvectors are each truncation's PCA
-  (the held-out rows' own outputs where the groups' moments would outnumber
-  the rows' values). Where the moments' rounding could move an error more
-  than the rows' own arithmetic would (:func:`_settled`), every error comes
-  from the rows, so the choices are the rows';
+  turned into a fit's outputs and downdated with its corrections (the
+  held-out rows' own outputs where the groups' moments would outnumber the
+  rows' values); the training residual's, whose eigenvectors are each
+  truncation's PCA, are the half-size fit's own covariances after each
+  curved step (:class:`_Carried`: no pass over the training rows). Where the
+  moments' rounding could move an error more than the rows' own arithmetic
+  would (:func:`_settled`), every error comes from the rows, so the choices
+  are the rows'; and a verdict whose margin is within the rounding of its
+  sums (:data:`TIE`) is decided by a stated rule (:func:`_at_most`: ties are
+  admitted, do not beat, and go to the fewest curved steps);
 * **guard** (:func:`judge`): on the held-out rows, with groups as the units,
   ``R(k) = sum e_cand(k) / sum e_PCA(k)`` (the PCA of the same training
   rows; errors below :data:`EQUAL` of the held-out energy count as equal)
@@ -131,7 +135,7 @@ from .errors import ALLOWANCE, LEVEL
 from .linalg import PANEL, power_of_two, spread_about, unit_mean
 from .params import PPAParams
 from .ppa import Fit as Fitted
-from .ppa import Begun, Progress, begin, fit, fit_params
+from .ppa import Begun, Carried, Progress, begin, fit
 from .spec import Spec
 
 #: errors below this fraction of the held-out rows' total energy count as equal (float64 rounding beyond
@@ -145,6 +149,23 @@ SWITCH = 1.0
 #: differed by 0.40 eps slack_g at most (the held-out groups of the UCI tables; 0.01-0.1 on the training residuals of
 #: the scenes and curved mixtures), so a fifth of the bound
 ROUNDING = 2.0
+#: the carried covariances' rounding, ``||dM||_2 <= CARRIED eps N unit^2 reference`` (:class:`_Carried`): they and the
+#: moments of the rows corrected step by step differed by 300 eps N unit^2 reference at most (a curved step's residual
+#: at 100,000 x 36; 4.3 at most in the 616 other blocks of the 60 fits of benchmarks/results/defaults_times.txt), so
+#: about a seventh of the bound
+CARRIED = 2048.0
+#: the verdicts' comparisons (admitted, beats, the lowest mean, the worst kept k against the allowance, the kept k and
+#: the floor of equal errors; :func:`_settled`'s bound against its allowance) take sides that differ by at most this
+#: share of their size as ties, decided by a stated rule (:func:`_at_most`), not by the order of their sums: ``2u``,
+#: ``u = 2^-24`` the unit roundoff of the held-out rows' float32 projections, the reference arithmetic, which resolves
+#: no finer difference (measured over the 618 verdicts of 60 fits: the training moments from the rows or from the
+#: fit's covariances moved ``R(k) - z se(k)`` by up to 1.8e-8 of the allowance and the means by 3.4e-9; the closest
+#: margin of a decision, a truncation beating the uncapped fit at 200,000 x 198, was 5.5e-7 of the mean)
+TIE = 2.0**-23
+#: a half-size fit keeps its carried covariances (d x m and m x m after each curved step) where they hold at most
+#: this share of its rows' values, or :data:`CARRY_FLOOR` values: beyond (wide tables of few rows: 20,000 x 1,000
+#: would keep about its rows' size again), the training side is measured from its rows (:func:`carried_values`)
+CARRY, CARRY_FLOOR = 0.1, 2**20
 #: the held-out errors are taken from moments where their rounding moves no error by more than the rows' float32
 #: projections could, or than this share of the floor of equal errors (``EQUAL`` of the held-out energy); else
 #: from the rows (:func:`_settled`)
@@ -369,6 +390,41 @@ class _Moments:
         return vectors.T @ self.moments[:, lead:, lead:].sum(axis=0) @ vectors
 
 
+class _Carried:
+    """The training residual's second moments from the half-size fit's own covariances (:attr:`Fit.carried
+    <ppa_xr.core.ppa.Fit.carried>`), the rows' moments of :class:`_Moments` in exact arithmetic at no pass over the
+    rows: after curved step ``p`` the states ``r[p+1:]`` are the fit's residual ``z`` along the later steps'
+    axes, ``r[p+1:] = unit A[p+1:] z`` with ``z`` in the step's ``frame``, so
+    ``M[p+1:, p+1:] = N unit^2 Q C Q^T``, ``Q = A[p+1:] frame``, ``C`` the carried covariance and ``N = sum w``
+    (before the first step, ``M = N unit^2 A C A^T`` with the sample's covariance).
+
+    Their rounding (:meth:`rounding`) is the covariance's, ``||dM||_2 <= CARRIED eps N unit^2 reference``:
+    ``reference`` the trace of the covariance last computed from the rows, which the products' and the
+    downdates' terms are bounded by. ``rows()``: the training rows (:class:`Groups`), where the rows' arithmetic
+    replaces the moments (:func:`_settled`).
+    """
+
+    def __init__(self, params: PPAParams, carried: tuple[Carried, ...], weight: float, rows: Callable[[], Groups]) -> None:
+        self.params, self.carried, self.weight, self.rows = params, {-1: carried[0]}, weight, rows
+        self.carried.update(zip(params.curved_steps(), carried[1:]))
+        d, rotation = params.n_features, params.rotation
+        self.moments = np.empty((1, d, d))
+        start = carried[0]
+        self.scale = weight * start.unit * start.unit
+        self.moments[0] = self.scale * rotation @ start.cov @ rotation.T
+
+    def correct(self, p: int) -> None:
+        step = self.carried[p]
+        turn = self.params.rotation[p + 1:] @ step.frame
+        self.moments[0, p + 1:, p + 1:] = self.scale * turn @ step.cov @ turn.T
+
+    def rounding(self, lead: int) -> np.ndarray:
+        """The bound on ``||dM[lead:, lead:]||_2`` (1,): :data:`CARRIED` ``eps N unit^2 reference`` of the carried
+        covariance the block came from."""
+        step = self.carried[lead - 1 if lead else -1]
+        return np.array([CARRIED * np.finfo(float).eps * self.scale * step.reference])
+
+
 def _state(params: PPAParams, x: np.ndarray) -> np.ndarray:
     """``r = A W (x - mean)`` (n x d): the outputs before any step's correction."""
     return params.to_fit_space(x) @ params.rotation.T
@@ -457,7 +513,7 @@ def truncation_errors(params: PPAParams, train: np.ndarray, held: np.ndarray, bo
     return errors
 
 
-def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = False, threads: int = 1,
+def _truncations(params: PPAParams, train: Groups | _Carried, held: Groups, rows: bool = False, threads: int = 1,
                  first: int = 0) -> tuple[np.ndarray, float]:
     """:func:`truncation_errors` on rows whose moments are made (held's from its moments where it has them),
     and the held-out rows' energy ``sum w ||W (x - mean)||^2``; the truncations before ``first`` not measured (their
@@ -477,16 +533,17 @@ def _truncations(params: PPAParams, train: Groups, held: Groups, rows: bool = Fa
     curved = params.curved_steps()
     measured = None
     if not rows:
-        fitted, unseen = blas.both(lambda: _Moments(params, train, curved),
+        fitted, unseen = blas.both(lambda: train if isinstance(train, _Carried) else _Moments(params, train, curved),
                                lambda: _Rows(params, held) if held.scatter is None else _Moments(params, held, curved), threads)
         measured = _measure(params, fitted, unseen, len(held.spans), threads, first)
     if measured is None:  # the two sides' states made one after the other: each with its temporary, they are the peak
-        measured = _measure(params, _RowMoments(params, train), _Rows(params, held), len(held.spans), threads, first)
+        rows_of = train.rows() if isinstance(train, _Carried) else train
+        measured = _measure(params, _RowMoments(params, rows_of), _Rows(params, held), len(held.spans), threads, first)
     assert measured is not None  # the rows' arithmetic is the reference: never refused
     return measured
 
 
-def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments | _Rows, groups: int,
+def _measure(params: PPAParams, fitted: _Moments | _Carried | _RowMoments, unseen: _Moments | _Rows, groups: int,
              threads: int = 1, first: int = 0) -> tuple[np.ndarray, float] | None:
     """:func:`_truncations` from ``fitted`` (the training residual's moments) and ``unseen`` (the held-out
     rows' states or moments), each correction of the two side by side on ``threads`` threads, the truncations from
@@ -514,14 +571,14 @@ def _measure(params: PPAParams, fitted: _Moments | _RowMoments, unseen: _Moments
         values, vectors = scipy.linalg.eigh(fitted.moments[0, lead:, lead:], check_finite=False)
         vectors = vectors[:, ::-1]
         energies = unseen.energies(lead, vectors, threads)
-        if isinstance(fitted, _Moments) and not _settled(values[::-1], vectors, energies.sum(axis=0), fitted, unseen, lead, EQUAL * total):
+        if not isinstance(fitted, _RowMoments) and not _settled(values[::-1], vectors, energies.sum(axis=0), fitted, unseen, lead, EQUAL * total):
             return None
         out[c, :, :lead] = full[:, :lead]
         out[c, :, lead:] = _suffix(energies)[:, 1: d - lead]
     return out, total
 
 
-def _settled(values: np.ndarray, vectors: np.ndarray, energies: np.ndarray, fitted: _Moments, unseen: _Moments | _Rows,
+def _settled(values: np.ndarray, vectors: np.ndarray, energies: np.ndarray, fitted: _Moments | _Carried, unseen: _Moments | _Rows,
              lead: int, floor: float) -> bool:
     """Whether the moments' rounding can move a truncation's held-out errors no more than the rows' own would.
 
@@ -543,7 +600,12 @@ def _settled(values: np.ndarray, vectors: np.ndarray, energies: np.ndarray, fitt
       ``H`` the held-out energy of the block.
 
     The moments pass where their bound is below the rows' or below
-    :data:`TOLERANCE` of the ``floor`` of equal errors. They fail where the
+    :data:`TOLERANCE` of the ``floor`` of equal errors, a bound within
+    :data:`TIE` of the allowance counting as below (:func:`_at_most`): a
+    bound the order of its sums could move across the allowance is decided by
+    that rule, not by its last bits. The training moments' ``e`` is
+    their own source's: the rows' (:meth:`_Moments.rounding`) or the fit's
+    carried covariances' (:meth:`_Carried.rounding`). They fail where the
     training residual is at the rounding of its energy (a curve fitted exactly)
     and the held-out rows are not: its axes are arbitrary there.
     """
@@ -558,13 +620,13 @@ def _settled(values: np.ndarray, vectors: np.ndarray, energies: np.ndarray, fitt
     turn[np.isnan(turn)] = 1.0
     coupled = 2 * np.outer(root, root)
     second = turn**2 * (h[:, None] + h[None, :])
-    if np.all(_split_sums(turn * coupled + second) <= allowed):
+    if np.all(_at_most(_split_sums(turn * coupled + second), allowed)):
         return True
     near = turn >= 0.5  # (nearly) equal eigenvalues: no first order, the coarse bound
     with np.errstate(divide="ignore", invalid="ignore"):
         linear = np.where(near, 0.0, (unseen.cross(lead, vectors) / gaps) ** 2)
     moved = _split_sums(np.where(near, turn * coupled, 0.0) + second) + 2 * e * np.sqrt(_split_sums(linear))
-    return bool(np.all(moved <= allowed))
+    return bool(np.all(_at_most(moved, allowed)))
 
 
 def _split_sums(pairs: np.ndarray) -> np.ndarray:
@@ -592,7 +654,7 @@ class Verdict:
         diff = self.influence - other.influence
         groups = len(diff)
         se = np.sqrt(groups / max(groups - 1, 1) * np.sum((diff - diff.mean()) ** 2))
-        return self.mean < other.mean - SWITCH * se
+        return not _at_most(other.mean - SWITCH * se, self.mean, max(abs(self.mean), abs(other.mean)))  # a tie: no
 
 
 def judge(errors: np.ndarray, pca: np.ndarray, total: float, components: int | None = None) -> Verdict:
@@ -611,20 +673,22 @@ def judge(errors: np.ndarray, pca: np.ndarray, total: float, components: int | N
     a, b = errors.sum(axis=0), pca.sum(axis=0)
     ratio = np.maximum(a, floor) / np.maximum(b, floor)
     spread = np.sqrt(groups / max(groups - 1, 1) * np.sum((errors - ratio * pca) ** 2, axis=0)) / np.maximum(b, floor)
-    spread[(a <= floor) & (b <= floor)] = 0.0  # both are rounding: equal
+    rounding = _at_most(a, floor) & _at_most(b, floor)
+    spread[rounding] = 0.0  # both are rounding: equal
     z = upper_quantile(LEVEL / width)
-    admitted = bool(np.all(ratio - z * spread <= 1 + ALLOWANCE))
+    admitted = bool(np.all(_at_most(ratio - z * spread, 1 + ALLOWANCE)))  # a tie with the limit: admitted
     # the delta method's linearisation of mean_k R_k: group g contributes mean_k (a_gk - R_k b_gk) / sum_g b_gk
     terms = (errors - ratio * pca) / np.maximum(b, floor)
-    terms[:, (a <= floor) & (b <= floor)] = 0.0
-    kept = b >= KEPT * total if components is None else np.arange(width) < components
+    terms[:, rounding] = 0.0
+    kept = _at_most(KEPT * total, b) if components is None else np.arange(width) < components
     worst = float(100 * ratio[kept].max()) if kept.any() else 100.0
     return Verdict(100 * ratio, 100 * spread, float(100 * ratio.mean()), admitted, 100 * terms.mean(axis=1), worst)
 
 
 #: a fit of the sample's rows divided by ``unit`` (a power of two): ``fit(rows, groups, rng, weights, unit, robust=...,
-#: max_curved=...) -> PPAParams``
-Fit = Callable[..., PPAParams]
+#: max_curved=...) -> PPAParams``, or the :class:`~ppa_xr.core.ppa.Fit` whose carried covariances give the training side
+#: of the held-out measurement (:class:`_Carried`)``
+Fit = Callable[..., "PPAParams | Fitted"]
 #: the configuration a fit was made with, and whether it was chosen by :func:`select`
 Choice = dict
 
@@ -683,7 +747,7 @@ def select(X: np.ndarray, fit: Fit, groups: np.ndarray | None, rng: np.random.Ge
     if escalate:  # refused, beaten or above PCA where users look: the robust family joins
         validation.family(True)
     admitted = validation.candidates()
-    chosen = (False, None) if stands else min(admitted, key=_order(admitted))
+    chosen = (False, None) if stands else _lowest(admitted)
     return Selection(_counted(_where_users_look(admitted, chosen) or chosen, validation.curved, count), validation.verdicts, validation.curved)
 
 
@@ -698,9 +762,20 @@ def _counted(key: tuple[bool, int | None], curved: dict[bool, int], count: bool 
     return {"robust": bool(robust), "max_curved": None if max_curved is None else int(max_curved)}
 
 
-def _order(verdicts: dict[tuple[bool, int | None], Verdict]) -> Callable[[tuple[bool, int | None]], tuple]:
-    """Lowest held-out mean first; on a tie, fewer curved steps, then plain."""
-    return lambda key: (verdicts[key].mean, key[1] is None, key[1] or 0, key[0])
+def _lowest(verdicts: dict[tuple[bool, int | None], Verdict]) -> tuple[bool, int | None]:
+    """The candidate of the lowest held-out mean; means within :data:`TIE` of it are ties, decided by fewer curved
+    steps (an uncapped fit last), then plain."""
+    low = min(v.mean for v in verdicts.values())
+    tied = [key for key, v in verdicts.items() if _at_most(v.mean, low)]
+    return min(tied, key=lambda key: (key[1] is None, key[1] or 0, key[0]))
+
+
+def _at_most(a: np.ndarray | float, b: np.ndarray | float, scale: float | None = None) -> np.ndarray:
+    """``a <= b`` for the verdicts' comparisons, a difference within their rounding (:data:`TIE` of ``scale``, by
+    default ``max(|a|, |b|)``) counting as a tie, which holds: a comparison that its operands' last bits could
+    turn is decided by this rule, whatever order their sums were taken in."""
+    size = np.maximum(np.abs(a), np.abs(b)) if scale is None else scale
+    return np.asarray(a <= b + TIE * size)
 
 
 def _where_users_look(admitted: dict[tuple[bool, int | None], Verdict], chosen: tuple[bool, int | None]) -> tuple[bool, int | None] | None:
@@ -710,10 +785,11 @@ def _where_users_look(admitted: dict[tuple[bool, int | None], Verdict], chosen: 
     worst_chosen - 100`` (a point of mean for a point at the worst kept k); where none does, the excess is
     beyond what any candidate avoids, and ``chosen`` stays."""
     limit, verdict = 100 * (1 + ALLOWANCE), admitted[chosen]
-    if verdict.worst <= limit or not LOOK:
+    if _at_most(verdict.worst, limit) or not LOOK:
         return None
-    safe = {key: v for key, v in admitted.items() if key[1] != 0 and v.worst <= limit and v.mean - verdict.mean <= verdict.worst - 100}
-    return min(safe, key=_order(safe)) if safe else chosen
+    safe = {key: v for key, v in admitted.items() if key[1] != 0 and _at_most(v.worst, limit)
+            and _at_most(v.mean - verdict.mean, verdict.worst - 100, max(abs(v.mean), abs(verdict.mean), abs(verdict.worst)))}
+    return _lowest(safe) if safe else chosen
 
 
 @dataclass(frozen=True)
@@ -757,7 +833,9 @@ class _Validation:
         self.verdicts: dict[tuple[bool, int | None], Verdict] = {}
         self.curved: dict[bool, int] = {}  # each family's most curved steps in a half-size fit
         self._gathered: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._groups: dict[int, tuple[Groups, Groups]] = {}
+        self._groups: dict[int, Groups] = {}  # each part's held-out rows' moments, made once for every family
+        self._origins: dict[int, np.ndarray] = {}
+        self._carried: dict[tuple[int, bool], tuple[Carried, ...]] = {}  # each half fit's covariances (ppa.Fit.carried)
 
     def family(self, robust: bool) -> bool:
         """Judge the plain (or robust) fit of every part and all its truncations; False, judging nothing, where
@@ -787,38 +865,62 @@ class _Validation:
         return self._gathered[i]
 
     def _fit(self, i: int, robust: bool) -> PPAParams:
+        """Part ``i``'s fit of the family; the covariances it carried kept where the fit returns them
+        (a :class:`~ppa_xr.core.ppa.Fit` with :attr:`~ppa_xr.core.ppa.Fit.carried`)."""
         part = self.parts[i]
         weights = None if self.weights is None else self.weights[part.train]
-        return self.fit(self._rows(i)[0], part.groups, np.random.default_rng(part.seed), weights, self.unit, robust=robust, max_curved=None)
+        fitted = self.fit(self._rows(i)[0], part.groups, np.random.default_rng(part.seed), weights, self.unit, robust=robust, max_curved=None)
+        if isinstance(fitted, PPAParams):
+            return fitted
+        if fitted.carried:
+            self._carried[(i, robust)] = fitted.carried
+        return fitted.params
 
     def _plain(self, i: int) -> PPAParams:
-        """Part ``i``'s plain fit, and beside it, on a second thread where :attr:`threads` allow it, its rows' moments
-        (:meth:`_moments`), where they are at most :data:`BESIDE` of the training rows' values (what they add to the
-        fit's memory): made before the fit shows a curved step that needs them (nothing is measured otherwise), and
-        the same as made after it."""
+        """Part ``i``'s plain fit, and beside it, on a second thread where :attr:`threads` allow it, its held-out rows'
+        moments (:meth:`_held`), where they are at most :data:`BESIDE` of the training rows' values (what they add to
+        the fit's memory): made before the fit shows a curved step that needs them (nothing is measured otherwise),
+        and the same as made after it."""
         training, unseen = self._rows(i)  # gathered before either thread reads them
         if self.threads < 2 or len(self.parts[i].held) * unseen.shape[1] ** 2 > BESIDE * training.size:
             return self._fit(i, False)
-        params, self._groups[i] = blas.both(lambda: self._fit(i, False), lambda: self._moments(i, 1), 2)
+        params, self._groups[i] = blas.both(lambda: self._fit(i, False), lambda: self._held(i), 2)
         return params
 
-    def _moments(self, i: int, threads: int) -> tuple[Groups, Groups]:
-        """Part ``i``'s training and held-out rows' moments (:class:`Groups`, about the training rows' mean), the two
-        side by side on ``threads`` threads."""
-        part, (training, unseen), w = self.parts[i], self._rows(i), self.weights
+    def _origin(self, i: int) -> np.ndarray:
+        """The moments' origin: the training rows' mean (:class:`Groups`' own), taken once."""
+        if i not in self._origins:
+            self._origins[i] = self._rows(i)[0].mean(axis=0)
+        return self._origins[i]
+
+    def _held(self, i: int) -> Groups:
+        """Part ``i``'s held-out rows' moments (:class:`Groups`, about the training rows' mean) where
+        :func:`by_moments`, else their sums alone."""
+        part, unseen, w = self.parts[i], self._rows(i)[1], self.weights
         moments = by_moments(len(part.held), unseen.shape[1], len(unseen))
-        origin = training.mean(axis=0)  # Groups' own origin of the training rows, taken once for both
-        fitted, held = blas.both(lambda: Groups(training, None if w is None else w[part.train], np.array([0, len(training)]), origin=origin),
-                             lambda: Groups(unseen, None if w is None else w[part.rows], part.bounds, moments, origin), threads)
-        return fitted, held
+        return Groups(unseen, None if w is None else w[part.rows], part.bounds, moments, self._origin(i))
+
+    def _training(self, i: int, scatter: bool) -> Groups:
+        """Part ``i``'s training rows as one group, with their scatter where ``scatter``."""
+        part, training, w = self.parts[i], self._rows(i)[0], self.weights
+        return Groups(training, None if w is None else w[part.train], np.array([0, len(training)]), scatter, self._origin(i))
 
     def _errors(self, i: int, params: PPAParams, robust: bool) -> np.ndarray:
-        """Part ``i``'s truncation errors (:func:`_truncations`), its rows' moments made once for every family."""
+        """Part ``i``'s truncation errors (:func:`_truncations`): the training side from the fit's carried covariances
+        (:class:`_Carried`) where it returned them, else from the training rows' moments; the held-out rows' moments
+        made once for every family."""
         part = self.parts[i]
-        if i not in self._groups:
-            self._groups[i] = self._moments(i, self.threads)
+        carried = self._carried.pop((i, robust), None)  # used once: not held through the next family's fit
+        if carried is not None:
+            weight = float(len(part.train)) if self.weights is None else float(self.weights[part.train].sum())
+            train: Groups | _Carried = _Carried(params, carried, weight, lambda: self._training(i, False))
+            if i not in self._groups:
+                self._groups[i] = self._held(i)
+        else:
+            train, held = blas.both(lambda: self._training(i, True), lambda: self._groups.get(i) or self._held(i), self.threads)
+            self._groups[i] = held
         # the robust family's truncation 0, its PCA, is the plain family's, and never judged: not measured where it has a later one
-        errors, total = _truncations(params, *self._groups[i], threads=self.threads, first=int(robust and bool(params.curved_steps())))
+        errors, total = _truncations(params, train, self._groups[i], threads=self.threads, first=int(robust and bool(params.curved_steps())))
         if not robust:  # the plain family's PCA (truncation 0) is the baseline of every candidate
             self.pca[part.held] = errors[0]
             self.total += total
@@ -856,6 +958,12 @@ class _Starts:
         return last is weights or (last is not None and weights is not None and np.array_equal(last, weights))
 
 
+def carried_values(shape: tuple[int, int]) -> int:
+    """The most values a half-size fit of ``shape`` (n x d) keeps of its carried covariances (:class:`_Carried`): a
+    :data:`CARRY` share of its rows' values, or :data:`CARRY_FLOOR`, the more."""
+    return max(int(CARRY * shape[0] * shape[1]), CARRY_FLOOR)
+
+
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
                  progress: Progress | None = None, weights: np.ndarray | None = None,
                  shrink_outputs: bool = False) -> tuple[Fitted, Choice]:
@@ -881,12 +989,13 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
         starts = _Starts()
 
         def candidate(rows: np.ndarray, row_groups: np.ndarray | None, child: np.random.Generator, row_weights: np.ndarray | None,
-                      unit: float, **configuration: object) -> PPAParams:
+                      unit: float, **configuration: object) -> Fitted:
             # the rows are in units of ``unit``, and so is the noise (its covariance in their square): the
             # whitened rows, where the truncations are measured, are those of the fit itself
             noise = None if declared.noise_cov is None else declared.noise_cov / unit / unit
             spec = declared.replace(leading="pca", noise_cov=noise, **configuration)
-            return fit_params(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights))
+            # the residual covariances it carries (the held-out measurement's training side) within CARRY of its rows' values
+            return fit(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights), carry=carried_values(rows.shape))
 
         # the cores the load leaves (read before the fits hold one BLAS thread): the held-out measurement's two sides
         # run side by side on as many Python threads, each product on one BLAS thread

@@ -81,11 +81,29 @@ class Fit:
 
     params: PPAParams
     error_ratio: np.ndarray
+    #: with ``carry``: the sample's covariance, then after each curved step the residual's (:class:`Carried`); empty
+    #: where they would hold more than ``carry`` values
+    carried: tuple[Carried, ...] = ()
+
+
+@dataclass(frozen=True)
+class Carried:
+    """The residual covariance a fit carries after a curved step: ``cov`` (m x m) along the ``frame`` (d x m, an
+    orthonormal basis of the fit space's residual subspace; None: the fit space's own axes, before the first
+    step), ``cov = frame^T (sum w z z^T / n) frame`` for the sample's residuals ``z`` (zero mean: every step's
+    least squares has a constant; ``w`` the weights at mean 1); ``reference``, the trace of the covariance last
+    computed from the rows, which its downdates' rounding scales with; ``unit``, the fit space's length in the
+    parameters' units (:meth:`_Start.finish`: outputs ``r = unit A z``)."""
+
+    frame: np.ndarray | None
+    cov: np.ndarray
+    reference: float
+    unit: float
 
 
 def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
         progress: Progress | None = None, weights: np.ndarray | None = None, begun: Begun | None = None,
-        shrink_outputs: bool = False) -> Fit:
+        shrink_outputs: bool = False, carry: int = 0) -> Fit:
     """Fit PPA on a finite float sample ``X`` (n x d) with the parameters of ``spec``.
 
     ``spec.standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features'
@@ -144,6 +162,9 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
         Each curve fitted on every axis keeps of each axis's least-squares correction its share of signal
         (:func:`~ppa_xr.core.steps.signal_shares`), where the residual left still interlaces the sample's
         PCA variances (Property 2); the validated default's final fit.
+    carry : int
+        Keep the residual covariance after each curved step (:attr:`Fit.carried`; the whole-fit validation's
+        training moments), where their copies hold at most this many values (none kept beyond, nor where 0).
 
     Returns
     -------
@@ -156,7 +177,7 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     with blas.every_blas_on_one_thread():
         if begun is None:
             begun = begin(X, spec, groups=groups, rng=np.random.default_rng() if rng is None else rng, weights=weights, threads=threads)
-        return _fit(begun, spec, progress, threads, shrink_outputs)
+        return _fit(begun, spec, progress, threads, shrink_outputs, carry)
 
 
 @dataclass
@@ -209,7 +230,8 @@ def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.rando
     return Begun(X, spec, folds, order, root, start, values, vectors, Z)
 
 
-def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1, shrink_outputs: bool = False) -> Fit:
+def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1, shrink_outputs: bool = False,
+         carry: int = 0) -> Fit:
     """``fit`` from its start, on one BLAS thread: the steps, their composition; the covariance's recomputes
     on ``threads`` threads (:meth:`Residual.renew`)."""
     folds, start, values, root = begun.folds, begun.start, begun.values, begun.root
@@ -217,10 +239,11 @@ def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1, 
     # the residual owns the sample now, and overwrites it
     res = Residual.start(begun.sample(), 0 if folds is None else int(folds.bounds[-1]), values, axes)
     loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root,
-                 _threads_for(res.Z, threads), shrink_outputs=shrink_outputs)
+                 _threads_for(res.Z, threads), shrink_outputs=shrink_outputs,
+                 carried=[Carried(None, start.cov, float(np.trace(start.cov)), start.unit)] if carry else None, carry=carry)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
-    return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total))
+    return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total), tuple(loop.carried or ()))
 
 
 def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
@@ -358,6 +381,8 @@ class _Loop:
     root: np.ndarray | None = None  # square roots of the rows' weights (None: unweighted)
     threads: int = 1  # of the covariance's recomputes
     shrink_outputs: bool = False  # each curve's axes scaled by their share of signal (fit's shrink_outputs)
+    carried: list[Carried] | None = None  # the residual covariance after each curved step, where kept (fit's carry)
+    carry: int = 0  # the most values the carried copies may hold: beyond, none are kept
     steps: list[Step] = field(default_factory=list)
     energies: list[float] = field(default_factory=list)  # tr(S_k) after each step: the training error keeping k components
 
@@ -459,6 +484,12 @@ class _Loop:
         if self.energies[-1] < 1e-6 * self.reference:
             self.res.renew(project=max(self.spec.candidates) > 1 and not self._capped(), threads=self.threads)
             self.reference = np.trace(self.res.cov)
+        if curved and self.carried is not None:
+            self.carry -= self.res.frame.size + self.res.cov.size
+            if self.carry < 0:  # more than the caller would hold: none kept
+                self.carried = None
+            else:
+                self.carried.append(Carried(self.res.frame.copy(), self.res.cov.copy(), float(self.reference), self.carried[0].unit))
         return curved
 
 
