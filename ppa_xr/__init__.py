@@ -30,9 +30,9 @@ __all__ = ["PPA", "FeatureLabels", "ShiftWarning", "__version__", "datasets", "f
 
 def __getattr__(name: str) -> Any:
     """:class:`PPA` and :func:`load_model` at their first use (:mod:`ppa_xr.model`)."""
-    if name in ("PPA", "load_model"):
-        from . import model
+    from . import model
 
+    if name in model.ESTIMATOR:
         return getattr(model, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -17,12 +17,12 @@ if TYPE_CHECKING:
 __all__ = ["FeatureLabels", "PPA", "load_model"]
 
 #: the names this package imports from its estimator on first use
-_ESTIMATOR = ("PPA", "load_model")
+ESTIMATOR = ("PPA", "load_model")
 
 
 def __getattr__(name: str) -> Any:
     """:class:`PPA` and :func:`load_model`, from :mod:`~ppa_xr.model.estimator` at their first use."""
-    if name in _ESTIMATOR:
+    if name in ESTIMATOR:
         from . import estimator
 
         return getattr(estimator, name)
