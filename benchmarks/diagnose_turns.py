@@ -9,31 +9,22 @@ Numbers only. Run by hand: ``PYTHONPATH=. python benchmarks/diagnose_turns.py Se
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
-import warnings
 
 import numpy as np
 
-sys.path.insert(0, os.environ.get("PPA_SCENES", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "bench")))
-import scenes  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import diagnose_edge_rows as edge  # noqa: E402  (scenes.py's path, the split and its worst k)
 
 from ppa_xr import PPA  # noqa: E402
 from ppa_xr.core.errors import compare_errors  # noqa: E402
-from ppa_xr.datasets import load_table  # noqa: E402
 
 
 def split(table: str, seed: int) -> dict:
-    X = load_table(table).normalised()
-    tr, te = scenes.random_halves(X, seed)
-    model = PPA(random_state=0).fit(tr)
+    tr, te, model, k, kept = edge.worst(table, seed)
     params = model.params_
     base = compare_errors(params, te)
-    total = float(np.mean(np.sum((te - te.mean(0)) ** 2, 1)))
-    kept = base.pca >= 1e-3 * total
-    rel = np.where(kept, base.relative, -np.inf)
-    k = int(np.argmax(rel if rel.max() > 100 else base.relative)) + 1
     z = model.transform(tr)
     z = z - z.mean(0)
     lead = float(params.explained_variance[0])
@@ -61,12 +52,5 @@ def split(table: str, seed: int) -> dict:
     return out
 
 
-def main() -> None:
-    warnings.simplefilter("ignore")
-    table, seeds = sys.argv[1], [int(s) for s in sys.argv[2].split(",")]
-    for seed in seeds:
-        print(json.dumps(split(table, seed)), flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    edge.main(split)
