@@ -58,6 +58,7 @@ from ppa_xr.datasets import UCI_TABLES, load_table  # noqa: E402
 fences, FENCE, ROUNDS, LOOK, COUNT, SHRINK = basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT, shrink.SHRINK
 CHOICES, AXIS_SIGNIFICANCE = ppa._Loop._choices, degrees.axis_significance
 JUDGE = candidates.judge
+TURNED, TIED_RUNS = ties.turned, ties.tied_runs
 
 
 def _judge_any_k(*args, **kwargs):
@@ -78,6 +79,33 @@ def _judge_margin(margin: float):
         kept = pca.sum(axis=0) >= candidates.KEPT / margin * total
         return dataclasses.replace(v, worst=float(v.relative[kept].max()) if kept.any() else 100.0)
     return judge
+
+
+def _noise_turned(params, X):
+    """``ties.turned`` whose runs also hold every straight output after the last curve at a k the fitting sample calls
+    noise-level (PCA's training error below ``candidates.KEPT`` of the total there), so those outputs are turned toward
+    PCA's subspace under the same Property-2 guard (curves16)."""
+    curved = params.curved_steps()
+    if not curved:
+        return TURNED(params, X)
+    p = curved[-1]
+    share = np.append(np.cumsum(params.pca_variance[::-1])[::-1], 0.0) / np.sum(params.pca_variance)  # keeping j
+    k0 = int(np.argmax(share < candidates.KEPT))  # the fewest components whose training error is below the line
+    a0 = max(k0 - 1 - (p + 1), 0)  # the k0-th output (index k0 - 1) in the outputs after step p
+
+    def runs(squares, variances):
+        m, merged = len(variances), []
+        for a, b in TIED_RUNS(squares, variances):
+            if b > a0:
+                a0_ = min(a, a0)
+                return merged + [(a0_, m)] if m - a0_ > 1 else merged
+            merged.append((a, b))
+        return merged + ([(a0, m)] if m - a0 > 1 else [])
+    ties.tied_runs = runs
+    try:
+        return TURNED(params, X)
+    finally:
+        ties.tied_runs = TIED_RUNS
 
 
 @contextlib.contextmanager
@@ -106,6 +134,8 @@ def variant(name: str):
         ties.TIES = False
     if name.startswith("ties"):  # the runs of tied axes within S standard errors (the default: 2)
         ties.TIE_SE = float(name[len("ties"):] or 2.0)
+    if name == "noiseturn":  # also turn the straight outputs at the fitting sample's noise-level k (curves16)
+        ties.turned = _noise_turned
     if name == "noshares":  # the final fit's curves by least squares, not kept at their axes' shares of signal
         candidates.SHARES = False
     if name.startswith("axes"):  # plain fits validated axis by axis (no fences), at z = 1, 0 or Bonferroni's
@@ -138,7 +168,7 @@ def variant(name: str):
         ppa._Loop._choices, degrees.axis_significance = CHOICES, AXIS_SIGNIFICANCE
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
         shrink.SHRINK, candidates.SHARES, candidates.judge = SHRINK, True, JUDGE
-        ties.TIE_SE, ties.TIES = 2.0, True
+        ties.TIE_SE, ties.TIES, ties.turned, ties.tied_runs = 2.0, True, TURNED, TIED_RUNS
 
 
 def edge_rows(model: PPA, held: np.ndarray, scale: np.ndarray | None = None) -> dict:

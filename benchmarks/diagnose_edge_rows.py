@@ -45,16 +45,22 @@ def ratio(params: PPAParams, X: np.ndarray, k: int) -> float:
     return round(float(c.relative[k - 1]), 2)
 
 
-def split(table: str, seed: int) -> dict:
+def worst(table: str, seed: int) -> tuple[np.ndarray, np.ndarray, PPA, int, np.ndarray]:
+    """The split's fitting and unseen halves, the default fit, its worst kept k (or worst k where no kept k is above
+    100) and which k are kept on the unseen half."""
     X = load_table(table).normalised()
     tr, te = scenes.random_halves(X, seed)
     model = PPA(random_state=0).fit(tr)
-    params = model.params_
-    base = compare_errors(params, te)
+    base = compare_errors(model.params_, te)
     total = float(np.mean(np.sum((te - te.mean(0)) ** 2, 1)))
     kept = base.pca >= 1e-3 * total
     rel = np.where(kept, base.relative, -np.inf)
-    k = int(np.argmax(rel if rel.max() > 100 else base.relative)) + 1
+    return tr, te, model, int(np.argmax(rel if rel.max() > 100 else base.relative)) + 1, kept
+
+
+def split(table: str, seed: int) -> dict:
+    tr, te, model, k, kept = worst(table, seed)
+    params = model.params_
     _, _, _, ppa_rows, pca_rows = compare_errors_and_forward(params, te, kept=k)
     order = np.argsort(-(ppa_rows - pca_rows))[:3]
     curved = params.curved_steps()
@@ -92,11 +98,12 @@ def split(table: str, seed: int) -> dict:
     return out
 
 
-def main() -> None:
+def main(of=split) -> None:
+    """Print ``of(table, seed)`` as a JSON line for the table and comma-separated seeds of the command line."""
     warnings.simplefilter("ignore")
     table, seeds = sys.argv[1], [int(s) for s in sys.argv[2].split(",")]
     for seed in seeds:
-        print(json.dumps(split(table, seed)), flush=True)
+        print(json.dumps(of(table, seed)), flush=True)
 
 
 if __name__ == "__main__":
