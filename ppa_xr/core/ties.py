@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .linalg import PANEL, orientation, power_of_two
+from .linalg import PANEL, orientation, power_of_two, weighted_mean_error
 from .params import PPAParams
 
 #: standard errors within which two variances are tied: the usual two of a difference, fixed before measuring
@@ -65,9 +65,7 @@ def _error(difference: np.ndarray, weights: np.ndarray | None) -> float:
     """The standard error of the (weighted) mean of ``difference`` (module docstring)."""
     if weights is None:
         return float(np.std(difference) / np.sqrt(max(len(difference) - 1, 1)))
-    w = weights / np.sum(weights)
-    share = float(np.sum(np.square(w)))
-    return float(np.sqrt(np.sum(np.square(w * (difference - w @ difference))) / max(1.0 - share, share)))
+    return weighted_mean_error(difference, weights)
 
 
 def _squares(params: PPAParams, X: np.ndarray, p: int, unit: float, weights: np.ndarray | None = None) -> np.ndarray:

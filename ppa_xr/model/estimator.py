@@ -882,7 +882,7 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             return fit_selected(filled, spec, groups, checks.rng_of(rng_seed), None, weights, shrink=False, drawn=drawn)[0].params
 
-    filled, drawn, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed))
+    filled, drawn, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed), weights)
     if check.worse:
         warn_user(f"missing='fill': on {check.count} observed values held out of the fit, the curves' fill has {check.ratio:.0%} of "
                   f"the squared error of the linear fill (+-{check.standard_error:.0%}): its curves do not carry over to the gaps "
