@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -552,6 +553,26 @@ def test_a_dataframe_models_column_names_survive_a_save(tmp_path, name):
     np.testing.assert_array_equal(loaded.transform(table), model.transform(table))
     with pytest.raises(ValueError, match="Feature names must be in the same order"):
         loaded.transform(table[["d", "c", "b", "a"]])
+
+
+@pytest.mark.parametrize("columns", [[450.0, 550.0, 650.0, 850.0], [2001, 2002, 2003, 2004], "multi"])
+def test_a_dataframe_of_columns_other_than_strings_warns_that_it_is_read_by_position(columns):
+    """A DataFrame whose columns are numbers (wavelengths, years) or a MultiIndex's tuples: scikit-learn keeps no names
+    for them, so the same table in another column order went through by position, silently; the fit warns, and the
+    fix it names (``X.columns = X.columns.map(str)``) has the order checked. A default ``0..d-1`` is quiet."""
+    pd = pytest.importorskip("pandas")
+    values = np.random.default_rng(3).normal(size=(300, 4)) * [1, 2, 3, 4]
+    labels = pd.MultiIndex.from_product([["x", "y"], ["p", "q"]]) if columns == "multi" else columns
+    table = pd.DataFrame(values, columns=labels)
+    with pytest.warns(UserWarning, match=r"are not strings, so no names are kept.*X.columns = X.columns.map\(str\)"):
+        PPA(degree=1, random_state=0).fit(table)
+    table.columns = table.columns.map(str)
+    model = PPA(degree=1, random_state=0).fit(table)
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        model.transform(table[table.columns[::-1]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PPA(degree=1, random_state=0).fit(pd.DataFrame(values))
 
 
 def _months(calendar: str, count: int = 6):

@@ -173,6 +173,18 @@ def test_an_import_leaves_the_cache_folder_alone(tmp_path):
     assert called.returncode == 0 and called.stdout.startswith("hits 0 ") and list(cache.glob("*/compiled.row_coordinates-*.nbi"))
 
 
+def test_a_numba_cache_dir_that_cannot_be_written_is_named_where_it_is_passed_over(tmp_path):
+    """``NUMBA_CACHE_DIR`` naming a file (or a folder this user cannot write): the cache goes to the next folder, and
+    one warning names the setting and that folder (it was passed over without a word)."""
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    run = _call(tmp_path, taken)
+    assert run.returncode == 0, run.stderr[-3000:]
+    warnings = [line for line in run.stderr.splitlines() if "CacheWarning" in line]
+    assert len(warnings) == 1 and f"NUMBA_CACHE_DIR={taken} is not a folder" in warnings[0], run.stderr
+    assert taken.read_text() == "not a folder"
+
+
 def test_the_temporary_cache_folder_must_be_this_users_alone(tmp_path):
     """A folder others can write to, or a symlink, is not used for the cache (another user could plant
     files numba would load); a fresh one is made 0700."""

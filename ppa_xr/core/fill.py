@@ -85,6 +85,7 @@ import numpy as np
 from . import basis, blas, compiled
 from .checks import check_components, features_last
 from .kernels import computed_dtype, forward, inverse
+from .linalg import weighted_mean_error
 from .params import PPAParams
 
 #: Gauss-Newton iterations at most, and the relative decrease of the objective (done, or predicted for the next step
@@ -597,7 +598,7 @@ def check_missing(missing: object) -> str:
 
 
 def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams],
-                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, PPAParams, FillCheck]:
+                  rng: np.random.Generator, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, PPAParams, FillCheck]:
     """An EM-style fit on rows with gaps (NaN or inf; each row with at least one observed value): fill, fit, refill.
 
     The gaps start at the features' observed means; then ``fit(filled, linear)``
@@ -628,6 +629,8 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams],
         ``fit(filled, linear) -> PPAParams``: the model of complete rows.
     rng : np.random.Generator
         Draws the held-out values and the posterior draws.
+    weights : np.ndarray, optional
+        (n,) the rows' weights in ``fit``: the held-out check weighs each value as its row (None: equal).
 
     Returns
     -------
@@ -656,7 +659,7 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams],
                 break
         phases.append((best, filled, params))
     (linear_rows, linear_drawn, linear_params), (curved_rows, curved_drawn, curved_params) = phases
-    check = _check(x, work, held, curved_params, linear_params)
+    check = _check(x, work, held, curved_params, linear_params, weights)
     rows, drawn, params = (linear_rows, linear_drawn, linear_params) if check.worse else (curved_rows, curved_drawn, curved_params)
     rows[held], drawn[held] = x[held], x[held]
     return rows, drawn, params, check
@@ -698,12 +701,18 @@ def _held_values(finite: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return held
 
 
-def _check(x: np.ndarray, work: np.ndarray, held: np.ndarray, params: PPAParams, linear_params: PPAParams) -> FillCheck:
+def _check(x: np.ndarray, work: np.ndarray, held: np.ndarray, params: PPAParams, linear_params: PPAParams,
+           weights: np.ndarray | None = None) -> FillCheck:
+    """The held-out values' fill by both models, each value weighed as its row in the fit (``weights``, None: equal)."""
     rows = held.any(axis=1)
     if held.sum() < 2:
         return FillCheck(1.0, 0.0, 0)
     truth = x[rows][held[rows]]
     curved = (fill(work[rows], params)[held[rows]] - truth) ** 2
     linear = (fill(work[rows], linear_params)[held[rows]] - truth) ** 2
+    if weights is not None:  # a few heavy rows' fill is not outvoted by many light rows'
+        w = np.broadcast_to(weights[:, None], x.shape)[rows][held[rows]]
+        base = max(float(np.average(linear, weights=w)), np.finfo(float).tiny)
+        return FillCheck(float(np.average(curved, weights=w)) / base, weighted_mean_error(curved - linear, w) / base, int(len(truth)))
     base = max(float(linear.mean()), np.finfo(float).tiny)
     return FillCheck(float(curved.mean()) / base, float(np.std(curved - linear) / np.sqrt(len(truth))) / base, int(len(truth)))

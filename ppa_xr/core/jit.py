@@ -12,7 +12,8 @@ folder of
 4. ``<tempfile.gettempdir()>/ppa_xr-numba-<uid>``, used only when it is a folder of this user's alone
    (created ``0700``; one another user made, or one others can write, is passed over);
 
-is given to numba (as ``numba.config.CACHE_DIR`` while numba finds the function's folder, then restored).
+is given to numba (as ``numba.config.CACHE_DIR`` while numba finds the function's folder, then restored);
+a ``NUMBA_CACHE_DIR`` passed over (a file, a folder this user cannot write) is named in one :class:`CacheWarning`.
 With none, the loops are compiled in each session without a cache, and one :class:`CacheWarning` says how
 to keep one.
 
@@ -141,6 +142,9 @@ def cache_dir(source: str) -> str | None:
     path = Path(source)
     for setting, folder, private in candidates(path):
         if _writable(folder, private):
+            if numba_config.CACHE_DIR and setting != numba_config.CACHE_DIR:  # the user's folder passed over: say so
+                warnings.warn(f"ppa_xr: {ENV}={numba_config.CACHE_DIR} is not a folder a file can be created in, so numba's "
+                              f"compile cache goes to {folder}; set {ENV} to a writable folder", CacheWarning, stacklevel=2)
             return setting
     tried = ", ".join(str(folder) for _, folder, _ in candidates(path))
     warnings.warn(

@@ -27,6 +27,14 @@ def oriented(vectors: np.ndarray) -> np.ndarray:
     return vectors * orientation(vectors)
 
 
+def weighted_mean_error(values: np.ndarray, weights: np.ndarray) -> float:
+    """The standard error of the weighted mean of ``values``: ``sqrt(sum w_i^2 (v_i - vbar)^2 / (1 - sum w_i^2))`` with
+    ``w`` the ``weights`` scaled to ``sum w_i = 1`` (the unweighted ``std / sqrt(n - 1)`` for equal weights)."""
+    w = weights / np.sum(weights)
+    share = float(np.sum(np.square(w)))
+    return float(np.sqrt(np.sum(np.square(w * (values - w @ values))) / max(1.0 - share, share)))
+
+
 def power_of_two(spread: np.ndarray | float) -> np.ndarray:
     """``2^round(log2 spread)`` (1 where the spread is 0 or not finite): dividing by it is exact and puts
     values of any size (1e-200, 1e200) near 1, so squares and sums neither underflow nor overflow."""

@@ -125,14 +125,14 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             fitted = fit(X, declared.replace(robust=False, max_curved=count), groups=groups, rng=start, weights=weights,
                          shrink_outputs=candidates.SHARES)
     if drawn is None:
-        fitted, choice["turned"] = tied(fitted, X)
+        fitted, choice["turned"] = tied(fitted, X, weights)
         params = with_marginals(fitted.params, X, weights)
     else:
         params = with_drawn_outputs(fitted.params, drawn, weights)
     return dataclasses.replace(fitted, params=params), choice
 
 
-def tied(fitted: Fit, X: np.ndarray) -> tuple[Fit, list[list[int]]]:
+def tied(fitted: Fit, X: np.ndarray, weights: np.ndarray | None = None) -> tuple[Fit, list[list[int]]]:
     """``fitted`` with its tied straight outputs after the last curve turned toward PCA's subspace
     (:func:`~ppa_xr.core.ties.turned`, where :data:`~ppa_xr.core.ties.TIES`).
 
@@ -142,13 +142,15 @@ def tied(fitted: Fit, X: np.ndarray) -> tuple[Fit, list[list[int]]]:
         A fit of ``X``.
     X : np.ndarray
         (n, d) its fitting rows.
+    weights : np.ndarray, optional
+        (n,) their weights in the fit (None: equal).
 
     Returns
     -------
     tuple of Fit and list
         The turned map with its training error curve, and the runs turned, ``[first k, last k]`` each.
     """
-    block, runs = ties.turned(fitted.params, X) if ties.TIES else (None, [])
+    block, runs = ties.turned(fitted.params, X, weights) if ties.TIES else (None, [])
     return (fitted if block is None else _sheared(fitted, 1.0, block)), runs
 
 

@@ -12,8 +12,12 @@ map exact, ``det J = 1`` and the run's energy, so each run is turned toward PCA:
 * Tie: adjacent outputs ``[a, b)`` form a run where every pair ``i < j`` has
   ``lambda_i - lambda_j <= TIE_SE * sd(z_i^2 - z_j^2) / sqrt(n - 1)``, the
   standard error of the mean of ``z_i^2 - z_j^2`` over the ``n`` fitting rows
-  (``z`` the centred outputs, unweighted; no assumption on their distribution,
-  so heavy tails widen the runs).
+  (``z`` the centred outputs; no assumption on their distribution, so heavy
+  tails widen the runs). A weighted fit's rows weigh in as they weighed in its
+  variances: ``z`` centred by the weighted mean, and the standard error of the
+  weighted mean, ``sqrt(sum w_i^2 (d_i - dbar)^2 / (1 - sum w_i^2))`` with
+  ``sum w_i = 1`` (the unweighted one for equal weights): a few heavy rows
+  order two variances their many light rows cannot.
 * Turn: within the run, ``v_i = argmax ||U_k^T v||`` over unit ``v`` in the run's
   span orthogonal to ``v_a .. v_{i-1}`` (``U_k`` PCA's first ``k`` axes, ``k`` the
   output's component number; one small eigenproblem per axis); the turned
@@ -31,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .linalg import PANEL, orientation, power_of_two
+from .linalg import PANEL, orientation, power_of_two, weighted_mean_error
 from .params import PPAParams
 
 #: standard errors within which two variances are tied: the usual two of a difference, fixed before measuring
@@ -40,14 +44,15 @@ TIE_SE = 2.0
 TIES = True
 
 
-def tied_runs(squares: np.ndarray, variances: np.ndarray) -> list[tuple[int, int]]:
+def tied_runs(squares: np.ndarray, variances: np.ndarray, weights: np.ndarray | None = None) -> list[tuple[int, int]]:
     """The runs ``[a, b)`` of adjacent outputs each pair of which the rows cannot order (module docstring), from the
-    squares of the centred outputs (n, m) and their variances (m,), descending, in the same units."""
+    squares of the centred outputs (n, m), their variances (m,), descending, in the same units, and the rows'
+    weights (n,; None: equal)."""
     n, m = squares.shape
     runs, a = [], 0
     for b in range(1, m + 1):
         if b < m:
-            spread = np.array([np.std(squares[:, i] - squares[:, b]) for i in range(a, b)]) / np.sqrt(max(n - 1, 1))
+            spread = np.array([_error(squares[:, i] - squares[:, b], weights) for i in range(a, b)])
             if np.all(variances[a:b] - variances[b] <= TIE_SE * spread):
                 continue
         if b - a > 1:
@@ -56,13 +61,20 @@ def tied_runs(squares: np.ndarray, variances: np.ndarray) -> list[tuple[int, int
     return runs
 
 
-def _squares(params: PPAParams, X: np.ndarray, p: int, unit: float) -> np.ndarray:
-    """The squares of the rows' centred outputs after step ``p``, divided by ``unit^2`` (n, d-p-1), panel by panel:
-    no other array of ``n`` rows."""
+def _error(difference: np.ndarray, weights: np.ndarray | None) -> float:
+    """The standard error of the (weighted) mean of ``difference`` (module docstring)."""
+    if weights is None:
+        return float(np.std(difference) / np.sqrt(max(len(difference) - 1, 1)))
+    return weighted_mean_error(difference, weights)
+
+
+def _squares(params: PPAParams, X: np.ndarray, p: int, unit: float, weights: np.ndarray | None = None) -> np.ndarray:
+    """The squares of the rows' centred outputs after step ``p`` (centred by the ``weights``' mean, None: equal),
+    divided by ``unit^2`` (n, d-p-1), panel by panel: no other array of ``n`` rows."""
     out = np.empty((len(X), params.n_features - p - 1))
     for start in range(0, len(X), PANEL):
         out[start:start + PANEL] = kernels.forward(X[start:start + PANEL], params)[:, p + 1:] / unit
-    out -= out.mean(axis=0)
+    out -= out.mean(axis=0) if weights is None else np.average(out, axis=0, weights=weights)
     return np.square(out, out=out)
 
 
@@ -78,7 +90,7 @@ def toward(axes: np.ndarray, pca: np.ndarray, first: int) -> np.ndarray:
     return Q
 
 
-def turned(params: PPAParams, X: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, list[list[int]]]:
+def turned(params: PPAParams, X: np.ndarray, weights: np.ndarray | None = None) -> tuple[tuple[np.ndarray, np.ndarray] | None, list[list[int]]]:
     """The turn of ``params``' tied straight outputs after its last curve (module docstring), from its fitting rows ``X``.
 
     Parameters
@@ -88,6 +100,8 @@ def turned(params: PPAParams, X: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarr
         full precision, is left as it is).
     X : np.ndarray
         (n, d) its fitting rows.
+    weights : np.ndarray, optional
+        (n,) the rows' weights in the fit (None: equal).
 
     Returns
     -------
@@ -106,7 +120,7 @@ def turned(params: PPAParams, X: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarr
     pca_error = np.append(np.cumsum(params.pca_variance[::-1])[::-1], 0.0) / unit / unit  # PCA's, keeping j components
     slack = 1e-9 * pca_error[0]
     V, runs = np.eye(len(values)), []
-    for a, b in tied_runs(_squares(params, X, p, unit), values):
+    for a, b in tied_runs(_squares(params, X, p, unit, weights), values, weights):
         axes = params.rotation[p + 1 + a: p + 1 + b]
         Q = toward(axes, params.pca_rotation, p + 1 + a)
         run = np.einsum("ij,i,ij->j", Q, values[a:b], Q)

@@ -135,6 +135,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         declared = self._get_spec()
         features = _table_features(X)
         check_matrix_labels(self.noise_cov, getattr(X, "columns", None) if features is None else features.labels)
+        _warn_on_unnamed_columns(getattr(X, "columns", None))
         X = validate_data(self, _real_numbers(X), dtype=[np.float64, np.float32], ensure_all_finite=False, ensure_min_samples=2)
         return self._fit(X, declared, groups, features, None, progress, sample_weight, feature_weight, missing)
 
@@ -881,7 +882,7 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             return fit_selected(filled, spec, groups, checks.rng_of(rng_seed), None, weights, shrink=False, drawn=drawn)[0].params
 
-    filled, drawn, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed))
+    filled, drawn, _, check = fit_with_gaps(X, fit, checks.rng_of(rng_seed), weights)
     if check.worse:
         warn_user(f"missing='fill': on {check.count} observed values held out of the fit, the curves' fill has {check.ratio:.0%} of "
                   f"the squared error of the linear fill (+-{check.standard_error:.0%}): its curves do not carry over to the gaps "
@@ -1018,6 +1019,17 @@ def _table_features(X: Any) -> FeatureLabels | None:
     if hasattr(X, "data_vars") or len(dims) != 2 or dims[1] not in getattr(X, "coords", {}):
         return None
     return FeatureLabels.of(X, dims[1])
+
+
+def _warn_on_unnamed_columns(columns: Any) -> None:
+    """Warn where a table's columns are labels none of which is a string (numbers such as wavelengths or years, a
+    MultiIndex's tuples) other than a default ``0..d-1``: scikit-learn keeps no ``feature_names_in_`` for them, so a later
+    table in another column order would go through by position, silently."""
+    if columns is None or any(isinstance(c, str) for c in columns) or list(columns) == list(range(len(columns))):
+        return
+    warn_user(f"X's columns {shown([str(c) for c in columns])} are not strings, so no names are kept for them and later tables are "
+              "read by position (another column order goes through unchecked): name them as strings, "
+              "X.columns = X.columns.map(str), to have them checked by name", UserWarning)
 
 
 def _real_numbers(X: Any) -> Any:
