@@ -85,7 +85,7 @@ import numpy as np
 from . import basis, blas, compiled
 from .checks import check_components, features_last
 from .kernels import computed_dtype, forward, inverse
-from .linalg import weighted_mean_error
+from .linalg import mean_error
 from .params import PPAParams
 
 #: Gauss-Newton iterations at most, and the relative decrease of the objective (done, or predicted for the next step
@@ -713,6 +713,6 @@ def _check(x: np.ndarray, work: np.ndarray, held: np.ndarray, params: PPAParams,
     if weights is not None:  # a few heavy rows' fill is not outvoted by many light rows'
         w = np.broadcast_to(weights[:, None], x.shape)[rows][held[rows]]
         base = max(float(np.average(linear, weights=w)), np.finfo(float).tiny)
-        return FillCheck(float(np.average(curved, weights=w)) / base, weighted_mean_error(curved - linear, w) / base, int(len(truth)))
+        return FillCheck(float(np.average(curved, weights=w)) / base, mean_error(curved - linear, w) / base, int(len(truth)))
     base = max(float(linear.mean()), np.finfo(float).tiny)
     return FillCheck(float(curved.mean()) / base, float(np.std(curved - linear) / np.sqrt(len(truth))) / base, int(len(truth)))

@@ -27,9 +27,12 @@ def oriented(vectors: np.ndarray) -> np.ndarray:
     return vectors * orientation(vectors)
 
 
-def weighted_mean_error(values: np.ndarray, weights: np.ndarray) -> float:
-    """The standard error of the weighted mean of ``values``: ``sqrt(sum w_i^2 (v_i - vbar)^2 / (1 - sum w_i^2))`` with
-    ``w`` the ``weights`` scaled to ``sum w_i = 1`` (the unweighted ``std / sqrt(n - 1)`` for equal weights)."""
+def mean_error(values: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """The standard error of the (weighted) mean of ``values``: ``std / sqrt(n - 1)`` without ``weights``, else
+    ``sqrt(sum w_i^2 (v_i - vbar)^2 / (1 - sum w_i^2))`` with ``w`` the ``weights`` scaled to ``sum w_i = 1`` (the
+    same for equal weights)."""
+    if weights is None:
+        return float(np.std(values) / np.sqrt(max(len(values) - 1, 1)))
     w = weights / np.sum(weights)
     share = float(np.sum(np.square(w)))
     return float(np.sqrt(np.sum(np.square(w * (values - w @ values))) / max(1.0 - share, share)))

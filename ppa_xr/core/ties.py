@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .linalg import PANEL, orientation, power_of_two, weighted_mean_error
+from .linalg import PANEL, mean_error, orientation, power_of_two
 from .params import PPAParams
 
 #: standard errors within which two variances are tied: the usual two of a difference, fixed before measuring
@@ -58,20 +58,13 @@ def tied_runs(squares: np.ndarray, variances: np.ndarray, weights: np.ndarray | 
     runs, a = [], 0
     for b in range(1, m + 1):
         if b < m:
-            spread = scale * np.array([_error(squares[:, i] - squares[:, b], weights) for i in range(a, b)])
+            spread = scale * np.array([mean_error(squares[:, i] - squares[:, b], weights) for i in range(a, b)])
             if np.all(variances[a:b] - variances[b] <= TIE_SE * spread):
                 continue
         if b - a > 1:
             runs.append((a, b))
         a = b
     return runs
-
-
-def _error(difference: np.ndarray, weights: np.ndarray | None) -> float:
-    """The standard error of the (weighted) mean of ``difference`` (module docstring)."""
-    if weights is None:
-        return float(np.std(difference) / np.sqrt(max(len(difference) - 1, 1)))
-    return weighted_mean_error(difference, weights)
 
 
 def _evidence(X: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None, float]:
