@@ -1038,8 +1038,8 @@ def _real_numbers(X: Any) -> Any:
     dtype_kinds = {getattr(t, "kind", "f") for t in getattr(X, "dtypes", [getattr(X, "dtype", None)])}
     if "c" in dtype_kinds:  # scikit-learn's words, which its checks look for
         raise ValueError(f"Complex data not supported: X must hold real numbers; {checks.real_number_advice('c', 'X')}")
-    if dtype_kinds & set("mM"):
-        raise TypeError(f"X must hold real numbers, and it holds dates or durations: {checks.real_number_advice('M', 'X')}")
+    if timed := sorted(dtype_kinds & set("mM")):  # "M" (dates) before "m" (durations)
+        raise TypeError(f"X must hold real numbers, and it holds dates or durations: {checks.real_number_advice(timed[0], 'X')}")
     return _unmasked(X)
 
 
