@@ -13,7 +13,7 @@ from ppa_xr import PPA, load_model
 from ppa_xr.core import kernels, ties
 from ppa_xr.core.errors import compare_errors
 from ppa_xr.core.linalg import mean_error
-from ppa_xr.model import file
+from ppa_xr.model import display, file
 
 N = 2000
 
@@ -51,11 +51,13 @@ def test_tied_axes_after_the_curve_are_turned_toward_pca(seed, monkeypatch):
     model = fitted(X)
     rows = np.vstack([X[:50], FAR])
     assert model.configuration_["turned"] == [[2, 3]]
+    assert "tied components 2-3 turned toward PCA's" in repr(model)
     assert abs(model.params_.rotation[1] @ model.params_.pca_rotation[1]) > 0.999
     assert compare_errors(model.params_, rows).relative[1] <= 101
     monkeypatch.setattr(ties, "TIES", False)
     untied = fitted(X)
     assert untied.configuration_["turned"] == []
+    assert "turned toward" not in repr(untied)
     assert compare_errors(untied.params_, rows).relative[1] > 150
 
 
@@ -129,3 +131,10 @@ def test_a_large_sample_is_tested_on_evenly_spaced_rows_scaled_to_its_count(seed
     assert abs(scale * mean_error(rows[:, 0], read) / mean_error(difference, weights) - 1) < 0.1
     monkeypatch.setattr(ties, "TIE_ROWS", N // 4)
     assert fitted(tied(seed)).configuration_["turned"] == [[2, 3]]
+
+
+def test_the_summary_names_three_turned_runs_and_counts_the_rest():
+    """A 198-band fit may turn tens of runs: the summary stays one line."""
+    choice = {"robust": False, "max_curved": 4, "validated": True, "shrink": 1.0, "turned": [[5, 6], [9, 11], [20, 21], [30, 31], [40, 42]]}
+    assert display._configuration(choice) == \
+        "robust=False, max_curved=4, tied components 5-6, 9-11, 20-21 and 2 more runs turned toward PCA's (validated on held-out groups)"

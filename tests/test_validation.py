@@ -270,7 +270,8 @@ def test_the_validated_choice_is_refitted_exactly_and_recorded(seed, selections,
     assert_the_rule_chose(selection)
     np.testing.assert_array_equal(kernels.forward(unseen, model.params_), kernels.forward(unseen, as_chosen(model, fit, seed)))
     shrunk = f", last curve x{choice['shrink']:g}" if choice["shrink"] < 1 else ""
-    assert f"robust={choice['robust']}, max_curved={choice['max_curved']}{shrunk} (validated on held-out groups)" in repr(model)
+    turned = f", tied components {'-'.join(map(str, choice['turned'][0]))}" if choice["turned"] else " (validated on held-out groups)"
+    assert f"robust={choice['robust']}, max_curved={choice['max_curved']}{shrunk}{turned}" in repr(model)
     attrs = model.to_xarray().attrs
     assert (attrs["configuration_max_curved"], attrs["configuration_validated"]) == (str(choice["max_curved"]), "True")
     for suffix in (".nc", ".zarr"):

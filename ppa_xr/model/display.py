@@ -104,10 +104,21 @@ class Described:
 
 def _configuration(choice: dict) -> str:
     """``robust=False, max_curved=3 (validated on held-out groups)``: the configuration fitted and how it was chosen, with
-    ``, last curve x0.4`` where the last curve was shrunk."""
+    ``, last curve x0.4`` where the last curve was shrunk and ``, tied components 8-9 turned toward PCA's`` where runs of
+    tied straight components were turned (the first three runs named, the rest counted)."""
     how = "validated on held-out groups" if choice.get("validated") else "as given"
     shrunk = f", last curve x{choice['shrink']:g}" if choice.get("shrink", 1.0) < 1 else ""
-    return f"robust={choice.get('robust')}, max_curved={choice.get('max_curved')}{shrunk} ({how})"
+    return f"robust={choice.get('robust')}, max_curved={choice.get('max_curved')}{shrunk}{_turned(choice.get('turned', []))} ({how})"
+
+
+def _turned(runs: list) -> str:
+    """``, tied components 8-9, 12-14 turned toward PCA's`` for the recorded runs; ``, ... and 22 more runs`` past
+    three."""
+    if not runs:
+        return ""
+    named = ", ".join(f"{first}-{last}" for first, last in runs[:3])
+    more = f" and {len(runs) - 3} more runs" if len(runs) > 3 else ""
+    return f", tied components {named}{more} turned toward PCA's"
 
 
 def text(model) -> str:
