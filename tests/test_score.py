@@ -132,3 +132,26 @@ def test_a_model_fitted_in_the_span_of_its_samples_has_no_density_of_its_inputs(
     model = PPA(degree=1).fit(X)
     with pytest.raises(ValueError, match="has no density of the inputs"):
         model.score(X)
+
+
+def test_the_cube_map_is_the_estimators_score_of_every_pixel(curved):
+    """``cube.ppa.score_samples(model)``: lazy, chunk by chunk (bands first, as a raster), the estimator's numbers at every
+    pixel, NaN at an invalid one; float32 stays float32."""
+    import xarray as xr
+
+    model = PPA(3, degree=3, random_state=0).fit(curved)
+    table = curved_sample(40 * 30, seed=13)
+    table[7, 1] = np.nan
+    cube = xr.DataArray(table.T.reshape(4, 40, 30), dims=("band", "y", "x"), name="scene").chunk({"y": 16, "x": 10})
+    out = cube.ppa.score_samples(model)
+    assert out.chunks is not None and out.dims == ("y", "x") and out.name == "scene_log_likelihood"
+    assert out.attrs["ppa_xr_n_components"] == 3 and "nats" in out.attrs["long_name"]
+    values = out.values.reshape(-1)
+    np.testing.assert_allclose(values, model.score_samples(table), rtol=1e-12)
+    assert np.isnan(values[7]) and np.isfinite(np.delete(values, 7)).all()
+    single = cube.astype(np.float32).ppa.score_samples(model)
+    assert single.dtype == np.float32 and single.compute().dtype == np.float32
+    np.testing.assert_allclose(single.values.reshape(-1), values, rtol=1e-4, atol=1e-4)  # float32 outputs: 1e-6 nats apart
+    reduced = PPA(degree=1).fit(np.random.default_rng(0).normal(size=(3, 4)))
+    with pytest.raises(ValueError, match="has no density of the inputs"):
+        cube.ppa.score_samples(reduced)  # refused as the graph is built, not as it runs

@@ -87,18 +87,37 @@ def log_likelihood(x: np.ndarray, params: PPAParams, n_components: int | None = 
     Returns
     -------
     np.ndarray
-        (``...``) float64 log densities in nats; NaN where a point has a NaN or inf.
+        (``...``) log densities in nats, float32 for float32 points (summed in float64); NaN where a point has a NaN
+        or inf.
 
     Raises
     ------
     ValueError
         A reduced model (fitted in the span of its samples, or with feature weights).
     """
+    check_density(params)
+    variance = output_variances(params, n_components, n_effective)
+    r = forward(x, params, threads=threads)
+    constant = -0.5 * float(np.sum(np.log(2 * np.pi * variance))) + params.log2_det_jacobian() * np.log(2)
+    squares = np.square(r, dtype=np.float64)
+    return (constant - 0.5 * np.einsum("...p,p->...", squares, 1.0 / variance)).astype(r.dtype, copy=False)
+
+
+def check_density(params: PPAParams) -> None:
+    """Refuse a reduced model (``ppa_xr.core.params``): fitted in the span of its samples, or with feature weights, it maps
+    its ``d`` inputs onto ``r`` dimensions of its own, and has no density of the inputs.
+
+    Parameters
+    ----------
+    params : PPAParams
+        The fitted parameters.
+
+    Raises
+    ------
+    ValueError
+        A reduced model, saying which data have a density.
+    """
     if params.reduced:
         raise ValueError("a model fitted in the span of its samples (fewer samples than features, or feature weights) maps "
                          f"its {params.n_inputs} inputs onto {params.n_features} dimensions, and has no density of the inputs: "
-                         "score it on data with more samples than features and no feature_weight")
-    variance = output_variances(params, n_components, n_effective)
-    r = forward(x, params, threads=threads).astype(np.float64, copy=False)
-    constant = -0.5 * float(np.sum(np.log(2 * np.pi * variance))) + params.log2_det_jacobian() * np.log(2)
-    return constant - 0.5 * np.einsum("...p,p->...", r * r, 1.0 / variance)
+                         "a model fitted on more samples than features, without feature_weight, has one")
