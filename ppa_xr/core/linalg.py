@@ -40,7 +40,7 @@ def mean_error(values: np.ndarray, weights: np.ndarray | None = None) -> float:
     return float(np.sqrt(np.sum(np.square(w * (values - w @ values))) / max(1.0 - share, share)))
 
 
-def floored(variance: np.ndarray, largest: float) -> np.ndarray:
+def floored(variance: np.ndarray | float, largest: float) -> np.ndarray:
     """``max(Lambda, FLAT_VARIANCE * largest)``: an exactly flat direction (a constant feature's, whose variance comes
     back as rounding) keeps a variance that can be divided by, so precisions and log densities stay finite."""
     return np.maximum(variance, FLAT_VARIANCE * largest)
