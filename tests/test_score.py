@@ -125,6 +125,8 @@ def test_missing_rows_score_nan_and_are_left_out_of_the_mean(curved):
     assert model.score(gappy, sample_weight=weights) == pytest.approx(np.average(scores[kept], weights=weights[kept]), rel=1e-14)
     with pytest.raises(ValueError, match="none of the 2 rows is complete"):
         model.score(gappy[[3, 17]])
+    with pytest.raises(ValueError, match="every complete row .* has sample_weight 0"):
+        model.score(gappy[[3, 4, 17]], sample_weight=[1.0, 0.0, 1.0])
 
 
 def test_a_model_fitted_in_the_span_of_its_samples_has_no_density_of_its_inputs():

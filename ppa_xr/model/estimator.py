@@ -706,6 +706,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         X, complete = self._complete_rows(X)
         weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
+        if weights is not None and not weights.any():
+            raise ValueError("every complete row (no NaN or inf) has sample_weight 0: nothing to average; give some of them a weight")
         return float(np.average(self.score_samples(X[complete]), weights=weights))
 
     def _complete_rows(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
