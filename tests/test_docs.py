@@ -231,7 +231,7 @@ def test_the_accessor_methods_take_and_give_what_they_delegate_to():
 
     delegates = {"fit": fitting.fit, "sample": sampling.sample_valid_pixels, "transform": maps.transform, "evaluate": shift.evaluate,
                  "inverse_transform": maps.inverse_transform, "reconstruct": maps.reconstruct, "reconstruction_error": maps.reconstruction_error,
-                 "fill": maps.fill, "information_report": report.information_report}
+                 "score_samples": maps.score_samples, "fill": maps.fill, "information_report": report.information_report}
     assert set(delegates) == {name for name in vars(accessor._PPAAccessor) if not name.startswith("_")}
     for name, function in delegates.items():
         ours, theirs = (inspect.signature(f) for f in (getattr(accessor._PPAAccessor, name), function))
