@@ -126,7 +126,8 @@ def test_accessor_methods_carry_the_documentation_they_delegate_to():
 
     cube = xr.DataArray([[[0.0]]], dims=("band", "y", "x"))
     assert fitting.fit.__doc__.strip().splitlines()[0] in cube.ppa.fit.__doc__
-    methods = ["fit", "sample", "transform", "evaluate", "inverse_transform", "reconstruct", "reconstruction_error", "fill", "information_report"]
+    methods = ["fit", "sample", "transform", "evaluate", "inverse_transform", "reconstruct", "reconstruction_error", "score_samples", "fill",
+               "information_report"]
     for name in methods:
         doc = getattr(cube.ppa, name).__doc__
         assert "Parameters\n----------" in doc and "obj :" not in doc, name  # the cube is the accessor's, not a parameter
