@@ -157,3 +157,16 @@ def test_the_cube_map_is_the_estimators_score_of_every_pixel(curved):
     reduced = PPA(degree=1).fit(np.random.default_rng(0).normal(size=(3, 4)))
     with pytest.raises(ValueError, match="has no density of the inputs"):
         cube.ppa.score_samples(reduced)  # refused as the graph is built, not as it runs
+
+
+@pytest.mark.parametrize("whitening", [{}, {"standardize": True}, {"noise_cov": np.diag([0.5, 2.0, 1.0, 0.1]) + 0.05}])
+def test_every_straight_model_is_the_gaussian_of_the_sample_covariance(curved, whitening):
+    """With every degree 1 and every component kept, whatever ``W`` the map acts through (standardizing, noise
+    whitening), the outputs diagonalize the sample covariance ``C``, and ``log |det W|`` brings their density back to the
+    inputs': the score is that of ``N(mean, C)`` (``C`` divided by ``n - 1``)."""
+    from scipy.stats import multivariate_normal
+
+    model = PPA(degree=1, **whitening).fit(curved)
+    test = curved_sample(500, seed=17)
+    expected = multivariate_normal(curved.mean(axis=0), np.cov(curved, rowvar=False)).logpdf(test)
+    np.testing.assert_allclose(model.score_samples(test), expected, rtol=1e-9)
