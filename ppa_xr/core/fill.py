@@ -408,7 +408,7 @@ def _inside(curved: np.ndarray, linear: np.ndarray, params: PPAParams) -> np.nda
 
 
 def _precisions(variance: np.ndarray, largest: float) -> np.ndarray:
-    """``1 / Lambda`` with a floor on ``Lambda`` (:func:`~ppa_xr.core.linalg.floored`), so exactly flat directions stay solvable."""
+    """``1 / Lambda`` with a floor on ``Lambda`` (``ppa_xr.core.linalg.floored``), so exactly flat directions stay solvable."""
     return 1.0 / floored(variance, largest)
 
 

@@ -55,7 +55,7 @@ def output_variances(params: PPAParams, n_components: int | None = None, n_effec
     Returns
     -------
     np.ndarray
-        (d,) float64 variances, each at least ``FLAT_VARIANCE`` of the largest (:func:`~ppa_xr.core.linalg.floored`).
+        (d,) float64 variances, each at least ``FLAT_VARIANCE`` of the largest (``ppa_xr.core.linalg.floored``).
     """
     variance = params.explained_variance.astype(np.float64)
     d = len(variance)

@@ -274,7 +274,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
 def score_samples(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None = None) -> xr.DataArray:
     """Lazy per-pixel log-likelihood under the model, :meth:`PPA.score_samples <ppa_xr.PPA.score_samples>` of every pixel.
 
-    The components are Gaussian through the volume-preserving map (:mod:`ppa_xr.core.likelihood`):
+    The components are Gaussian through the volume-preserving map (``ppa_xr.core.likelihood``):
     ``log p(x) = -1/2 sum_p (r_p^2 / Lambda_p + log(2 pi Lambda_p)) + log |det W|``, the ``d - k`` components beyond the
     model's ``n_components_`` sharing one variance. Low values mark pixels the model finds unusual; the mean over
     pixels is what ``model.score`` gives on their table.

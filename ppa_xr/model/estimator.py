@@ -664,7 +664,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         The map is volume preserving, so the density of ``x`` is that of its
         outputs ``r`` (times ``|det W|`` for a standardizing or noise-whitening
-        model), each Gaussian (:mod:`ppa_xr.core.likelihood`)::
+        model), each Gaussian (``ppa_xr.core.likelihood``)::
 
             log p(x) = -1/2 sum_p (r_p^2 / Lambda_p + log(2 pi Lambda_p)) + log |det W|
 
