@@ -126,7 +126,8 @@ def test_accessor_methods_carry_the_documentation_they_delegate_to():
 
     cube = xr.DataArray([[[0.0]]], dims=("band", "y", "x"))
     assert fitting.fit.__doc__.strip().splitlines()[0] in cube.ppa.fit.__doc__
-    methods = ["fit", "sample", "transform", "evaluate", "inverse_transform", "reconstruct", "reconstruction_error", "fill", "information_report"]
+    methods = ["fit", "sample", "transform", "evaluate", "inverse_transform", "reconstruct", "reconstruction_error", "score_samples", "fill",
+               "information_report"]
     for name in methods:
         doc = getattr(cube.ppa, name).__doc__
         assert "Parameters\n----------" in doc and "obj :" not in doc, name  # the cube is the accessor's, not a parameter
@@ -231,7 +232,7 @@ def test_the_accessor_methods_take_and_give_what_they_delegate_to():
 
     delegates = {"fit": fitting.fit, "sample": sampling.sample_valid_pixels, "transform": maps.transform, "evaluate": shift.evaluate,
                  "inverse_transform": maps.inverse_transform, "reconstruct": maps.reconstruct, "reconstruction_error": maps.reconstruction_error,
-                 "fill": maps.fill, "information_report": report.information_report}
+                 "score_samples": maps.score_samples, "fill": maps.fill, "information_report": report.information_report}
     assert set(delegates) == {name for name in vars(accessor._PPAAccessor) if not name.startswith("_")}
     for name, function in delegates.items():
         ours, theirs = (inspect.signature(f) for f in (getattr(accessor._PPAAccessor, name), function))

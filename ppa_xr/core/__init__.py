@@ -5,7 +5,7 @@ measure computed on the fitted parameters. Nothing here knows xarray, dask or th
   :mod:`~ppa_xr.core.steps`, :mod:`~ppa_xr.core.degrees`, :mod:`~ppa_xr.core.leading`, :mod:`~ppa_xr.core.basis`,
   :mod:`~ppa_xr.core.params` (the fitted arrays), :mod:`~ppa_xr.core.kernels` (chunk kernels), :mod:`~ppa_xr.core.blas`;
 * the measures: :mod:`~ppa_xr.core.errors` (PPA against its PCA), :mod:`~ppa_xr.core.geometry`,
-  :mod:`~ppa_xr.core.entropy` (multi-information), :mod:`~ppa_xr.core.lookup` (densities on a grid),
+  :mod:`~ppa_xr.core.entropy` (multi-information), :mod:`~ppa_xr.core.likelihood` (the score), :mod:`~ppa_xr.core.lookup` (densities on a grid),
   :mod:`~ppa_xr.core.keys` (which pixels a sample holds).
 """
 

@@ -85,7 +85,7 @@ import numpy as np
 from . import basis, blas, compiled
 from .checks import check_components, features_last
 from .kernels import computed_dtype, forward, inverse
-from .linalg import mean_error
+from .linalg import FLAT_VARIANCE, floored, mean_error
 from .params import PPAParams
 
 #: Gauss-Newton iterations at most, and the relative decrease of the objective (done, or predicted for the next step
@@ -254,7 +254,7 @@ def with_marginals(params: PPAParams, x: np.ndarray, weights: np.ndarray | None 
     table, bounds = np.zeros((model.n_features, MARGINAL_POINTS)), np.zeros((model.n_features, 2))
     for p in range(model.n_features):
         low, high = np.quantile(r[:, p], [MARGINAL_TAIL, 1 - MARGINAL_TAIL])
-        if not (high > low and variance[p] > 1e-14 * variance.max()):  # a flat output (as _precisions floors it) stays Gaussian
+        if not (high > low and variance[p] > FLAT_VARIANCE * variance.max()):  # a flat output (as _precisions floors it) stays Gaussian
             continue
         low, high = low - MARGINAL_MARGIN * (high - low), high + MARGINAL_MARGIN * (high - low)
         edges = np.linspace(low, high, MARGINAL_POINTS + 1)
@@ -408,8 +408,8 @@ def _inside(curved: np.ndarray, linear: np.ndarray, params: PPAParams) -> np.nda
 
 
 def _precisions(variance: np.ndarray, largest: float) -> np.ndarray:
-    """``1 / Lambda`` with a floor on ``Lambda`` (1e-14 of the largest), so exactly flat directions stay solvable."""
-    return 1.0 / np.maximum(variance, 1e-14 * largest)
+    """``1 / Lambda`` with a floor on ``Lambda`` (``ppa_xr.core.linalg.floored``), so exactly flat directions stay solvable."""
+    return 1.0 / floored(variance, largest)
 
 
 def _scattered(filled: np.ndarray, gaps: np.ndarray, params: PPAParams, rng: np.random.Generator) -> np.ndarray:
@@ -460,7 +460,7 @@ def _manifold_fill(x: np.ndarray, linear: np.ndarray, gaps: np.ndarray, params: 
     (the last iterate where a row has not settled); the manifold's values at the gaps."""
     variance = params.explained_variance
     inputs = params.n_inputs if params.used is None else int(params.used.sum())
-    noise = max(float(variance[k:].sum()) / inputs, 1e-14 * float(variance.max()))
+    noise = float(floored(float(variance[k:].sum()) / inputs, float(variance.max())))
     prior = _precisions(variance[:k], variance.max())
     weight = np.where(gaps, 0.0, _feature_precision(params) / noise)  # (n, d) observed entries' precision
     target = np.where(gaps, 0.0, x)

@@ -14,6 +14,8 @@ import scipy.linalg
 PANEL = 2048
 #: values (1 MiB of float64) that :func:`spread_about` subtracts at a time, while they are in cache
 SPREAD_PANEL = 2**17
+#: the least variance a direction keeps, as a share of the largest (:func:`floored`)
+FLAT_VARIANCE = 1e-14
 
 
 def orientation(vectors: np.ndarray) -> np.ndarray:
@@ -36,6 +38,12 @@ def mean_error(values: np.ndarray, weights: np.ndarray | None = None) -> float:
     w = weights / np.sum(weights)
     share = float(np.sum(np.square(w)))
     return float(np.sqrt(np.sum(np.square(w * (values - w @ values))) / max(1.0 - share, share)))
+
+
+def floored(variance: np.ndarray | float, largest: float) -> np.ndarray:
+    """``max(Lambda, FLAT_VARIANCE * largest)``: an exactly flat direction (a constant feature's, whose variance comes
+    back as rounding) keeps a variance that can be divided by, so precisions and log densities stay finite."""
+    return np.maximum(variance, FLAT_VARIANCE * largest)
 
 
 def power_of_two(spread: np.ndarray | float) -> np.ndarray:

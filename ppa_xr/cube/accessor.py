@@ -92,6 +92,11 @@ class _PPAAccessor:
         """Lazy per-pixel squared error map; see :func:`ppa_xr.cube.reconstruction_error`."""
         return maps.reconstruction_error(self._obj, model, n_components, dim)
 
+    @_delegates_to(maps.score_samples)
+    def score_samples(self, model: PPA, dim: Hashable | None = None) -> xr.DataArray:
+        """Lazy per-pixel log-likelihood map; see :func:`ppa_xr.cube.score_samples`."""
+        return maps.score_samples(self._obj, model, dim)
+
     @_delegates_to(maps.fill)
     def fill(
         self, model: PPA, n_components: int | float | None = None, dim: Hashable | None = None, return_mask: bool = False,

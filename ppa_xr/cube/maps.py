@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from .._version import VERSION
-from ..core import kernels
+from ..core import kernels, likelihood
 from ..core.fill import fill as fill_kernel
 from ..core.checks import check_components, real_components
 from ..core.docstrings import shared
@@ -268,6 +268,38 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
     name = f"squared reconstruction error summed over bands, {k} PPA components"
     out = map_kernel(kernels.squared_error, da, dim, None, 0, name, squared_units(da, model), params=model.params_, n_components=k)
     return out.rename(_name(obj, "reconstruction_error")).assign_attrs(provenance(model, "squared reconstruction error", k))
+
+
+@shared
+def score_samples(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | None = None) -> xr.DataArray:
+    """Lazy per-pixel log-likelihood under the model, :meth:`PPA.score_samples <ppa_xr.PPA.score_samples>` of every pixel.
+
+    The components are Gaussian through the volume-preserving map (``ppa_xr.core.likelihood``):
+    ``log p(x) = -1/2 sum_p (r_p^2 / Lambda_p + log(2 pi Lambda_p)) + log |det W|``, the ``d - k`` components beyond the
+    model's ``n_components_`` sharing one variance. Low values mark pixels the model finds unusual; the mean over
+    pixels is what ``model.score`` gives on their table.
+
+    Parameters
+    ----------
+    {{cube_model}}
+    {{fitted_dim}}
+
+    Returns
+    -------
+    xr.DataArray
+        One value per pixel (the feature dimension dropped), in nats, lazy; NaN where a pixel is invalid.
+
+    Raises
+    ------
+    ValueError
+        A model fitted in the span of its samples (fewer samples than features, or feature weights): no density.
+    """
+    da, dim = model_features(obj, model, dim)
+    likelihood.check_density(model.params_)
+    k = model.n_components_
+    out = map_kernel(likelihood.log_likelihood, da, dim, None, 0, f"log-likelihood under the PPA model ({k} components), nats", None,
+                     params=model.params_, n_components=k, n_effective=getattr(model, "n_effective_", None))
+    return out.rename(_name(obj, "log_likelihood")).assign_attrs(provenance(model, "log-likelihood", k))
 
 
 @shared

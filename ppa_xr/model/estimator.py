@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import checks, errors, kernels, spec, subspace
+from ..core import checks, errors, kernels, likelihood, spec, subspace
 from ..core.fill import check_missing, fewest_gaps, fit_with_gaps, refilled
 from ..core.fill import fill as fill_gaps
 from ..core.checks import warn_user
@@ -481,6 +481,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """PCA of the same fitting sample (a fitted ``PPA(degree=1)``): the like-for-like baseline."""
         check_is_fitted(self)
         pca = PPA._from_params(self.params_.pca(), self._get_spec().pca(), self.features_, self.sample_)
+        if hasattr(self, "n_effective_"):  # the same sample: its size (North's errors, the score's n / (n - 1))
+            pca._set_sample_size(self.n_effective_, self.weighted_samples_)
         if hasattr(self, "feature_names_in_"):
             pca.feature_names_in_ = self.feature_names_in_
         return pca
@@ -656,6 +658,57 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         X, complete = self._complete_rows(X)
         weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
         return errors.compare_errors(self.params_, X[complete], weights=weights)
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Log-likelihood of each sample under the model, as scikit-learn's ``PCA.score_samples``.
+
+        The map is volume preserving, so the density of ``x`` is that of its
+        outputs ``r`` (times ``|det W|`` for a standardizing or noise-whitening
+        model), each Gaussian (``ppa_xr.core.likelihood``)::
+
+            log p(x) = -1/2 sum_p (r_p^2 / Lambda_p + log(2 pi Lambda_p)) + log |det W|
+
+        ``Lambda_p``: ``explained_variance_ * n / (n - 1)`` (``n``:
+        ``n_effective_``), the ``d - k`` components beyond ``n_components_``
+        sharing their mean, as probabilistic PCA's noise. With ``degree=1``
+        this is scikit-learn's PCA score.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples; a row with NaN or inf gives NaN.
+
+        Returns
+        -------
+        np.ndarray
+            (n_samples,) log densities in nats (whitened units' densities for a whitening model, converted by
+            ``log |det W|`` to the input's).
+        """
+        return likelihood.log_likelihood(self._check_input(X), self.params_, self.n_components_, getattr(self, "n_effective_", None))
+
+    def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
+        """Mean log-likelihood of the samples (:meth:`score_samples`): higher is better, so ``GridSearchCV`` and
+        ``cross_val_score`` compare degrees without a ``scoring``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples; rows with NaN or inf are left out, as :meth:`evaluate` leaves them.
+        y : None
+            Ignored (scikit-learn's signature).
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative weights of the rows: the weighted mean.
+
+        Returns
+        -------
+        float
+            The (weighted) mean log density in nats.
+        """
+        X, complete = self._complete_rows(X)
+        weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
+        if weights is not None and not weights.any():
+            raise ValueError("every complete row (no NaN or inf) has sample_weight 0: nothing to average; give some of them a weight")
+        return float(np.average(self.score_samples(X[complete]), weights=weights))
 
     def _complete_rows(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """``X`` checked, and which of its rows are complete: every input the model reads finite (a reduced model's
