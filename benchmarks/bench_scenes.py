@@ -18,10 +18,10 @@ held-out energy, the same bound as at the kept k (``margin1``: the kept k alone,
 (``ppa_xr.core.candidates.LOOK = False``: the default before that check).
 ``noshrink``: the validated fit's last curve as fitted (``ppa_xr.core.shrink.SHRINK = False``: the default before
 it was shrunk toward the straight step by fits on halves of the groups, ``ppa_xr.core.shrink``).
-``nowithin``: every step of the default's fits may curve, not only those within the fitting sample's kept k
-(``ppa_xr.core.candidates.WITHIN = False``: the default before curves17). ``straightbeyond`` and ``sharesbeyond``
-(curves17's tries, written as wraps before the library change): every fit's steps beyond its sample's kept k straight,
-and the final fit's curves keeping no correction on the axes beyond that k.
+``straightbeyond`` (curves17): every fit's steps beyond its sample's kept k (PCA's training error below 0.1% of the
+energy there) straight, the validation's half-size fits included; the library form of it (commit 03103a6, reverted)
+gave the same lines. ``sharesbeyond`` (curves17): the final fit's curves keep no correction on the residual axes beyond
+that k (their shares of signal set to 0 there).
 ``noshares``: the final fit's curves by least squares (``ppa_xr.core.candidates.SHARES = False``: the default before
 each curve kept its axes' shares of signal, ``ppa_xr.core.steps.signal_shares``).
 ``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
@@ -175,8 +175,6 @@ def variant(name: str):
         ties.TIE_SE = float(name[len("ties"):] or 2.0)
     if name == "noiseturn":  # also turn the straight outputs at the fitting sample's noise-level k (curves16)
         ties.turned = _noise_turned
-    if name == "nowithin":  # every fit's steps may curve beyond its sample's kept k (the default before curves17)
-        candidates.WITHIN = False
     if name == "straightbeyond":  # every fit's steps beyond its sample's kept k straight (curves17)
         ppa._Loop._capped = _capped_beyond
     if name == "sharesbeyond":  # the final fit's curves keep no correction on axes beyond the sample's kept k (curves17)
@@ -213,7 +211,7 @@ def variant(name: str):
         candidates.Folds = degrees.Folds
         ppa._Loop._choices, degrees.axis_significance = CHOICES, AXIS_SIGNIFICANCE
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
-        shrink.SHRINK, candidates.SHARES, candidates.judge, candidates.WITHIN = SHRINK, True, JUDGE, True
+        shrink.SHRINK, candidates.SHARES, candidates.judge = SHRINK, True, JUDGE
         ties.TIE_SE, ties.TIES, ties.turned, ties.tied_runs = 2.0, True, TURNED, TIED_RUNS
         ppa._Loop._capped, ppa._Loop.__post_init__, steps.signal_shares = CAPPED, LOOP_INIT, SHARES_OF
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ppa_xr import PPA, load_model
-from ppa_xr.core import candidates, checks, kernels, shrink, steps
+from ppa_xr.core import checks, kernels, shrink, steps
 from ppa_xr.core.degrees import Choice
 from ppa_xr.core.errors import compare_errors
 from ppa_xr.core.fill import with_marginals
@@ -161,9 +161,7 @@ def test_the_default_fit_records_and_applies_the_factor(seed, tmp_path):
     for name, array in fixed.fit(X, groups=groups).params_.arrays().items():
         if not name.startswith("marginal"):
             np.testing.assert_array_equal(getattr(core.params, name), array, err_msg=name)
-    beyond = candidates.KEPT if choice["straight_from"] is not None else 0.0  # its steps beyond the kept k straight
-    core = fit(X, fixed._get_spec(), groups=groups, rng=checks.rng_of(0), shrink_outputs=True,
-               straight_below=beyond)  # the default's curves
+    core = fit(X, fixed._get_spec(), groups=groups, rng=checks.rng_of(0), shrink_outputs=True)  # the default's curves
     expected = shrink.shrunk(X, core, choice["shrink"])
     for name, array in with_marginals(expected.params, X).arrays().items():
         np.testing.assert_array_equal(getattr(model.params_, name), array, err_msg=name)

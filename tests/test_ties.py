@@ -78,7 +78,7 @@ def test_the_turned_map_is_exact_volume_preserving_and_below_pca_in_sample(seed,
 def test_a_configuration_recorded_before_the_turn_reads_none_turned():
     """Files written before the record: no run turned; a record that is not runs of components is refused."""
     old = {"robust": False, "max_curved": 1, "validated": True, "shrink": 0.8}
-    assert file.configuration(xr.Dataset(attrs={"configuration": json.dumps(old)})) == old | {"turned": [], "straight_from": None}
+    assert file.configuration(xr.Dataset(attrs={"configuration": json.dumps(old)})) == old | {"turned": []}
     with pytest.raises(ValueError, match="configuration"):
         file.configuration(xr.Dataset(attrs={"configuration": json.dumps(old | {"turned": [[2]]})}))
 

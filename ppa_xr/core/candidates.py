@@ -135,7 +135,7 @@ from .errors import ALLOWANCE, LEVEL
 from .linalg import PANEL, power_of_two, spread_about, unit_mean
 from .params import PPAParams
 from .ppa import Fit as Fitted
-from .ppa import Begun, Carried, Progress, begin, fit, kept_steps
+from .ppa import Begun, Carried, Progress, begin, fit
 from .spec import Spec
 
 #: errors below this fraction of the held-out rows' total energy count as equal (float64 rounding beyond
@@ -189,9 +189,6 @@ LOOK = True
 COUNT = True
 #: the final fit's curves keep each axis's share of signal (:func:`~ppa_xr.core.steps.signal_shares`; off: least squares)
 SHARES = True
-#: every PCA-led fit of the validated default, the candidates' and the final one, leaves its steps beyond the sample's
-#: kept components straight (:func:`~ppa_xr.core.ppa.kept_steps` at :data:`KEPT`; off: they may curve)
-WITHIN = True
 
 
 def _correction(params: PPAParams, p: int, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -983,14 +980,10 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
     Returns
     -------
     tuple of Fit and dict
-        The fit (parameters and training error curve), and the configuration: ``{"robust", "max_curved", "validated",
-        "straight_from"}``, the last the first of the steps left straight beyond the sample's kept components (None:
-        none left so, as in a fixed configuration).
+        The fit (parameters and training error curve), and the configuration: ``{"robust", "max_curved", "validated"}``.
     """
-    choice: Choice = {"robust": declared.robust, "max_curved": declared.max_curved, "validated": False, "straight_from": None}
+    choice: Choice = {"robust": declared.robust, "max_curved": declared.max_curved, "validated": False}
     searched = declared.configuration == "validated" and not declared.robust and declared.max_curved is None
-    # the steps beyond the sample's kept components change the error only at k it calls noise: there they are straight
-    beyond = KEPT if searched and WITHIN and declared.leading == "pca" else 0.0
     if searched and feasible(len(X), groups, declared):
 
         starts = _Starts()
@@ -1002,8 +995,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             noise = None if declared.noise_cov is None else declared.noise_cov / unit / unit
             spec = declared.replace(leading="pca", noise_cov=noise, **configuration)
             # the residual covariances it carries (the held-out measurement's training side) within CARRY of its rows' values
-            return fit(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights), carry=carried_values(rows.shape),
-                       straight_below=beyond)
+            return fit(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights), carry=carried_values(rows.shape))
 
         # the cores the load leaves (read before the fits hold one BLAS thread): the held-out measurement's two sides
         # run side by side on as many Python threads, each product on one BLAS thread
@@ -1016,11 +1008,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
                            components=kept, count=pca_led, threads=threads)
         del starts  # before the final fit: its sample is the larger
         if found is not None:
-            choice = found.choice | {"validated": True, "straight_from": None}
+            choice = found.choice | {"validated": True}
     final = declared.replace(robust=choice["robust"], max_curved=choice["max_curved"])
-    beyond = beyond if choice["validated"] else 0.0  # a fit as given is fitted as given
-    fitted = fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights,
-                 shrink_outputs=SHARES and shrink_outputs and declared.configuration == "validated", straight_below=beyond)
-    if beyond:  # the first component of the straight steps
-        choice["straight_from"] = kept_steps(fitted.params.pca_variance, beyond) + 1
-    return fitted, choice
+    return fit(X, final, groups=groups, rng=rng, progress=progress, weights=weights,
+               shrink_outputs=SHARES and shrink_outputs and declared.configuration == "validated"), choice

@@ -103,7 +103,7 @@ class Carried:
 
 def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
         progress: Progress | None = None, weights: np.ndarray | None = None, begun: Begun | None = None,
-        shrink_outputs: bool = False, carry: int = 0, straight_below: float = 0.0) -> Fit:
+        shrink_outputs: bool = False, carry: int = 0) -> Fit:
     """Fit PPA on a finite float sample ``X`` (n x d) with the parameters of ``spec``.
 
     ``spec.standardize``: fit on ``D^-1 (x - mean)``, ``D`` the features'
@@ -165,9 +165,6 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     carry : int
         Keep the residual covariance after each curved step (:attr:`Fit.carried`; the whole-fit validation's
         training moments), where their copies hold at most this many values (none kept beyond, nor where 0).
-    straight_below : float
-        Every step beyond the sample's kept components (:func:`kept_steps` at this share of its energy) is straight;
-        0: none is (the validated default's fits, :mod:`~ppa_xr.core.candidates`).
 
     Returns
     -------
@@ -180,7 +177,7 @@ def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.
     with blas.every_blas_on_one_thread():
         if begun is None:
             begun = begin(X, spec, groups=groups, rng=np.random.default_rng() if rng is None else rng, weights=weights, threads=threads)
-        return _fit(begun, spec, progress, threads, shrink_outputs, carry, straight_below)
+        return _fit(begun, spec, progress, threads, shrink_outputs, carry)
 
 
 @dataclass
@@ -234,7 +231,7 @@ def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.rando
 
 
 def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1, shrink_outputs: bool = False,
-         carry: int = 0, straight_below: float = 0.0) -> Fit:
+         carry: int = 0) -> Fit:
     """``fit`` from its start, on one BLAS thread: the steps, their composition; the covariance's recomputes
     on ``threads`` threads (:meth:`Residual.renew`)."""
     folds, start, values, root = begun.folds, begun.start, begun.values, begun.root
@@ -243,32 +240,10 @@ def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1, 
     res = Residual.start(begun.sample(), 0 if folds is None else int(folds.bounds[-1]), values, axes)
     loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root,
                  _threads_for(res.Z, threads), shrink_outputs=shrink_outputs,
-                 carried=[Carried(None, start.cov, float(np.trace(start.cov)), start.unit)] if carry else None, carry=carry,
-                 curved_within=kept_steps(variances, straight_below))
+                 carried=[Carried(None, start.cov, float(np.trace(start.cov)), start.unit)] if carry else None, carry=carry)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
     return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total), tuple(loop.carried or ()))
-
-
-def kept_steps(variances: np.ndarray, share: float) -> int:
-    """How many leading components a sample keeps: the ``k = 1 .. d-1`` at which its PCA's training error
-    ``sum_{j > k} lambda_j`` is still at least ``share`` of its energy ``sum_j lambda_j`` (``d - 1`` where ``share`` is 0).
-    A step beyond them changes the error only at ``k`` the sample calls noise.
-
-    Parameters
-    ----------
-    variances : np.ndarray
-        (d,) the sample's PCA variances, in decreasing order.
-    share : float
-        The line, a share of the energy (:data:`~ppa_xr.core.candidates.KEPT`).
-
-    Returns
-    -------
-    int
-        The count of kept components.
-    """
-    after = np.cumsum(variances[::-1])[::-1][1:]  # the training error keeping k = 1 .. d-1
-    return int(np.sum(after >= share * np.sum(variances))) if share > 0 else len(after)
 
 
 def fit_params(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
@@ -408,7 +383,6 @@ class _Loop:
     shrink_outputs: bool = False  # each curve's axes scaled by their share of signal (fit's shrink_outputs)
     carried: list[Carried] | None = None  # the residual covariance after each curved step, where kept (fit's carry)
     carry: int = 0  # the most values the carried copies may hold: beyond, none are kept
-    curved_within: int | None = None  # the leading steps that may curve (kept_steps); None: every one
     steps: list[Step] = field(default_factory=list)
     energies: list[float] = field(default_factory=list)  # tr(S_k) after each step: the training error keeping k components
 
@@ -425,10 +399,8 @@ class _Loop:
             size = 1 if curved else min(2 * size, MAX_BLOCK)
 
     def _capped(self) -> bool:
-        """Whether ``max_curved`` steps are curved, or the steps done reach :attr:`curved_within`: the rest is a plain
-        rotation."""
-        within = self.curved_within is not None and len(self.steps) >= self.curved_within
-        return within or (self.spec.max_curved is not None and self.n_curved >= self.spec.max_curved)
+        """Whether ``max_curved`` steps are curved: the rest is a plain rotation."""
+        return self.spec.max_curved is not None and self.n_curved >= self.spec.max_curved
 
     def _block(self, size: int) -> bool:
         """Fit the next block of steps (at most ``size``); whether it ended on a curved step."""

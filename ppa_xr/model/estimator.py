@@ -747,12 +747,10 @@ explained_variance_error_ : np.ndarray of shape (d,)
     (eofs' ``northTest``): components whose variances differ by less are mixed.
 configuration_ : dict
     The configuration fitted, ``{{"robust": bool, "max_curved": int or None, "validated": bool, "shrink": float,
-    "turned": list, "straight_from": int or None}}``: chosen by whole-fit validation (``configuration="validated"``) or as
-    given; ``shrink``, the factor of the last curve (``ppa_xr.core.shrink``; 1: as fitted); ``turned``, the runs of
-    straight components after the last curve whose tied variances were turned toward PCA's subspace, ``[first k, last
-    k]`` each (``ppa_xr.core.ties``); ``straight_from``, the first component beyond the fitting sample's kept ones (PCA's
-    training error there below 0.1% of the variance), from which every step is straight (None: no such limit, as in a
-    fixed configuration, PPA-GD and files saved before).
+    "turned": list}}``: chosen by whole-fit validation (``configuration="validated"``) or as given; ``shrink``, the
+    factor of the last curve (``ppa_xr.core.shrink``; 1: as fitted); ``turned``, the runs of straight components after
+    the last curve whose tied variances were turned toward PCA's subspace, ``[first k, last k]`` each
+    (``ppa_xr.core.ties``).
 fit_error_ratio_ : np.ndarray of shape (d-1,)
     ``100 e_PPA(k) / e_PCA(k)`` on every row of the fitting sample, from the
     fit's own residual energies, shown in the model's summary.

@@ -373,18 +373,16 @@ def from_dataset(ds: xr.Dataset, source: str = "dataset") -> tuple[PPAParams, Sp
 
 
 def configuration(ds: xr.Dataset, source: str = "dataset") -> dict[str, Any] | None:
-    """The configuration a model was fitted with (``robust``, ``max_curved``, ``validated``, ``shrink``, ``turned``,
-    ``straight_from``), None where the file does not record it (formats before 8); where it is older, ``shrink`` 1 (the
-    last curve as fitted), ``turned`` none (no tied outputs turned, ``ppa_xr.core.ties``) and ``straight_from`` None (no
-    step left straight beyond the sample's kept components, ``ppa_xr.core.ppa.kept_steps``)."""
+    """The configuration a model was fitted with (``robust``, ``max_curved``, ``validated``, ``shrink``, ``turned``), None
+    where the file does not record it (formats before 8); where it is older, ``shrink`` 1 (the last curve as fitted) and
+    ``turned`` none (no tied outputs turned, ``ppa_xr.core.ties``)."""
     raw = ds.attrs.get("configuration") or ""
     if not raw:
         return None
     try:
-        found = {"shrink": 1.0, "turned": [], "straight_from": None} | json.loads(raw)
-        ok = set(found) == {"robust", "max_curved", "validated", "shrink", "turned", "straight_from"} and \
-            isinstance(found["robust"], bool) and isinstance(found["validated"], bool) and \
-            all(found[key] is None or isinstance(found[key], int) for key in ("max_curved", "straight_from")) and \
+        found = {"shrink": 1.0, "turned": []} | json.loads(raw)
+        ok = set(found) == {"robust", "max_curved", "validated", "shrink", "turned"} and isinstance(found["robust"], bool) and \
+            isinstance(found["validated"], bool) and (found["max_curved"] is None or isinstance(found["max_curved"], int)) and \
             isinstance(found["shrink"], (int, float)) and 0 <= found["shrink"] <= 1 and _runs(found["turned"])
     except (ValueError, TypeError):
         ok = False
