@@ -18,6 +18,10 @@ held-out energy, the same bound as at the kept k (``margin1``: the kept k alone,
 (``ppa_xr.core.candidates.LOOK = False``: the default before that check).
 ``noshrink``: the validated fit's last curve as fitted (``ppa_xr.core.shrink.SHRINK = False``: the default before
 it was shrunk toward the straight step by fits on halves of the groups, ``ppa_xr.core.shrink``).
+``straightbeyond`` (curves17): every fit's steps beyond its sample's kept k (PCA's training error below 0.1% of the
+energy there) straight, the validation's half-size fits included; the library form of it (commit 03103a6, reverted)
+gave the same lines. ``sharesbeyond`` (curves17): the final fit's curves keep no correction on the residual axes beyond
+that k (their shares of signal set to 0 there).
 ``noshares``: the final fit's curves by least squares (``ppa_xr.core.candidates.SHARES = False``: the default before
 each curve kept its axes' shares of signal, ``ppa_xr.core.steps.signal_shares``).
 ``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
@@ -108,6 +112,41 @@ def _noise_turned(params, X):
         ties.tied_runs = TIED_RUNS
 
 
+def _kept_count(pca_variance: np.ndarray) -> int:
+    """The fitting sample's kept k: how many k in 1 .. d-1 leave PCA's training error at least ``candidates.KEPT`` of
+    the total (curves17)."""
+    after = np.cumsum(pca_variance[::-1])[::-1][1:]
+    return int(np.sum(after >= candidates.KEPT * np.sum(pca_variance)))
+
+
+CAPPED, SHARES_OF = ppa._Loop._capped, steps.signal_shares
+_BEYOND: dict = {}
+
+
+def _capped_beyond(self) -> bool:
+    """``_Loop._capped`` that also leaves every step at or beyond the fitting sample's kept k straight (curves17's
+    ``straightbeyond``: the issue's per-step family, "fit them straight", for every fit, the validation's included)."""
+    return CAPPED(self) or len(self.steps) >= _kept_count(self.pca_variance)
+
+
+def _shares_beyond(w, cov, gram, n, degree):
+    """``steps.signal_shares`` that keeps no correction on the residual axes beyond the fitting sample's kept k
+    (curves17's ``sharesbeyond``): at a curve with ``m`` axes after it, of ``d`` in all, axis ``a`` is component
+    ``d - m + 1 + a``."""
+    f = SHARES_OF(w, cov, gram, n, degree)
+    d, kept = _BEYOND["d"], _BEYOND["kept"]
+    m = len(f)
+    return np.where(d - m + 1 + np.arange(m) > kept, 0.0, f)
+
+
+LOOP_INIT = ppa._Loop.__post_init__
+
+
+def _loop_init_beyond(self) -> None:
+    LOOP_INIT(self)
+    _BEYOND["d"], _BEYOND["kept"] = self.d, _kept_count(self.pca_variance)
+
+
 @contextlib.contextmanager
 def variant(name: str):
     original = steps.Designs.__call__
@@ -136,6 +175,11 @@ def variant(name: str):
         ties.TIE_SE = float(name[len("ties"):] or 2.0)
     if name == "noiseturn":  # also turn the straight outputs at the fitting sample's noise-level k (curves16)
         ties.turned = _noise_turned
+    if name == "straightbeyond":  # every fit's steps beyond its sample's kept k straight (curves17)
+        ppa._Loop._capped = _capped_beyond
+    if name == "sharesbeyond":  # the final fit's curves keep no correction on axes beyond the sample's kept k (curves17)
+        ppa._Loop.__post_init__ = _loop_init_beyond
+        steps.signal_shares = _shares_beyond
     if name == "noshares":  # the final fit's curves by least squares, not kept at their axes' shares of signal
         candidates.SHARES = False
     if name.startswith("axes"):  # plain fits validated axis by axis (no fences), at z = 1, 0 or Bonferroni's
@@ -169,6 +213,7 @@ def variant(name: str):
         basis.fences, basis.FENCE, candidates.ROUNDS, candidates.LOOK, candidates.COUNT = fences, FENCE, ROUNDS, LOOK, COUNT
         shrink.SHRINK, candidates.SHARES, candidates.judge = SHRINK, True, JUDGE
         ties.TIE_SE, ties.TIES, ties.turned, ties.tied_runs = 2.0, True, TURNED, TIED_RUNS
+        ppa._Loop._capped, ppa._Loop.__post_init__, steps.signal_shares = CAPPED, LOOP_INIT, SHARES_OF
 
 
 def edge_rows(model: PPA, held: np.ndarray, scale: np.ndarray | None = None) -> dict:
