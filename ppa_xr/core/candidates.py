@@ -687,7 +687,7 @@ def judge(errors: np.ndarray, pca: np.ndarray, total: float, components: int | N
 
 #: a fit of the sample's rows divided by ``unit`` (a power of two): ``fit(rows, groups, rng, weights, unit, robust=...,
 #: max_curved=...) -> PPAParams``, or the :class:`~ppa_xr.core.ppa.Fit` whose carried covariances give the training side
-#: of the held-out measurement (:class:`_Carried`)``
+#: of the held-out measurement (:class:`_Carried`)
 Fit = Callable[..., "PPAParams | Fitted"]
 #: the configuration a fit was made with, and whether it was chosen by :func:`select`
 Choice = dict

@@ -150,7 +150,10 @@ def tied(fitted: Fit, X: np.ndarray, weights: np.ndarray | None = None) -> tuple
     tuple of Fit and list
         The turned map with its training error curve, and the runs turned, ``[first k, last k]`` each.
     """
-    block, runs = ties.turned(fitted.params, X, weights) if ties.TIES else (None, [])
+    if not ties.TIES:
+        return fitted, []
+    with blas.every_blas_on_one_thread():  # as the shrinkage: the tie test's products are small, one per pair of outputs
+        block, runs = ties.turned(fitted.params, X, weights)
     return (fitted if block is None else _sheared(fitted, 1.0, block)), runs
 
 

@@ -669,9 +669,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             log p(x) = -1/2 sum_p (r_p^2 / Lambda_p + log(2 pi Lambda_p)) + log |det W|
 
         ``Lambda_p``: ``explained_variance_ * n / (n - 1)`` (``n``:
-        ``n_effective_``), the ``d - k`` components beyond ``n_components_``
-        sharing their mean, as probabilistic PCA's noise. With ``degree=1``
-        this is scikit-learn's PCA score.
+        ``n_effective_``; a model loaded from a file saved before it was
+        recorded, format 8 and older, has none, and takes
+        ``explained_variance_`` as it is), the ``d - k`` components beyond
+        ``n_components_`` sharing their mean, as probabilistic PCA's noise.
+        With ``degree=1`` this is scikit-learn's PCA score.
 
         Parameters
         ----------
