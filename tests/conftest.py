@@ -120,6 +120,9 @@ def as_older_file(ds, version: int, validation: str = "groups"):
     if version < 6 and ds.attrs.get("fit_sample"):  # one cube's record itself, not a list of them
         (record,) = json.loads(ds.attrs["fit_sample"])
         old = old.assign_attrs(fit_sample=json.dumps(record))
+    if version < 12 and "configuration" in old.attrs:  # the runs turned came with format 12
+        old.attrs["configuration"] = json.dumps({k: v for k, v in json.loads(old.attrs["configuration"]).items() if k != "turned"})
+        old.attrs["attrs_sha256"] = model_io._attrs_digest(old.attrs)  # format 8's checksum of its attributes
     old.attrs.pop("record_sha256", None)  # format 9's, over the whole record: again below for a format that has it
     old = old.assign_attrs(ppa_xr_format_version=version, estimator_params=json.dumps(init))
     return model_io.sealed(old) if version >= 9 else old

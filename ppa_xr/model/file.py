@@ -1,6 +1,6 @@
 """Model files: a fitted PPA as data (netCDF or zarr), written atomically and verified on load; never a pickle.
 
-Layout (format version 11): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
+Layout (format version 12): the arrays of :class:`~ppa_xr.core.params.PPAParams` as
 variables over the dims ``feature`` (d), ``output`` (d), ``step`` (d-1) and
 ``power`` (max degree); the feature labels as the ``feature`` coordinate
 (or, for a stacked dimension, one ``feature_level_<name>`` variable per
@@ -52,14 +52,14 @@ from .._atomic import as_path, check_output, foreign_entries, locked, recover_in
 from .labels import FeatureLabels, calendar, kinds, uniform
 
 FORMAT = "ppa_xr.model"
-FORMAT_VERSION = 11  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
+FORMAT_VERSION = 12  # 2: per-step biases (truncated reconstruction), the sample's PCA, checksums, n_folds; 3: standardize;
 # 4: selection_samples; 5: robust; 6: validation, the fitting sample as a list, one entry per cube (pooled fits);
 # 7: a whitening matrix in place of the scales (noise-adjusted PPA), noise_cov; 8: validation retired, checksums of
 # labels and attributes, the fitting sample's error curve, the configuration fitted (configuration_); 9: one checksum
 # over the whole record (record_sha256); reduced models (S-mode, feature weights): the map's own dimension "map" (r)
 # beside the inputs' "feature" (d), basis, feature_root; 10: the outputs' marginal densities (marginal, marginal_range);
-# 11: a DataFrame's column names (feature_names)
-READABLE = (2, 3, 4, 5, 6, 7, 8, 9, 10, 11)  # a version 2 file is a model without standardization
+# 11: a DataFrame's column names (feature_names); 12: the configuration's runs of tied outputs turned (``turned``)
+READABLE = (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)  # a version 2 file is a model without standardization
 SUFFIXES = {".nc": "netcdf", ".zarr": "zarr"}
 _DIMS = {
     "mean": ("feature",), "rotation": ("output", "map"), "degrees": ("step",), "center": ("step",),
