@@ -210,7 +210,7 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
             comparison = pending.result()
         else:  # the error curves' passes give the outputs too: one pass per method over the sample
             smooth = coordinates
-            comparison, *shared = errors.compare_errors_and_forward(params, sample, weights, for_maps if keep else None)
+            comparison, *shared = errors.compare_errors_and_forward(params, sample, weights, for_maps if keep else None, columns)
             done = {name: submit(outputs, method, coordinates, R, keep) for (name, method), R in zip(methods.items(), shared)}
             sample_outputs = (columns, *shared) if keep else None
         inputs = marginal_density(smooth, estimator, S, weights)
