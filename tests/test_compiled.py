@@ -585,6 +585,32 @@ def test_error_curves_give_the_outputs_too(weighted):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
+def test_error_curves_from_a_feature_major_copy_are_the_same_bits(seed):
+    """``compare_errors_and_forward(..., columns=)``: the passes' scaled copy made from the caller's feature-major
+    copy of the rows (the report's) gives every number the strided copy of the rows gives, bit for bit, at any
+    scale (the scaling by a power of two is the same product of the same values, only laid out otherwise)."""
+    from ppa_xr import PPA
+    from ppa_xr.core import errors, kernels
+
+    from .conftest import curved_sample
+
+    d = 40 + 7 * seed  # above COMPILED_FEATURES and around it: both kinds of pass
+    model = PPA(random_state=seed).fit(curved_sample(3000, d=d, seed=seed))
+    X = curved_sample(2500 + 37 * seed, d=d, seed=seed + 10)
+    for scale in (1.0, 1e150, 1e-200):
+        params, rows = model.params_.scaled(scale), X * scale
+        columns = kernels.feature_major(rows, np.dtype(np.float64))
+        plain = errors.compare_errors_and_forward(params, rows, None, 3)
+        shared = errors.compare_errors_and_forward(params, rows, None, 3, columns)
+        for field in ("ppa", "pca", "relative", "se"):
+            np.testing.assert_array_equal(getattr(shared[0], field), getattr(plain[0], field))
+        assert shared[0].spread == plain[0].spread
+        for ours, theirs in zip(shared[1:], plain[1:]):
+            np.testing.assert_array_equal(ours, theirs)
+        np.testing.assert_array_equal(columns, rows.T)  # the caller's copy is left as it was
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_curved_steps_by_one_test_over_all_steps(seed):
     """Which steps have a polynomial, found by one test over every step's rows (the comparisons rescale a model per
     call, 4 ms a time at 198 features step by step): the steps with a nonzero coefficient or bias, as plain ints."""

@@ -608,6 +608,23 @@ def test_the_second_thread_of_two_passes_is_made_once_and_a_call_on_it_runs_in_t
     assert blas.both(lambda: 4, lambda: seconds.append(threading.current_thread()), 1) == [4, None] and seconds[-1] is threading.current_thread()
 
 
+def test_passes_side_by_side_run_here_on_one_thread_and_in_a_pool_on_two():
+    """``blas.side_by_side``: at one thread every ``submit`` and ``map`` runs at once on the caller's thread, at two on a
+    pool's; the results are the same, in order."""
+    import threading
+
+    here = threading.current_thread()
+    for threads in (1, 2):
+        seen: list[threading.Thread] = []
+        with blas.side_by_side(threads) as pool:
+            future = pool.submit(lambda a, b: seen.append(threading.current_thread()) or a * b, 3, 4)
+            squares = list(pool.map(lambda v: seen.append(threading.current_thread()) or v * v, range(5)))
+            assert future.result() == 12 and squares == [0, 1, 4, 9, 16]
+        assert (set(seen) == {here}) == (threads == 1)
+    with pytest.raises(ZeroDivisionError), blas.side_by_side(1) as pool:  # raised where it happens, as a pool's result() would
+        pool.submit(lambda: 1 / 0).result()
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_training_moments_from_the_fits_covariances_are_the_rows_moments(seed):
     """The held-out measurement's training side taken from the half-size fit's own covariances (``_Carried``: the sample's,

@@ -21,7 +21,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -125,6 +127,29 @@ def _worker() -> ThreadPoolExecutor:
 
 if hasattr(os, "register_at_fork"):  # the parent's thread does not exist in a child
     os.register_at_fork(after_in_child=_WORKERS.clear)
+
+
+class _Here(Executor):
+    """An executor that runs each call at once on the caller's thread (``map`` runs them all at its call, in order):
+    a thread pool's ``submit`` and ``map`` where no second core is free."""
+
+    def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> Future:  # noqa: D102 (Executor's)
+        future: Future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+@contextmanager
+def side_by_side(threads: int) -> Iterator[Executor]:
+    """Independent passes run side by side: a pool of ``threads`` threads where ``threads > 1``
+    (:func:`pair_threads`), else an executor that runs each one at once on this thread (a busy machine: the same
+    work one after the other). Its ``submit`` and ``map`` give the same results either way where the passes
+    write apart (numpy's sorts and the kernels release the GIL). :func:`both` is the case of two calls."""
+    if threads < 2:
+        yield _Here()
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        yield pool
 
 
 def in_order(func: Callable[[int], object], starts: Sequence[int], threads: int) -> Iterator:

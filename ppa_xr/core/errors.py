@@ -135,7 +135,8 @@ def compare_errors(params: PPAParams, X: np.ndarray, baseline: PPAParams | None 
     return _compare(params, X, baseline, weights, None)[0]
 
 
-def compare_errors_and_forward(params: PPAParams, X: np.ndarray, weights: np.ndarray | None = None, kept: int | None = None
+def compare_errors_and_forward(params: PPAParams, X: np.ndarray, weights: np.ndarray | None = None, kept: int | None = None,
+                               columns: np.ndarray | None = None
                                ) -> tuple[ErrorComparison, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """:func:`compare_errors` against the PCA of the fitting sample, and the forward maps of both (PPA, PCA) on ``X``
     from the same passes (:func:`~ppa_xr.core.kernels.error_curve` ``with_forward``: ``forward`` up to rounding),
@@ -152,6 +153,9 @@ def compare_errors_and_forward(params: PPAParams, X: np.ndarray, weights: np.nda
         (n,) row weights, as :func:`compare_errors` weighs them.
     kept : int, optional
         Components kept (1..d) for the rows' squared errors.
+    columns : np.ndarray, optional
+        ``X`` feature-major, a (d, n) float64 copy, where the caller holds one: the passes' scaled copy of ``X``
+        is then made from it (a contiguous product, the same values) instead of by a strided transpose.
 
     Returns
     -------
@@ -159,14 +163,15 @@ def compare_errors_and_forward(params: PPAParams, X: np.ndarray, weights: np.nda
         The :class:`ErrorComparison`, then PPA's and PCA's outputs on ``X`` (n, d) each, float64, then PPA's and
         PCA's squared errors (n,) with ``kept`` components kept (None without ``kept``).
     """
-    comparison, outputs = _compare(params, X, params.pca(), weights, kept or 0)
+    comparison, outputs = _compare(params, X, params.pca(), weights, kept or 0, columns)
     return comparison, *outputs
 
 
 def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weights: np.ndarray | None,
-             kept: int | None) -> tuple[ErrorComparison, tuple]:
+             kept: int | None, columns: np.ndarray | None = None) -> tuple[ErrorComparison, tuple]:
     """:func:`compare_errors`, and where ``kept`` is not None the outputs of both maps from the same passes, and
-    where it is a number of components (not 0) the rows' squared errors with that many kept (else None)."""
+    where it is a number of components (not 0) the rows' squared errors with that many kept (else None);
+    ``columns``: ``X`` feature-major (d, n) float64, where known (:func:`compare_errors_and_forward`)."""
     with_forward = kept is not None
     baseline = params.pca() if baseline is None else baseline
     X = np.asarray(X, dtype=np.float64)
@@ -176,7 +181,10 @@ def _compare(params: PPAParams, X: np.ndarray, baseline: PPAParams | None, weigh
     centred = params.to_fit_space(X)
     # max |v| as max(max v, -min v): the same number, without an (n, d) temporary of |v|
     c = 1 / float(power_of_two(np.maximum(centred.max(initial=0.0), -centred.min(initial=0.0))))
-    X = np.multiply(X, c, order="F" if with_forward else "K")  # feature-major: the outputs come out so, each row written whole
+    if columns is not None and with_forward:  # the same products, from contiguous rows: (n, d) feature-major
+        X = np.multiply(columns, c).T
+    else:  # feature-major: the outputs come out so, each row written whole
+        X = np.multiply(X, c, order="F" if with_forward else "K")
     centred *= c  # = scaled(c).to_fit_space(X * c): W stays, the mean scales (exact, a power of two)
     energy = float(np.mean(np.einsum("ij,ij->i", centred, centred)))
     floor, apart = floor_of(energy), _spread(params, energy / c / c)

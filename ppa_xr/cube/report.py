@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -196,22 +195,20 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
     keep = for_maps is not None and not params.reduced
     # where the maps reuse the sample, one feature-major copy serves its look-ups and (copied row by row) its sorts
     columns = kernels.feature_major(coordinates, np.dtype(np.float64)) if keep else None
-    threads = blas.pair_threads()
-    with ThreadPoolExecutor(threads) as pool:
-        submit = pool.submit if threads > 1 else _done_now
+    with blas.side_by_side(blas.pair_threads()) as pool:
         S = column_sorts(coordinates if columns is None else columns.T)
         discrete = discrete_columns(coordinates, S)
         if discrete.any():  # densities of quantized inputs: of the dequantized values, sorted again
-            pending = submit(errors.compare_errors, params, sample, None, weights)
+            pending = pool.submit(errors.compare_errors, params, sample, None, weights)
             smooth = dequantized(coordinates, random_state, discrete, S)
             S = S.copy(order="K")
             S[:, discrete] = column_sorts(smooth[:, discrete])
-            done = {name: submit(outputs, method, smooth) for name, method in methods.items()}
+            done = {name: pool.submit(outputs, method, smooth) for name, method in methods.items()}
             comparison = pending.result()
         else:  # the error curves' passes give the outputs too: one pass per method over the sample
             smooth = coordinates
-            comparison, *shared = errors.compare_errors_and_forward(params, sample, weights, for_maps if keep else None)
-            done = {name: submit(outputs, method, coordinates, R, keep) for (name, method), R in zip(methods.items(), shared)}
+            comparison, *shared = errors.compare_errors_and_forward(params, sample, weights, for_maps if keep else None, columns)
+            done = {name: pool.submit(outputs, method, coordinates, R, keep) for (name, method), R in zip(methods.items(), shared)}
             sample_outputs = (columns, *shared) if keep else None
         inputs = marginal_density(smooth, estimator, S, weights)
         outside = params.outside_error(sample)  # what k = r (every component) leaves of a reduced model's inputs
@@ -223,13 +220,6 @@ def _statistics(params: PPAParams, sample: np.ndarray, estimator: str, random_st
             mse = np.append(getattr(comparison, name), kept)  # k = d keeps everything (of the span)
             curves[name] = {"entropy": density.entropy(), "variance": variance, "mse": mse}
     return comparison, discrete, inputs, measures, curves, sample_outputs
-
-
-def _done_now(fn: Callable, *args: Any) -> Future:
-    """``fn(*args)`` run here, as a finished future: a thread pool's ``submit`` where no second core is free."""
-    future: Future = Future()
-    future.set_result(fn(*args))
-    return future
 
 
 _ESTIMATOR_NAMES = {
@@ -340,11 +330,9 @@ def information_report(
     if on.startswith("held out") and (message := errors.shift_message(comparison, k, f"{comparison.n} held-out pixels")):
         warn_user(message, errors.ShiftWarning)
     rounding = _rank_warning(curves["pca"]["variance"], params)
-    threads = blas.pair_threads()  # the grids, then the sample's look-ups, side by side where two cores are free
-    with ThreadPoolExecutor(threads) as pool:  # (each the same work as alone)
-        mapper = pool.map if threads > 1 else map
-        densities = MapDensities.of(measures["ppa"], measures["pca"], discrete, mapper)
-        known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(outputs, densities, kernels.computed_dtype(da.dtype), mapper))
+    with blas.side_by_side(blas.pair_threads()) as pool:  # the grids, then the sample's look-ups (each the same work as alone)
+        densities = MapDensities.of(measures["ppa"], measures["pca"], discrete, pool.map)
+        known = None if outputs is None else SampleMaps.of(da, dim, index, _sample_maps(outputs, densities, kernels.computed_dtype(da.dtype), pool.map))
     maps = map_kernel(_pixel_block, da, dim, "map", 4, "information maps", located=True, ppa=measures["ppa"], pca=measures["pca"], k=k,
                       densities=densities, reduced=params if params.reduced else None, known=known)
     variables: dict[str, xr.DataArray] = {}  # in order: added to the Dataset in one merge, not one each
