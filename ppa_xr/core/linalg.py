@@ -29,14 +29,20 @@ def oriented(vectors: np.ndarray) -> np.ndarray:
     return vectors * orientation(vectors)
 
 
+def weight_share(weights: np.ndarray | None, n: int) -> float:
+    """Kish's ``s = sum w_i^2 / (sum w_i)^2`` of ``n`` rows' ``weights`` (``1 / n`` without): the variance of their
+    weighted mean per unit variance of the values, ``1 / s`` their effective size."""
+    return 1.0 / n if weights is None else float(np.sum(np.square(weights)) / np.sum(weights) ** 2)
+
+
 def mean_error(values: np.ndarray, weights: np.ndarray | None = None) -> float:
     """The standard error of the (weighted) mean of ``values``: ``std / sqrt(n - 1)`` without ``weights``, else
-    ``sqrt(sum w_i^2 (v_i - vbar)^2 / (1 - sum w_i^2))`` with ``w`` the ``weights`` scaled to ``sum w_i = 1`` (the
-    same for equal weights)."""
+    ``sqrt(sum w_i^2 (v_i - vbar)^2 / (1 - s))`` with ``w`` the ``weights`` scaled to ``sum w_i = 1`` and ``s`` their
+    :func:`weight_share` (the same for equal weights)."""
     if weights is None:
         return float(np.std(values) / np.sqrt(max(len(values) - 1, 1)))
     w = weights / np.sum(weights)
-    share = float(np.sum(np.square(w)))
+    share = weight_share(weights, len(values))
     return float(np.sqrt(np.sum(np.square(w * (values - w @ values))) / max(1.0 - share, share)))
 
 

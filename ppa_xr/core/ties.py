@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .linalg import PANEL, mean_error, orientation, power_of_two
+from .linalg import PANEL, mean_error, orientation, power_of_two, weight_share
 from .params import PPAParams
 
 #: standard errors within which two variances are tied: the usual two of a difference, fixed before measuring
@@ -79,9 +79,9 @@ def _evidence(X: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np
 
 
 def _per_row(weights: np.ndarray | None, n: int) -> float:
-    """``s / (1 - s)``, ``s = sum w_i^2 / (sum w_i)^2`` (:func:`_evidence`): the variance of a weighted mean per unit
+    """``s / (1 - s)``, ``s`` the rows' :func:`~ppa_xr.core.linalg.weight_share` (:func:`_evidence`): the variance of a weighted mean per unit
     variance of the values."""
-    share = 1.0 / n if weights is None else float(np.sum(np.square(weights)) / np.sum(weights) ** 2)
+    share = weight_share(weights, n)
     return share / max(1.0 - share, share)
 
 

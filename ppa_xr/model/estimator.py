@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import checks, errors, kernels, likelihood, spec, subspace
+from ..core import checks, errors, kernels, likelihood, linalg, spec, subspace
 from ..core.fill import check_missing, fewest_gaps, fit_with_gaps, refilled
 from ..core.fill import fill as fill_gaps
 from ..core.checks import warn_user
@@ -504,7 +504,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if hasattr(X, "data_vars") or (hasattr(X, "dims") and len(X.dims) > 2):  # xarray: pixels and features found by its accessor
             what = "a Dataset (its variables the features)" if hasattr(X, "data_vars") else f"a cube of dims {tuple(X.dims)}"
             raise ValueError(f"the estimator's maps take tables (samples, features); {what} goes through its accessor, e.g. "
-                             f"cube.ppa.transform(model) (likewise inverse_transform, reconstruct, fill)")
+                             f"cube.ppa.transform(model) (likewise inverse_transform, reconstruct, fill, score_samples)")
         if hasattr(X, "dims") and self.features_ and self.features_.dim in X.dims:  # a table of labelled features: by label
             X = self.features_.select(X.transpose(..., self.features_.dim), self.n_features_in_)
         return validate_data(self, _real_numbers(X), reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)
@@ -885,8 +885,8 @@ def _refuse_oversized(n: int, d: int, declared: Spec, groups: Any, itemsize: int
 
 
 def _effective_size(n: int, weights: np.ndarray | None) -> float:
-    """``n`` rows' effective size: ``n``, or Kish's ``(sum w)^2 / sum w^2`` with weights."""
-    return float(n if weights is None else np.sum(weights) ** 2 / np.sum(weights**2))
+    """``n`` rows' effective size: ``n``, or Kish's ``(sum w)^2 / sum w^2`` with weights (``1 / weight_share``)."""
+    return float(n) if weights is None else 1.0 / linalg.weight_share(weights, n)
 
 
 def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[np.ndarray, Any, np.ndarray | None]:
