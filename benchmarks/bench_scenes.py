@@ -28,7 +28,8 @@ shares of signal and read on the other, step after step; a row ``q`` of step ``p
 of ``(e_q - w_q v)^2 - e_q^2`` exceeds ``Z`` standard errors (sd over the rows / sqrt(n), the halvings combined as
 independent); then those outputs are refitted as the PCA of the new residual (an exact shear still). Rows on axes before
 the last curve are kept (zeroing them broke Property 2 in sample: Segmentation 5's training ratio at k = 8, 109).
-``meankept`` (curves18): the whole-fit validation's mean (and its paired standard errors' terms) over the kept k alone.
+``meankept`` (curves18): the whole-fit validation's mean (and its paired standard errors' terms) over the kept k alone;
+``meankeptanyk`` that and ``anyk`` together (``meankept+anyk`` is ``anyk`` alone: both set ``candidates.judge``).
 ``noshares``: the final fit's curves by least squares (``ppa_xr.core.candidates.SHARES = False``: the default before
 each curve kept its axes' shares of signal, ``ppa_xr.core.steps.signal_shares``).
 ``nocount``: an uncapped choice fitted on the whole sample with every curved step it supports, not capped at the
@@ -293,6 +294,8 @@ def variant(name: str):
         basis.FENCE = float(name[len("tukey"):])
     if name == "meankept":  # the whole-fit validation's mean over the kept k alone (curves18)
         candidates.judge = _judge_mean_kept
+    if name == "meankeptanyk":  # meankept, its check where users look holding every k within 6% too (as anyk)
+        candidates.judge = lambda *a, **kw: (lambda v: dataclasses.replace(v, worst=max(v.worst, float(v.relative.max()) - 5.0)))(_judge_mean_kept(*a, **kw))
     if name == "anyk":  # the check where users look holds every k within 6% too (curves12)
         candidates.judge = _judge_any_k
     if name.startswith("margin"):  # the check where users look also reads the k of PCA's error >= 0.1% / M (curves13)
