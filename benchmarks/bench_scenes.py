@@ -184,24 +184,18 @@ def _fit_selected_groups(X, declared, groups, rng, *args, **kwargs):
 
 def _refitted_shares(params, rows):
     """``shrink._refitted`` whose curves keep their axes' shares of signal (``steps.signal_shares``), as the final fit's
-    do (candidates.SHARES), not the least-squares coefficients."""
-    from ppa_xr.core.params import PPAParams
-    states = params.to_fit_space(rows) @ params.rotation.T
-    arrays = params.arrays()
-    forward, bias, center, scale = (arrays[name].copy() for name in ("forward", "forward_bias", "center", "scale"))
-    for p in params.curved_steps():
-        lo, hi = states[:, p].min(), states[:, p].max()
-        center[p], scale[p] = (hi + lo) / 2, max((hi - lo) / 2, np.finfo(float).tiny)
-        scaled = PPAParams(**arrays | {"center": center, "scale": scale}, tails=params.tails)
-        design = candidates._basis(scaled, p, states[:, p])
-        s = states[:, p + 1:]
-        coef = np.linalg.lstsq(design, s, rcond=None)[0]
-        if _AXIS.get("shares", True):
-            n, g = len(s), design.shape[1] - 1
-            coef = coef * SHARES_OF(coef, np.atleast_2d(np.cov(s, rowvar=False)), design.T @ design / n, n, g)
-        bias[p, p + 1:], forward[p, : design.shape[1] - 1, p + 1:] = coef[0], coef[1:]
-        states[:, p + 1:] -= design @ coef
-    return PPAParams(**arrays | {"forward": forward, "forward_bias": bias, "center": center, "scale": scale}, tails=params.tails)
+    do (candidates.SHARES), not the least-squares coefficients: its ``lstsq`` scaled per axis while it runs."""
+    lstsq = np.linalg.lstsq
+
+    def shared(design, s, rcond=None):
+        coef, *rest = lstsq(design, s, rcond=rcond)
+        n, g = len(s), design.shape[1] - 1
+        return (coef * SHARES_OF(coef, np.atleast_2d(np.cov(s, rowvar=False)), design.T @ design / n, n, g), *rest)
+    np.linalg.lstsq = shared
+    try:
+        return shrink._refitted(params, rows)
+    finally:
+        np.linalg.lstsq = lstsq
 
 
 def _axis_masks(params, X, groups, rng, z: float) -> dict:
