@@ -273,6 +273,25 @@ def test_dates_and_complex_numbers_as_feature_values_are_refused_with_the_number
             values.ppa.transform(model)
 
 
+def test_integers_beyond_two_to_the_53_are_refused_where_float64_would_round_them(curved):
+    """64-bit integers above 2**53 (counts, ids, nanosecond times as numbers) became float64 with their last digits
+    rounded away (2**60 + 1000 as 2**60 + 1024), silently; integers float64 holds exactly pass, however large."""
+    import pandas as pd
+
+    model = PPA(degree=2, configuration="fixed").fit(curved)
+    big = (curved * 1e3).astype(np.int64) + 2**60
+    frame = pd.DataFrame(curved, columns=list("abcd")).assign(b=big[:, 1])
+    nullable = frame.assign(b=pd.array(big[:, 1], dtype="Int64")).astype({"b": "Int64"})
+    nullable.loc[3, "b"] = pd.NA
+    for call in (lambda: PPA().fit(big), lambda: model.transform(big), lambda: model.fill(big), lambda: PPA().fit(big.astype(np.uint64)),
+                 lambda: PPA().fit(frame), lambda: PPA().fit(nullable), lambda: model.transform(-big)):
+        with pytest.raises(ValueError, match=r"integers up to \d+ \(beyond 2\*\*53.*Subtract a reference first.*astype\('float64'\)"):
+            call()
+    exact = (curved * 1e3).astype(np.int64) * 2**10 + 2**60  # multiples of 2**10: float64 holds them exactly
+    assert PPA(degree=1).fit(exact).mean_.shape == (4,)
+    np.testing.assert_allclose(PPA(degree=1).fit((curved * 1e3).astype(np.int64)).mean_, (curved * 1e3).astype(np.int64).mean(axis=0), rtol=1e-12)
+
+
 def test_a_table_as_a_labelled_dataarray_is_read_by_its_labels(curved):
     """A 2-D DataArray of pixels by the model's bands in another order (a stacked cube) went through transform,
     evaluate and the geometry by position, and a DataArray of components in another order through inverse_transform,

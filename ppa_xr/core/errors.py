@@ -21,8 +21,10 @@ at most ``LEVEL`` of the time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +39,8 @@ LEVEL = 0.05
 ALLOWANCE = 0.01
 #: rows this many times as far from the model's mean as its fitting sample's spread (RMS) are taken as in other units
 UNITS_APART = 30.0
+#: rows the maps' units check reads per call (per chunk of a cube), evenly spaced: enough for their median
+UNITS_ROWS = 256
 
 
 class ShiftWarning(UserWarning):
@@ -211,14 +215,52 @@ def _spread(params: PPAParams, energy: float) -> float:
     """:attr:`ErrorComparison.spread` of rows of mean energy ``energy`` about the model's mean (in its fit space), with a
     :class:`ShiftWarning` where it exceeds :data:`UNITS_APART`: the stored numbers of a packed file (reflectance x 10,000)
     on a model of its values, or kilometres on a model of metres, compared as if in the model's units."""
-    spread = float(np.sqrt(energy / max(float(np.sum(params.pca_variance)), np.finfo(float).tiny)))
+    spread = float(np.sqrt(energy / _fitted_energy(params)))
     if spread > UNITS_APART:
-        checks.warn_user(
-            f"these values lie {spread:.3g} times as far from the model's mean as its fitting sample's spread (RMS): are they in "
+        checks.warn_user(_units_message(f"{spread:.3g} times"), ShiftWarning)
+    return spread
+
+
+def _fitted_energy(params: PPAParams) -> float:
+    """``sum_j lambda_j``: the fitting sample's mean squared distance from the model's mean, in its fit space."""
+    return max(float(np.sum(params.pca_variance)), np.finfo(float).tiny)
+
+
+def _units_message(apart: str) -> str:
+    return (f"these values lie {apart} as far from the model's mean as its fitting sample's spread (RMS): are they in "
             "other units or another scale than the values it was fitted on? A file's stored numbers beside its unpacked "
             "values (reflectance x 10,000) read alike where both are opened the same way (mask_and_scale=True, or the "
-            "scale_factor and add_offset attributes left on), or unpack them: cube * scale_factor + add_offset", ShiftWarning)
-    return spread
+            "scale_factor and add_offset attributes left on), or unpack them: cube * scale_factor + add_offset")
+
+
+def warn_other_units(params: PPAParams, x: np.ndarray) -> None:
+    """:class:`ShiftWarning` where the median of up to :data:`UNITS_ROWS` evenly spaced points of ``x`` (``...`` x d)
+    lies more than :data:`UNITS_APART` times the fitting sample's spread from the model's mean,
+    ``median_i ||W (x_i - mean)|| / sqrt(sum_j lambda_j) > 30``: the check of units that the maps (``transform``,
+    ``fill``, ``reconstruct``, their errors; on a cube, each chunk) run before mapping, where :func:`compare_errors`
+    runs it on its sample. A point's missing values count as the mean, points without any are left out; the median
+    leaves a few far pixels (a fire, a cloud) to the maps. The message gives the power of ten, so that a cube's chunks
+    repeat one warning."""
+    shape = np.shape(x)[:-1]
+    n = int(np.prod(shape))
+    if n == 0:
+        return
+    picked = np.unravel_index(np.linspace(0, n - 1, min(n, UNITS_ROWS)).astype(np.intp), shape)
+    rows = params.inputs(np.asarray(x)[picked].astype(np.float64))  # only these rows gathered, never the whole chunk
+    finite = np.isfinite(rows)
+    seen = (finite if params.used is None else finite[:, params.used]).any(axis=1)
+    if not seen.any():
+        return
+    z = params.to_fit_space(np.where(finite, rows, params.mean)[seen])
+    apart = float(np.sqrt(np.median(np.einsum("ij,ij->i", z, z)) / _fitted_energy(params)))
+    if apart > UNITS_APART:
+        checks.warn_user(_units_message(f"more than {10.0 ** np.floor(np.log10(apart)):.0e} times"), ShiftWarning)
+
+
+def checked_map(kernel: Callable[..., np.ndarray], x: np.ndarray, *, params: PPAParams, **kwargs: Any) -> np.ndarray:
+    """``kernel(x, params, **kwargs)`` after :func:`warn_other_units`: a map of a cube's chunks with its units checked."""
+    warn_other_units(params, x)
+    return kernel(x, params=params, **kwargs)
 
 
 def _weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray, floor: float, c: float, spread: float) -> ErrorComparison:
