@@ -335,6 +335,29 @@ def test_the_maps_name_values_in_other_units_chunk_by_chunk(tmp_path, seed):
             run(values.ppa.sample(n_samples=500, random_state=seed + 10))
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_components_stored_scaled_are_named_on_their_way_back(tmp_path, seed):
+    """Components written as integers x 1,000 (a GeoTIFF of int16) and read back as stored went through
+    ``inverse_transform`` as components 1,000 times larger, far from the cube, silently; the cube's and the estimator's
+    inverse say so, a model's own components (whitened or not) pass."""
+    path = _packed_scene(tmp_path, (2.75e-5,) * 6, (-0.2,) * 6)
+    values = rioxarray.open_rasterio(path, mask_and_scale=True, chunks={"x": 80, "y": 80})
+    for whiten in (False, True):
+        model = values.ppa.fit(n_samples=3000, random_state=seed, degree=2, whiten=whiten)
+        scores = values.ppa.transform(model, n_components=3)
+        ppa_xr.to_raster((scores * 1000).fillna(-32768), tmp_path / f"scores{whiten}.tif", dtype="int16", nodata=-32768)
+        stored = rioxarray.open_rasterio(tmp_path / f"scores{whiten}.tif", masked=True, chunks={"x": 80, "y": 80})
+        table = scores.stack(pixel=("y", "x")).transpose("pixel", "component").values
+        for back in (lambda: stored.ppa.inverse_transform(model, dim="band").compute(), lambda: model.inverse_transform(table * 1000)):
+            with pytest.warns(ppa_xr.ShiftWarning, match=r"these components lie more than 1e\+0[23] times as far.*scores / 1000"):
+                back()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ppa_xr.ShiftWarning)
+            scores.ppa.inverse_transform(model).compute()
+            model.inverse_transform(table)
+            (stored / 1000).ppa.inverse_transform(model, dim="band").compute()
+
+
 def test_a_scale_per_band_is_applied_or_refused(tmp_path):
     path = _packed_scene(tmp_path, (1e-4, 2e-4, 1e-4, 1e-4, 1e-4, 1e-4), (0.0,) * 6)
     with pytest.raises(ValueError, match="mask_and_scale=True"):

@@ -226,11 +226,15 @@ def _fitted_energy(params: PPAParams) -> float:
     return max(float(np.sum(params.pca_variance)), np.finfo(float).tiny)
 
 
-def _units_message(apart: str) -> str:
-    return (f"these values lie {apart} as far from the model's mean as its fitting sample's spread (RMS): are they in "
-            "other units or another scale than the values it was fitted on? A file's stored numbers beside its unpacked "
-            "values (reflectance x 10,000) read alike where both are opened the same way (mask_and_scale=True, or the "
-            "scale_factor and add_offset attributes left on), or unpack them: cube * scale_factor + add_offset")
+def _units_message(apart: str, what: str = "values") -> str:
+    """The :class:`ShiftWarning` text of values (or components) ``apart`` times as far as the fitting sample's spread."""
+    advice = ("are they in other units or another scale than the values it was fitted on? A file's stored numbers beside "
+              "its unpacked values (reflectance x 10,000) read alike where both are opened the same way (mask_and_scale=True, "
+              "or the scale_factor and add_offset attributes left on), or unpack them: cube * scale_factor + add_offset"
+              ) if what == "values" else (
+              "are they the components this model's transform gave, as it gave them? Undo any scaling they were stored with "
+              "(scores / 1000 for components written as integers x 1,000; scores * scale_factor + add_offset for packed ones)")
+    return f"these {what} lie {apart} as far from the model's mean as its fitting sample's spread (RMS): {advice}"
 
 
 def warn_other_units(params: PPAParams, x: np.ndarray) -> None:
@@ -241,26 +245,55 @@ def warn_other_units(params: PPAParams, x: np.ndarray) -> None:
     runs it on its sample. A point's missing values count as the mean, points without any are left out; the median
     leaves a few far pixels (a fire, a cloud) to the maps. The message gives the power of ten, so that a cube's chunks
     repeat one warning."""
-    shape = np.shape(x)[:-1]
-    n = int(np.prod(shape))
-    if n == 0:
-        return
-    picked = np.unravel_index(np.linspace(0, n - 1, min(n, UNITS_ROWS)).astype(np.intp), shape)
-    rows = params.inputs(np.asarray(x)[picked].astype(np.float64))  # only these rows gathered, never the whole chunk
+    rows = params.inputs(_spaced_rows(x))
     finite = np.isfinite(rows)
     seen = (finite if params.used is None else finite[:, params.used]).any(axis=1)
-    if not seen.any():
-        return
     z = params.to_fit_space(np.where(finite, rows, params.mean)[seen])
-    apart = float(np.sqrt(np.median(np.einsum("ij,ij->i", z, z)) / _fitted_energy(params)))
-    if apart > UNITS_APART:
-        checks.warn_user(_units_message(f"more than {10.0 ** np.floor(np.log10(apart)):.0e} times"), ShiftWarning)
+    _warn_if_far(np.einsum("ij,ij->i", z, z) / _fitted_energy(params), "values")
+
+
+def warn_other_component_units(params: PPAParams, r: np.ndarray, whiten: bool = False) -> None:
+    """:func:`warn_other_units` of components ``r`` (``...`` x k) on their way back (``inverse_transform``): the median of
+    ``sum_j r_j^2 / sum_j lambda_j`` over ``j < k`` (``r_j sqrt(lambda_j)`` where whitened), against the fitting
+    sample's, about 1: components written scaled (x 1,000 into integers) and read back as they were stored."""
+    rows = _spaced_rows(r)
+    k = rows.shape[1]
+    variance = np.maximum(params.explained_variance[:k], np.finfo(np.float64).tiny)
+    rows = rows * np.sqrt(variance) if whiten else rows
+    finite = np.isfinite(rows)
+    seen = finite.any(axis=1)
+    rows = np.where(finite, rows, 0.0)[seen]
+    _warn_if_far(np.einsum("ij,ij->i", rows, rows) / float(np.sum(variance)), "components")
+
+
+def _spaced_rows(x: np.ndarray) -> np.ndarray:
+    """Up to :data:`UNITS_ROWS` evenly spaced points of ``x`` (``...`` x d) as float64 rows: only these gathered, never
+    the whole chunk."""
+    x = np.asarray(x).reshape(-1, np.shape(x)[-1]) if np.ndim(x) < 2 else np.asarray(x)  # one point: one row
+    shape = x.shape[:-1]
+    n = int(np.prod(shape))
+    m = min(n, UNITS_ROWS)
+    return x[np.unravel_index(np.arange(m, dtype=np.intp) * n // max(m, 1), shape)].astype(np.float64)
+
+
+def _warn_if_far(energy: np.ndarray, what: str) -> None:
+    """The :class:`ShiftWarning` of :func:`warn_other_units` where the median of ``energy`` (squared distances over the
+    fitting sample's mean one) exceeds ``UNITS_APART ** 2``."""
+    if 2 * np.count_nonzero(energy > UNITS_APART**2) > len(energy) > 0:  # the median beyond, without sorting
+        apart = float(np.sqrt(np.median(energy)))
+        checks.warn_user(_units_message(f"more than {10.0 ** np.floor(np.log10(apart)):.0e} times", what), ShiftWarning)
 
 
 def checked_map(kernel: Callable[..., np.ndarray], x: np.ndarray, *, params: PPAParams, **kwargs: Any) -> np.ndarray:
     """``kernel(x, params, **kwargs)`` after :func:`warn_other_units`: a map of a cube's chunks with its units checked."""
     warn_other_units(params, x)
     return kernel(x, params=params, **kwargs)
+
+
+def checked_inverse(r: np.ndarray, *, params: PPAParams, whiten: bool = False, **kwargs: Any) -> np.ndarray:
+    """:func:`~ppa_xr.core.kernels.inverse` after :func:`warn_other_component_units`: a cube's components, chunk by chunk."""
+    warn_other_component_units(params, r, whiten)
+    return kernels.inverse(r, params, whiten=whiten, **kwargs)
 
 
 def _weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray, floor: float, c: float, spread: float) -> ErrorComparison:

@@ -222,7 +222,7 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
         scores = scores.sortby(dim)
     scores = _one_chunk_along(scores, dim)
     features = model.features_ or FeatureLabels("band")
-    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_,
+    out = features.attach(map_kernel(errors.checked_inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_,
                                          whiten=model.whiten).drop_vars([dim], errors="ignore"))
     out = out.assign_attrs(provenance(model, "inverse transform", k))
     return out.to_dataset(dim=features.dim) if features.variables else out

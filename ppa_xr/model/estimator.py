@@ -556,6 +556,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         _check_component_columns(X, output_names(self, self.params_.n_features), R.shape[1])
         if checks.real_components(R.dtype).kind != "f":
             R = R.astype(np.float64)
+        errors.warn_other_component_units(self.params_, R, self.whiten)
         return kernels.inverse(R, self.params_, whiten=self.whiten)
 
     def jacobian(self, X: Any) -> np.ndarray:
