@@ -308,9 +308,10 @@ def test_stored_numbers_without_their_scale_on_a_model_of_the_values_are_named(t
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_maps_name_values_in_other_units_chunk_by_chunk(tmp_path, seed):
     """The same stored numbers, their scale lost, through the maps that compare nothing: ``transform`` without its
-    check, ``fill``, ``reconstruct``, ``reconstruction_error`` (lazily, on dask's threads: each chunk checks a few of its
-    pixels) and the estimator's ``transform``, ``fill`` and ``reconstruct``. They gave components 4e4 times too large and
-    fills in reflectance beside stored numbers, silently; the fitting scene itself passes without a warning."""
+    check, ``fill``, ``reconstruct``, ``reconstruction_error``, ``score_samples`` (lazily, on dask's threads: each chunk
+    checks a few of its pixels) and the estimator's ``transform``, ``fill``, ``reconstruct``, ``score_samples``. They gave
+    components 4e4 times too large and fills in reflectance beside stored numbers, silently; the fitting scene itself
+    passes without a warning."""
     path = _packed_scene(tmp_path, (2.75e-5,) * 6, (-0.2,) * 6)
     values = rioxarray.open_rasterio(path, mask_and_scale=True, chunks={"x": 80, "y": 80})
     model = values.ppa.fit(n_samples=3000, random_state=seed, degree=2)
@@ -319,7 +320,8 @@ def test_the_maps_name_values_in_other_units_chunk_by_chunk(tmp_path, seed):
     maps = {"transform": lambda cube: cube.ppa.transform(model, n_components=3).compute(),
             "fill": lambda cube: cube.where(cube.band != cube.band[2]).ppa.fill(model).compute(),
             "reconstruct": lambda cube: cube.ppa.reconstruct(model, 3).compute(),
-            "reconstruction_error": lambda cube: cube.ppa.reconstruction_error(model, 3).compute()}
+            "reconstruction_error": lambda cube: cube.ppa.reconstruction_error(model, 3).compute(),
+            "score_samples": lambda cube: cube.ppa.score_samples(model).compute()}
     for name, run in maps.items():
         with pytest.warns(ppa_xr.ShiftWarning, match=r"lie more than 1e\+0[45] times as far from the model's mean as its fitting "
                                                      r"sample's spread.*other units.*cube \* scale_factor \+ add_offset"):
@@ -327,7 +329,8 @@ def test_the_maps_name_values_in_other_units_chunk_by_chunk(tmp_path, seed):
         with warnings.catch_warnings():
             warnings.simplefilter("error", ppa_xr.ShiftWarning)
             run(values)
-    for run in (model.transform, lambda X: model.fill(np.where(np.arange(6) == 2, np.nan, X)), lambda X: model.reconstruct(X, 3)):
+    for run in (model.transform, lambda X: model.fill(np.where(np.arange(6) == 2, np.nan, X)), lambda X: model.reconstruct(X, 3),
+                model.score_samples):
         with pytest.warns(ppa_xr.ShiftWarning, match="other units"):
             run(table)
         with warnings.catch_warnings():
