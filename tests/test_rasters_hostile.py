@@ -361,6 +361,23 @@ def test_components_stored_scaled_are_named_on_their_way_back(tmp_path, seed):
             (stored / 1000).ppa.inverse_transform(model, dim="band").compute()
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_model_is_float64_whatever_precision_it_was_fitted_on(tmp_path, seed):
+    """The raster guide's rule: a float32 cube and its float64 copy fit the same parameters bit for bit, the saved model
+    loads bit for bit, and maps a float64 cube as the float64 fit does (a float32 cube in float32)."""
+    cube = open_landsat8_sample().isel(x=slice(0, 160), y=slice(0, 160)).drop_vars("wavelength")
+    single = cube.astype("float32").where(cube > 0)
+    double = single.astype("float64")
+    m32, m64 = (c.ppa.fit(n_samples=3000, random_state=seed, degree=2) for c in (single, double))
+    for name, array in m64.params_.arrays().items():
+        np.testing.assert_array_equal(m32.params_.arrays()[name], array, err_msg=name)
+    loaded = ppa_xr.load_model(m32.save(tmp_path / "m32.nc"))
+    np.testing.assert_array_equal(double.ppa.transform(loaded, 3).values, double.ppa.transform(m64, 3).values)
+    scores = single.ppa.transform(loaded, 3)
+    assert scores.dtype == np.float32
+    np.testing.assert_array_equal(scores.values, single.ppa.transform(m32, 3).values)
+
+
 def test_a_scale_per_band_is_applied_or_refused(tmp_path):
     path = _packed_scene(tmp_path, (1e-4, 2e-4, 1e-4, 1e-4, 1e-4, 1e-4), (0.0,) * 6)
     with pytest.raises(ValueError, match="mask_and_scale=True"):
