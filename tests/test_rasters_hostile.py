@@ -317,6 +317,10 @@ def test_the_maps_name_values_in_other_units_chunk_by_chunk(tmp_path, seed):
     model = values.ppa.fit(n_samples=3000, random_state=seed, degree=2)
     stored = rioxarray.open_rasterio(path, masked=True, chunks={"x": 80, "y": 80}).assign_attrs(scale_factor=1.0, add_offset=0.0)
     table = stored.ppa.sample(n_samples=500, random_state=seed)
+    crop = {"x": slice(0, 30), "y": slice(0, 30)}  # 900 pixels: too few for the shift check, which then compares nothing
+    small = values.isel(crop).ppa.fit(n_samples=400, random_state=seed, degree=2)
+    with pytest.warns(ppa_xr.ShiftWarning, match=r"lie more than 1e\+0[45] times as far"):
+        stored.isel(crop).ppa.transform(small, n_components=3, check=True).compute()
     maps = {"transform": lambda cube: cube.ppa.transform(model, n_components=3).compute(),
             "fill": lambda cube: cube.where(cube.band != cube.band[2]).ppa.fill(model).compute(),
             "reconstruct": lambda cube: cube.ppa.reconstruct(model, 3).compute(),

@@ -170,10 +170,9 @@ def transform(
     """
     da, dim = model_features(obj, model, dim)
     k = model.n_components_ if n_components is None else model.kept(n_components)
-    if check:
-        warn_on_shift(da, dim, model, k)
+    compared = check and warn_on_shift(da, dim, model, k)
     units = None if model.whiten else _component_units(da, model)  # whitened components have no unit
-    kernel = kernels.forward if check else _checked(kernels.forward)  # the shift check has warned of other units
+    kernel = kernels.forward if compared else _checked(kernels.forward)  # a comparison has checked the units
     out = map_kernel(kernel, da, dim, COMPONENT, k, COMPONENT_NAME, units, params=model.params_, n_components=k, whiten=model.whiten)
     # one long_name for every band: a per-band tuple would not follow a selection (scores.sel(component=[3, 2, 1]) would keep
     # 1, 2, 3); ppa_xr.to_raster numbers the bands from the component coordinate, which does
