@@ -1,6 +1,7 @@
 """Inputs a hostile user tried: each accepted as it should be, or refused with one message that says what and what to do."""
 
 import json
+import warnings
 
 import dask.array as dsa
 import numpy as np
@@ -230,6 +231,24 @@ def test_pooled_cubes_in_other_units_are_refused(small):
         ppa_xr.fit_pooled([metres.assign_attrs(units=per_band), cube, kilometres.assign_attrs(units=("km",) * len(per_band))], degree=1)
     ppa_xr.fit_pooled([metres, (kilometres * 1000).assign_attrs(units="m"), cube], degree=1, random_state=0)
     ppa_xr.fit_pooled([metres, metres.assign_attrs(units=per_band), metres.assign_attrs(units=("",) * len(per_band))], degree=1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pooled_cubes_at_scales_far_apart_are_named(landsat, seed):
+    """A scene's digital numbers (reflectance x 10,000) pooled with another's reflectances, no units declared, were fitted
+    as one population, silently; a dark scene beside a bright one (brightness apart, not spread) passes."""
+    refl = (landsat.isel(band=slice(0, 5)).drop_vars("wavelength").astype("float64") / 10000).where(landsat.isel(band=slice(0, 5)) > 0)
+    refl.attrs = {}
+    left, right = refl.isel(x=slice(0, 160)), refl.isel(x=slice(160, None))
+    with pytest.warns(UserWarning, match=r"cube 2 of 3's values lie [0-9.e+]+ times as far from 0, and spread [0-9.e+]+ times as "
+                                         r"wide, as cube [13]'s.*other units.*cube \* scale_factor \+ add_offset"):
+        ppa_xr.fit_pooled([left, right * 10000, left], degree=1, n_samples=3000, random_state=seed)
+    brightness = np.sqrt((refl**2).sum("band"))
+    dark, bright = refl.where(brightness < brightness.quantile(0.05)), refl.where(brightness > brightness.quantile(0.95))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ppa_xr.fit_pooled([dark, bright], degree=1, n_samples=3000, random_state=seed)
+        ppa_xr.fit_pooled([left, right], degree=1, n_samples=3000, random_state=seed)
 
 
 def test_groups_with_missing_or_unsortable_labels_are_refused():
