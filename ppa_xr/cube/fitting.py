@@ -114,7 +114,9 @@ def fit_pooled(
     One uniform sample of all their valid pixels
     (``ppa_xr.cube.sampling.sample_cubes``: each cube in proportion to
     its valid pixels), spatial blocks as groups, distinct per cube. Every
-    cube must hold the first cube's features (matched by label).
+    cube must hold the first cube's features (matched by label), in the same
+    units: declared other ``units`` are refused, and a cube whose pixels lie at
+    30 times another's scale (digital numbers beside reflectances) warns.
     ``model.sample_.cubes`` records each cube's share, in the given order, so
     reports on any of them hold its fitting pixels out.
 
