@@ -112,7 +112,7 @@ def map_kernel(
 
 def _checked(kernel: Any) -> partial:
     """``kernel`` warning of each chunk whose values lie far beyond the model's fitting sample, in other units
-    (:func:`~ppa_xr.core.errors.warn_other_units`): read by the maps of the cube's values, not of components."""
+    (``ppa_xr.core.errors.warn_other_units``): read by the maps of the cube's values, not of components."""
     return partial(errors.checked_map, kernel)
 
 
@@ -138,7 +138,7 @@ def transform(
     and raises :class:`~ppa_xr.ShiftWarning` when PPA is worse at some
     ``k <= n_components``; :func:`~ppa_xr.cube.evaluate`, the report and the
     command line always check. Without it, each chunk is checked for values in other units as it is mapped (a few of
-    its pixels: :func:`~ppa_xr.core.errors.warn_other_units`), as ``fill`` and ``reconstruct`` check theirs. The
+    its pixels: ``ppa_xr.core.errors.warn_other_units``), as ``fill`` and ``reconstruct`` check theirs. The
     output's attributes record its provenance
     (the model's digest and degrees, k, the ppa_xr version): written as
     netCDF attributes or GeoTIFF tags.

@@ -489,7 +489,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _check_input(self, X: Any, units: bool = True) -> np.ndarray:
         """``X`` as the fitted model takes it, warning where its values lie far beyond the fitting sample's, in other units
-        (:func:`~ppa_xr.core.errors.warn_other_units`).
+        (``ppa_xr.core.errors.warn_other_units``).
 
         Parameters
         ----------
