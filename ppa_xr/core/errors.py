@@ -243,8 +243,8 @@ def warn_other_units(params: PPAParams, x: np.ndarray) -> None:
     ``median_i ||W (x_i - mean)|| / sqrt(sum_j lambda_j) > 30``: the check of units that the maps (``transform``,
     ``fill``, ``reconstruct``, their errors; on a cube, each chunk) run before mapping, where :func:`compare_errors`
     runs it on its sample. A point's missing values count as the mean, points without any are left out; the median
-    leaves a few far pixels (a fire, a cloud) to the maps. The message gives the power of ten, so that a cube's chunks
-    repeat one warning."""
+    leaves a few far pixels (a fire, a cloud) to the maps. The message names the bound, not the chunk's distance, so
+    that a cube's chunks repeat one warning (shown once)."""
     rows = params.inputs(_spaced_rows(x))
     finite = np.isfinite(rows)
     seen = (finite if params.used is None else finite[:, params.used]).any(axis=1)
@@ -280,8 +280,7 @@ def _warn_if_far(energy: np.ndarray, what: str) -> None:
     """The :class:`ShiftWarning` of :func:`warn_other_units` where the median of ``energy`` (squared distances over the
     fitting sample's mean one) exceeds ``UNITS_APART ** 2``."""
     if 2 * np.count_nonzero(energy > UNITS_APART**2) > len(energy) > 0:  # the median beyond, without sorting
-        apart = float(np.sqrt(np.median(energy)))
-        checks.warn_user(_units_message(f"more than {10.0 ** np.floor(np.log10(apart)):.0e} times", what), ShiftWarning)
+        checks.warn_user(_units_message(f"more than {UNITS_APART:.0f} times", what), ShiftWarning)
 
 
 def checked_map(kernel: Callable[..., np.ndarray], x: np.ndarray, *, params: PPAParams, **kwargs: Any) -> np.ndarray:

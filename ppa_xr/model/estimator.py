@@ -496,7 +496,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
             Samples; rows with NaN or inf are kept (every map gives them NaN).
         units : bool
-            Check their units (``evaluate`` checks them on every row, :func:`~ppa_xr.core.errors.compare_errors`).
+            Check their units (``evaluate`` checks them on every row, ``ppa_xr.core.errors.compare_errors``).
 
         Returns
         -------
