@@ -61,3 +61,24 @@ def test_a_rearranged_fitting_cube_warns_that_its_fitting_pixels_count_as_held_o
             moved.ppa.evaluate(model, n_samples=None)
         with pytest.warns(UserWarning, match="holds a pixel of the model's fitting sample, but not where"):
             moved.ppa.information_report(model)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_reversed_fitting_scene_is_named_with_the_flip_that_restores_it(seed):
+    """The fitting scene sorted the other way up (``sortby('y')``, a file read bottom-up) or flipped along x: the record
+    of its fitting pixels is by position, so evaluate, the report and the shift check drew fitted pixels as held out,
+    silently (a T-mode draw finds the fitting sample's witness by chance only). The witness, looked for at its mirrored
+    places, names the dims reversed and the isel that restores the cube; another scene on the grid passes."""
+    cube = open_landsat8_sample(chunks={"x": 160, "y": 160})
+    model = cube.ppa.fit(degree=1, n_samples=20_000, random_state=seed)
+    for flipped, dims in ((cube.sortby("y"), "'y'"), (cube.isel(x=slice(None, None, -1)), "'x'"),
+                          (cube.isel(y=slice(None, None, -1), x=slice(None, None, -1)), "'y' and 'x'")):
+        for measure in (lambda c: c.ppa.evaluate(model, max_chunks=2), lambda c: c.ppa.transform(model, 2, check=True)):
+            with pytest.warns(UserWarning, match=f"fitting cube with {dims} reversed since the fit.*cube.isel\\("):
+                measure(flipped)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        cube.ppa.evaluate(model, max_chunks=2)
+        (cube * 1.01).ppa.evaluate(model, max_chunks=2)  # another scene on the same grid
+        restored = cube.sortby("y").isel(y=slice(None, None, -1))
+        assert restored.ppa.evaluate(model, max_chunks=2).attrs["n_pixels"] == cube.ppa.evaluate(model, max_chunks=2).attrs["n_pixels"]

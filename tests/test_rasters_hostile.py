@@ -305,6 +305,104 @@ def test_stored_numbers_without_their_scale_on_a_model_of_the_values_are_named(t
         assert ppa_xr.core.errors.compare_errors(model.params_, stored.ppa.sample(n_samples=500)).spread > 1e4
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_maps_name_values_in_other_units_chunk_by_chunk(tmp_path, seed):
+    """The same stored numbers, their scale lost, through the maps that compare nothing: ``transform`` without its
+    check, ``fill``, ``reconstruct``, ``reconstruction_error``, ``score_samples`` (lazily, on dask's threads: each chunk
+    checks a few of its pixels) and the estimator's ``transform``, ``fill``, ``reconstruct``, ``score_samples``. They gave
+    components 4e4 times too large and fills in reflectance beside stored numbers, silently; the fitting scene itself
+    passes without a warning."""
+    path = _packed_scene(tmp_path, (2.75e-5,) * 6, (-0.2,) * 6)
+    values = rioxarray.open_rasterio(path, mask_and_scale=True, chunks={"x": 80, "y": 80})
+    model = values.ppa.fit(n_samples=3000, random_state=seed, degree=2)
+    stored = rioxarray.open_rasterio(path, masked=True, chunks={"x": 80, "y": 80}).assign_attrs(scale_factor=1.0, add_offset=0.0)
+    table = stored.ppa.sample(n_samples=500, random_state=seed)
+    crop = {"x": slice(0, 30), "y": slice(0, 30)}  # 900 pixels: too few for the shift check, which then compares nothing
+    small = values.isel(crop).ppa.fit(n_samples=400, random_state=seed, degree=2)
+    with pytest.warns(ppa_xr.ShiftWarning, match=r"lie more than 30 times as far"):
+        stored.isel(crop).ppa.transform(small, n_components=3, check=True).compute()
+    maps = {"transform": lambda cube: cube.ppa.transform(model, n_components=3).compute(),
+            "fill": lambda cube: cube.where(cube.band != cube.band[2]).ppa.fill(model).compute(),
+            "reconstruct": lambda cube: cube.ppa.reconstruct(model, 3).compute(),
+            "reconstruction_error": lambda cube: cube.ppa.reconstruction_error(model, 3).compute(),
+            "score_samples": lambda cube: cube.ppa.score_samples(model).compute()}
+    for name, run in maps.items():
+        with pytest.warns(ppa_xr.ShiftWarning, match=r"lie more than 30 times as far from the model's mean as its fitting "
+                                                     r"sample's spread.*other units.*cube \* scale_factor \+ add_offset"):
+            run(stored)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ppa_xr.ShiftWarning)
+            run(values)
+    for run in (model.transform, lambda X: model.fill(np.where(np.arange(6) == 2, np.nan, X)), lambda X: model.reconstruct(X, 3),
+                model.score_samples):
+        with pytest.warns(ppa_xr.ShiftWarning, match="other units"):
+            run(table)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ppa_xr.ShiftWarning)
+            run(values.ppa.sample(n_samples=500, random_state=seed + 10))
+
+
+def test_the_commands_that_compare_nothing_name_values_in_other_units(tmp_path, capsys):
+    """``ppa-xr fill`` and ``ppa-xr inverse`` wrote a fill of stored numbers on a model of reflectances, and components
+    x 1,000 inverted as given, without a word; each says so once (one line, not one per chunk)."""
+    from ppa_xr.cli import main
+
+    path = _packed_scene(tmp_path, (2.75e-5,) * 6, (-0.2,) * 6)
+    values = rioxarray.open_rasterio(path, mask_and_scale=True)
+    model = values.ppa.fit(n_samples=3000, random_state=0, degree=2)
+    model.save(tmp_path / "m.nc")
+    stored = rioxarray.open_rasterio(path, masked=True)
+    stored.attrs, stored.encoding = {}, {}
+    stored.rio.write_nodata(np.nan, encoded=False).rio.to_raster(tmp_path / "stored.tif")  # the scale lost
+    ppa_xr.to_raster((values.ppa.transform(model, 3) * 1000).fillna(-32768), tmp_path / "scores.tif", dtype="int16", nodata=-32768)
+    capsys.readouterr()
+    for command, what in ((["fill", "stored.tif", "m.nc", "filled.tif", "--chunks", "40", "--match-bands", "position"], "values"),
+                          (["inverse", "scores.tif", "m.nc", "back.tif", "--chunks", "40"], "components")):
+        assert main([str(tmp_path / a) if a.endswith((".tif", ".nc")) else a for a in command]) == 0
+        err = capsys.readouterr().err
+        assert err.count(f"ShiftWarning: these {what} lie more than") == 1, err
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_components_stored_scaled_are_named_on_their_way_back(tmp_path, seed):
+    """Components written as integers x 1,000 (a GeoTIFF of int16) and read back as stored went through
+    ``inverse_transform`` as components 1,000 times larger, far from the cube, silently; the cube's and the estimator's
+    inverse say so, a model's own components (whitened or not) pass."""
+    path = _packed_scene(tmp_path, (2.75e-5,) * 6, (-0.2,) * 6)
+    values = rioxarray.open_rasterio(path, mask_and_scale=True, chunks={"x": 80, "y": 80})
+    for whiten in (False, True):
+        model = values.ppa.fit(n_samples=3000, random_state=seed, degree=2, whiten=whiten)
+        scores = values.ppa.transform(model, n_components=3)
+        ppa_xr.to_raster((scores * 1000).fillna(-32768), tmp_path / f"scores{whiten}.tif", dtype="int16", nodata=-32768)
+        stored = rioxarray.open_rasterio(tmp_path / f"scores{whiten}.tif", masked=True, chunks={"x": 80, "y": 80})
+        table = scores.stack(pixel=("y", "x")).transpose("pixel", "component").values
+        for back in (lambda: stored.ppa.inverse_transform(model, dim="band").compute(), lambda: model.inverse_transform(table * 1000)):
+            with pytest.warns(ppa_xr.ShiftWarning, match=r"these components lie more than 30 times as far.*scores / 1000"):
+                back()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ppa_xr.ShiftWarning)
+            scores.ppa.inverse_transform(model).compute()
+            model.inverse_transform(table)
+            (stored / 1000).ppa.inverse_transform(model, dim="band").compute()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_model_is_float64_whatever_precision_it_was_fitted_on(tmp_path, seed):
+    """The raster guide's rule: a float32 cube and its float64 copy fit the same parameters bit for bit, the saved model
+    loads bit for bit, and maps a float64 cube as the float64 fit does (a float32 cube in float32)."""
+    cube = open_landsat8_sample().isel(x=slice(0, 160), y=slice(0, 160)).drop_vars("wavelength")
+    single = cube.astype("float32").where(cube > 0)
+    double = single.astype("float64")
+    m32, m64 = (c.ppa.fit(n_samples=3000, random_state=seed, degree=2) for c in (single, double))
+    for name, array in m64.params_.arrays().items():
+        np.testing.assert_array_equal(m32.params_.arrays()[name], array, err_msg=name)
+    loaded = ppa_xr.load_model(m32.save(tmp_path / "m32.nc"))
+    np.testing.assert_array_equal(double.ppa.transform(loaded, 3).values, double.ppa.transform(m64, 3).values)
+    scores = single.ppa.transform(loaded, 3)
+    assert scores.dtype == np.float32
+    np.testing.assert_array_equal(scores.values, single.ppa.transform(m32, 3).values)
+
+
 def test_a_scale_per_band_is_applied_or_refused(tmp_path):
     path = _packed_scene(tmp_path, (1e-4, 2e-4, 1e-4, 1e-4, 1e-4, 1e-4), (0.0,) * 6)
     with pytest.raises(ValueError, match="mask_and_scale=True"):

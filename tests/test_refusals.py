@@ -1,6 +1,7 @@
 """Inputs a hostile user tried: each accepted as it should be, or refused with one message that says what and what to do."""
 
 import json
+import warnings
 
 import dask.array as dsa
 import numpy as np
@@ -232,6 +233,24 @@ def test_pooled_cubes_in_other_units_are_refused(small):
     ppa_xr.fit_pooled([metres, metres.assign_attrs(units=per_band), metres.assign_attrs(units=("",) * len(per_band))], degree=1)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pooled_cubes_at_scales_far_apart_are_named(landsat, seed):
+    """A scene's digital numbers (reflectance x 10,000) pooled with another's reflectances, no units declared, were fitted
+    as one population, silently; a dark scene beside a bright one (brightness apart, not spread) passes."""
+    refl = (landsat.isel(band=slice(0, 5)).drop_vars("wavelength").astype("float64") / 10000).where(landsat.isel(band=slice(0, 5)) > 0)
+    refl.attrs = {}
+    left, right = refl.isel(x=slice(0, 160)), refl.isel(x=slice(160, None))
+    with pytest.warns(UserWarning, match=r"cube 2 of 3's values lie [0-9.e+]+ times as far from 0, and spread [0-9.e+]+ times as "
+                                         r"wide, as cube [13]'s.*other units.*cube \* scale_factor \+ add_offset"):
+        ppa_xr.fit_pooled([left, right * 10000, left], degree=1, n_samples=3000, random_state=seed)
+    brightness = np.sqrt((refl**2).sum("band"))
+    dark, bright = refl.where(brightness < brightness.quantile(0.05)), refl.where(brightness > brightness.quantile(0.95))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ppa_xr.fit_pooled([dark, bright], degree=1, n_samples=3000, random_state=seed)
+        ppa_xr.fit_pooled([left, right], degree=1, n_samples=3000, random_state=seed)
+
+
 def test_groups_with_missing_or_unsortable_labels_are_refused():
     """NaN group labels were held out as one group, silently; None or mixed labels failed in numpy's sort."""
     import pandas as pd
@@ -271,6 +290,25 @@ def test_dates_and_complex_numbers_as_feature_values_are_refused_with_the_number
                            ((cube * 1e9).astype("int64").astype("datetime64[ns]"), r"datetime64\[ns\]: convert them")):
         with pytest.raises(TypeError, match=f"feature values must be numeric \\(real numbers: int, float or bool\\), got dtype {advice}"):
             values.ppa.transform(model)
+
+
+def test_integers_beyond_two_to_the_53_are_refused_where_float64_would_round_them(curved):
+    """64-bit integers above 2**53 (counts, ids, nanosecond times as numbers) became float64 with their last digits
+    rounded away (2**60 + 1000 as 2**60 + 1024), silently; integers float64 holds exactly pass, however large."""
+    import pandas as pd
+
+    model = PPA(degree=2, configuration="fixed").fit(curved)
+    big = (curved * 1e3).astype(np.int64) + 2**60
+    frame = pd.DataFrame(curved, columns=list("abcd")).assign(b=big[:, 1])
+    nullable = frame.assign(b=pd.array(big[:, 1], dtype="Int64")).astype({"b": "Int64"})
+    nullable.loc[3, "b"] = pd.NA
+    for call in (lambda: PPA().fit(big), lambda: model.transform(big), lambda: model.fill(big), lambda: PPA().fit(big.astype(np.uint64)),
+                 lambda: PPA().fit(frame), lambda: PPA().fit(nullable), lambda: model.transform(-big)):
+        with pytest.raises(ValueError, match=r"integers up to \d+ \(beyond 2\*\*53.*Subtract a reference first.*astype\('float64'\)"):
+            call()
+    exact = (curved * 1e3).astype(np.int64) * 2**10 + 2**60  # multiples of 2**10: float64 holds them exactly
+    assert PPA(degree=1).fit(exact).mean_.shape == (4,)
+    np.testing.assert_allclose(PPA(degree=1).fit((curved * 1e3).astype(np.int64)).mean_, (curved * 1e3).astype(np.int64).mean(axis=0), rtol=1e-12)
 
 
 def test_a_table_as_a_labelled_dataarray_is_read_by_its_labels(curved):

@@ -87,6 +87,21 @@ def real_number_advice(kind: str, name: str) -> str:
                 kind, f"where they are numbers written as text, {name}.astype('float64')")
 
 
+def exact_in_float64(values: np.ndarray, name: str) -> None:
+    """Refuse 64-bit integers that float64, which every map computes in, does not hold exactly: beyond ``2**53``
+    (9.0e15) their last digits would be rounded away (a count of 2**60 + 1000 read as 2**60 + 1024), silently."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iu" or values.dtype.itemsize < 8 or not values.size:
+        return
+    top = max(int(values.max()), -int(values.min()))
+    if top <= 2**53 or np.array_equal(values.astype(np.float64).astype(values.dtype), values):
+        return
+    raise ValueError(f"{name} holds integers up to {top} (beyond 2**53, 9.0e15), which float64 cannot hold exactly: their "
+                     f"last digits would be rounded away. Subtract a reference first, the same from every table the model maps (e.g. "
+                     f"the fitting table's minimum, {name} - X_fit.min(axis=0)), or "
+                     f"where the rounding is meant, give floats: {name}.astype('float64')")
+
+
 def components_or_share(what: str) -> Check:
     """A count of components (:func:`integer`, >= 1) or a share of the variance to keep, a float in (0, 1) (scikit-learn's
     PCA: ``0.95`` keeps the fewest leading components whose variances sum to 95% of the total)."""

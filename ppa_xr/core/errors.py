@@ -21,8 +21,10 @@ at most ``LEVEL`` of the time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +39,8 @@ LEVEL = 0.05
 ALLOWANCE = 0.01
 #: rows this many times as far from the model's mean as its fitting sample's spread (RMS) are taken as in other units
 UNITS_APART = 30.0
+#: rows the maps' units check reads per call (per chunk of a cube), evenly spaced: enough for their median
+UNITS_ROWS = 256
 
 
 class ShiftWarning(UserWarning):
@@ -219,14 +223,84 @@ def _spread(params: PPAParams, energy: float) -> float:
     """:attr:`ErrorComparison.spread` of rows of mean energy ``energy`` about the model's mean (in its fit space), with a
     :class:`ShiftWarning` where it exceeds :data:`UNITS_APART`: the stored numbers of a packed file (reflectance x 10,000)
     on a model of its values, or kilometres on a model of metres, compared as if in the model's units."""
-    spread = float(np.sqrt(energy / max(float(np.sum(params.pca_variance)), np.finfo(float).tiny)))
+    spread = float(np.sqrt(energy / _fitted_energy(params)))
     if spread > UNITS_APART:
-        checks.warn_user(
-            f"these values lie {spread:.3g} times as far from the model's mean as its fitting sample's spread (RMS): are they in "
-            "other units or another scale than the values it was fitted on? A file's stored numbers beside its unpacked "
-            "values (reflectance x 10,000) read alike where both are opened the same way (mask_and_scale=True, or the "
-            "scale_factor and add_offset attributes left on), or unpack them: cube * scale_factor + add_offset", ShiftWarning)
+        checks.warn_user(_units_message(f"{spread:.3g} times"), ShiftWarning)
     return spread
+
+
+def _fitted_energy(params: PPAParams) -> float:
+    """``sum_j lambda_j``: the fitting sample's mean squared distance from the model's mean, in its fit space."""
+    return max(float(np.sum(params.pca_variance)), np.finfo(float).tiny)
+
+
+def _units_message(apart: str, what: str = "values") -> str:
+    """The :class:`ShiftWarning` text of values (or components) ``apart`` times as far as the fitting sample's spread."""
+    advice = ("are they in other units or another scale than the values it was fitted on? A file's stored numbers beside "
+              "its unpacked values (reflectance x 10,000) read alike where both are opened the same way (mask_and_scale=True, "
+              "or the scale_factor and add_offset attributes left on), or unpack them: cube * scale_factor + add_offset"
+              ) if what == "values" else (
+              "are they the components this model's transform gave, as it gave them? Undo any scaling they were stored with "
+              "(scores / 1000 for components written as integers x 1,000; scores * scale_factor + add_offset for packed ones)")
+    return f"these {what} lie {apart} as far from the model's mean as its fitting sample's spread (RMS): {advice}"
+
+
+def warn_other_units(params: PPAParams, x: np.ndarray) -> None:
+    """:class:`ShiftWarning` where the median of up to :data:`UNITS_ROWS` evenly spaced points of ``x`` (``...`` x d)
+    lies more than :data:`UNITS_APART` times the fitting sample's spread from the model's mean,
+    ``median_i ||W (x_i - mean)|| / sqrt(sum_j lambda_j) > 30``: the check of units that the maps (``transform``,
+    ``fill``, ``reconstruct``, their errors; on a cube, each chunk) run before mapping, where :func:`compare_errors`
+    runs it on its sample. A point's missing values count as the mean, points without any are left out; the median
+    leaves a few far pixels (a fire, a cloud) to the maps. The message names the bound, not the chunk's distance, so
+    that a cube's chunks repeat one warning (shown once)."""
+    rows = params.inputs(_spaced_rows(x))
+    finite = np.isfinite(rows)
+    seen = (finite if params.used is None else finite[:, params.used]).any(axis=1)
+    z = params.to_fit_space(np.where(finite, rows, params.mean)[seen])
+    _warn_if_far(np.einsum("ij,ij->i", z, z) / _fitted_energy(params), "values")
+
+
+def warn_other_component_units(params: PPAParams, r: np.ndarray, whiten: bool = False) -> None:
+    """:func:`warn_other_units` of components ``r`` (``...`` x k) on their way back (``inverse_transform``): the median of
+    ``sum_j r_j^2 / sum_j lambda_j`` over ``j < k`` (``r_j sqrt(lambda_j)`` where whitened), against the fitting
+    sample's, about 1: components written scaled (x 1,000 into integers) and read back as they were stored."""
+    rows = _spaced_rows(r)
+    k = rows.shape[1]
+    variance = np.maximum(params.explained_variance[:k], np.finfo(np.float64).tiny)
+    rows = rows * np.sqrt(variance) if whiten else rows
+    finite = np.isfinite(rows)
+    seen = finite.any(axis=1)
+    rows = np.where(finite, rows, 0.0)[seen]
+    _warn_if_far(np.einsum("ij,ij->i", rows, rows) / float(np.sum(variance)), "components")
+
+
+def _spaced_rows(x: np.ndarray) -> np.ndarray:
+    """Up to :data:`UNITS_ROWS` evenly spaced points of ``x`` (``...`` x d) as float64 rows: only these gathered, never
+    the whole chunk."""
+    x = np.asarray(x).reshape(-1, np.shape(x)[-1]) if np.ndim(x) < 2 else np.asarray(x)  # one point: one row
+    shape = x.shape[:-1]
+    n = int(np.prod(shape))
+    m = min(n, UNITS_ROWS)
+    return x[np.unravel_index(np.arange(m, dtype=np.intp) * n // max(m, 1), shape)].astype(np.float64)
+
+
+def _warn_if_far(energy: np.ndarray, what: str) -> None:
+    """The :class:`ShiftWarning` of :func:`warn_other_units` where the median of ``energy`` (squared distances over the
+    fitting sample's mean one) exceeds ``UNITS_APART ** 2``."""
+    if 2 * np.count_nonzero(energy > UNITS_APART**2) > len(energy) > 0:  # the median beyond, without sorting
+        checks.warn_user(_units_message(f"more than {UNITS_APART:.0f} times", what), ShiftWarning)
+
+
+def checked_map(kernel: Callable[..., np.ndarray], x: np.ndarray, *, params: PPAParams, **kwargs: Any) -> np.ndarray:
+    """``kernel(x, params, **kwargs)`` after :func:`warn_other_units`: a map of a cube's chunks with its units checked."""
+    warn_other_units(params, x)
+    return kernel(x, params=params, **kwargs)
+
+
+def checked_inverse(r: np.ndarray, *, params: PPAParams, whiten: bool = False, **kwargs: Any) -> np.ndarray:
+    """:func:`~ppa_xr.core.kernels.inverse` after :func:`warn_other_component_units`: a cube's components, chunk by chunk."""
+    warn_other_component_units(params, r, whiten)
+    return kernels.inverse(r, params, whiten=whiten, **kwargs)
 
 
 def _weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray, floor: float, c: float, spread: float) -> ErrorComparison:

@@ -9,6 +9,7 @@ import numpy as np
 import xarray as xr
 
 from ..core.checks import warn_user
+from ..core.errors import UNITS_APART
 from ..core.fill import check_missing
 from ..core.spec import RANDOM_STATE, Spec, check_names
 from ..model.labels import FeatureLabels, check_matrix_labels, shown
@@ -113,7 +114,9 @@ def fit_pooled(
     One uniform sample of all their valid pixels
     (``ppa_xr.cube.sampling.sample_cubes``: each cube in proportion to
     its valid pixels), spatial blocks as groups, distinct per cube. Every
-    cube must hold the first cube's features (matched by label).
+    cube must hold the first cube's features (matched by label), in the same
+    units: declared other ``units`` are refused, and a cube whose pixels lie at
+    30 times another's scale (digital numbers beside reflectances) warns.
     ``model.sample_.cubes`` records each cube's share, in the given order, so
     reports on any of them hold its fitting pixels out.
 
@@ -167,6 +170,7 @@ def fit_pooled(
         declared = declared.replace(noise_cov=noise_covariance(pooled.along, d))
     _check_noise_variances(declared.noise_cov, features, dim)
     _check_two_pixels(len(pooled.values), n_samples, len(arrays))
+    _warn_scales_apart(pooled, len(arrays))
     row_weights = None if weights is None else pooled.weights(arrays, dim, weights)
     from ..model import PPA
 
@@ -222,6 +226,30 @@ def _check_same_units(arrays: list[xr.DataArray]) -> None:
             raise ValueError(f"cube {i + 1} of {n} is in units {units!r} and cube {first[0] + 1} in {first[1]!r}: pooled pixels must be in "
                              "one unit (a fit of both would be a map of neither); convert one first (e.g. scene * 1000 with "
                              ".assign_attrs(units='m')), or give them the same units attribute where they name the same unit")
+
+
+def _warn_scales_apart(pooled: Any, n: int) -> None:
+    """Warn where one cube's sampled pixels lie both farther from 0 (their median norm) and wider spread (RMS about their
+    mean) than another's by more than ``UNITS_APART`` (30) times: digital numbers (reflectance x 10,000) beside
+    reflectances, or km beside m, with no units declared to tell (:func:`_check_same_units`). Pooled, they are fitted as
+    one population, silently. Both must differ: a dark scene beside a bright one differs in one."""
+    sizes, spreads = np.full(n, np.nan), np.full(n, np.nan)
+    for c in range(n):
+        rows = pooled.values[pooled.cube == c]
+        rows = rows[np.isfinite(rows).all(axis=1)]
+        if len(rows) > 1:
+            sizes[c] = np.median(np.sqrt(np.einsum("ij,ij->i", rows, rows)))
+            spreads[c] = np.sqrt(np.mean(np.einsum("ij,ij->i", rows - rows.mean(axis=0), rows - rows.mean(axis=0))))
+    seen = np.flatnonzero((sizes > 0) & (spreads > 0))
+    if len(seen) < 2:
+        return
+    low, high = seen[np.argmin(sizes[seen])], seen[np.argmax(sizes[seen])]
+    if sizes[high] > UNITS_APART * sizes[low] and spreads[high] > UNITS_APART * spreads[low]:
+        warn_user(f"cube {high + 1} of {n}'s values lie {sizes[high] / sizes[low]:.3g} times as far from 0, and spread "
+                  f"{spreads[high] / spreads[low]:.3g} times as wide, as cube {low + 1}'s: are they in other units or another "
+                  "scale (digital numbers beside reflectances, km beside m, a file's scale_factor lost)? Pooled, they are fitted "
+                  "as one population; bring them to one scale first (e.g. cube * scale_factor + add_offset, or open both with "
+                  "mask_and_scale=True), and declare their units (a 'units' attribute) so that fit_pooled can check them", UserWarning)
 
 
 def _units_of(da: xr.DataArray) -> Any:

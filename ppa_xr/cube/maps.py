@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from .._version import VERSION
-from ..core import kernels, likelihood
+from ..core import errors, kernels, likelihood
 from ..core.fill import fill as fill_kernel
 from ..core.checks import check_components, real_components
 from ..core.docstrings import shared
@@ -110,6 +110,12 @@ def map_kernel(
     return _copy_geo(da, xr.DataArray(data, dims=dims, coords=coords, attrs=attrs, name=da.name))
 
 
+def _checked(kernel: Any) -> partial:
+    """``kernel`` warning of each chunk whose values lie far beyond the model's fitting sample, in other units
+    (``ppa_xr.core.errors.warn_other_units``): read by the maps of the cube's values, not of components."""
+    return partial(errors.checked_map, kernel)
+
+
 def _mapped_chunks(block: partial, da: xr.DataArray, axis: int, size: int | None) -> Any:
     """``block`` over the dask chunks of ``da``: the axis becomes ``size`` long (None: dropped), declared as the
     floating dtype the kernels compute (:func:`~ppa_xr.core.kernels.computed_dtype`: integer components invert to floats)."""
@@ -131,7 +137,9 @@ def transform(
     pixels from at most ``ppa_xr.cube.shift.CHECK_CHUNKS`` chunks, read now)
     and raises :class:`~ppa_xr.ShiftWarning` when PPA is worse at some
     ``k <= n_components``; :func:`~ppa_xr.cube.evaluate`, the report and the
-    command line always check. The output's attributes record its provenance
+    command line always check. Without it, each chunk is checked for values in other units as it is mapped (a few of
+    its pixels: ``ppa_xr.core.errors.warn_other_units``), as ``fill`` and ``reconstruct`` check theirs. The
+    output's attributes record its provenance
     (the model's digest and degrees, k, the ppa_xr version): written as
     netCDF attributes or GeoTIFF tags.
 
@@ -162,10 +170,10 @@ def transform(
     """
     da, dim = model_features(obj, model, dim)
     k = model.n_components_ if n_components is None else model.kept(n_components)
-    if check:
-        warn_on_shift(da, dim, model, k)
+    compared = check and warn_on_shift(da, dim, model, k)
     units = None if model.whiten else _component_units(da, model)  # whitened components have no unit
-    out = map_kernel(kernels.forward, da, dim, COMPONENT, k, COMPONENT_NAME, units, params=model.params_, n_components=k, whiten=model.whiten)
+    kernel = kernels.forward if compared else _checked(kernels.forward)  # a comparison has checked the units
+    out = map_kernel(kernel, da, dim, COMPONENT, k, COMPONENT_NAME, units, params=model.params_, n_components=k, whiten=model.whiten)
     # one long_name for every band: a per-band tuple would not follow a selection (scores.sel(component=[3, 2, 1]) would keep
     # 1, 2, 3); ppa_xr.to_raster numbers the bands from the component coordinate, which does
     out = out.assign_coords({COMPONENT: np.arange(1, k + 1)}).rename(_name(obj, "ppa")).assign_attrs(provenance(model, "components", k))
@@ -213,7 +221,7 @@ def inverse_transform(scores: xr.DataArray | xr.Dataset, model: PPA, dim: Hashab
         scores = scores.sortby(dim)
     scores = _one_chunk_along(scores, dim)
     features = model.features_ or FeatureLabels("band")
-    out = features.attach(map_kernel(kernels.inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_,
+    out = features.attach(map_kernel(errors.checked_inverse, scores, dim, features.dim, d, "PPA inverse transform", common_units(scores), params=model.params_,
                                          whiten=model.whiten).drop_vars([dim], errors="ignore"))
     out = out.assign_attrs(provenance(model, "inverse transform", k))
     return out.to_dataset(dim=features.dim) if features.variables else out
@@ -239,7 +247,7 @@ def reconstruct(obj: xr.DataArray | xr.Dataset, model: PPA, n_components: int | 
     """
     da, dim = model_features(obj, model, dim)
     k = model.kept(n_components)
-    out = map_kernel(kernels.reconstruct, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
+    out = map_kernel(_checked(kernels.reconstruct), da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     out = (model.features_ or FeatureLabels(dim)).attach(out).rename(_name(obj, "reconstruction")).assign_attrs(provenance(model, "reconstruction", k))
     return as_given(obj, out, dim)
 
@@ -266,7 +274,7 @@ def reconstruction_error(obj: xr.DataArray | xr.Dataset, model: PPA, n_component
     da, dim = model_features(obj, model, dim)
     k = model.kept(n_components)
     name = f"squared reconstruction error summed over bands, {k} PPA components"
-    out = map_kernel(kernels.squared_error, da, dim, None, 0, name, squared_units(da, model), params=model.params_, n_components=k)
+    out = map_kernel(_checked(kernels.squared_error), da, dim, None, 0, name, squared_units(da, model), params=model.params_, n_components=k)
     return out.rename(_name(obj, "reconstruction_error")).assign_attrs(provenance(model, "squared reconstruction error", k))
 
 
@@ -297,7 +305,7 @@ def score_samples(obj: xr.DataArray | xr.Dataset, model: PPA, dim: Hashable | No
     da, dim = model_features(obj, model, dim)
     likelihood.check_density(model.params_)
     k = model.n_components_
-    out = map_kernel(likelihood.log_likelihood, da, dim, None, 0, f"log-likelihood under the PPA model ({k} components), nats", None,
+    out = map_kernel(_checked(likelihood.log_likelihood), da, dim, None, 0, f"log-likelihood under the PPA model ({k} components), nats", None,
                      params=model.params_, n_components=k, n_effective=getattr(model, "n_effective_", None))
     return out.rename(_name(obj, "log_likelihood")).assign_attrs(provenance(model, "log-likelihood", k))
 
@@ -336,7 +344,7 @@ def fill(
     """
     da, dim = model_features(obj, model, dim)
     k = None if n_components is None else model.kept(n_components)
-    out = map_kernel(fill_kernel, da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
+    out = map_kernel(_checked(fill_kernel), da, dim, dim, model.n_features_in_, None, params=model.params_, n_components=k)
     kept = model.params_.n_features if k is None else k
     labels = {name: coord for name, coord in da.coords.items() if dim in coord.dims}  # the cube's own, in the model's order
     filled = as_given(obj, out.assign_coords(labels).rename(_name(obj, "filled")).assign_attrs(provenance(model, "fill", kept)), dim)

@@ -11,6 +11,7 @@ the smallest keys of the union are a uniform sample of all their pixels.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -112,10 +113,41 @@ def fitted_shares(da: xr.DataArray, dim: Hashable, sample: FitSample | None) -> 
     return tuple(share for share in shares if share.witness is None or _witness_holds(da, dim, pixel_dims, share.witness))
 
 
-def _witness_holds(da: xr.DataArray, dim: Hashable, pixel_dims: list, witness: tuple[int, str]) -> bool:
-    position = np.unravel_index(witness[0], [da.sizes[d] for d in pixel_dims])
+def _warn_reversed(da: xr.DataArray, dim: Hashable, sample: FitSample | None, held: tuple[PixelSample, ...]) -> None:
+    """Warn where a share of the fitting sample not recognised on this cube (:func:`fitted_shares`) has its witness pixel
+    mirrored along some pixel dims (:func:`_witness_reversed`): the fitting cube reversed since the fit (``sortby('y')``),
+    whose fitting pixels a T-mode draw would count as held out, silently (its draw finds the witness by chance only:
+    :func:`witnessed`)."""
+    pixel_dims = [d for d in da.dims if d != dim]
+    for share in sample.of_shape(tuple(da.sizes[d] for d in pixel_dims)) if sample is not None else ():
+        if share not in held and (reversed_dims := _witness_reversed(da, dim, pixel_dims, share.witness)):
+            flip = ", ".join(f"{d}=slice(None, None, -1)" for d in reversed_dims)
+            named = " and ".join(repr(str(d)) for d in reversed_dims)
+            warn_user(f"this cube is the model's fitting cube with {named} reversed since the fit (a sortby, or a file "
+                      "read the other way up): the record of its fitting pixels is by position, so they would count as held "
+                      f"out and the estimate lean towards the fit. Pass it as fitted: cube.isel({flip})", UserWarning)
+
+
+def _witness_holds(da: xr.DataArray, dim: Hashable, pixel_dims: list, witness: tuple[int, str], reverse: tuple[bool, ...] = ()) -> bool:
+    """Whether the pixel at the witness's place (counted from the end along the dims ``reverse`` marks) holds its values."""
+    sizes = [da.sizes[d] for d in pixel_dims]
+    position = [n - 1 - i if back else i for i, n, back in zip(np.unravel_index(witness[0], sizes), sizes, reverse or (False,) * len(sizes))]
     values = np.asarray(da.isel(dict(zip(pixel_dims, map(int, position)))).transpose(dim).values)
     return same_row(values, witness[1])  # gaps and all: a sample with gaps (missing="fill") has witnesses with NaN
+
+
+def _witness_reversed(da: xr.DataArray, dim: Hashable, pixel_dims: list, witness: tuple[int, str] | None) -> list[Hashable]:
+    """The pixel dims along which the cube holds the witness pixel mirrored (a flip of ``y``, of ``x``, or both; at most
+    3 dims, 7 pixels read), or none: the fitting cube reversed since the fit, whose fitting pixels a record by position
+    would not find."""
+    if witness is None or not 0 < len(pixel_dims) <= 3:
+        return []
+    position = np.unravel_index(witness[0], [da.sizes[d] for d in pixel_dims])
+    movable = [i != da.sizes[d] - 1 - i for i, d in zip(position, pixel_dims)]  # a middle pixel stays put
+    for reverse in itertools.product((False, True), repeat=len(pixel_dims)):
+        if any(reverse) and all(m or not r for m, r in zip(movable, reverse)) and _witness_holds(da, dim, pixel_dims, witness, reverse):
+            return [d for d, r in zip(pixel_dims, reverse) if r]
+    return []
 
 
 def _smallest(keys: np.ndarray, n: int) -> np.ndarray:
@@ -257,7 +289,10 @@ class Fitted:
     def of(cls, da: xr.DataArray, dim: Hashable, model: PPA) -> Fitted:
         """The record of ``model``'s fitting sample on the cube ``da`` (features along ``dim``); the shares' witness pixels
         are read now."""
-        return cls(fitted_shares(da, dim, model.sample_), witnessed(model.sample_, model.params_.s_mode))
+        shares = fitted_shares(da, dim, model.sample_)
+        if not model.params_.s_mode:  # an S-mode draw holds every sample, witnesses too (_warn_moved)
+            _warn_reversed(da, dim, model.sample_, shares)
+        return cls(shares, witnessed(model.sample_, model.params_.s_mode))
 
     def held_out(self, da: xr.DataArray, dim: Hashable, n_samples: int | None, random_state: int | None, max_chunks: int | None = None,
                  default: int = DEFAULT_SAMPLES) -> Sample:

@@ -100,9 +100,9 @@ def evaluate(
     )
 
 
-def warn_on_shift(da: xr.DataArray, dim: Hashable, model: PPA, k: int) -> None:
+def warn_on_shift(da: xr.DataArray, dim: Hashable, model: PPA, k: int) -> bool:
     """:class:`~ppa_xr.ShiftWarning` when PPA is worse than its PCA at some ``k' <= k`` on a quick held-out sample
-    (silent where too few pixels are held out to tell)."""
+    (silent where too few pixels are held out to tell); whether it compared them (and so checked their units)."""
     fitted = Fitted.of(da, dim, model)
     sample = fitted.held_out(da, dim, CHECK_SAMPLES, 0, CHECK_CHUNKS)
     if message := fitted.without_complete_pixels(da, dim, sample, 0, CHECK_CHUNKS):
@@ -112,3 +112,5 @@ def warn_on_shift(da: xr.DataArray, dim: Hashable, model: PPA, k: int) -> None:
         message = errors.shift_message(comparison, k, f"{comparison.n} pixels checked")
         if message:
             warn_user(message, errors.ShiftWarning)
+        return True
+    return False

@@ -487,13 +487,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             pca.feature_names_in_ = self.feature_names_in_
         return pca
 
-    def _check_input(self, X: Any) -> np.ndarray:
-        """``X`` as the fitted model takes it.
+    def _check_input(self, X: Any, units: bool = True) -> np.ndarray:
+        """``X`` as the fitted model takes it, warning where its values lie far beyond the fitting sample's, in other units
+        (``ppa_xr.core.errors.warn_other_units``).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Samples; rows with NaN or inf are kept (every map gives them NaN).
+        units : bool
+            Check their units (``evaluate`` checks them on every row, ``ppa_xr.core.errors.compare_errors``).
 
         Returns
         -------
@@ -507,7 +510,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                              f"cube.ppa.transform(model) (likewise inverse_transform, reconstruct, fill, score_samples)")
         if hasattr(X, "dims") and self.features_ and self.features_.dim in X.dims:  # a table of labelled features: by label
             X = self.features_.select(X.transpose(..., self.features_.dim), self.n_features_in_)
-        return validate_data(self, _real_numbers(X), reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)
+        X = validate_data(self, _real_numbers(X), reset=False, dtype=[np.float64, np.float32], ensure_all_finite=False)
+        if units:
+            errors.warn_other_units(self.params_, X)
+        return X
 
     def transform(self, X: Any) -> np.ndarray:
         """PPA coordinates of ``X``.
@@ -550,6 +556,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         _check_component_columns(X, output_names(self, self.params_.n_features), R.shape[1])
         if checks.real_components(R.dtype).kind != "f":
             R = R.astype(np.float64)
+        errors.warn_other_component_units(self.params_, R, self.whiten)
         return kernels.inverse(R, self.params_, whiten=self.whiten)
 
     def jacobian(self, X: Any) -> np.ndarray:
@@ -655,7 +662,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             wins), its standard error, ``low()`` its lower confidence bound and ``worse_at()`` the k where PPA is
             worse beyond sampling noise.
         """
-        X, complete = self._complete_rows(X)
+        X, complete = self._complete_rows(X, units=False)  # compare_errors checks the units of every complete row
         weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
         return errors.compare_errors(self.params_, X[complete], weights=weights)
 
@@ -706,16 +713,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         float
             The (weighted) mean log density in nats.
         """
-        X, complete = self._complete_rows(X)
+        X, complete = self._complete_rows(X, units=False)  # score_samples checks them
         weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
         if weights is not None and not weights.any():
             raise ValueError("every complete row (no NaN or inf) has sample_weight 0: nothing to average; give some of them a weight")
         return float(np.average(self.score_samples(X[complete]), weights=weights))
 
-    def _complete_rows(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """``X`` checked, and which of its rows are complete: every input the model reads finite (a reduced model's
-        dropped inputs, such as land cells, are not gaps)."""
-        X = self._check_input(X)
+    def _complete_rows(self, X: Any, units: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """``X`` checked (its units too, unless ``units`` is False), and which of its rows are complete: every input the
+        model reads finite (a reduced model's dropped inputs, such as land cells, are not gaps)."""
+        X = self._check_input(X, units)
         complete = np.isfinite(self.params_.inputs(X)).all(axis=1)
         if not complete.any():
             raise ValueError(f"none of the {len(X)} rows is complete (every one has NaN or inf where the model reads it): "
@@ -1095,7 +1102,18 @@ def _real_numbers(X: Any) -> Any:
         raise ValueError(f"Complex data not supported: X must hold real numbers; {checks.real_number_advice('c', 'X')}")
     if timed := sorted(dtype_kinds & set("mM")):  # "M" (dates) before "m" (durations)
         raise TypeError(f"X must hold real numbers, and it holds dates or durations: {checks.real_number_advice(timed[0], 'X')}")
+    for column in _integer_columns(X) if dtype_kinds & set("iu") else ():  # beyond 2**53, float64 rounds their last digits
+        checks.exact_in_float64(column, "X")
     return _unmasked(X)
+
+
+def _integer_columns(X: Any) -> list[np.ndarray]:
+    """The integers of a table: a DataFrame's integer columns (pandas' nullable ones too, their NA as 0), or the
+    array itself."""
+    if not hasattr(X, "select_dtypes"):
+        return [np.asarray(X)]
+    return [X[c].to_numpy(dtype=np.dtype(getattr(X[c].dtype, "numpy_dtype", X[c].dtype)), na_value=0)
+            for c in X.select_dtypes("integer").columns]
 
 
 def _scales_differ(std: np.ndarray) -> bool:
