@@ -661,7 +661,9 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams],
     (linear_rows, linear_drawn, linear_params), (curved_rows, curved_drawn, curved_params) = phases
     check = _check(x, work, held, curved_params, linear_params, weights)
     rows, drawn, params = (linear_rows, linear_drawn, linear_params) if check.worse else (curved_rows, curved_drawn, curved_params)
-    rows[held], drawn[held] = x[held], x[held]
+    if held.any():  # refilled with the held-out values back: each gap conditioned on all of its row's observed values
+        rows = fill(x, params).astype(np.float64)
+        drawn = _scattered(rows, ~finite, params.cast(np.dtype(np.float64)), rng)
     return rows, drawn, params, check
 
 

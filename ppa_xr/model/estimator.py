@@ -945,6 +945,8 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
     if max(declared.candidates) > 1 and not check.worse:
         X, filled, drawn, groups, weights = _fewest_gaps(finite, X, filled, drawn, groups, weights)
         filled, drawn = refilled(X, filled, drawn, lambda rows, draw: fit(rows, False, groups, weights, draw))
+    else:  # a linear map: fitted on the drawn rows, E[x x^T | x_o] = x_hat x_hat^T + Sigma_mm|o (EM's covariance)
+        filled = drawn
     return filled.astype(X.dtype, copy=False), groups, weights, check.worse, drawn
 
 
