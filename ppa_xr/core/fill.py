@@ -619,7 +619,9 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams],
     error, the linear phase's rows and model are returned, the curved phase's
     otherwise (on the eo-learn NDVI series the curve's fill has 1.06-1.11 times
     the linear one's squared error on held-out values, +-0.02, and 1.09-1.16
-    times on values hidden under clouds). The rows returned hold the held-out values again. Observed values are never changed.
+    times on values hidden under clouds). The rows returned hold the held-out values again, their gaps refilled
+    with them and drawn again (filled without them, their rows' other gaps gave the fit of the linear
+    model's smallest output up to 3x the complete data's variance). Observed values are never changed.
 
     Parameters
     ----------
@@ -661,7 +663,9 @@ def fit_with_gaps(x: np.ndarray, fit: Callable[[np.ndarray, bool], PPAParams],
     (linear_rows, linear_drawn, linear_params), (curved_rows, curved_drawn, curved_params) = phases
     check = _check(x, work, held, curved_params, linear_params, weights)
     rows, drawn, params = (linear_rows, linear_drawn, linear_params) if check.worse else (curved_rows, curved_drawn, curved_params)
-    rows[held], drawn[held] = x[held], x[held]
+    if held.any():  # refilled with the held-out values back: each gap conditioned on all of its row's observed values
+        rows = fill(x, params).astype(np.float64)
+        drawn = _scattered(rows, ~finite, params.cast(np.dtype(np.float64)), rng)
     return rows, drawn, params, check
 
 

@@ -916,8 +916,10 @@ def _complete(X: np.ndarray, groups: Any, weights: np.ndarray | None) -> tuple[n
 def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declared: Spec,
                  features: FeatureLabels | None = None) -> tuple[np.ndarray, Any, np.ndarray | None, bool | None, np.ndarray | None]:
     """``missing="fill"``: the rows with at least one observed value, their gaps filled by the EM-style loop of
-    :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype;
-    for a curved map only those with the fewest gaps (:func:`~ppa_xr.core.fill.fewest_gaps`, what it is fitted on; a
+    :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype:
+    for a linear map (degree 1, or the curves' fill worse) with the fill's posterior draw added, EM's
+    ``E[x x^T | x_o] = x_hat x_hat^T + Sigma_mm|o`` (on the fill alone its outputs' variances were 2-10 standard errors
+    low); for a curved map the fill itself on only those with the fewest gaps (:func:`~ppa_xr.core.fill.fewest_gaps`, what it is fitted on; a
     linear map is fitted on every row, EM-PCA's fixed point), their gaps refilled by the map they give
     (:func:`~ppa_xr.core.fill.refilled`); whether the curves' fill was worse beyond noise on
     observed values held out of the loop (then the rows are the linear phase's, the model is fitted linear, and a
@@ -952,6 +954,8 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
     if max(declared.candidates) > 1 and not check.worse:
         X, filled, drawn, groups, weights = _fewest_gaps(finite, X, filled, drawn, groups, weights)
         filled, drawn = refilled(X, filled, drawn, lambda rows, draw: fit(rows, False, groups, weights, draw))
+    else:  # a linear map: fitted on the drawn rows (EM's covariance)
+        filled = drawn
     return filled.astype(X.dtype, copy=False), groups, weights, check.worse, drawn
 
 
