@@ -636,6 +636,48 @@ def test_the_training_moments_from_the_fits_covariances_are_the_rows_moments(see
     assert checked >= 6  # curved steps in most of the six fits
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_half_fit_carries_the_eigenbasis_it_turns_to_and_the_truncations_take_it_as_their_pca(seed):
+    """A fit that carries its covariances carries them in the eigenbasis it turns to for its next steps (the sample's, and
+    the residual's after each curved step but a last one), the fit itself unchanged bit for bit; the held-out
+    measurement takes that eigenbasis as each truncation's PCA instead of decomposing the carried moments again: it
+    is the PCA of the rows' moments to within the two's rounding bounds, plain or robust, standardized or not,
+    weighted or not."""
+    X = make_curved_mixture(4000, n_bands=12, anomalies=0.01, random_state=seed).data * 1e3
+    weights = np.random.default_rng(seed).uniform(0.5, 2.0, len(X))
+    read = 0
+    for options in ({}, {"robust": True}, {"standardize": True}):
+        for w in (None, weights):
+            spec = PPA(configuration="fixed", **options)._get_spec()
+            fitted = core_fit(X, spec, rng=np.random.default_rng(seed), weights=w, carry=2**30)
+            plain = core_fit(X, spec, rng=np.random.default_rng(seed), weights=w)
+            for name, value in plain.params.arrays().items():
+                np.testing.assert_array_equal(fitted.params.arrays()[name], value)
+            params, curved = fitted.params, fitted.params.curved_steps()
+            for step, lead in zip(fitted.carried, [0] + [p + 1 for p in curved]):
+                if lead == X.shape[1] - 1:  # no step follows: no turn
+                    continue
+                assert step.values is not None and np.all(np.diff(step.values) <= 0)
+                np.testing.assert_array_equal(step.cov, np.diag(step.values))
+                np.testing.assert_allclose(step.frame.T @ step.frame, np.eye(len(step.values)), atol=1e-12)
+            rows = candidates.Groups(X, None if w is None else checks.row_weights(w, len(X)), np.array([0, len(X)]))
+            carried = candidates._Carried(params, fitted.carried, float(rows.counts[0]), lambda: rows)
+            moments = candidates._Moments(params, rows, curved)
+            for lead in [0] + [p + 1 for p in curved if p + 1 < X.shape[1] - 1]:
+                if lead:
+                    carried.correct(lead - 1)
+                    moments.correct(lead - 1)
+                assert lead in carried.axes
+                values, vectors = carried.principal(lead)
+                block = moments.moments[0, lead:, lead:]
+                bound = carried.rounding(lead)[0] + moments.rounding(lead)[0]
+                np.testing.assert_allclose(vectors.T @ vectors, np.eye(len(values)), atol=1e-12)
+                assert np.linalg.norm(block @ vectors - vectors * values, 2) <= bound
+                assert np.max(np.abs(values - candidates._principal(moments, lead)[0])) <= bound
+                read += 1
+    assert read >= 12
+
+
 def _carrying(rows, groups, rng, weights, unit, robust=False, max_curved=None, carry=2**30):
     """:func:`_overfitting`'s fits, with the covariances they carry (the default's half fits) within ``carry`` values."""
     spec = PPA(robust=True, configuration="fixed") if robust else PPA(degree=5, configuration="fixed")

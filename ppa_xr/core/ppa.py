@@ -93,12 +93,15 @@ class Carried:
     step), ``cov = frame^T (sum w z z^T / n) frame`` for the sample's residuals ``z`` (zero mean: every step's
     least squares has a constant; ``w`` the weights at mean 1); ``reference``, the trace of the covariance last
     computed from the rows, which its downdates' rounding scales with; ``unit``, the fit space's length in the
-    parameters' units (:meth:`_Start.finish`: outputs ``r = unit A z``)."""
+    parameters' units (:meth:`_Start.finish`: outputs ``r = unit A z``). ``values``: where given, the ``frame`` is
+    the covariance's eigenbasis, ``cov = diag(values)`` (descending): the eigendecomposition the fit made to turn to
+    its next axes, which the validation's truncations read as their PCA instead of making it again."""
 
     frame: np.ndarray | None
     cov: np.ndarray
     reference: float
     unit: float
+    values: np.ndarray | None = None
 
 
 def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
@@ -240,7 +243,7 @@ def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1, 
     res = Residual.start(begun.sample(), 0 if folds is None else int(folds.bounds[-1]), values, axes)
     loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root,
                  _threads_for(res.Z, threads), shrink_outputs=shrink_outputs,
-                 carried=[Carried(None, start.cov, float(np.trace(start.cov)), start.unit)] if carry else None, carry=carry)
+                 carried=[Carried(axes, np.diag(values), float(np.trace(start.cov)), start.unit, values)] if carry else None, carry=carry)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
     return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total), tuple(loop.carried or ()))
@@ -489,8 +492,17 @@ class _Loop:
             if self.carry < 0:  # more than the caller would hold: none kept
                 self.carried = None
             else:
-                self.carried.append(Carried(self.res.frame.copy(), self.res.cov.copy(), float(self.reference), self.carried[0].unit))
+                self.carried.append(self._carried(self.carried[0].unit))
         return curved
+
+    def _carried(self, unit: float) -> Carried:
+        """The residual's covariance after a curved step, in its eigenbasis where the next block along the principal
+        axes turns to it anyway (more steps follow, PCA-led, no search): the same turn, made now and kept."""
+        res, values = self.res, None
+        if len(self.steps) < self.d - 1 and self.strategy.is_pca and not self.searching:
+            res.to_principal_axes()
+            values = np.diagonal(res.cov).copy()
+        return Carried(res.frame.copy(), res.cov.copy(), float(self.reference), unit, values)
 
 
 def _held_out_cost(resid: np.ndarray, e: np.ndarray, degree: int, folds: Folds, designs_of: Designs) -> float:
