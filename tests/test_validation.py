@@ -501,6 +501,28 @@ def test_a_fit_from_a_shared_start_is_the_fit_from_scratch(heavy_tailed, weighte
                 np.testing.assert_array_equal(getattr(shared, name), getattr(alone, name))
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_later_sample_of_a_shared_start_is_made_again_in_the_first_ones_array(heavy_tailed, weighted):
+    """The sample a start makes again for a later fit (the robust half fit after the plain one) is made in the array the
+    first fit took and overwrote (memory already mapped: no page faults of a fresh array), the same values as a fresh
+    start's, standardized or not, weighted or not; a float32 table or a noise-whitened fit gets the same values in
+    a new array."""
+    from ppa_xr.core.ppa import begin
+
+    weights = np.random.default_rng(3).uniform(0.5, 2.0, len(heavy_tailed)) if weighted else None
+    noise = np.diag(np.linspace(0.5, 2.0, heavy_tailed.shape[1]))
+    for X, base, reused in ((heavy_tailed, {}, True), (heavy_tailed, {"standardize": True}, True),
+                            (heavy_tailed.astype(np.float32), {}, False), (heavy_tailed, {"noise_cov": noise}, False)):
+        spec = PPA(configuration="fixed", **base)._get_spec()
+        begun = begin(X, spec, groups=None, rng=np.random.default_rng(7), weights=weights)
+        fresh = begin(X, spec, groups=None, rng=np.random.default_rng(7), weights=weights).sample()
+        first = begun.sample()
+        first[:] = np.nan  # what the first fit leaves in it
+        again = begun.sample()
+        assert (again is first) == reused
+        np.testing.assert_array_equal(again, fresh)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 3])
 def test_the_plain_and_robust_half_fits_share_their_start(monkeypatch, selections, seed):
     """Where the robust family joins (30 bands, 1% anomalies: at seeds 0, 1, 3 of 0-4), its half-size fit starts

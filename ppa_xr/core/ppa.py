@@ -189,7 +189,8 @@ class Begun:
     rows' ``order`` and square-root weights, the start (:class:`_Start`), the eigendecomposition of its
     covariance, and the sample ``Z`` it made, until a fit takes it. Fits of the same rows ``X`` that differ
     only in their steps' options (``robust``, ``max_curved``) share it (the plain and robust half-size fits
-    of the whole-fit validation): the first takes ``Z``, a later one makes it again without its covariance."""
+    of the whole-fit validation): the first takes ``Z``, a later one, once the first is done, makes it again without
+    its covariance, into the same array (``spare``: its memory already mapped, no page faults of a fresh array)."""
 
     X: np.ndarray
     spec: Spec
@@ -200,11 +201,16 @@ class Begun:
     values: np.ndarray
     vectors: np.ndarray
     Z: np.ndarray | None
+    spare: np.ndarray | None = None
 
     def sample(self) -> np.ndarray:
-        """The sample for a fit, which overwrites it: the one the start made, then the same made again."""
+        """The sample for a fit, which overwrites it: the one the start made, then the same made again in its array
+        (a fit takes it after the last fit of this start is done)."""
         Z, self.Z = self.Z, None
-        return self.start.sample(self.X, self.order, self.spec, self.root) if Z is None else Z
+        if Z is None:
+            return self.start.sample(self.X, self.order, self.spec, self.root, self.spare)
+        self.spare = Z
+        return Z
 
 
 def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.random.Generator, weights: np.ndarray | None,
@@ -354,9 +360,11 @@ class _Start:
             return cls(cov / np.outer(feature_scale, feature_scale), whitening @ mean, 1.0, whitening, feature_scale), Z
         return cls(cov, mean / factor, _checked_spread(float(factor), len(mean), "(pass standardize=True, or divide the data by a constant)"), None), Z
 
-    def sample(self, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None) -> np.ndarray:
-        """``Z`` of :meth:`of` again, by the same operations (bit for bit), without its covariance."""
-        Z, _, factor = _centred(X, order, spec.standardize, root)
+    def sample(self, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None,
+               out: np.ndarray | None = None) -> np.ndarray:
+        """``Z`` of :meth:`of` again, by the same operations (bit for bit), without its covariance; in ``out`` where
+        given (:func:`_centred`)."""
+        Z, _, factor = _centred(X, order, spec.standardize, root, out=out)
         if self.whitening is not None and spec.noise_cov is not None:
             Z = Z @ (self.whitening * factor).T
             Z /= self.unit
@@ -590,13 +598,18 @@ def _checked_spread(unit: float, d: int, advice: str) -> float:
 
 
 def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False, root: np.ndarray | None = None,
-             threads: int = 1) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
+             threads: int = 1, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
     """``Z = (X[order] - mean) / f``, a new float64 array, with ``mean`` and ``f``: a :func:`~ppa_xr.core.linalg.power_of_two`
     near the largest deviation, so the fit runs on O(1) values, exactly scaled (no under/overflow at 1e-200 or 1e200).
     ``per_feature`` (standardizing fits): one power of two per feature, so a feature at 1e-150 beside one
     at 1e150 keeps its values (their variances are computed apart). With ``root`` (the square roots of the
     rows' weights, mean weight 1, in the order of ``order``), the mean is weighted and each row is scaled by
-    its root: ``Z^T Z`` is then the weighted scatter."""
+    its root: ``Z^T Z`` is then the weighted scatter. ``out``: an array of ``Z``'s shape that the rows in their
+    ``order`` are taken into where ``X`` is float64, the same values in it."""
+    if order is not None and out is not None and X.dtype == np.float64 and out.shape == (len(order), X.shape[1]):
+        Z = np.take(X, order, axis=0, out=out, mode="clip")  # "raise" would take into a temporary first
+        mean = Z.mean(axis=0) if root is None else (root**2 @ Z) / len(Z)
+        return _scaled(Z, mean, per_feature, root)
     if order is None and root is None and not per_feature and X.flags.c_contiguous:
         return _centred_rows(X, threads)
     if order is None and root is None and not per_feature:  # the copy is the centring, which finds the spread as it goes
@@ -611,7 +624,16 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
     else:
         Z = (X if order is None else np.take(X, order, axis=0)).astype(np.float64, copy=order is None)
         mean = Z.mean(axis=0) if root is None else (root**2 @ Z) / len(Z)
-        Z -= mean
+        return _scaled(Z, mean, per_feature, root)
+    factor = power_of_two(np.maximum(Z.max(axis=0), -Z.min(axis=0)) if per_feature else max(Z.max(), -Z.min()))
+    Z *= 1 / factor
+    return Z, mean, factor if per_feature else factor[()]
+
+
+def _scaled(Z: np.ndarray, mean: np.ndarray, per_feature: bool, root: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
+    """:func:`_centred`'s rows ``Z`` (float64, overwritten) less their ``mean``, divided by the power of two near their
+    largest deviation (per feature where ``per_feature``), each times its ``root``."""
+    Z -= mean
     factor = power_of_two(np.maximum(Z.max(axis=0), -Z.min(axis=0)) if per_feature else max(Z.max(), -Z.min()))
     Z *= 1 / factor
     if root is not None:
