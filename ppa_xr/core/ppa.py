@@ -363,8 +363,11 @@ class _Start:
     def sample(self, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None,
                out: np.ndarray | None = None) -> np.ndarray:
         """``Z`` of :meth:`of` again, by the same operations (bit for bit), without its covariance; in ``out`` where
-        given (:func:`_centred`)."""
-        Z, _, factor = _centred(X, order, spec.standardize, root, out=out)
+        given where it can hold them (:func:`_centred_into`)."""
+        if out is not None and order is not None and X.dtype == np.float64 and out.shape == (len(order), X.shape[1]):
+            Z, _, factor = _centred_into(out, X, order, spec.standardize, root)
+        else:
+            Z, _, factor = _centred(X, order, spec.standardize, root)
         if self.whitening is not None and spec.noise_cov is not None:
             Z = Z @ (self.whitening * factor).T
             Z /= self.unit
@@ -598,18 +601,13 @@ def _checked_spread(unit: float, d: int, advice: str) -> float:
 
 
 def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False, root: np.ndarray | None = None,
-             threads: int = 1, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
+             threads: int = 1) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
     """``Z = (X[order] - mean) / f``, a new float64 array, with ``mean`` and ``f``: a :func:`~ppa_xr.core.linalg.power_of_two`
     near the largest deviation, so the fit runs on O(1) values, exactly scaled (no under/overflow at 1e-200 or 1e200).
     ``per_feature`` (standardizing fits): one power of two per feature, so a feature at 1e-150 beside one
     at 1e150 keeps its values (their variances are computed apart). With ``root`` (the square roots of the
     rows' weights, mean weight 1, in the order of ``order``), the mean is weighted and each row is scaled by
-    its root: ``Z^T Z`` is then the weighted scatter. ``out``: an array of ``Z``'s shape that the rows in their
-    ``order`` are taken into where ``X`` is float64, the same values in it."""
-    if order is not None and out is not None and X.dtype == np.float64 and out.shape == (len(order), X.shape[1]):
-        Z = np.take(X, order, axis=0, out=out, mode="clip")  # "raise" would take into a temporary first
-        mean = Z.mean(axis=0) if root is None else (root**2 @ Z) / len(Z)
-        return _scaled(Z, mean, per_feature, root)
+    its root: ``Z^T Z`` is then the weighted scatter."""
     if order is None and root is None and not per_feature and X.flags.c_contiguous:
         return _centred_rows(X, threads)
     if order is None and root is None and not per_feature:  # the copy is the centring, which finds the spread as it goes
@@ -622,17 +620,23 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
         mean = X.mean(axis=0, dtype=np.float64)
         Z = np.subtract(X, mean, dtype=np.float64)
     else:
-        Z = (X if order is None else np.take(X, order, axis=0)).astype(np.float64, copy=order is None)
-        mean = Z.mean(axis=0) if root is None else (root**2 @ Z) / len(Z)
-        return _scaled(Z, mean, per_feature, root)
+        return _scaled((X if order is None else np.take(X, order, axis=0)).astype(np.float64, copy=order is None), per_feature, root)
     factor = power_of_two(np.maximum(Z.max(axis=0), -Z.min(axis=0)) if per_feature else max(Z.max(), -Z.min()))
     Z *= 1 / factor
     return Z, mean, factor if per_feature else factor[()]
 
 
-def _scaled(Z: np.ndarray, mean: np.ndarray, per_feature: bool, root: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
-    """:func:`_centred`'s rows ``Z`` (float64, overwritten) less their ``mean``, divided by the power of two near their
-    largest deviation (per feature where ``per_feature``), each times its ``root``."""
+def _centred_into(out: np.ndarray, X: np.ndarray, order: np.ndarray, per_feature: bool = False,
+                  root: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
+    """:func:`_centred` of the float64 rows ``X`` in their ``order``, taken into ``out`` (their shape): the same values,
+    in memory already mapped."""
+    return _scaled(np.take(X, order, axis=0, out=out, mode="clip"), per_feature, root)  # "raise" takes into a temporary first
+
+
+def _scaled(Z: np.ndarray, per_feature: bool, root: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
+    """:func:`_centred`'s rows ``Z`` (float64, overwritten) less their mean (weighted by ``root`` squared), divided by
+    the power of two near their largest deviation (per feature where ``per_feature``), each times its ``root``."""
+    mean = Z.mean(axis=0) if root is None else (root**2 @ Z) / len(Z)
     Z -= mean
     factor = power_of_two(np.maximum(Z.max(axis=0), -Z.min(axis=0)) if per_feature else max(Z.max(), -Z.min()))
     Z *= 1 / factor
