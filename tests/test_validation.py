@@ -523,6 +523,17 @@ def test_a_later_sample_of_a_shared_start_is_made_again_in_the_first_ones_array(
         np.testing.assert_array_equal(again, fresh)
 
 
+def test_a_half_fit_measured_from_its_rows_keeps_no_spare_array(heavy_tailed):
+    """A half-size fit that carries its covariances keeps its sample's array for the robust fit's sample; one beyond its
+    budget of carried values (its truncations measured from its rows' states) keeps none: the rows' states would
+    sit beside it."""
+    spec = PPA(configuration="fixed")._get_spec()
+    for carry, kept in ((2**30, True), (100, False)):
+        starts = candidates._Starts()
+        fitted = candidates._half_fit(starts, heavy_tailed, spec, None, np.random.default_rng(7), None, carry)
+        assert bool(fitted.carried) == kept and (starts.begun.spare is not None) == kept
+
+
 @pytest.mark.parametrize("seed", [0, 1, 3])
 def test_the_plain_and_robust_half_fits_share_their_start(monkeypatch, selections, seed):
     """Where the robust family joins (30 bands, 1% anomalies: at seeds 0, 1, 3 of 0-4), its half-size fit starts

@@ -983,6 +983,18 @@ def carried_values(shape: tuple[int, int]) -> int:
     return max(int(CARRY * shape[0] * shape[1]), CARRY_FLOOR)
 
 
+def _half_fit(starts: _Starts, rows: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator,
+              weights: np.ndarray | None, carry: int) -> Fitted:
+    """A half-size fit of ``rows`` from the ``starts``' start, carrying its covariances within ``carry`` values. Where it
+    carries none (its truncations are measured from its rows, whose states would sit beside the array), the start
+    keeps no spare array for a later fit's sample (:class:`~ppa_xr.core.ppa.Begun`)."""
+    begun = starts.of(rows, spec, groups, rng, weights)
+    fitted = fit(rows, spec, begun=begun, carry=carry)
+    if not fitted.carried:
+        begun.spare = None
+    return fitted
+
+
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
                  progress: Progress | None = None, weights: np.ndarray | None = None,
                  shrink_outputs: bool = False) -> tuple[Fitted, Choice]:
@@ -1014,7 +1026,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             noise = None if declared.noise_cov is None else declared.noise_cov / unit / unit
             spec = declared.replace(leading="pca", noise_cov=noise, **configuration)
             # the residual covariances it carries (the held-out measurement's training side) within CARRY of its rows' values
-            return fit(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights), carry=carried_values(rows.shape))
+            return _half_fit(starts, rows, spec, row_groups, child, row_weights, carried_values(rows.shape))
 
         # the cores the load leaves (read before the fits hold one BLAS thread): the held-out measurement's two sides
         # run side by side on as many Python threads, each product on one BLAS thread
