@@ -44,8 +44,9 @@ import numpy as np
 from common import machine
 
 from ppa_xr import PPA
-from ppa_xr.core import candidates, ppa, shrink, steps
+from ppa_xr.core import candidates, ppa, shrink, steps, ties
 from ppa_xr.datasets.synthetic import make_curved_mixture
+from ppa_xr.model import estimator
 
 FAMILY = {False: "plain", True: "robust"}
 #: (module or class, attribute, stage name or a function of the call's arguments giving it)
@@ -61,6 +62,8 @@ STAGES = [
     (steps.Residual, "advance", "advance"), (steps.Residual, "to_principal_axes", "principal"),
     (ppa, "_degree_choices", "degrees"), (ppa._Loop, "_rotation", "rotation"), (ppa, "_compose", "compose"),
     (shrink, "choose", "shrink.choose"), (shrink, "shrunk", "shrink.shrunk"), (shrink, "with_marginals", "with_marginals"),
+    (shrink, "tied", "tied"), (ties, "_squares", "tie squares"), (ties, "tied_runs", "tied runs"),
+    (candidates, "fit_selected", "candidates.fit_selected"), (estimator, "fit_selected", "shrink.fit_selected"),
 ]
 
 

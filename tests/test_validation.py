@@ -502,6 +502,39 @@ def test_a_fit_from_a_shared_start_is_the_fit_from_scratch(heavy_tailed, weighte
                 np.testing.assert_array_equal(getattr(shared, name), getattr(alone, name))
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_later_sample_of_a_shared_start_is_made_again_in_the_first_ones_array(heavy_tailed, weighted):
+    """The sample a start makes again for a later fit (the robust half fit after the plain one) is made in the array the
+    first fit took and overwrote (memory already mapped: no page faults of a fresh array), the same values as a fresh
+    start's, standardized or not, weighted or not; a float32 table or a noise-whitened fit gets the same values in
+    a new array."""
+    from ppa_xr.core.ppa import begin
+
+    weights = np.random.default_rng(3).uniform(0.5, 2.0, len(heavy_tailed)) if weighted else None
+    noise = np.diag(np.linspace(0.5, 2.0, heavy_tailed.shape[1]))
+    for X, base, reused in ((heavy_tailed, {}, True), (heavy_tailed, {"standardize": True}, True),
+                            (heavy_tailed.astype(np.float32), {}, False), (heavy_tailed, {"noise_cov": noise}, False)):
+        spec = PPA(configuration="fixed", **base)._get_spec()
+        begun = begin(X, spec, groups=None, rng=np.random.default_rng(7), weights=weights)
+        fresh = begin(X, spec, groups=None, rng=np.random.default_rng(7), weights=weights).sample()
+        first = begun.sample()
+        first[:] = np.nan  # what the first fit leaves in it
+        again = begun.sample()
+        assert (again is first) == reused
+        np.testing.assert_array_equal(again, fresh)
+
+
+def test_a_half_fit_measured_from_its_rows_keeps_no_spare_array(heavy_tailed):
+    """A half-size fit that carries its covariances keeps its sample's array for the robust fit's sample; one beyond its
+    budget of carried values (its truncations measured from its rows' states) keeps none: the rows' states would
+    sit beside it."""
+    spec = PPA(configuration="fixed")._get_spec()
+    for carry, kept in ((2**30, True), (100, False)):
+        starts = candidates._Starts()
+        fitted = candidates._half_fit(starts, heavy_tailed, spec, None, np.random.default_rng(7), None, carry)
+        assert bool(fitted.carried) == kept and (starts.begun.spare is not None) == kept
+
+
 @pytest.mark.parametrize("seed", [0, 1, 3])
 def test_the_plain_and_robust_half_fits_share_their_start(monkeypatch, selections, seed):
     """Where the robust family joins (30 bands, 1% anomalies: at seeds 0, 1, 3 of 0-4), its half-size fit starts
@@ -652,6 +685,48 @@ def test_the_training_moments_from_the_fits_covariances_are_the_rows_moments(see
                 # and the bound is not vacuous: far below the sample's moments (the scale the rows' rounding has)
                 assert bound < 1e-9 * size
     assert checked >= 6  # curved steps in most of the six fits
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_half_fit_carries_the_eigenbasis_it_turns_to_and_the_truncations_take_it_as_their_pca(seed):
+    """A fit that carries its covariances carries them in the eigenbasis it turns to for its next steps (the sample's, and
+    the residual's after each curved step but a last one), the fit itself unchanged bit for bit; the held-out
+    measurement takes that eigenbasis as each truncation's PCA instead of decomposing the carried moments again: it
+    is the PCA of the rows' moments to within the two's rounding bounds, plain or robust, standardized or not,
+    weighted or not."""
+    X = make_curved_mixture(4000, n_bands=12, anomalies=0.01, random_state=seed).data * 1e3
+    weights = np.random.default_rng(seed).uniform(0.5, 2.0, len(X))
+    read = 0
+    for options in ({}, {"robust": True}, {"standardize": True}):
+        for w in (None, weights):
+            spec = PPA(configuration="fixed", **options)._get_spec()
+            fitted = core_fit(X, spec, rng=np.random.default_rng(seed), weights=w, carry=2**30)
+            plain = core_fit(X, spec, rng=np.random.default_rng(seed), weights=w)
+            for name, value in plain.params.arrays().items():
+                np.testing.assert_array_equal(fitted.params.arrays()[name], value)
+            params, curved = fitted.params, fitted.params.curved_steps()
+            for step, lead in zip(fitted.carried, [0] + [p + 1 for p in curved]):
+                if lead == X.shape[1] - 1:  # no step follows: no turn
+                    continue
+                assert step.values is not None and np.all(np.diff(step.values) <= 0)
+                np.testing.assert_array_equal(step.cov, np.diag(step.values))
+                np.testing.assert_allclose(step.frame.T @ step.frame, np.eye(len(step.values)), atol=1e-12)
+            rows = candidates.Groups(X, None if w is None else checks.row_weights(w, len(X)), np.array([0, len(X)]))
+            carried = candidates._Carried(params, fitted.carried, float(rows.counts[0]), lambda: rows)
+            moments = candidates._Moments(params, rows, curved)
+            for lead in [0] + [p + 1 for p in curved if p + 1 < X.shape[1] - 1]:
+                if lead:
+                    carried.correct(lead - 1)
+                    moments.correct(lead - 1)
+                assert lead in carried.axes
+                values, vectors = carried.principal(lead)
+                block = moments.moments[0, lead:, lead:]
+                bound = carried.rounding(lead)[0] + moments.rounding(lead)[0]
+                np.testing.assert_allclose(vectors.T @ vectors, np.eye(len(values)), atol=1e-12)
+                assert np.linalg.norm(block @ vectors - vectors * values, 2) <= bound
+                assert np.max(np.abs(values - candidates._principal(moments, lead)[0])) <= bound
+                read += 1
+    assert read >= 12
 
 
 def _carrying(rows, groups, rng, weights, unit, robust=False, max_curved=None, carry=2**30):

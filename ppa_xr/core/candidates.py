@@ -127,12 +127,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.linalg
 
 from . import basis, blas, checks
 from .degrees import PSEUDO_GROUPS, Folds, upper_quantile
 from .errors import ALLOWANCE, LEVEL
-from .linalg import PANEL, power_of_two, spread_about, unit_mean
+from .linalg import PANEL, eigenbasis, power_of_two, spread_about, unit_mean
 from .params import PPAParams
 from .ppa import Fit as Fitted
 from .ppa import Begun, Carried, Progress, begin, fit
@@ -407,16 +406,31 @@ class _Carried:
     def __init__(self, params: PPAParams, carried: tuple[Carried, ...], weight: float, rows: Callable[[], Groups]) -> None:
         self.params, self.carried, self.weight, self.rows = params, {-1: carried[0]}, weight, rows
         self.carried.update(zip(params.curved_steps(), carried[1:]))
-        d, rotation = params.n_features, params.rotation
+        d = params.n_features
         self.moments = np.empty((1, d, d))
         start = carried[0]
         self.scale = weight * start.unit * start.unit
-        self.moments[0] = self.scale * rotation @ start.cov @ rotation.T
+        self.axes: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per lead, the block's PCA where the fit made it
+        self._block(-1, 0)
 
     def correct(self, p: int) -> None:
-        step = self.carried[p]
-        turn = self.params.rotation[p + 1:] @ step.frame
-        self.moments[0, p + 1:, p + 1:] = self.scale * turn @ step.cov @ turn.T
+        self._block(p, p + 1)
+
+    def _block(self, p: int, lead: int) -> None:
+        """``M[lead:, lead:] = N unit^2 Q C Q^T``, ``Q = A[lead:] frame``; where ``C = diag(l)`` in its eigenbasis, its
+        PCA too: the eigenvalues ``N unit^2 l`` along ``Q``'s columns."""
+        step, rotation = self.carried[p], self.params.rotation[lead:]
+        turn = rotation if step.frame is None else rotation @ step.frame
+        if step.values is None:
+            self.moments[0, lead:, lead:] = self.scale * turn @ step.cov @ turn.T
+            return
+        values = self.scale * step.values
+        self.moments[0, lead:, lead:] = (turn * values) @ turn.T
+        self.axes[lead] = values, turn
+
+    def principal(self, lead: int) -> tuple[np.ndarray, np.ndarray]:
+        """The PCA of ``M[lead:, lead:]`` (:func:`_principal`): the fit's own where it carried its eigenbasis."""
+        return self.axes[lead] if lead in self.axes else _principal(self, lead)
 
     def rounding(self, lead: int) -> np.ndarray:
         """The bound on ``||dM[lead:, lead:]||_2`` (1,): :data:`CARRIED` ``eps N unit^2 reference`` of the carried
@@ -568,14 +582,19 @@ def _measure(params: PPAParams, fitted: _Moments | _Carried | _RowMoments, unsee
             continue
         # the capped rest: PCA of the training residual's second moments (its mean is zero: every step's
         # least squares has a constant term); its errors keeping lead + j components
-        values, vectors = scipy.linalg.eigh(fitted.moments[0, lead:, lead:], check_finite=False)
-        vectors = vectors[:, ::-1]
+        values, vectors = fitted.principal(lead) if isinstance(fitted, _Carried) else _principal(fitted, lead)
         energies = unseen.energies(lead, vectors, threads)
-        if not isinstance(fitted, _RowMoments) and not _settled(values[::-1], vectors, energies.sum(axis=0), fitted, unseen, lead, EQUAL * total):
+        if not isinstance(fitted, _RowMoments) and not _settled(values, vectors, energies.sum(axis=0), fitted, unseen, lead, EQUAL * total):
             return None
         out[c, :, :lead] = full[:, :lead]
         out[c, :, lead:] = _suffix(energies)[:, 1: d - lead]
     return out, total
+
+
+def _principal(fitted: _Moments | _Carried | _RowMoments, lead: int) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenvalues of the training moments' block ``M[lead:, lead:]``, descending, and their eigenvectors as columns
+    (:func:`~ppa_xr.core.linalg.eigenbasis`)."""
+    return eigenbasis(fitted.moments[0, lead:, lead:])
 
 
 def _settled(values: np.ndarray, vectors: np.ndarray, energies: np.ndarray, fitted: _Moments | _Carried, unseen: _Moments | _Rows,
@@ -964,6 +983,18 @@ def carried_values(shape: tuple[int, int]) -> int:
     return max(int(CARRY * shape[0] * shape[1]), CARRY_FLOOR)
 
 
+def _half_fit(starts: _Starts, rows: np.ndarray, spec: Spec, groups: np.ndarray | None, rng: np.random.Generator,
+              weights: np.ndarray | None, carry: int) -> Fitted:
+    """A half-size fit of ``rows`` from the ``starts``' start, carrying its covariances within ``carry`` values. Where it
+    carries none (its truncations are measured from its rows, whose states would sit beside the array), the start
+    keeps no spare array for a later fit's sample (:class:`~ppa_xr.core.ppa.Begun`)."""
+    begun = starts.of(rows, spec, groups, rng, weights)
+    fitted = fit(rows, spec, begun=begun, carry=carry)
+    if not fitted.carried:
+        begun.spare = None
+    return fitted
+
+
 def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: np.random.Generator,
                  progress: Progress | None = None, weights: np.ndarray | None = None,
                  shrink_outputs: bool = False) -> tuple[Fitted, Choice]:
@@ -995,7 +1026,7 @@ def fit_selected(X: np.ndarray, declared: Spec, groups: np.ndarray | None, rng: 
             noise = None if declared.noise_cov is None else declared.noise_cov / unit / unit
             spec = declared.replace(leading="pca", noise_cov=noise, **configuration)
             # the residual covariances it carries (the held-out measurement's training side) within CARRY of its rows' values
-            return fit(rows, spec, begun=starts.of(rows, spec, row_groups, child, row_weights), carry=carried_values(rows.shape))
+            return _half_fit(starts, rows, spec, row_groups, child, row_weights, carried_values(rows.shape))
 
         # the cores the load leaves (read before the fits hold one BLAS thread): the held-out measurement's two sides
         # run side by side on as many Python threads, each product on one BLAS thread

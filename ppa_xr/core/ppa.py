@@ -93,12 +93,15 @@ class Carried:
     step), ``cov = frame^T (sum w z z^T / n) frame`` for the sample's residuals ``z`` (zero mean: every step's
     least squares has a constant; ``w`` the weights at mean 1); ``reference``, the trace of the covariance last
     computed from the rows, which its downdates' rounding scales with; ``unit``, the fit space's length in the
-    parameters' units (:meth:`_Start.finish`: outputs ``r = unit A z``)."""
+    parameters' units (:meth:`_Start.finish`: outputs ``r = unit A z``). ``values``: where given, the ``frame`` is
+    the covariance's eigenbasis, ``cov = diag(values)`` (descending): the eigendecomposition the fit made to turn to
+    its next axes, which the validation's truncations read as their PCA instead of making it again."""
 
     frame: np.ndarray | None
     cov: np.ndarray
     reference: float
     unit: float
+    values: np.ndarray | None = None
 
 
 def fit(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None = None, rng: np.random.Generator | None = None,
@@ -186,7 +189,8 @@ class Begun:
     rows' ``order`` and square-root weights, the start (:class:`_Start`), the eigendecomposition of its
     covariance, and the sample ``Z`` it made, until a fit takes it. Fits of the same rows ``X`` that differ
     only in their steps' options (``robust``, ``max_curved``) share it (the plain and robust half-size fits
-    of the whole-fit validation): the first takes ``Z``, a later one makes it again without its covariance."""
+    of the whole-fit validation): the first takes ``Z``, a later one, once the first is done, makes it again without
+    its covariance, into the same array (``spare``: its memory already mapped, no page faults of a fresh array)."""
 
     X: np.ndarray
     spec: Spec
@@ -197,11 +201,16 @@ class Begun:
     values: np.ndarray
     vectors: np.ndarray
     Z: np.ndarray | None
+    spare: np.ndarray | None = None
 
     def sample(self) -> np.ndarray:
-        """The sample for a fit, which overwrites it: the one the start made, then the same made again."""
+        """The sample for a fit, which overwrites it: the one the start made, then the same made again in its array
+        (a fit takes it after the last fit of this start is done)."""
         Z, self.Z = self.Z, None
-        return self.start.sample(self.X, self.order, self.spec, self.root) if Z is None else Z
+        if Z is None:
+            return self.start.sample(self.X, self.order, self.spec, self.root, self.spare)
+        self.spare = Z
+        return Z
 
 
 def begin(X: np.ndarray, spec: Spec, *, groups: np.ndarray | None, rng: np.random.Generator, weights: np.ndarray | None,
@@ -240,7 +249,7 @@ def _fit(begun: Begun, spec: Spec, progress: Progress | None, threads: int = 1, 
     res = Residual.start(begun.sample(), 0 if folds is None else int(folds.bounds[-1]), values, axes)
     loop = _Loop(spec, _strategy(spec.leading).for_degree(max(spec.candidates)), folds, variances, res, progress, root,
                  _threads_for(res.Z, threads), shrink_outputs=shrink_outputs,
-                 carried=[Carried(None, start.cov, float(np.trace(start.cov)), start.unit)] if carry else None, carry=carry)
+                 carried=[Carried(axes, np.diag(values), float(np.trace(start.cov)), start.unit, values)] if carry else None, carry=carry)
     loop.run()
     params = _compose(start.mean, loop.steps, res.frame[:, 0], float(res.cov[0, 0]), spec.tails, (axes.T, variances))
     return Fit(start.finish(params), errors.training_ratio(np.array(loop.energies), variances, loop.total), tuple(loop.carried or ()))
@@ -351,9 +360,14 @@ class _Start:
             return cls(cov / np.outer(feature_scale, feature_scale), whitening @ mean, 1.0, whitening, feature_scale), Z
         return cls(cov, mean / factor, _checked_spread(float(factor), len(mean), "(pass standardize=True, or divide the data by a constant)"), None), Z
 
-    def sample(self, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None) -> np.ndarray:
-        """``Z`` of :meth:`of` again, by the same operations (bit for bit), without its covariance."""
-        Z, _, factor = _centred(X, order, spec.standardize, root)
+    def sample(self, X: np.ndarray, order: np.ndarray | None, spec: Spec, root: np.ndarray | None = None,
+               out: np.ndarray | None = None) -> np.ndarray:
+        """``Z`` of :meth:`of` again, by the same operations (bit for bit), without its covariance; in ``out`` where
+        given where it can hold them (:func:`_centred_into`)."""
+        if out is not None and order is not None and X.dtype == np.float64 and out.shape == (len(order), X.shape[1]):
+            Z, _, factor = _centred_into(out, X, order, spec.standardize, root)
+        else:
+            Z, _, factor = _centred(X, order, spec.standardize, root)
         if self.whitening is not None and spec.noise_cov is not None:
             Z = Z @ (self.whitening * factor).T
             Z /= self.unit
@@ -489,8 +503,17 @@ class _Loop:
             if self.carry < 0:  # more than the caller would hold: none kept
                 self.carried = None
             else:
-                self.carried.append(Carried(self.res.frame.copy(), self.res.cov.copy(), float(self.reference), self.carried[0].unit))
+                self.carried.append(self._carried(self.carried[0].unit))
         return curved
+
+    def _carried(self, unit: float) -> Carried:
+        """The residual's covariance after a curved step, in its eigenbasis where the next block along the principal
+        axes turns to it anyway (more steps follow, PCA-led, no search): the same turn, made now and kept."""
+        res, values = self.res, None
+        if len(self.steps) < self.d - 1 and self.strategy.is_pca and not self.searching:
+            res.to_principal_axes()
+            values = np.diagonal(res.cov).copy()
+        return Carried(res.frame.copy(), res.cov.copy(), float(self.reference), unit, values)
 
 
 def _held_out_cost(resid: np.ndarray, e: np.ndarray, degree: int, folds: Folds, designs_of: Designs) -> float:
@@ -597,9 +620,24 @@ def _centred(X: np.ndarray, order: np.ndarray | None, per_feature: bool = False,
         mean = X.mean(axis=0, dtype=np.float64)
         Z = np.subtract(X, mean, dtype=np.float64)
     else:
-        Z = (X if order is None else np.take(X, order, axis=0)).astype(np.float64, copy=order is None)
-        mean = Z.mean(axis=0) if root is None else (root**2 @ Z) / len(Z)
-        Z -= mean
+        return _scaled((X if order is None else np.take(X, order, axis=0)).astype(np.float64, copy=order is None), per_feature, root)
+    factor = power_of_two(np.maximum(Z.max(axis=0), -Z.min(axis=0)) if per_feature else max(Z.max(), -Z.min()))
+    Z *= 1 / factor
+    return Z, mean, factor if per_feature else factor[()]
+
+
+def _centred_into(out: np.ndarray, X: np.ndarray, order: np.ndarray, per_feature: bool = False,
+                  root: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
+    """:func:`_centred` of the float64 rows ``X`` in their ``order``, taken into ``out`` (their shape): the same values,
+    in memory already mapped."""
+    return _scaled(np.take(X, order, axis=0, out=out, mode="clip"), per_feature, root)  # "raise" takes into a temporary first
+
+
+def _scaled(Z: np.ndarray, per_feature: bool, root: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray]:
+    """:func:`_centred`'s rows ``Z`` (float64, overwritten) less their mean (weighted by ``root`` squared), divided by
+    the power of two near their largest deviation (per feature where ``per_feature``), each times its ``root``."""
+    mean = Z.mean(axis=0) if root is None else (root**2 @ Z) / len(Z)
+    Z -= mean
     factor = power_of_two(np.maximum(Z.max(axis=0), -Z.min(axis=0)) if per_feature else max(Z.max(), -Z.min()))
     Z *= 1 / factor
     if root is not None:
