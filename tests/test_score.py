@@ -110,6 +110,23 @@ def test_whiten_does_not_change_the_score_nor_does_a_saved_model(curved, tmp_pat
     np.testing.assert_allclose(loaded.score_samples(test), model.score_samples(test), rtol=1e-12)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_table_scores_as_its_columns_were_fitted_without_a_warning(seed):
+    """A model fitted on a DataFrame scores a DataFrame of its columns silently (every GridSearchCV fold does): the mean
+    of its rows' scores."""
+    import warnings
+
+    import pandas as pd
+
+    rows = curved_sample(600, seed=seed)
+    X = pd.DataFrame(rows, columns=[f"b{i}" for i in range(rows.shape[1])])
+    model = PPA(degree=3, random_state=seed).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        score = model.score(X)
+    assert score == pytest.approx(float(np.mean(model.score_samples(X))), rel=1e-14)
+
+
 def test_missing_rows_score_nan_and_are_left_out_of_the_mean(curved):
     model = PPA(degree=3, random_state=0).fit(curved)
     test = curved_sample(300, seed=11)

@@ -693,7 +693,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             (n_samples,) log densities in nats (whitened units' densities for a whitening model, converted by
             ``log |det W|`` to the input's).
         """
-        return likelihood.log_likelihood(self._check_input(X), self.params_, self.n_components_, getattr(self, "n_effective_", None))
+        return self._log_likelihood(self._check_input(X))
 
     def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
         """Mean log-likelihood of the samples (:meth:`score_samples`): higher is better, so ``GridSearchCV`` and
@@ -713,11 +713,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         float
             The (weighted) mean log density in nats.
         """
-        X, complete = self._complete_rows(X, units=False)  # score_samples checks them
+        X, complete = self._complete_rows(X)
         weights = None if sample_weight is None else checks.row_weights(sample_weight, len(X), "sample_weight")[complete]
         if weights is not None and not weights.any():
             raise ValueError("every complete row (no NaN or inf) has sample_weight 0: nothing to average; give some of them a weight")
-        return float(np.average(self.score_samples(X[complete]), weights=weights))
+        return float(np.average(self._log_likelihood(X[complete]), weights=weights))
+
+    def _log_likelihood(self, X: np.ndarray) -> np.ndarray:
+        """:meth:`score_samples` of rows already checked (``_check_input``): checked again, the rows of a model fitted on
+        a DataFrame would be told they lack its feature names."""
+        return likelihood.log_likelihood(X, self.params_, self.n_components_, getattr(self, "n_effective_", None))
 
     def _complete_rows(self, X: Any, units: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``X`` checked (its units too, unless ``units`` is False), and which of its rows are complete: every input the
