@@ -79,8 +79,8 @@ def _evidence(X: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np
 
 
 def _per_row(weights: np.ndarray | None, n: int) -> float:
-    """``s / (1 - s)``, ``s`` the rows' :func:`~ppa_xr.core.linalg.weight_share` (:func:`_evidence`): the variance of a weighted mean per unit
-    variance of the values."""
+    """``s / (1 - s)``, ``s`` the rows' :func:`~ppa_xr.core.linalg.weight_share` (:func:`_evidence`): the variance of
+    a weighted mean per unit variance of the values."""
     share = weight_share(weights, n)
     return share / max(1.0 - share, share)
 

@@ -238,8 +238,9 @@ def _warn_scales_apart(pooled: Any, n: int) -> None:
         rows = pooled.values[pooled.cube == c]
         rows = rows[np.isfinite(rows).all(axis=1)]
         if len(rows) > 1:
+            centred = rows - rows.mean(axis=0)
             sizes[c] = np.median(np.sqrt(np.einsum("ij,ij->i", rows, rows)))
-            spreads[c] = np.sqrt(np.mean(np.einsum("ij,ij->i", rows - rows.mean(axis=0), rows - rows.mean(axis=0))))
+            spreads[c] = np.sqrt(np.mean(np.einsum("ij,ij->i", centred, centred)))
     seen = np.flatnonzero((sizes > 0) & (spreads > 0))
     if len(seen) < 2:
         return

@@ -858,8 +858,9 @@ def available_memory() -> int | None:
 
 def _fitted_map(X: np.ndarray, declared: Spec, groups: Any, progress: bool, weights: np.ndarray | None,
                 shrink: bool = True, drawn: np.ndarray | None = None) -> tuple[Any, dict]:
-    """The fit of complete rows ``X`` (:func:`~ppa_xr.core.shrink.fit_selected`; ``shrink=False`` and ``drawn`` for gaps filled as it fitted), after the checks of its size
-    and its parameters, with a progress bar where asked; floating-point failures as a ValueError saying what to do."""
+    """The fit of complete rows ``X`` (:func:`~ppa_xr.core.shrink.fit_selected`; ``shrink=False`` and ``drawn`` for gaps
+    filled as it fitted), after the checks of its size and its parameters, with a progress bar where asked;
+    floating-point failures as a ValueError saying what to do."""
     n, d = X.shape
     if d < 2:
         raise ValueError(f"PPA needs at least 2 features, got n_features = {d}.")
@@ -924,8 +925,9 @@ def _gaps_filled(X: np.ndarray, groups: Any, weights: np.ndarray | None, declare
     :func:`~ppa_xr.core.fill.fit_with_gaps` (each fit as the final one, without its progress bar), in ``X``'s dtype:
     for a linear map (degree 1, or the curves' fill worse) with the fill's posterior draw added, EM's
     ``E[x x^T | x_o] = x_hat x_hat^T + Sigma_mm|o`` (on the fill alone its outputs' variances were 2-10 standard errors
-    low); for a curved map the fill itself on only those with the fewest gaps (:func:`~ppa_xr.core.fill.fewest_gaps`, what it is fitted on; a
-    linear map is fitted on every row, EM-PCA's fixed point), their gaps refilled by the map they give
+    low); for a curved map the fill itself on only those with the fewest gaps
+    (:func:`~ppa_xr.core.fill.fewest_gaps`, what it is fitted on; a linear map is fitted on every row, EM-PCA's fixed
+    point), their gaps refilled by the map they give
     (:func:`~ppa_xr.core.fill.refilled`); whether the curves' fill was worse beyond noise on
     observed values held out of the loop (then the rows are the linear phase's, the model is fitted linear, and a
     warning says so), None where no kept row had a gap (nothing was filled: the rows are fitted as ``missing="drop"``
